@@ -1,0 +1,71 @@
+#ifndef DTENSOR_TENSOR_ELEMENTWISE_H_
+#define DTENSOR_TENSOR_ELEMENTWISE_H_
+
+#include "absl/status/statusor.h"
+#include "tensor/tensor.h"
+
+namespace dtensor {
+
+// Elementwise kernels with NumPy broadcasting. Inputs may be any strided
+// views. Binary ops need equal dtypes (an error names both otherwise); the
+// result is contiguous, of the input dtype (comparisons give kBool). bf16 and
+// f16 compute in f32; integer division truncates toward zero and an integer
+// division by zero is an error. Transcendental ops (exp, log, sqrt, rsqrt,
+// pow, gelu, silu, sigmoid, tanh) require a floating dtype.
+
+// The broadcast shape of `a` and `b`, or an error naming both.
+absl::StatusOr<Shape> BroadcastShapes(absl::Span<const int64_t> a,
+                                      absl::Span<const int64_t> b);
+
+absl::StatusOr<Tensor> Add(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Sub(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Pow(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Maximum(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Minimum(const Tensor& a, const Tensor& b);
+
+// Scalar forms: the scalar takes the tensor's dtype.
+absl::StatusOr<Tensor> Add(const Tensor& a, double b);
+absl::StatusOr<Tensor> Sub(const Tensor& a, double b);
+absl::StatusOr<Tensor> Mul(const Tensor& a, double b);
+absl::StatusOr<Tensor> Div(const Tensor& a, double b);
+absl::StatusOr<Tensor> Pow(const Tensor& a, double exponent);
+
+absl::StatusOr<Tensor> Neg(const Tensor& a);
+absl::StatusOr<Tensor> Abs(const Tensor& a);
+absl::StatusOr<Tensor> Exp(const Tensor& a);
+absl::StatusOr<Tensor> Log(const Tensor& a);
+absl::StatusOr<Tensor> Sqrt(const Tensor& a);
+absl::StatusOr<Tensor> Rsqrt(const Tensor& a);
+absl::StatusOr<Tensor> Relu(const Tensor& a);
+enum class GeluApproximation { kNone, kTanh };
+// kNone: x·Φ(x) with erf; kTanh: the tanh approximation.
+absl::StatusOr<Tensor> Gelu(const Tensor& a,
+                            GeluApproximation approximation =
+                                GeluApproximation::kNone);
+absl::StatusOr<Tensor> Silu(const Tensor& a);
+absl::StatusOr<Tensor> Sigmoid(const Tensor& a);
+absl::StatusOr<Tensor> Tanh(const Tensor& a);
+
+// Comparisons give kBool.
+absl::StatusOr<Tensor> Eq(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Ne(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Lt(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Le(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Gt(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Ge(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Eq(const Tensor& a, double b);
+absl::StatusOr<Tensor> Ne(const Tensor& a, double b);
+absl::StatusOr<Tensor> Lt(const Tensor& a, double b);
+absl::StatusOr<Tensor> Le(const Tensor& a, double b);
+absl::StatusOr<Tensor> Gt(const Tensor& a, double b);
+absl::StatusOr<Tensor> Ge(const Tensor& a, double b);
+
+// cond ? a : b, all three broadcast together; `cond` must be kBool.
+absl::StatusOr<Tensor> Where(const Tensor& cond, const Tensor& a,
+                             const Tensor& b);
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_TENSOR_ELEMENTWISE_H_

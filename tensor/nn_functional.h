@@ -1,0 +1,60 @@
+#ifndef DTENSOR_TENSOR_NN_FUNCTIONAL_H_
+#define DTENSOR_TENSOR_NN_FUNCTIONAL_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "tensor/tensor.h"
+
+namespace dtensor {
+
+// Neural-network kernels on local tensors. All require floating dtypes for
+// their data inputs (bf16/f16 compute in f32) and return contiguous results.
+
+// Numerically stable softmax / log_softmax along `dim`.
+absl::StatusOr<Tensor> Softmax(const Tensor& x, int64_t dim);
+absl::StatusOr<Tensor> LogSoftmax(const Tensor& x, int64_t dim);
+
+// x / sqrt(mean(x^2 over the last dim) + eps) * weight; `weight` [last dim]
+// is optional (undefined Tensor).
+absl::StatusOr<Tensor> RmsNorm(const Tensor& x, const Tensor& weight,
+                               double eps = 1e-6);
+// (x - mean) / sqrt(var_population + eps) * weight + bias over the last dim;
+// weight and bias optional.
+absl::StatusOr<Tensor> LayerNorm(const Tensor& x, const Tensor& weight,
+                                 const Tensor& bias, double eps = 1e-5);
+
+// Rows of `table` [num, dim] selected by integer `indices` (any shape):
+// result [indices..., dim]. An index outside [0, num) is an error naming it.
+absl::StatusOr<Tensor> Embedding(const Tensor& indices, const Tensor& table);
+
+enum class Reduction { kNone, kMean, kSum };
+// Cross entropy of `logits` [N, C] (or [C]) against integer `target` [N]
+// (or 0-d). Targets equal to `ignore_index` contribute nothing and are not
+// counted by kMean (the mean over no targets is NaN, like PyTorch). kNone gives
+// the per-sample losses [N] (0 where ignored). Other targets outside [0, C)
+// are errors.
+absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& target,
+                                    Reduction reduction = Reduction::kMean,
+                                    int64_t ignore_index = -100);
+
+// softmax(q k^T * scale [+ causal mask]) v with q [..., Lq, E], k [..., Lk, E],
+// v [..., Lk, Ev]; leading dims broadcast. `scale` <= 0 means 1/sqrt(E). The
+// causal mask lets query i see keys j <= i + (Lk - Lq) (aligned to the end, as
+// in PyTorch with Lq == Lk).
+absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
+                                                 const Tensor& k,
+                                                 const Tensor& v, bool causal,
+                                                 double scale = 0.0);
+
+// Rotary position embedding on `x` [..., seq, heads, head_dim] (head_dim even)
+// with the rotate-half convention of Llama: pairs (i, i + head_dim/2) rotate by
+// angle position * theta^(-2i/head_dim). `positions` [seq] (integer) gives each
+// row's position; pass an undefined Tensor for 0..seq-1.
+absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x,
+                                       const Tensor& positions,
+                                       double theta = 10000.0);
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_TENSOR_NN_FUNCTIONAL_H_

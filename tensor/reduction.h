@@ -1,0 +1,35 @@
+#ifndef DTENSOR_TENSOR_REDUCTION_H_
+#define DTENSOR_TENSOR_REDUCTION_H_
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "tensor/tensor.h"
+
+namespace dtensor {
+
+// Reductions over any set of dims (negative dims allowed, no repeats). An empty
+// `dims` reduces over all dims. With keepdim the reduced dims stay as size 1.
+// Floating inputs accumulate in double; bf16/f16 results are rounded back.
+// sum of integers/bool gives i64; mean and var require a floating dtype.
+// max/min/argmax over an empty extent are errors; sum of nothing is 0 and mean
+// of nothing is NaN.
+
+absl::StatusOr<Tensor> Sum(const Tensor& a, absl::Span<const int64_t> dims = {},
+                           bool keepdim = false);
+absl::StatusOr<Tensor> Mean(const Tensor& a,
+                            absl::Span<const int64_t> dims = {},
+                            bool keepdim = false);
+absl::StatusOr<Tensor> Max(const Tensor& a, absl::Span<const int64_t> dims = {},
+                           bool keepdim = false);
+absl::StatusOr<Tensor> Min(const Tensor& a, absl::Span<const int64_t> dims = {},
+                           bool keepdim = false);
+// Variance with `correction` (1 = unbiased, 0 = population).
+absl::StatusOr<Tensor> Var(const Tensor& a, absl::Span<const int64_t> dims = {},
+                           int64_t correction = 1, bool keepdim = false);
+// Index (i64) of the first maximum along one dim.
+absl::StatusOr<Tensor> Argmax(const Tensor& a, int64_t dim,
+                              bool keepdim = false);
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_TENSOR_REDUCTION_H_
