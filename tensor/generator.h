@@ -1,6 +1,7 @@
 #ifndef DTENSOR_TENSOR_GENERATOR_H_
 #define DTENSOR_TENSOR_GENERATOR_H_
 
+#include <array>
 #include <cstdint>
 
 namespace dtensor {
@@ -26,12 +27,16 @@ class Generator {
   float NextUniformFloat();
   // Uniform in [0, 1), 53 bits of precision (two draws).
   double NextUniformDouble();
-  // Standard normal by Box-Muller (two uniform draws).
+  // Standard normal by Box-Muller (two draws, one normal).
   double NextNormal();
 
  private:
   uint64_t seed_;
   uint64_t offset_;
+  // The last Philox block computed: four consecutive draws share one.
+  bool cached_block_valid_ = false;
+  uint64_t cached_block_index_ = 0;
+  std::array<uint32_t, 4> cached_block_{};
 };
 
 }  // namespace dtensor

@@ -41,7 +41,8 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& target,
 // softmax(q k^T * scale [+ causal mask]) v with q [..., Lq, E], k [..., Lk, E],
 // v [..., Lk, Ev]; leading dims broadcast. `scale` <= 0 means 1/sqrt(E). The
 // causal mask lets query i see keys j <= i + (Lk - Lq) (aligned to the end, as
-// in PyTorch with Lq == Lk).
+// in PyTorch with Lq == Lk). A query that sees no key (causal with Lq > Lk, or
+// Lk == 0) gets an all-zero output row rather than NaN.
 absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
                                                  const Tensor& k,
                                                  const Tensor& v, bool causal,

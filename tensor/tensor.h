@@ -1,6 +1,7 @@
 #ifndef DTENSOR_TENSOR_TENSOR_H_
 #define DTENSOR_TENSOR_TENSOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -80,7 +81,8 @@ class Tensor {
   const Shape& shape() const { return shape_; }
   const Strides& strides() const { return strides_; }
   int64_t dim() const { return static_cast<int64_t>(shape_.size()); }
-  // Size of `dim` (negative dims count from the end); requires a valid dim.
+  // Size of `dim` (negative dims count from the end); requires a valid dim
+  // (-1 otherwise).
   int64_t size(int64_t dim) const;
   int64_t numel() const { return NumElements(shape_); }
   int64_t storage_offset() const { return storage_offset_; }
@@ -93,12 +95,14 @@ class Tensor {
   template <typename T>
   T* data() const;
   void* raw_data() const;
-  // The element at `index` converted to double (any dtype); for tests and
-  // printing, not for hot loops. Requires a valid index.
+  // The element at `index` converted to double (any dtype, any device); for
+  // tests and printing, not for hot loops. Requires a valid index (NaN
+  // otherwise).
   double At(absl::Span<const int64_t> index) const;
   // The single element of a 1-element tensor, as double.
   absl::StatusOr<double> Item() const;
-  // All elements in row-major order, converted to T.
+  // All elements in row-major order, converted to T (any device; empty when
+  // the tensor is undefined or the copy fails).
   template <typename T>
   std::vector<T> ToVector() const;
 
@@ -144,9 +148,10 @@ class Tensor {
                                             int64_t dim) const;
 
   // ---- Copies. ----
-  // This tensor if already contiguous, else a contiguous copy.
+  // This tensor if already contiguous, else a contiguous copy. Works on any
+  // device; an undefined Tensor if the copy fails (out of memory).
   Tensor Contiguous() const;
-  // A contiguous copy with its own storage.
+  // A contiguous copy with its own storage (undefined if the copy fails).
   Tensor Clone() const;
   // Copies `src` into this tensor's elements, broadcasting `src` to shape()
   // and converting dtypes. Writes through views.
@@ -171,6 +176,10 @@ class Tensor {
                                             int64_t storage_offset);
 
  private:
+  // A view of this tensor's storage with another layout; unchecked, because
+  // the views derived from a valid tensor stay inside its storage.
+  Tensor MakeView(Shape shape, Strides strides, int64_t storage_offset) const;
+
   std::shared_ptr<Storage> storage_;
   DType dtype_ = DType::kF32;
   Shape shape_;
@@ -207,8 +216,20 @@ absl::StatusOr<Tensor> Tensor::FromVector(const std::vector<T>& values,
         "FromVector: " + std::to_string(values.size()) +
         " values do not fill shape " + ShapeToString(tensor->shape()));
   }
-  std::copy(values.begin(), values.end(), tensor->data<T>());
+  std::copy(values.begin(), values.end(), tensor->template data<T>());
   return tensor;
+}
+
+template <typename T>
+std::vector<T> Tensor::ToVector() const {
+  auto host = To(Device::CPU());
+  if (!host.ok()) return {};
+  auto converted = host->To(CppToDType<T>());
+  if (!converted.ok()) return {};
+  const Tensor contiguous = converted->Contiguous();
+  if (!contiguous.defined()) return {};
+  const T* begin = contiguous.data<T>();
+  return std::vector<T>(begin, begin + contiguous.numel());
 }
 
 }  // namespace dtensor

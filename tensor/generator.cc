@@ -1,0 +1,67 @@
+#include "tensor/generator.h"
+
+#include <cmath>
+
+#include "tensor/philox.h"
+
+namespace dtensor {
+
+std::array<uint32_t, 4> Philox4x32x10(std::array<uint32_t, 4> counter,
+                                      std::array<uint32_t, 2> key) {
+  constexpr uint32_t kMultiplier0 = 0xD2511F53;
+  constexpr uint32_t kMultiplier1 = 0xCD9E8D57;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9;  // Golden ratio.
+  constexpr uint32_t kWeyl1 = 0xBB67AE85;  // sqrt(3) - 1.
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key[0] += kWeyl0;
+      key[1] += kWeyl1;
+    }
+    const uint64_t product0 = uint64_t{kMultiplier0} * counter[0];
+    const uint64_t product1 = uint64_t{kMultiplier1} * counter[2];
+    counter = {static_cast<uint32_t>(product1 >> 32) ^ counter[1] ^ key[0],
+               static_cast<uint32_t>(product1),
+               static_cast<uint32_t>(product0 >> 32) ^ counter[3] ^ key[1],
+               static_cast<uint32_t>(product0)};
+  }
+  return counter;
+}
+
+// Draw i of the stream is word i % 4 of the block for counter i / 4 (low word
+// first), under the key (low, high) 32 bits of the seed.
+uint32_t Generator::NextU32() {
+  const uint64_t block = offset_ / 4;
+  if (!cached_block_valid_ || cached_block_index_ != block) {
+    cached_block_ = Philox4x32x10(
+        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0,
+         0},
+        {static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32)});
+    cached_block_index_ = block;
+    cached_block_valid_ = true;
+  }
+  return cached_block_[offset_++ % 4];
+}
+
+float Generator::NextUniformFloat() {
+  // The top 24 bits, scaled by 2^-24: exact in float, at most 1 - 2^-24.
+  return static_cast<float>(NextU32() >> 8) * 0x1p-24f;
+}
+
+double Generator::NextUniformDouble() {
+  // 27 bits from the first draw and 26 from the second, scaled by 2^-53.
+  const uint64_t high = NextU32() >> 5;
+  const uint64_t low = NextU32() >> 6;
+  return static_cast<double>((high << 26) | low) * 0x1p-53;
+}
+
+double Generator::NextNormal() {
+  // Box-Muller from two 32-bit draws, keeping only the cosine branch so that
+  // normal i always uses draws 2i and 2i + 1. radius_draw lies in (0, 1], so
+  // the log is finite.
+  const double radius_draw = (static_cast<double>(NextU32()) + 1.0) * 0x1p-32;
+  const double angle_draw = static_cast<double>(NextU32()) * 0x1p-32;
+  return std::sqrt(-2.0 * std::log(radius_draw)) *
+         std::cos(2.0 * M_PI * angle_draw);
+}
+
+}  // namespace dtensor

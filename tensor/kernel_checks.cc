@@ -1,0 +1,64 @@
+#include "tensor/kernel_checks.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace dtensor::internal {
+
+absl::Status CheckCpu(const Tensor& t, absl::string_view op,
+                      absl::string_view arg) {
+  if (!t.defined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, " is an undefined tensor"));
+  }
+  if (!t.device().is_cpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, " is on ", t.device().ToString(),
+                     "; this kernel runs on the CPU"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFloatingCpu(const Tensor& t, absl::string_view op,
+                              absl::string_view arg) {
+  if (absl::Status status = CheckCpu(t, op, arg); !status.ok()) return status;
+  if (!IsFloatingPoint(t.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", arg, " has dtype ", std::string(DTypeName(t.dtype())),
+        "; a floating dtype (f32, f64, bf16, f16) is required"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSameDType(const Tensor& a, const Tensor& b,
+                            absl::string_view op, absl::string_view arg_a,
+                            absl::string_view arg_b) {
+  if (a.dtype() == b.dtype()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": ", arg_a, " (", std::string(DTypeName(a.dtype())), ") and ", arg_b,
+      " (", std::string(DTypeName(b.dtype())), ") differ in dtype"));
+}
+
+absl::StatusOr<std::vector<int64_t>> ReadIndices(const Tensor& index,
+                                                 absl::string_view op,
+                                                 absl::string_view arg) {
+  if (absl::Status status = CheckCpu(index, op, arg); !status.ok()) {
+    return status;
+  }
+  if (index.dtype() != DType::kI32 && index.dtype() != DType::kI64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", arg, " has dtype ", std::string(DTypeName(index.dtype())),
+        "; i32 or i64 is required"));
+  }
+  return index.ToVector<int64_t>();
+}
+
+absl::Status CheckIndexInRange(int64_t index, int64_t bound,
+                               absl::string_view op) {
+  if (index >= 0 && index < bound) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": index ", index, " is out of range [0, ", bound, ")"));
+}
+
+}  // namespace dtensor::internal

@@ -1,0 +1,67 @@
+#ifndef DTENSOR_TESTS_TENSOR_KERNEL_TEST_UTIL_H_
+#define DTENSOR_TESTS_TENSOR_KERNEL_TEST_UTIL_H_
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+// Helpers shared by the kernel tests (matmul, nn_functional, indexing): random
+// inputs in several memory layouts, index arithmetic for the references, and
+// comparison against reference values computed in double.
+namespace dtensor::testing {
+
+// How a test tensor's elements are laid out in its storage.
+enum class Layout {
+  kContiguous,
+  // A transposed view of a contiguous tensor whose last two dims are swapped
+  // (kStrided for fewer than 2 dims).
+  kTransposed,
+  // Every other element of a contiguous tensor along the last dim.
+  kStrided,
+};
+
+std::string LayoutName(Layout layout);
+
+// A tensor of `shape` and `layout`: floats uniform in [low, high) rounded to
+// `dtype`, integers uniform in [low, high], bools fair coins.
+Tensor RandomTensor(const Shape& shape, DType dtype, Layout layout,
+                    std::mt19937& rng, double low = -1.0, double high = 1.0);
+
+// A contiguous integer tensor of `dtype` (i32 or i64) with entries uniform in
+// [0, bound).
+Tensor RandomIndices(const Shape& shape, int64_t bound, DType dtype,
+                     std::mt19937& rng);
+
+// A uniform pick from `choices`.
+template <typename T>
+T Pick(const std::vector<T>& choices, std::mt19937& rng) {
+  return choices[std::uniform_int_distribution<size_t>(
+      0, choices.size() - 1)(rng)];
+}
+
+// The multi-index of row-major position `linear` in `shape`, and back.
+std::vector<int64_t> Unravel(int64_t linear, const Shape& shape);
+int64_t Ravel(const std::vector<int64_t>& index, const Shape& shape);
+
+// Absolute and relative tolerance for results of order 1 computed in `dtype`:
+// a few units in the last place of the dtype.
+struct Tolerance {
+  double atol;
+  double rtol;
+};
+Tolerance ToleranceFor(DType dtype);
+
+// Expects `actual` to have `shape` and elements within `tolerance` of
+// `expected` (row-major): |actual - expected| <= atol + rtol * |expected|;
+// NaN matches NaN and infinities must match exactly. Reports the first few
+// mismatches with their index.
+void ExpectClose(const Tensor& actual, const Shape& shape,
+                 const std::vector<double>& expected, Tolerance tolerance,
+                 const std::string& context = "");
+
+}  // namespace dtensor::testing
+
+#endif  // DTENSOR_TESTS_TENSOR_KERNEL_TEST_UTIL_H_

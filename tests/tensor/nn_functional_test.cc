@@ -1,0 +1,576 @@
+#include "tensor/nn_functional.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tensor/tensor.h"
+#include "tests/tensor/kernel_test_util.h"
+
+namespace dtensor {
+namespace {
+
+using ::dtensor::testing::ExpectClose;
+using ::dtensor::testing::Layout;
+using ::dtensor::testing::LayoutName;
+using ::dtensor::testing::Pick;
+using ::dtensor::testing::RandomIndices;
+using ::dtensor::testing::RandomTensor;
+using ::dtensor::testing::Ravel;
+using ::dtensor::testing::Tolerance;
+using ::dtensor::testing::ToleranceFor;
+using ::dtensor::testing::Unravel;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+const std::vector<DType> kFloatDTypes = {DType::kF32, DType::kF64, DType::kBF16,
+                                         DType::kF16};
+const std::vector<DType> kIndexDTypes = {DType::kI32, DType::kI64};
+const std::vector<Layout> kLayouts = {Layout::kContiguous, Layout::kTransposed,
+                                      Layout::kStrided};
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Shape RandomShape(int rank, const std::vector<int64_t>& sizes,
+                  std::mt19937& rng) {
+  Shape shape;
+  for (int d = 0; d < rank; ++d) shape.push_back(Pick(sizes, rng));
+  return shape;
+}
+
+void ExpectInvalidArgument(const absl::StatusOr<Tensor>& result,
+                           const std::vector<std::string>& fragments) {
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
+      << result.status();
+  for (const std::string& fragment : fragments) {
+    EXPECT_THAT(result.status().message(), HasSubstr(fragment));
+  }
+}
+
+// ---- Softmax and LogSoftmax. ----
+
+// Softmax (or log-softmax) along `dim` in double, from the definition.
+std::vector<double> ReferenceSoftmax(const Tensor& x, int64_t dim, bool log) {
+  const std::vector<double> values = x.ToVector<double>();
+  std::vector<double> result(values.size());
+  if (x.dim() == 0) {
+    result[0] = log ? 0.0 : 1.0;
+    return result;
+  }
+  const Shape& shape = x.shape();
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
+  for (size_t p = 0; p < values.size(); ++p) {
+    std::vector<int64_t> index = Unravel(static_cast<int64_t>(p), shape);
+    double max = -kInf;
+    for (index[d] = 0; index[d] < shape[d]; ++index[d]) {
+      max = std::max(max, values[Ravel(index, shape)]);
+    }
+    double sum = 0;
+    for (index[d] = 0; index[d] < shape[d]; ++index[d]) {
+      sum += std::exp(values[Ravel(index, shape)] - max);
+    }
+    result[p] =
+        log ? values[p] - max - std::log(sum) : std::exp(values[p] - max) / sum;
+  }
+  return result;
+}
+
+TEST(SoftmaxTest, RandomShapesDimsLayoutsAndDTypes) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int rank = std::uniform_int_distribution<int>(0, 4)(rng);
+    const Shape shape = RandomShape(rank, {0, 1, 2, 3, 5, 8}, rng);
+    const int64_t dim = std::uniform_int_distribution<int64_t>(
+        -std::max(rank, 1), std::max(rank, 1) - 1)(rng);
+    const DType dtype = Pick(kFloatDTypes, rng);
+    const Layout layout = Pick(kLayouts, rng);
+    const Tensor x = RandomTensor(shape, dtype, layout, rng, -4, 4);
+    const std::string context = absl::StrCat(
+        "trial ", trial, ": ", ShapeToString(shape), " dim ", dim, " ",
+        std::string(DTypeName(dtype)), " ", LayoutName(layout));
+    absl::StatusOr<Tensor> softmax = Softmax(x, dim);
+    ASSERT_TRUE(softmax.ok()) << context << ": " << softmax.status();
+    ExpectClose(*softmax, shape, ReferenceSoftmax(x, dim, false),
+                ToleranceFor(dtype), context + " softmax");
+    absl::StatusOr<Tensor> log_softmax = LogSoftmax(x, dim);
+    ASSERT_TRUE(log_softmax.ok()) << context << ": " << log_softmax.status();
+    ExpectClose(*log_softmax, shape, ReferenceSoftmax(x, dim, true),
+                ToleranceFor(dtype), context + " log_softmax");
+  }
+}
+
+TEST(SoftmaxTest, LargeAndInfiniteLogitsStayStable) {
+  const Tensor x =
+      Tensor::FromVector<double>(
+          {1000, 1001, 1002, -1e4, -1e4 + 1, -1e4 + 2, -kInf, 0, 0}, {3, 3})
+          .value()
+          .To(DType::kF32)
+          .value();
+  const double z = 1 + std::exp(-1.0) + std::exp(-2.0);
+  const std::vector<double> expected = {std::exp(-2.0) / z,
+                                        std::exp(-1.0) / z,
+                                        1 / z,
+                                        std::exp(-2.0) / z,
+                                        std::exp(-1.0) / z,
+                                        1 / z,
+                                        0,
+                                        0.5,
+                                        0.5};
+  ExpectClose(Softmax(x, 1).value(), {3, 3}, expected,
+              ToleranceFor(DType::kF32));
+  const std::vector<double> expected_log = {
+      -2 - std::log(z), -1 - std::log(z), -std::log(z), -2 - std::log(z),
+      -1 - std::log(z), -std::log(z),     -kInf,        std::log(0.5),
+      std::log(0.5)};
+  ExpectClose(LogSoftmax(x, -1).value(), {3, 3}, expected_log,
+              ToleranceFor(DType::kF32));
+}
+
+TEST(SoftmaxTest, BadInputs) {
+  const Tensor ints = Tensor::Zeros({2, 3}, DType::kI64).value();
+  ExpectInvalidArgument(Softmax(ints, 0), {"i64"});
+  const Tensor x = Tensor::Zeros({2, 3}, DType::kF32).value();
+  ExpectInvalidArgument(LogSoftmax(x, 5), {"5"});
+}
+
+// ---- RmsNorm and LayerNorm. ----
+
+// The normalization of each last-dim row in double: rms or layer norm.
+std::vector<double> ReferenceNorm(const Tensor& x, const Tensor& weight,
+                                  const Tensor& bias, double eps, bool rms) {
+  const std::vector<double> values = x.ToVector<double>();
+  const int64_t width = x.size(-1);
+  const std::vector<double> w = weight.defined()
+                                    ? weight.ToVector<double>()
+                                    : std::vector<double>(width, 1.0);
+  const std::vector<double> b = bias.defined()
+                                    ? bias.ToVector<double>()
+                                    : std::vector<double>(width, 0.0);
+  std::vector<double> result(values.size());
+  for (size_t start = 0; start < values.size(); start += width) {
+    double mean = 0;
+    if (!rms) {
+      for (int64_t i = 0; i < width; ++i) mean += values[start + i] / width;
+    }
+    double second_moment = 0;
+    for (int64_t i = 0; i < width; ++i) {
+      const double centered = values[start + i] - mean;
+      second_moment += centered * centered / width;
+    }
+    for (int64_t i = 0; i < width; ++i) {
+      result[start + i] =
+          (values[start + i] - mean) / std::sqrt(second_moment + eps) * w[i] +
+          b[i];
+    }
+  }
+  return result;
+}
+
+TEST(NormTest, RandomShapesParamsLayoutsAndDTypes) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int rank = std::uniform_int_distribution<int>(1, 3)(rng);
+    Shape shape = RandomShape(rank - 1, {0, 1, 2, 4}, rng);
+    shape.push_back(Pick<int64_t>({0, 1, 2, 3, 8, 17}, rng));
+    const int64_t width = shape.back();
+    const DType dtype = Pick(kFloatDTypes, rng);
+    const Layout layout = Pick(kLayouts, rng);
+    const double eps = Pick<double>({1e-6, 1e-5, 0.1}, rng);
+    const Tensor x = RandomTensor(shape, dtype, layout, rng, -2, 3);
+    const Tensor weight =
+        trial % 3 == 0
+            ? Tensor()
+            : RandomTensor({width}, dtype, Pick(kLayouts, rng), rng, 0.5, 1.5);
+    const Tensor bias =
+        trial % 2 == 0 ? Tensor()
+                       : RandomTensor({width}, dtype, Pick(kLayouts, rng), rng);
+    const std::string context =
+        absl::StrCat("trial ", trial, ": ", ShapeToString(shape), " ",
+                     std::string(DTypeName(dtype)), " ", LayoutName(layout),
+                     weight.defined() ? " weight" : "",
+                     bias.defined() ? " bias" : "", " eps ", eps);
+    absl::StatusOr<Tensor> rms = RmsNorm(x, weight, eps);
+    ASSERT_TRUE(rms.ok()) << context << ": " << rms.status();
+    ExpectClose(*rms, shape, ReferenceNorm(x, weight, Tensor(), eps, true),
+                ToleranceFor(dtype), context + " rms_norm");
+    absl::StatusOr<Tensor> layer = LayerNorm(x, weight, bias, eps);
+    ASSERT_TRUE(layer.ok()) << context << ": " << layer.status();
+    ExpectClose(*layer, shape, ReferenceNorm(x, weight, bias, eps, false),
+                ToleranceFor(dtype), context + " layer_norm");
+  }
+}
+
+TEST(NormTest, BadInputs) {
+  const Tensor x = Tensor::Zeros({2, 4}, DType::kF32).value();
+  const Tensor short_weight = Tensor::Ones({3}, DType::kF32).value();
+  ExpectInvalidArgument(RmsNorm(x, short_weight), {"[3]", "[2, 4]"});
+  ExpectInvalidArgument(LayerNorm(x, Tensor(), short_weight),
+                        {"[3]", "[2, 4]"});
+  const Tensor f64_weight = Tensor::Ones({4}, DType::kF64).value();
+  ExpectInvalidArgument(LayerNorm(x, f64_weight, Tensor()), {"f32", "f64"});
+  ExpectInvalidArgument(RmsNorm(Tensor::Scalar(1.0), Tensor()), {"[]"});
+  ExpectInvalidArgument(
+      RmsNorm(Tensor::Zeros({4}, DType::kI32).value(), Tensor()), {"i32"});
+}
+
+// ---- Embedding. ----
+
+TEST(EmbeddingTest, RandomIndexShapesAndDTypes) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t num = Pick<int64_t>({1, 2, 7}, rng);
+    const int64_t dim = Pick<int64_t>({0, 1, 3, 8}, rng);
+    const DType dtype = Pick(kFloatDTypes, rng);
+    const Tensor table =
+        RandomTensor({num, dim}, dtype, Pick(kLayouts, rng), rng);
+    const Shape index_shape = RandomShape(
+        std::uniform_int_distribution<int>(0, 3)(rng), {0, 1, 2, 5}, rng);
+    const Tensor indices =
+        RandomIndices(index_shape, num, Pick(kIndexDTypes, rng), rng);
+    absl::StatusOr<Tensor> result = Embedding(indices, table);
+    const std::string context = absl::StrCat(
+        "trial ", trial, ": indices ", ShapeToString(index_shape), " table ",
+        ShapeToString(table.shape()), " ", std::string(DTypeName(dtype)));
+    ASSERT_TRUE(result.ok()) << context << ": " << result.status();
+    const std::vector<double> rows = table.ToVector<double>();
+    std::vector<double> expected;
+    for (const int64_t row : indices.ToVector<int64_t>()) {
+      for (int64_t j = 0; j < dim; ++j) expected.push_back(rows[row * dim + j]);
+    }
+    Shape expected_shape = index_shape;
+    expected_shape.push_back(dim);
+    ExpectClose(*result, expected_shape, expected, {0, 0}, context);
+  }
+}
+
+TEST(EmbeddingTest, BadInputs) {
+  const Tensor table = Tensor::Zeros({5, 2}, DType::kF32).value();
+  ExpectInvalidArgument(
+      Embedding(Tensor::FromVector<int64_t>({0, 7}, {2}).value(), table),
+      {"7", "5"});
+  ExpectInvalidArgument(
+      Embedding(Tensor::FromVector<int32_t>({-1}, {1}).value(), table),
+      {"-1", "5"});
+  ExpectInvalidArgument(
+      Embedding(Tensor::FromVector<float>({1}, {1}).value(), table), {"f32"});
+  ExpectInvalidArgument(Embedding(Tensor::FromVector<int64_t>({1}, {1}).value(),
+                                  Tensor::Zeros({5}, DType::kF32).value()),
+                        {"[5]"});
+}
+
+// ---- CrossEntropy. ----
+
+TEST(CrossEntropyTest, RandomLogitsTargetsAndReductions) {
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 150; ++trial) {
+    const bool batched = trial % 4 != 0;
+    const int64_t n = batched ? Pick<int64_t>({0, 1, 2, 5, 9}, rng) : 1;
+    const int64_t classes = Pick<int64_t>({1, 2, 3, 10}, rng);
+    const DType dtype = Pick(kFloatDTypes, rng);
+    const Shape logits_shape = batched ? Shape{n, classes} : Shape{classes};
+    const Tensor logits =
+        RandomTensor(logits_shape, dtype, Pick(kLayouts, rng), rng, -3, 3);
+    // The ignored class is sometimes a valid class, sometimes -100.
+    const int64_t ignore_index = trial % 2 == 0 ? -100 : 1;
+    std::vector<int64_t> targets(n);
+    for (int64_t& t : targets) {
+      t = std::uniform_int_distribution<int64_t>(0, classes - 1)(rng);
+      if (std::bernoulli_distribution(0.25)(rng)) t = ignore_index;
+    }
+    const Tensor target =
+        Tensor::FromVector<int64_t>(targets, batched ? Shape{n} : Shape{})
+            .value()
+            .To(Pick(kIndexDTypes, rng))
+            .value();
+    const std::vector<double> x = logits.ToVector<double>();
+    std::vector<double> losses(n, 0.0);
+    double total = 0;
+    int64_t counted = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (targets[i] == ignore_index) continue;
+      double sum = 0;
+      for (int64_t c = 0; c < classes; ++c) sum += std::exp(x[i * classes + c]);
+      losses[i] = std::log(sum) - x[i * classes + targets[i]];
+      total += losses[i];
+      ++counted;
+    }
+    const std::string context = absl::StrCat(
+        "trial ", trial, ": logits ", ShapeToString(logits_shape), " ",
+        std::string(DTypeName(dtype)), " ignore ", ignore_index);
+    Tolerance tolerance = ToleranceFor(dtype);
+    tolerance.atol *= 4;  // Losses up to ~8, sums of up to 9 of them.
+    absl::StatusOr<Tensor> none =
+        CrossEntropy(logits, target, Reduction::kNone, ignore_index);
+    ASSERT_TRUE(none.ok()) << context << ": " << none.status();
+    ExpectClose(*none, target.shape(), losses, tolerance, context + " none");
+    absl::StatusOr<Tensor> sum =
+        CrossEntropy(logits, target, Reduction::kSum, ignore_index);
+    ASSERT_TRUE(sum.ok()) << context << ": " << sum.status();
+    ExpectClose(*sum, {}, {total}, tolerance, context + " sum");
+    absl::StatusOr<Tensor> mean =
+        CrossEntropy(logits, target, Reduction::kMean, ignore_index);
+    ASSERT_TRUE(mean.ok()) << context << ": " << mean.status();
+    ExpectClose(*mean, {}, {counted == 0 ? std::nan("") : total / counted},
+                tolerance, context + " mean");
+  }
+}
+
+TEST(CrossEntropyTest, BadInputs) {
+  const Tensor logits = Tensor::Zeros({4, 3}, DType::kF32).value();
+  ExpectInvalidArgument(
+      CrossEntropy(logits,
+                   Tensor::FromVector<int64_t>({0, 1, 5, 2}, {4}).value()),
+      {"5", "3"});
+  ExpectInvalidArgument(
+      CrossEntropy(logits,
+                   Tensor::FromVector<int64_t>({0, 1, -1, 2}, {4}).value()),
+      {"-1", "3"});
+  ExpectInvalidArgument(
+      CrossEntropy(logits, Tensor::Zeros({5}, DType::kI64).value()),
+      {"[4, 3]", "[5]"});
+  ExpectInvalidArgument(
+      CrossEntropy(logits, Tensor::Zeros({4}, DType::kF32).value()), {"f32"});
+  ExpectInvalidArgument(CrossEntropy(Tensor::Zeros({4, 3}, DType::kI64).value(),
+                                     Tensor::Zeros({4}, DType::kI64).value()),
+                        {"i64"});
+}
+
+// ---- ScaledDotProductAttention. ----
+
+// Attention in double with right-aligned broadcasting of the leading dims.
+std::vector<double> ReferenceAttention(const Tensor& q, const Tensor& k,
+                                       const Tensor& v, bool causal,
+                                       double scale, const Shape& batch) {
+  const std::vector<double> qv = q.ToVector<double>();
+  const std::vector<double> kv = k.ToVector<double>();
+  const std::vector<double> vv = v.ToVector<double>();
+  const int64_t lq = q.size(-2);
+  const int64_t lk = k.size(-2);
+  const int64_t e = q.size(-1);
+  const int64_t ev = v.size(-1);
+  if (scale <= 0) scale = 1.0 / std::sqrt(static_cast<double>(e));
+  // The flat matrix index of `t` for output batch position `index`.
+  const auto matrix_of = [&](const Tensor& t,
+                             const std::vector<int64_t>& index) {
+    const Shape t_batch(t.shape().begin(), t.shape().end() - 2);
+    std::vector<int64_t> t_index(t_batch.size());
+    for (size_t d = 0; d < t_batch.size(); ++d) {
+      t_index[d] =
+          t_batch[d] == 1 ? 0 : index[index.size() - t_batch.size() + d];
+    }
+    return Ravel(t_index, t_batch);
+  };
+  std::vector<double> result;
+  for (int64_t p = 0; p < NumElements(batch); ++p) {
+    const std::vector<int64_t> index = Unravel(p, batch);
+    const double* qm = qv.data() + matrix_of(q, index) * lq * e;
+    const double* km = kv.data() + matrix_of(k, index) * lk * e;
+    const double* vm = vv.data() + matrix_of(v, index) * lk * ev;
+    for (int64_t i = 0; i < lq; ++i) {
+      std::vector<double> weights(lk, 0.0);
+      double max = -kInf;
+      for (int64_t j = 0; j < lk; ++j) {
+        if (causal && j > i + (lk - lq)) continue;
+        double dot = 0;
+        for (int64_t c = 0; c < e; ++c) dot += qm[i * e + c] * km[j * e + c];
+        weights[j] = dot * (e == 0 ? 1.0 : scale);
+        max = std::max(max, weights[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < lk; ++j) {
+        if (causal && j > i + (lk - lq)) continue;
+        weights[j] = std::exp(weights[j] - max);
+        sum += weights[j];
+      }
+      for (int64_t c = 0; c < ev; ++c) {
+        double out = 0;
+        for (int64_t j = 0; j < lk; ++j) {
+          if (causal && j > i + (lk - lq)) continue;
+          out += weights[j] / sum * vm[j * ev + c];
+        }
+        result.push_back(out);
+      }
+    }
+  }
+  return result;
+}
+
+TEST(AttentionTest, RandomShapesBroadcastingMasksAndDTypes) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int batch_rank = std::uniform_int_distribution<int>(0, 2)(rng);
+    const Shape batch = RandomShape(batch_rank, {1, 2, 3}, rng);
+    // Each operand keeps a random number of trailing batch dims, some as 1.
+    const auto leading = [&]() {
+      const int rank = std::uniform_int_distribution<int>(0, batch_rank)(rng);
+      Shape shape;
+      for (int d = batch_rank - rank; d < batch_rank; ++d) {
+        shape.push_back(Pick<int64_t>({batch[d], batch[d], 1}, rng));
+      }
+      return shape;
+    };
+    const int64_t lq = Pick<int64_t>({0, 1, 2, 3, 5, 7}, rng);
+    const int64_t lk = Pick<int64_t>({0, 1, 2, 3, 5, 7}, rng);
+    const int64_t e = Pick<int64_t>({1, 2, 4, 8}, rng);
+    const int64_t ev = Pick<int64_t>({1, 3, 4}, rng);
+    const bool causal = std::bernoulli_distribution(0.5)(rng);
+    const double scale = Pick<double>({0.0, 0.3}, rng);
+    const DType dtype = Pick(kFloatDTypes, rng);
+    Shape q_shape = leading();
+    q_shape.insert(q_shape.end(), {lq, e});
+    Shape k_shape = leading();
+    k_shape.insert(k_shape.end(), {lk, e});
+    Shape v_shape = leading();
+    v_shape.insert(v_shape.end(), {lk, ev});
+    const Tensor q = RandomTensor(q_shape, dtype, Pick(kLayouts, rng), rng);
+    const Tensor k = RandomTensor(k_shape, dtype, Pick(kLayouts, rng), rng);
+    const Tensor v = RandomTensor(v_shape, dtype, Pick(kLayouts, rng), rng);
+    // The broadcast batch: the largest rank any operand kept, sizes from
+    // `batch` unless every operand has 1 there.
+    const int kept = static_cast<int>(std::max(
+                         {q_shape.size(), k_shape.size(), v_shape.size()})) -
+                     2;
+    Shape out_batch;
+    for (int d = batch_rank - kept; d < batch_rank; ++d) {
+      int64_t size = 1;
+      for (const Shape* s : {&q_shape, &k_shape, &v_shape}) {
+        const int offset = static_cast<int>(s->size()) - 2 - (batch_rank - d);
+        if (offset >= 0) size = std::max(size, (*s)[offset]);
+      }
+      out_batch.push_back(size);
+    }
+    Shape out_shape = out_batch;
+    out_shape.insert(out_shape.end(), {lq, ev});
+    const std::string context =
+        absl::StrCat("trial ", trial, ": q ", ShapeToString(q_shape), " k ",
+                     ShapeToString(k_shape), " v ", ShapeToString(v_shape),
+                     causal ? " causal" : "", " scale ", scale, " ",
+                     std::string(DTypeName(dtype)));
+    absl::StatusOr<Tensor> result =
+        ScaledDotProductAttention(q, k, v, causal, scale);
+    ASSERT_TRUE(result.ok()) << context << ": " << result.status();
+    // A query that sees no key (causal, Lq > Lk, or Lk == 0) gives zeros.
+    std::vector<double> expected =
+        ReferenceAttention(q, k, v, causal, scale, out_batch);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const int64_t query = (static_cast<int64_t>(i) / ev) % lq;
+      if (lk == 0 || (causal && query + (lk - lq) < 0)) expected[i] = 0;
+    }
+    ExpectClose(*result, out_shape, expected, ToleranceFor(dtype), context);
+  }
+}
+
+TEST(AttentionTest, CausalMaskAlignsToTheEnd) {
+  // Lq = 2, Lk = 3: query 0 sees keys 0..1, query 1 sees keys 0..2. With all
+  // scores equal the output is the mean of the visible values.
+  const Tensor q = Tensor::Zeros({2, 1}, DType::kF64).value();
+  const Tensor k = Tensor::Zeros({3, 1}, DType::kF64).value();
+  const Tensor v = Tensor::FromVector<double>({1, 2, 6}, {3, 1}).value();
+  ExpectClose(ScaledDotProductAttention(q, k, v, true).value(), {2, 1},
+              {1.5, 3.0}, ToleranceFor(DType::kF64));
+  // Lq = 3, Lk = 2: query 0 sees nothing (zeros), query 1 key 0, query 2 both.
+  const Tensor q3 = Tensor::Zeros({3, 1}, DType::kF64).value();
+  const Tensor k2 = Tensor::Zeros({2, 1}, DType::kF64).value();
+  const Tensor v2 = Tensor::FromVector<double>({1, 3}, {2, 1}).value();
+  ExpectClose(ScaledDotProductAttention(q3, k2, v2, true).value(), {3, 1},
+              {0.0, 1.0, 2.0}, ToleranceFor(DType::kF64));
+}
+
+TEST(AttentionTest, BadInputs) {
+  const Tensor q = Tensor::Zeros({2, 4, 8}, DType::kF32).value();
+  const Tensor k = Tensor::Zeros({2, 5, 8}, DType::kF32).value();
+  const Tensor v = Tensor::Zeros({2, 5, 3}, DType::kF32).value();
+  ExpectInvalidArgument(
+      ScaledDotProductAttention(
+          q, Tensor::Zeros({2, 5, 7}, DType::kF32).value(), v, false),
+      {"[2, 4, 8]", "[2, 5, 7]"});
+  ExpectInvalidArgument(
+      ScaledDotProductAttention(
+          q, k, Tensor::Zeros({2, 6, 3}, DType::kF32).value(), false),
+      {"[2, 5, 8]", "[2, 6, 3]"});
+  ExpectInvalidArgument(
+      ScaledDotProductAttention(
+          q, Tensor::Zeros({3, 5, 8}, DType::kF32).value(), v, false),
+      {"[2, 4, 8]", "[3, 5, 8]"});
+  ExpectInvalidArgument(
+      ScaledDotProductAttention(
+          q, k, Tensor::Zeros({2, 5, 3}, DType::kF64).value(), false),
+      {"f32", "f64"});
+  ExpectInvalidArgument(
+      ScaledDotProductAttention(Tensor::Zeros({8}, DType::kF32).value(), k, v,
+                                false),
+      {"[8]"});
+}
+
+// ---- RotaryEmbedding. ----
+
+TEST(RotaryEmbeddingTest, RandomShapesPositionsAndDTypes) {
+  std::mt19937 rng(31);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int rank = std::uniform_int_distribution<int>(3, 4)(rng);
+    Shape shape = RandomShape(rank - 3, {1, 2}, rng);
+    const int64_t seq = Pick<int64_t>({0, 1, 3, 6}, rng);
+    const int64_t heads = Pick<int64_t>({1, 2, 3}, rng);
+    const int64_t head_dim = Pick<int64_t>({0, 2, 4, 8}, rng);
+    shape.insert(shape.end(), {seq, heads, head_dim});
+    const DType dtype = Pick(kFloatDTypes, rng);
+    const double theta = Pick<double>({10000.0, 500000.0, 3.0}, rng);
+    const Tensor x = RandomTensor(shape, dtype, Pick(kLayouts, rng), rng);
+    const Tensor positions =
+        trial % 2 == 0
+            ? Tensor()
+            : RandomIndices({seq}, 100, Pick(kIndexDTypes, rng), rng);
+    std::vector<int64_t> position_values(seq);
+    for (int64_t s = 0; s < seq; ++s) position_values[s] = s;
+    if (positions.defined()) position_values = positions.ToVector<int64_t>();
+    const std::vector<double> values = x.ToVector<double>();
+    std::vector<double> expected(values.size());
+    const int64_t half = head_dim / 2;
+    for (size_t p = 0; p < values.size(); ++p) {
+      const std::vector<int64_t> index =
+          Unravel(static_cast<int64_t>(p), shape);
+      const int64_t s = index[rank - 3];
+      const int64_t c = index[rank - 1];
+      const int64_t i = c % half;
+      const double angle =
+          position_values[s] * std::pow(theta, -2.0 * i / head_dim);
+      // rotate_half(x) = [-x2, x1]; out = x cos + rotate_half(x) sin.
+      const double partner = c < half ? -values[p + half] : values[p - half];
+      expected[p] = values[p] * std::cos(angle) + partner * std::sin(angle);
+    }
+    const std::string context =
+        absl::StrCat("trial ", trial, ": ", ShapeToString(shape), " theta ",
+                     theta, positions.defined() ? " positions " : " ",
+                     std::string(DTypeName(dtype)));
+    absl::StatusOr<Tensor> result = RotaryEmbedding(x, positions, theta);
+    ASSERT_TRUE(result.ok()) << context << ": " << result.status();
+    ExpectClose(*result, shape, expected, ToleranceFor(dtype), context);
+  }
+}
+
+TEST(RotaryEmbeddingTest, BadInputs) {
+  ExpectInvalidArgument(
+      RotaryEmbedding(Tensor::Zeros({2, 3, 5}, DType::kF32).value(), Tensor()),
+      {"[2, 3, 5]"});
+  ExpectInvalidArgument(
+      RotaryEmbedding(Tensor::Zeros({3, 4}, DType::kF32).value(), Tensor()),
+      {"[3, 4]"});
+  const Tensor x = Tensor::Zeros({2, 3, 4}, DType::kF32).value();
+  ExpectInvalidArgument(
+      RotaryEmbedding(x, Tensor::Zeros({3}, DType::kI64).value()),
+      {"[3]", "[2, 3, 4]"});
+  ExpectInvalidArgument(
+      RotaryEmbedding(x, Tensor::Zeros({2}, DType::kF32).value()), {"f32"});
+  ExpectInvalidArgument(RotaryEmbedding(x, Tensor(), -1.0), {"-1"});
+}
+
+}  // namespace
+}  // namespace dtensor

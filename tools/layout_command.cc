@@ -1,0 +1,185 @@
+#include "tools/layout_command.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/sharding.h"
+#include "mesh/device_mesh.h"
+#include "tensor/dtype.h"
+#include "tensor/status_macros.h"
+#include "tools/arg_parser.h"
+#include "tools/shard_picture.h"
+#include "tools/subcommand.h"
+
+namespace dtensor {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: dtensor layout --mesh 4x2 --shape 18,2 --placements \"S(0),S(0)\" "
+    "[--dtype f32] [--json]\n"
+    "  --mesh        mesh sizes separated by 'x' (ranks 0..N-1, row-major)\n"
+    "  --shape       global tensor shape, sizes separated by ','\n"
+    "  --placements  one placement per mesh dim: R, S(dim), P, P(sum|avg|max|"
+    "min);\n"
+    "                S(dim)[k] puts the mesh dim at nesting position k "
+    "(0 = outermost)\n"
+    "  --dtype       element type (f32, f64, bf16, f16, i32, i64, bool)\n"
+    "  --json        print the per-rank blocks as one JSON object\n";
+
+constexpr FlagSpec kFlags[] = {
+    {"mesh"},  {"shape"},       {"placements"},
+    {"dtype"}, {"json", false}, {"help", false},
+};
+
+// Printing one line per rank: a larger mesh is almost surely a typo.
+constexpr int64_t kMaxRanks = int64_t{1} << 16;
+
+std::string IntList(const std::vector<int64_t>& values, const char* sep) {
+  return absl::StrCat("[", absl::StrJoin(values, sep), "]");
+}
+
+absl::StatusOr<DeviceMesh> MeshFromFlag(const std::string& text) {
+  DT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
+                      ParseIntList(text, 'x', "--mesh"));
+  int64_t ranks = 1;
+  for (int64_t size : sizes) {
+    if (size < 1) break;  // DeviceMesh::Create names it.
+    if (size > kMaxRanks / ranks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mesh ", text, " has more than ", kMaxRanks, " ranks"));
+    }
+    ranks *= size;
+  }
+  return DeviceMesh::Create(sizes);
+}
+
+absl::StatusOr<DTensorSpec> SpecFromArgs(const ParsedArgs& args) {
+  if (!args.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
+  }
+  DT_ASSIGN_OR_RETURN(std::string mesh_text, args.Required("mesh"));
+  DT_ASSIGN_OR_RETURN(std::string shape_text, args.Required("shape"));
+  DT_ASSIGN_OR_RETURN(std::string placements_text, args.Required("placements"));
+  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, MeshFromFlag(mesh_text));
+  DT_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
+                      ParseIntList(shape_text, ',', "--shape"));
+  DT_ASSIGN_OR_RETURN(DType dtype, ParseDType(args.ValueOr("dtype", "f32")));
+  DT_ASSIGN_OR_RETURN(
+      Sharding sharding,
+      Sharding::Parse(placements_text, static_cast<int64_t>(shape.size())));
+  return DTensorSpec::Create(std::move(mesh), sharding, std::move(shape),
+                             dtype);
+}
+
+// One row per rank, row-major over the mesh.
+struct RankRow {
+  int64_t rank;
+  std::vector<int64_t> coord;
+  ShardBlock block;
+  int64_t replica;
+};
+
+absl::StatusOr<std::vector<RankRow>> RankRows(const DTensorSpec& spec) {
+  std::vector<RankRow> rows;
+  for (int64_t rank : spec.mesh().Ranks()) {
+    RankRow row{rank, {}, {}, 0};
+    DT_ASSIGN_OR_RETURN(row.coord, spec.mesh().CoordinateOf(rank));
+    DT_ASSIGN_OR_RETURN(row.block, spec.BlockAt(row.coord));
+    DT_ASSIGN_OR_RETURN(row.replica, spec.ReplicaIndexOf(rank));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string LayoutJson(const DTensorSpec& spec,
+                       const std::vector<RankRow>& rows) {
+  std::vector<std::string> ranks;
+  for (const RankRow& row : rows) {
+    ranks.push_back(absl::StrCat(
+        "{\"rank\":", row.rank, ",\"coord\":", IntList(row.coord, ","),
+        ",\"local_shape\":", IntList(row.block.shape, ","),
+        ",\"global_offset\":", IntList(row.block.offset, ","), "}"));
+  }
+  // The canonical placements text has no characters that JSON must escape.
+  return absl::StrCat("{\"mesh\":", IntList(spec.mesh().shape(), ","),
+                      ",\"shape\":", IntList(spec.shape(), ","),
+                      ",\"placements\":\"", spec.sharding().ToString(),
+                      "\",\"ranks\":[", absl::StrJoin(ranks, ","), "]}\n");
+}
+
+// Columns padded to their widest cell, separated by two spaces.
+std::string LayoutTable(const std::vector<RankRow>& rows) {
+  std::vector<std::vector<std::string>> cells = {
+      {"rank", "coord", "local_shape", "global_offset", "replica"}};
+  for (const RankRow& row : rows) {
+    cells.push_back({absl::StrCat(row.rank), IntList(row.coord, ", "),
+                     IntList(row.block.shape, ", "),
+                     IntList(row.block.offset, ", "),
+                     absl::StrCat(row.replica)});
+  }
+  std::vector<size_t> widths(cells[0].size(), 0);
+  for (const auto& line : cells) {
+    for (size_t c = 0; c < line.size(); ++c) {
+      widths[c] = std::max(widths[c], line[c].size());
+    }
+  }
+  std::string table;
+  for (const auto& line : cells) {
+    std::string text;
+    for (size_t c = 0; c < line.size(); ++c) {
+      absl::StrAppend(&text, line[c],
+                      std::string(widths[c] - line[c].size() + 2, ' '));
+    }
+    text.erase(text.find_last_not_of(' ') + 1);
+    absl::StrAppend(&table, text, "\n");
+  }
+  return table;
+}
+
+absl::StatusOr<std::string> LayoutText(const DTensorSpec& spec,
+                                       const std::vector<RankRow>& rows) {
+  std::string text =
+      absl::StrCat("mesh ", absl::StrJoin(spec.mesh().shape(), "x"), ", shape ",
+                   IntList(spec.shape(), ", "), ", dtype ",
+                   std::string(DTypeName(spec.dtype())), ", placements ",
+                   spec.sharding().ToString(), "\n\n", LayoutTable(rows));
+  if (spec.ndim() == 1 || spec.ndim() == 2) {
+    DT_ASSIGN_OR_RETURN(std::string picture, DrawShardPicture(spec));
+    absl::StrAppend(&text, "\n", picture);
+  }
+  return text;
+}
+
+absl::StatusOr<std::string> RenderLayout(const ParsedArgs& args) {
+  DT_ASSIGN_OR_RETURN(DTensorSpec spec, SpecFromArgs(args));
+  DT_ASSIGN_OR_RETURN(std::vector<RankRow> rows, RankRows(spec));
+  if (args.Has("json")) return LayoutJson(spec, rows);
+  return LayoutText(spec, rows);
+}
+
+}  // namespace
+
+int RunLayoutCommand(absl::Span<const std::string> args, std::ostream& out,
+                     std::ostream& err) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, kFlags);
+  if (!parsed.ok()) {
+    return ReportUsageError(err, "layout", parsed.status().message());
+  }
+  if (parsed->Has("help")) {
+    out << kUsage;
+    return kExitOk;
+  }
+  absl::StatusOr<std::string> text = RenderLayout(*parsed);
+  if (!text.ok())
+    return ReportUsageError(err, "layout", text.status().message());
+  out << *text;
+  return kExitOk;
+}
+
+}  // namespace dtensor

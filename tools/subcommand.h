@@ -1,0 +1,39 @@
+#ifndef DTENSOR_TOOLS_SUBCOMMAND_H_
+#define DTENSOR_TOOLS_SUBCOMMAND_H_
+
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace dtensor {
+
+// Exit statuses of the dtensor tool.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 2;
+
+// One `dtensor <name> ...` subcommand. `run` gets the arguments after the
+// name, writes its results to `out` and errors to `err`, and returns the exit
+// status.
+struct Subcommand {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(absl::Span<const std::string> args, std::ostream& out,
+             std::ostream& err);
+};
+
+// Writes "dtensor <command>: <message>" as one line to `err` (line breaks in
+// the message, which may quote user input, are escaped); returns kExitUsage.
+inline int ReportUsageError(std::ostream& err, std::string_view command,
+                            absl::string_view message) {
+  err << "dtensor " << command << ": "
+      << absl::StrReplaceAll(message, {{"\n", "\\n"}, {"\r", "\\r"}}) << "\n";
+  return kExitUsage;
+}
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_TOOLS_SUBCOMMAND_H_
