@@ -45,18 +45,22 @@ absl::StatusOr<DType> DTypeFromCode(int64_t code, absl::string_view op) {
 }  // namespace
 
 absl::StatusOr<Tensor> AllGather(Communicator& comm, const Tensor& input,
-                                 int64_t dim,
+                                 int64_t dim, absl::Span<const int64_t> sizes,
                                  const CollectiveOptions& options) {
   constexpr absl::string_view kOp = "all_gather";
   DT_RETURN_IF_ERROR(CheckTensor(input, "input", comm.device(), kOp));
   DT_ASSIGN_OR_RETURN(dim, NormalizeCollectiveDim(dim, input.dim(), kOp));
-  DT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
-                      AllGatherValue(comm, input.size(dim), options));
+  std::vector<int64_t> pieces(sizes.begin(), sizes.end());
+  if (pieces.empty()) {
+    DT_ASSIGN_OR_RETURN(pieces, AllGatherValue(comm, input.size(dim), options));
+  } else {
+    DT_ASSIGN_OR_RETURN(pieces, CompletePieceSizes(sizes, comm.size(), 0, kOp));
+  }
   DT_ASSIGN_OR_RETURN(
       Tensor output,
-      Tensor::Empty(WithDimSize(input.shape(), dim, SumOf(sizes)),
+      Tensor::Empty(WithDimSize(input.shape(), dim, SumOf(pieces)),
                     input.dtype(), comm.device()));
-  DT_RETURN_IF_ERROR(comm.AllGather(input, output, dim, sizes, options));
+  DT_RETURN_IF_ERROR(comm.AllGather(input, output, dim, pieces, options));
   return output;
 }
 

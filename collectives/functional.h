@@ -20,9 +20,10 @@ namespace dtensor {
 // Semantics as the Communicator methods of the same name.
 
 // The concatenation along `dim` of every rank's `input`; sizes along `dim`
-// may differ per rank.
+// may differ per rank: `sizes` when given, else learned from the peers.
 absl::StatusOr<Tensor> AllGather(Communicator& comm, const Tensor& input,
                                  int64_t dim,
+                                 absl::Span<const int64_t> sizes = {},
                                  const CollectiveOptions& options = {});
 
 // This rank's piece along `dim` of the reduction of every rank's `input`

@@ -12,10 +12,11 @@ namespace dtensor {
 // out[i] = the `op` reduction of inputs[0][i], inputs[1][i], ... for i in
 // [0, count), combined in the order of `inputs`, so that every rank that
 // reduces the same inputs gets the same bits. All buffers are contiguous and
-// hold `dtype`. Floating types accumulate in double (bf16/f16 included) and
-// round once; integers wrap around like two's complement; kAvg divides the
-// sum by inputs.size() (callers reject it for non-floating dtypes). `out`
-// may be one of the inputs (the same address, not a shifted overlap).
+// hold `dtype`. f32, bf16 and f16 accumulate in float and f64 in double,
+// rounding once at the end (a sum of two values is exactly the correctly
+// rounded sum); integers wrap around like two's complement; kAvg divides the
+// sum by inputs.size() (callers reject it for non-floating dtypes). `out` may
+// be one of the inputs (the same address, not a shifted overlap).
 void ReduceInto(DType dtype, ReduceOp op, absl::Span<const void* const> inputs,
                 void* out, int64_t count);
 

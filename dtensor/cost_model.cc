@@ -6,7 +6,7 @@
 
 namespace dtensor {
 
-std::string_view CommKindName(CommKind kind) {
+absl::string_view CommKindName(CommKind kind) {
   switch (kind) {
     case CommKind::kAllGather:
       return "all_gather";

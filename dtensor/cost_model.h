@@ -2,10 +2,10 @@
 #define DTENSOR_DTENSOR_COST_MODEL_H_
 
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace dtensor {
@@ -22,7 +22,7 @@ enum class CommKind : uint8_t {
 
 // "all_gather", "all_reduce", "reduce_scatter", "all_to_all", "permute",
 // "local".
-std::string_view CommKindName(CommKind kind);
+absl::string_view CommKindName(CommKind kind);
 
 // The network of one mesh dim: link bandwidth and per-hop latency.
 struct MeshDimLink {

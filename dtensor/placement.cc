@@ -31,23 +31,9 @@ bool StripCall(absl::string_view text, char name, absl::string_view* inner) {
 
 }  // namespace
 
-std::string_view ReduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kAvg:
-      return "avg";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kMin:
-      return "min";
-  }
-  return "?";
-}
-
 absl::StatusOr<ReduceOp> ParseReduceOp(std::string_view name) {
   for (ReduceOp op : kReduceOps) {
-    if (ReduceOpName(op) == name) return op;
+    if (ReduceOpName(op) == AsAbsl(name)) return op;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown reduce op '", AsAbsl(name), "' (expected sum, avg, max, min)"));
@@ -60,7 +46,7 @@ std::string Placement::ToString() const {
     case Kind::kReplicate:
       return "R";
     case Kind::kPartial:
-      return absl::StrCat("P(", AsAbsl(ReduceOpName(op_)), ")");
+      return absl::StrCat("P(", ReduceOpName(op_), ")");
   }
   return "?";
 }

@@ -7,14 +7,12 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "collectives/reduce_op.h"
 
 namespace dtensor {
 
-// How the terms of a Partial placement combine into the tensor's value.
-enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin };
-
-// "sum", "avg", "max", "min".
-std::string_view ReduceOpName(ReduceOp op);
+// The terms of a Partial placement combine by a ReduceOp (collectives/
+// reduce_op.h), the same op the collectives reduce with.
 
 // Inverse of ReduceOpName; an error names the unknown string.
 absl::StatusOr<ReduceOp> ParseReduceOp(std::string_view name);

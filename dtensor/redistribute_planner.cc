@@ -422,23 +422,29 @@ absl::StatusOr<RedistributePlan> PlanRedistribution(
   return PlanSearch(to, mesh_shape, global_shape, dtype, cost_model).Run(from);
 }
 
+RedistributePlanner& RedistributePlanner::Shared() {
+  static RedistributePlanner* planner = new RedistributePlanner();
+  return *planner;
+}
+
 absl::StatusOr<std::shared_ptr<const RedistributePlan>>
 RedistributePlanner::Plan(const Sharding& from, const Sharding& to,
                           absl::Span<const int64_t> mesh_shape,
-                          absl::Span<const int64_t> global_shape,
-                          DType dtype) const {
+                          absl::Span<const int64_t> global_shape, DType dtype,
+                          const CostModel& cost_model) const {
   Key key{from,
           to,
           {mesh_shape.begin(), mesh_shape.end()},
           {global_shape.begin(), global_shape.end()},
-          dtype};
+          dtype,
+          cost_model};
   {
     absl::ReaderMutexLock lock(&mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
-  absl::StatusOr<RedistributePlan> plan = PlanRedistribution(
-      from, to, mesh_shape, global_shape, dtype, cost_model_);
+  absl::StatusOr<RedistributePlan> plan =
+      PlanRedistribution(from, to, mesh_shape, global_shape, dtype, cost_model);
   if (!plan.ok()) return plan.status();
   auto shared = std::make_shared<const RedistributePlan>(*std::move(plan));
   absl::MutexLock lock(&mu_);

@@ -58,18 +58,18 @@ double PaddedLocalBytes(const Sharding& sharding,
                         absl::Span<const int64_t> global_shape, DType dtype);
 
 // PlanRedistribution with a cache keyed by (mesh shape, from, to, shape,
-// dtype) for one cost model. Thread-safe; plans are shared, never copied.
+// dtype, cost model). Thread-safe; plans are shared, never copied. One
+// planner serves any number of meshes and ranks.
 class RedistributePlanner {
  public:
-  explicit RedistributePlanner(CostModel cost_model)
-      : cost_model_(std::move(cost_model)) {}
-
-  const CostModel& cost_model() const { return cost_model_; }
+  // The planner shared by the whole process.
+  static RedistributePlanner& Shared();
 
   absl::StatusOr<std::shared_ptr<const RedistributePlan>> Plan(
       const Sharding& from, const Sharding& to,
       absl::Span<const int64_t> mesh_shape,
-      absl::Span<const int64_t> global_shape, DType dtype) const;
+      absl::Span<const int64_t> global_shape, DType dtype,
+      const CostModel& cost_model) const;
 
  private:
   struct Key {
@@ -78,19 +78,20 @@ class RedistributePlanner {
     std::vector<int64_t> mesh_shape;
     std::vector<int64_t> global_shape;
     DType dtype;
+    CostModel cost_model;
 
     friend bool operator==(const Key& a, const Key& b) {
       return a.from == b.from && a.to == b.to && a.dtype == b.dtype &&
-             a.mesh_shape == b.mesh_shape && a.global_shape == b.global_shape;
+             a.mesh_shape == b.mesh_shape && a.global_shape == b.global_shape &&
+             a.cost_model == b.cost_model;
     }
     template <typename H>
     friend H AbslHashValue(H h, const Key& key) {
       return H::combine(std::move(h), key.from, key.to, key.mesh_shape,
-                        key.global_shape, key.dtype);
+                        key.global_shape, key.dtype, key.cost_model);
     }
   };
 
-  CostModel cost_model_;
   mutable absl::Mutex mu_;
   mutable absl::flat_hash_map<Key, std::shared_ptr<const RedistributePlan>>
       cache_ ABSL_GUARDED_BY(mu_);

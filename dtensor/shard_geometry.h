@@ -45,6 +45,9 @@ struct ShardBlock {
   friend bool operator==(const ShardBlock& a, const ShardBlock& b) {
     return a.shape == b.shape && a.offset == b.offset;
   }
+  friend bool operator!=(const ShardBlock& a, const ShardBlock& b) {
+    return !(a == b);
+  }
 };
 
 // "shape [3, 2] at [5, 0]".

@@ -177,7 +177,8 @@ absl::StatusOr<Layout> Composition(const Layout& a, const Layout& b);
 // [0, size(a) * size(C)) with size(a) * size(C) >= cotarget (the last mode
 // is rounded up when cotarget is not a multiple, as in CuTe).
 // complement((2,2):(1,6), 24) = (3,2):(2,12); complement(4:2, 24) =
-// (2,3):(1,8). Stride-0 modes of a are ignored. Preconditions: cotarget >= 1,
+// (2,3):(1,8). Stride-0 modes of a are ignored (left out of the bijection).
+// Preconditions: cotarget >= 1,
 // and the other modes of a, sorted by stride, are injective and each stride is
 // a multiple of the previous mode's extent (shape * stride).
 absl::StatusOr<Layout> Complement(const Layout& a, int64_t cotarget);

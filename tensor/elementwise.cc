@@ -6,9 +6,11 @@
 #include <string>
 #include <type_traits>
 
+#include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "tensor/blocked_loop.h"
 #include "tensor/convert.h"
 #include "tensor/dispatch.h"
 #include "tensor/kernel_checks.h"
@@ -282,9 +284,43 @@ using ResultType =
                        bool, T>;
 
 // ---- Kernels. `out` is contiguous; the inputs are any strided views of
-// out's shape (broadcast inputs are expanded first, with stride 0). The
-// all-unit-step runs (contiguous operands) and runs against a broadcast
-// scalar get loops of their own so that the compiler can vectorize them. ----
+// out's shape (broadcast inputs are expanded first, with stride 0). Runs with
+// unit steps, the common case, go to the *Run functions, whose __restrict
+// parameters and blocked loops the compiler vectorizes; a broadcast scalar
+// operand is bound into the op. The *Run functions are not inlined because
+// GCC drops what __restrict promises when it inlines them. ----
+
+// dst[i] = op(x[i]) for i < count.
+template <typename Out, typename T, typename Op>
+ABSL_ATTRIBUTE_NOINLINE void UnaryRun(Out* __restrict dst,
+                                      const T* __restrict x, int64_t count,
+                                      Op op) {
+  using C = ComputeType<T>;
+  ForEachIndexInBlocks(count, [&](int64_t i) {
+    dst[i] = ConvertValue<Out>(op(static_cast<C>(x[i])));
+  });
+}
+
+// dst[i] = op(x[i], y[i]) for i < count.
+template <typename Out, typename T, typename Op>
+ABSL_ATTRIBUTE_NOINLINE void BinaryRun(Out* __restrict dst,
+                                       const T* __restrict x,
+                                       const T* __restrict y, int64_t count,
+                                       Op op) {
+  using C = ComputeType<T>;
+  ForEachIndexInBlocks(count, [&](int64_t i) {
+    dst[i] = ConvertValue<Out>(op(static_cast<C>(x[i]), static_cast<C>(y[i])));
+  });
+}
+
+// dst[i] = c[i] ? x[i] : y[i] for i < count.
+template <typename T>
+ABSL_ATTRIBUTE_NOINLINE void WhereRun(T* __restrict dst,
+                                      const bool* __restrict c,
+                                      const T* __restrict x,
+                                      const T* __restrict y, int64_t count) {
+  ForEachIndexInBlocks(count, [&](int64_t i) { dst[i] = c[i] ? x[i] : y[i]; });
+}
 
 template <typename T, typename Op>
 void UnaryKernel(const Tensor& x, const Tensor& out, Op op) {
@@ -292,23 +328,20 @@ void UnaryKernel(const Tensor& x, const Tensor& out, Op op) {
   using Out = ResultType<T, Op, C>;
   const T* const x_data = x.data<T>();
   Out* const out_data = out.data<Out>();
-  ForEachStridedRun<2>(
-      x.shape(), {out.strides(), x.strides()}, {0, 0},
-      [&](const OperandOffsets<2>& offsets, const OperandOffsets<2>& steps,
-          int64_t count) {
-        Out* __restrict dst = out_data + offsets[0];
-        const T* __restrict src = x_data + offsets[1];
-        if (steps[0] == 1 && steps[1] == 1) {
-          for (int64_t i = 0; i < count; ++i) {
-            dst[i] = ConvertValue<Out>(op(static_cast<C>(src[i])));
-          }
-        } else {
-          for (int64_t i = 0; i < count; ++i) {
-            dst[i * steps[0]] =
-                ConvertValue<Out>(op(static_cast<C>(src[i * steps[1]])));
-          }
-        }
-      });
+  ForEachStridedRun<2>(x.shape(), {out.strides(), x.strides()}, {0, 0},
+                       [&](const OperandOffsets<2>& offsets,
+                           const OperandOffsets<2>& steps, int64_t count) {
+                         Out* const dst = out_data + offsets[0];
+                         const T* const src = x_data + offsets[1];
+                         if (steps[0] == 1 && steps[1] == 1) {
+                           UnaryRun(dst, src, count, op);
+                           return;
+                         }
+                         for (int64_t i = 0; i < count; ++i) {
+                           dst[i * steps[0]] = ConvertValue<Out>(
+                               op(static_cast<C>(src[i * steps[1]])));
+                         }
+                       });
 }
 
 template <typename T, typename Op>
@@ -322,24 +355,17 @@ void BinaryKernel(const Tensor& a, const Tensor& b, const Tensor& out, Op op) {
       out.shape(), {out.strides(), a.strides(), b.strides()}, {0, 0, 0},
       [&](const OperandOffsets<3>& offsets, const OperandOffsets<3>& steps,
           int64_t count) {
-        Out* __restrict dst = out_data + offsets[0];
-        const T* __restrict x = a_data + offsets[1];
-        const T* __restrict y = b_data + offsets[2];
+        Out* const dst = out_data + offsets[0];
+        const T* const x = a_data + offsets[1];
+        const T* const y = b_data + offsets[2];
         if (steps[0] == 1 && steps[1] == 1 && steps[2] == 1) {
-          for (int64_t i = 0; i < count; ++i) {
-            dst[i] = ConvertValue<Out>(
-                op(static_cast<C>(x[i]), static_cast<C>(y[i])));
-          }
+          BinaryRun(dst, x, y, count, op);
         } else if (steps[0] == 1 && steps[1] == 1 && steps[2] == 0) {
           const C y0 = static_cast<C>(y[0]);
-          for (int64_t i = 0; i < count; ++i) {
-            dst[i] = ConvertValue<Out>(op(static_cast<C>(x[i]), y0));
-          }
+          UnaryRun(dst, x, count, [&op, y0](C v) { return op(v, y0); });
         } else if (steps[0] == 1 && steps[1] == 0 && steps[2] == 1) {
           const C x0 = static_cast<C>(x[0]);
-          for (int64_t i = 0; i < count; ++i) {
-            dst[i] = ConvertValue<Out>(op(x0, static_cast<C>(y[i])));
-          }
+          UnaryRun(dst, y, count, [&op, x0](C v) { return op(x0, v); });
         } else {
           for (int64_t i = 0; i < count; ++i) {
             dst[i * steps[0]] =
@@ -362,17 +388,17 @@ void WhereKernel(const Tensor& cond, const Tensor& a, const Tensor& b,
       {0, 0, 0, 0},
       [&](const OperandOffsets<4>& offsets, const OperandOffsets<4>& steps,
           int64_t count) {
-        T* __restrict dst = out_data + offsets[0];
-        const bool* __restrict c = cond_data + offsets[1];
-        const T* __restrict x = a_data + offsets[2];
-        const T* __restrict y = b_data + offsets[3];
+        T* const dst = out_data + offsets[0];
+        const bool* const c = cond_data + offsets[1];
+        const T* const x = a_data + offsets[2];
+        const T* const y = b_data + offsets[3];
         if (steps[0] == 1 && steps[1] == 1 && steps[2] == 1 && steps[3] == 1) {
-          for (int64_t i = 0; i < count; ++i) dst[i] = c[i] ? x[i] : y[i];
-        } else {
-          for (int64_t i = 0; i < count; ++i) {
-            dst[i * steps[0]] =
-                c[i * steps[1]] ? x[i * steps[2]] : y[i * steps[3]];
-          }
+          WhereRun(dst, c, x, y, count);
+          return;
+        }
+        for (int64_t i = 0; i < count; ++i) {
+          dst[i * steps[0]] =
+              c[i * steps[1]] ? x[i * steps[2]] : y[i * steps[3]];
         }
       });
 }
@@ -398,7 +424,7 @@ bool ContainsZero(const Tensor& t) {
 
 template <typename Op>
 absl::StatusOr<Tensor> Unary(absl::string_view name, const Tensor& x, Op op) {
-  DT_RETURN_IF_ERROR(CheckOperand(x, Op::kDomain, name, "x"));
+  DT_RETURN_IF_ERROR(CheckOperand(x, Op::kDomain, name, "a"));
   return DispatchInDomain<Op::kDomain>(
       x.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
         using T = decltype(tag);

@@ -12,6 +12,12 @@ namespace dtensor {
 // f16 compute in f32; integer division truncates toward zero and an integer
 // division by zero is an error. Transcendental ops (exp, log, sqrt, rsqrt,
 // pow, gelu, silu, sigmoid, tanh) require a floating dtype.
+//
+// Bool tensors take comparisons, Maximum/Minimum (or/and) and Where;
+// the arithmetic ops (Add, Sub, Mul, Div, Neg, Abs, Relu) reject bool.
+// Integer +, -, *, negation and min / -1 wrap around. Maximum, Minimum and
+// Relu propagate NaN, like torch. The kernels run on CPU tensors only (an
+// error names the device otherwise).
 
 // The broadcast shape of `a` and `b`, or an error naming both.
 absl::StatusOr<Shape> BroadcastShapes(absl::Span<const int64_t> a,
@@ -25,7 +31,9 @@ absl::StatusOr<Tensor> Pow(const Tensor& a, const Tensor& b);
 absl::StatusOr<Tensor> Maximum(const Tensor& a, const Tensor& b);
 absl::StatusOr<Tensor> Minimum(const Tensor& a, const Tensor& b);
 
-// Scalar forms: the scalar takes the tensor's dtype.
+// Scalar forms: the scalar takes the tensor's dtype (converted as
+// Tensor::Scalar does: 2.7 becomes 2 for an integer tensor). This holds for
+// the comparison scalar forms below as well.
 absl::StatusOr<Tensor> Add(const Tensor& a, double b);
 absl::StatusOr<Tensor> Sub(const Tensor& a, double b);
 absl::StatusOr<Tensor> Mul(const Tensor& a, double b);
@@ -41,9 +49,8 @@ absl::StatusOr<Tensor> Rsqrt(const Tensor& a);
 absl::StatusOr<Tensor> Relu(const Tensor& a);
 enum class GeluApproximation { kNone, kTanh };
 // kNone: x·Φ(x) with erf; kTanh: the tanh approximation.
-absl::StatusOr<Tensor> Gelu(const Tensor& a,
-                            GeluApproximation approximation =
-                                GeluApproximation::kNone);
+absl::StatusOr<Tensor> Gelu(const Tensor& a, GeluApproximation approximation =
+                                                 GeluApproximation::kNone);
 absl::StatusOr<Tensor> Silu(const Tensor& a);
 absl::StatusOr<Tensor> Sigmoid(const Tensor& a);
 absl::StatusOr<Tensor> Tanh(const Tensor& a);

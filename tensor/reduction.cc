@@ -10,11 +10,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/container/fixed_array.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "tensor/blocked_loop.h"
 #include "tensor/convert.h"
 #include "tensor/dispatch.h"
 #include "tensor/kernel_checks.h"
@@ -88,9 +90,12 @@ absl::Status CheckNonEmptyExtent(absl::string_view op, const Tensor& a,
                                  absl::Span<const int64_t> dims,
                                  const ReductionPlan& plan) {
   if (plan.count > 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      op, ": reducing dims [", absl::StrJoin(dims, ", "), "] of shape ",
-      ShapeToString(a.shape()), " folds an empty extent, which has no ", op));
+  const std::string reduced =
+      dims.empty() ? "all dims"
+                   : absl::StrCat("dims [", absl::StrJoin(dims, ", "), "]");
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": the reduced extent (", reduced, " of shape ",
+                   ShapeToString(a.shape()), ") is empty"));
 }
 
 // ForEachStridedRun over `shape` with the dims reordered so that operand 1
@@ -122,11 +127,13 @@ void ForEachRunInMemoryOrder(absl::Span<const int64_t> shape,
 // ---- Reducers: a reducer folds the terms of the input elements into
 // accumulators of type Acc. `Term(x, result)` is the term of input value x
 // that folds into result element `result`; Combine is associative and
-// `identity` is its neutral element. ----
+// `identity` is its neutral element; kSelects says whether Combine picks one
+// of its operands (max, min) rather than computing (sums). ----
 
 template <typename Acc>
 struct SumReducer {
   using AccType = Acc;
+  static constexpr bool kSelects = false;
   Acc identity = 0;
   Acc Term(Acc x, int64_t /*result*/) const { return x; }
   static Acc Combine(Acc a, Acc b) { return a + b; }
@@ -135,6 +142,7 @@ struct SumReducer {
 // Squared deviations from a per-result-element mean: the numerator of var.
 struct SquaredDeviationReducer {
   using AccType = double;
+  static constexpr bool kSelects = false;
   const double* mean;
   double identity = 0;
   double Term(double x, int64_t result) const {
@@ -167,6 +175,7 @@ constexpr C Highest() {
 template <typename C>
 struct MaxReducer {
   using AccType = C;
+  static constexpr bool kSelects = true;
   C identity = Lowest<C>();
   C Term(C x, int64_t /*result*/) const { return x; }
   static C Combine(C a, C b) { return (b > a || b != b) ? b : a; }
@@ -175,6 +184,7 @@ struct MaxReducer {
 template <typename C>
 struct MinReducer {
   using AccType = C;
+  static constexpr bool kSelects = true;
   C identity = Highest<C>();
   C Term(C x, int64_t /*result*/) const { return x; }
   static C Combine(C a, C b) { return (b < a || b != b) ? b : a; }
@@ -186,35 +196,64 @@ Acc ToAcc(T x) {
   return static_cast<Acc>(static_cast<ComputeType<T>>(x));
 }
 
-// Folds `count` elements p[0], p[step], ... into one value; unit steps use
-// four independent partial results so that the adds overlap.
+// Folds `count` elements p[0], p[step], ... into one value. Unit steps keep
+// kLoopBlock independent partial results, which the compiler vectorizes and
+// whose combines overlap. How GCC vectorizes them best depends on Combine:
+// arithmetic ones (sums) fully unrolled, with the partial results in
+// registers; selecting ones (max, min) only in the loop vectorizer, which
+// if-converts the selection but keeps the partial results in memory.
 template <typename T, typename Reducer>
 typename Reducer::AccType FoldRun(const T* p, int64_t step, int64_t count,
                                   int64_t result, const Reducer& reducer) {
   using Acc = typename Reducer::AccType;
+  const auto term = [&](int64_t i) {
+    return reducer.Term(ToAcc<Acc>(p[i * step]), result);
+  };
   if (step != 1) {
     Acc total = reducer.identity;
     for (int64_t i = 0; i < count; ++i) {
-      total = Reducer::Combine(total,
-                               reducer.Term(ToAcc<Acc>(p[i * step]), result));
+      total = Reducer::Combine(total, term(i));
     }
     return total;
   }
-  Acc partial[4] = {reducer.identity, reducer.identity, reducer.identity,
-                    reducer.identity};
+  Acc partial[kLoopBlock];
+  std::fill(partial, partial + kLoopBlock, reducer.identity);
+  const auto fold = [&](int64_t i, int64_t j) {
+    partial[j] = Reducer::Combine(partial[j],
+                                  reducer.Term(ToAcc<Acc>(p[i + j]), result));
+  };
   int64_t i = 0;
-  for (; i + 4 <= count; i += 4) {
-    for (int j = 0; j < 4; ++j) {
-      partial[j] = Reducer::Combine(partial[j],
-                                    reducer.Term(ToAcc<Acc>(p[i + j]), result));
+  if constexpr (Reducer::kSelects) {
+    for (; i + kLoopBlock <= count; i += kLoopBlock) {
+      for (int64_t j = 0; j < kLoopBlock; ++j) fold(i, j);
+    }
+  } else {
+    for (; i + kLoopBlock <= count; i += kLoopBlock) {
+#pragma GCC unroll 8  // = kLoopBlock
+      for (int64_t j = 0; j < kLoopBlock; ++j) fold(i, j);
     }
   }
-  for (; i < count; ++i) {
-    partial[0] =
-        Reducer::Combine(partial[0], reducer.Term(ToAcc<Acc>(p[i]), result));
+  for (; i < count; ++i) partial[0] = Reducer::Combine(partial[0], term(i));
+  for (int64_t width = kLoopBlock / 2; width > 0; width /= 2) {
+    for (int64_t j = 0; j < width; ++j) {
+      partial[j] = Reducer::Combine(partial[j], partial[j + width]);
+    }
   }
-  return Reducer::Combine(Reducer::Combine(partial[0], partial[1]),
-                          Reducer::Combine(partial[2], partial[3]));
+  return partial[0];
+}
+
+// r[i] = Combine(r[i], term of p[i]) for i < count, where r[i] is result
+// element first_result + i. Not inlined: GCC drops what __restrict promises
+// when it inlines, and then no longer vectorizes the loop.
+template <typename T, typename Reducer>
+ABSL_ATTRIBUTE_NOINLINE void AccumulateRun(
+    typename Reducer::AccType* __restrict r, const T* __restrict p,
+    int64_t count, int64_t first_result, const Reducer& reducer) {
+  using Acc = typename Reducer::AccType;
+  ForEachIndexInBlocks(count, [&](int64_t i) {
+    r[i] = Reducer::Combine(r[i],
+                            reducer.Term(ToAcc<Acc>(p[i]), first_result + i));
+  });
 }
 
 // Folds every element of `a` (storage type T) into acc[its result element];
@@ -234,10 +273,7 @@ void ReduceInto(const Tensor& a, const ReductionPlan& plan,
           *r = Reducer::Combine(
               *r, FoldRun(p, steps[1], count, offsets[0], reducer));
         } else if (steps[0] == 1 && steps[1] == 1) {
-          for (int64_t i = 0; i < count; ++i) {
-            r[i] = Reducer::Combine(
-                r[i], reducer.Term(ToAcc<Acc>(p[i]), offsets[0] + i));
-          }
+          AccumulateRun(r, p, count, offsets[0], reducer);
         } else {
           for (int64_t i = 0; i < count; ++i) {
             const int64_t result = offsets[0] + i * steps[0];

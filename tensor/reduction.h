@@ -13,6 +13,11 @@ namespace dtensor {
 // sum of integers/bool gives i64; mean and var require a floating dtype.
 // max/min/argmax over an empty extent are errors; sum of nothing is 0 and mean
 // of nothing is NaN.
+//
+// A 0-d tensor accepts dim 0 or -1 (nothing to reduce). Var divides by
+// max(n - correction, 0), so one element with correction 1 gives NaN, as in
+// torch. max/min propagate NaN and argmax takes a NaN as the maximum. The
+// kernels run on CPU tensors only.
 
 absl::StatusOr<Tensor> Sum(const Tensor& a, absl::Span<const int64_t> dims = {},
                            bool keepdim = false);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tools/layout_command.h"
+#include "tools/plan_command.h"
 #include "tools/subcommand.h"
 
 namespace dtensor {
@@ -14,6 +15,8 @@ namespace {
 constexpr Subcommand kSubcommands[] = {
     {"layout", "which block of a tensor every rank of a mesh holds",
      RunLayoutCommand},
+    {"plan", "the cheapest collectives from one layout to another",
+     RunPlanCommand},
 };
 
 void PrintUsage(std::ostream& os) {

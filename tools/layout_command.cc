@@ -13,6 +13,7 @@
 #include "tensor/dtype.h"
 #include "tensor/status_macros.h"
 #include "tools/arg_parser.h"
+#include "tools/mesh_flag.h"
 #include "tools/shard_picture.h"
 #include "tools/subcommand.h"
 
@@ -36,26 +37,8 @@ constexpr FlagSpec kFlags[] = {
     {"dtype"}, {"json", false}, {"help", false},
 };
 
-// Printing one line per rank: a larger mesh is almost surely a typo.
-constexpr int64_t kMaxRanks = int64_t{1} << 16;
-
 std::string IntList(const std::vector<int64_t>& values, const char* sep) {
   return absl::StrCat("[", absl::StrJoin(values, sep), "]");
-}
-
-absl::StatusOr<DeviceMesh> MeshFromFlag(const std::string& text) {
-  DT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
-                      ParseIntList(text, 'x', "--mesh"));
-  int64_t ranks = 1;
-  for (int64_t size : sizes) {
-    if (size < 1) break;  // DeviceMesh::Create names it.
-    if (size > kMaxRanks / ranks) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("mesh ", text, " has more than ", kMaxRanks, " ranks"));
-    }
-    ranks *= size;
-  }
-  return DeviceMesh::Create(sizes);
 }
 
 absl::StatusOr<DTensorSpec> SpecFromArgs(const ParsedArgs& args) {
@@ -66,7 +49,7 @@ absl::StatusOr<DTensorSpec> SpecFromArgs(const ParsedArgs& args) {
   DT_ASSIGN_OR_RETURN(std::string mesh_text, args.Required("mesh"));
   DT_ASSIGN_OR_RETURN(std::string shape_text, args.Required("shape"));
   DT_ASSIGN_OR_RETURN(std::string placements_text, args.Required("placements"));
-  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, MeshFromFlag(mesh_text));
+  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_text));
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
                       ParseIntList(shape_text, ',', "--shape"));
   DT_ASSIGN_OR_RETURN(DType dtype, ParseDType(args.ValueOr("dtype", "f32")));

@@ -131,11 +131,10 @@ TEST(MeshGroupsTest, GroupsAreCreatedOnceAndCached) {
       cluster
           .Run([&](ProcessGroups& groups) -> absl::Status {
             const int64_t dims[] = {1};
-            const std::string names[] = {"tp"};
             DT_ASSIGN_OR_RETURN(auto by_dim, groups.ForMeshDims(mesh, dims));
             DT_ASSIGN_OR_RETURN(auto again, groups.ForMeshDims(mesh, dims));
             DT_ASSIGN_OR_RETURN(auto by_name,
-                                groups.ForMeshDimNames(mesh, names));
+                                groups.ForMeshDimNames(mesh, {"tp"}));
             DT_ASSIGN_OR_RETURN(auto by_ranks,
                                 groups.ForRanks(by_dim->group_ranks()));
             EXPECT_EQ(by_dim, again);

@@ -1,0 +1,193 @@
+#ifndef DTENSOR_COLLECTIVES_GLOO_GLOO_COMMUNICATOR_H_
+#define DTENSOR_COLLECTIVES_GLOO_GLOO_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "collectives/communicator.h"
+#include "collectives/gloo/arrival_board.h"
+#include "collectives/gloo/call_records.h"
+#include "collectives/gloo/gloo_runtime.h"
+#include "collectives/op_queue.h"
+#include "gloo/context.h"
+
+namespace dtensor {
+
+// A Communicator between processes over Gloo (TCP): one Gloo context (a
+// connection to every other member) per communicator, and Gloo's own
+// algorithms for the collectives. CPU tensors.
+//
+// Each call runs Gloo with the call's deadline as its timeout. On a failure
+// the communicator breaks: it posts its error to the store and closes its
+// connections, so that peers blocked on it fail at once and report the same
+// error (a peer that finds its connection closed adopts the error its
+// closer posted). The messages name the call, the group and, where the store
+// knows them, the ranks that exited or never arrived (ArrivalBoard).
+//
+// Synchronous calls run on the calling thread when nothing is queued;
+// asynchronous collectives run in order on one worker thread, sends and
+// recvs on a worker per peer and direction.
+//
+// Without debug mode the peers' shapes are trusted, as NCCL and torch's
+// Gloo backend trust them: mismatched shapes can make Gloo abort the
+// process. Debug mode checks every collective's signature and the bytes it
+// moves between each pair of ranks first. Sends, recvs and permutes always
+// check shapes (tensor_transfer.h).
+class GlooCommunicator final : public Communicator {
+ public:
+  // `context` is connected; its rank is `rank`. Store keys of this
+  // communicator start with `key_prefix`.
+  GlooCommunicator(std::vector<int64_t> group_ranks, int64_t rank,
+                   CommunicatorOptions options,
+                   std::shared_ptr<GlooRuntime> runtime,
+                   std::shared_ptr<gloo::Context> context,
+                   std::string key_prefix);
+
+  Device device() const override { return Device::CPU(); }
+
+  // Blocks until every asynchronous call issued so far has finished.
+  void WaitIdle();
+
+ protected:
+  std::shared_ptr<Work> StartAllReduce(const Tensor& tensor, ReduceOp op,
+                                       const CallInfo& call) override;
+  std::shared_ptr<Work> StartAllGather(const Tensor& input,
+                                       const Tensor& output, int64_t dim,
+                                       std::vector<int64_t> sizes,
+                                       const CallInfo& call) override;
+  std::shared_ptr<Work> StartReduceScatter(const Tensor& input,
+                                           const Tensor& output, int64_t dim,
+                                           ReduceOp op,
+                                           std::vector<int64_t> sizes,
+                                           const CallInfo& call) override;
+  std::shared_ptr<Work> StartAllToAll(const Tensor& input, const Tensor& output,
+                                      int64_t split_dim, int64_t concat_dim,
+                                      std::vector<int64_t> send_sizes,
+                                      std::vector<int64_t> recv_sizes,
+                                      const CallInfo& call) override;
+  std::shared_ptr<Work> StartBroadcast(const Tensor& tensor, int64_t root,
+                                       const CallInfo& call) override;
+  std::shared_ptr<Work> StartScatter(const Tensor& input, const Tensor& output,
+                                     int64_t dim, int64_t root,
+                                     std::vector<int64_t> sizes,
+                                     const CallInfo& call) override;
+  std::shared_ptr<Work> StartGather(const Tensor& input, const Tensor& output,
+                                    int64_t dim, int64_t root,
+                                    std::vector<int64_t> sizes,
+                                    const CallInfo& call) override;
+  std::shared_ptr<Work> StartPermute(const Tensor& input, const Tensor& output,
+                                     std::vector<PermutePair> pairs,
+                                     const CallInfo& call) override;
+  std::shared_ptr<Work> StartBarrier(const CallInfo& call) override;
+  std::shared_ptr<Work> StartSend(const Tensor& tensor, int64_t dst,
+                                  const CallInfo& call) override;
+  std::shared_ptr<Work> StartRecv(const Tensor& tensor, int64_t src,
+                                  const CallInfo& call) override;
+
+ private:
+  // A call while it runs: its deadline and its Gloo tags.
+  struct Running {
+    const CallInfo& call;
+    absl::Time deadline;
+    // The Gloo tag of the call's `phase` (0: the op; 1, 2: debug checks):
+    // distinct per collective, so that no two calls' messages can match.
+    uint32_t Tag(int phase) const;
+  };
+  // Runs one call on the context. May throw Gloo's exceptions; statuses it
+  // returns are the call's own errors.
+  using Body = std::function<absl::Status(const Running&)>;
+
+  // Runs `body` inline (a blocking call with `queue` idle) or on `queue`.
+  std::shared_ptr<Work> Submit(const CallInfo& call, OpQueue& queue,
+                               std::function<absl::Status()> run);
+  std::shared_ptr<Work> SubmitCollective(const CallInfo& call,
+                                         CallTraffic traffic, Body body);
+  // `peer` is the group rank sent to (`sending`) or received from.
+  std::shared_ptr<Work> SubmitPointToPoint(const CallInfo& call, int64_t peer,
+                                           bool sending, Body body);
+
+  absl::Status RunCollective(const CallInfo& call, const CallTraffic& traffic,
+                             const Body& body);
+  // Runs `body`, turning exceptions into diagnosed errors that break the
+  // communicator. `peer`: the other side of a send or recv.
+  absl::Status RunGuarded(const Running& running, const Body& body,
+                          std::optional<int64_t> peer, bool sending);
+  // Debug mode: every rank made the same call, moving matching bytes.
+  absl::Status CheckSameCall(const Running& running,
+                             const CallTraffic& traffic);
+  // Why the call failed with Gloo's `what`, as a status for the caller.
+  absl::Status Diagnose(const Running& running, absl::string_view what,
+                        std::optional<int64_t> peer, bool sending);
+  // The error a peer posted when it broke this communicator, if any.
+  std::optional<absl::Status> PeerFailure();
+  // The global ranks of the group (but this one) whose process exited.
+  std::vector<int64_t> ExitedMembers();
+  // The global ranks of the group (but this one) that have not posted that
+  // they wait in `sequence`.
+  std::vector<int64_t> MembersNotArrived(int64_t sequence);
+
+  // The error the communicator is broken with; OK while it is not.
+  absl::Status Broken();
+  // Breaks the communicator with `status` (the first break wins, and is
+  // returned): posts it unless it was adopted from a peer, and closes the
+  // connections.
+  absl::Status Break(absl::Status status, bool post);
+
+  // "all_reduce #3 on group [0, 1]", "send on group [0, 1]".
+  std::string Describe(const CallInfo& call) const;
+  // The queue of sends to / recvs from `peer`, made on first use.
+  OpQueue& P2pQueue(std::map<int64_t, std::unique_ptr<OpQueue>>& queues,
+                    int64_t peer);
+
+  // The ops, run by the Start methods on the queues.
+  absl::Status RunAllReduce(const Running& running, const Tensor& tensor,
+                            ReduceOp op);
+  absl::Status RunAllGather(const Running& running, const Tensor& input,
+                            const Tensor& output, int64_t dim,
+                            const std::vector<int64_t>& sizes);
+  absl::Status RunReduceScatter(const Running& running, const Tensor& input,
+                                const Tensor& output, int64_t dim, ReduceOp op,
+                                const std::vector<int64_t>& sizes);
+  absl::Status RunAllToAll(const Running& running, const Tensor& input,
+                           const Tensor& output, int64_t split_dim,
+                           int64_t concat_dim,
+                           const std::vector<int64_t>& send_sizes,
+                           const std::vector<int64_t>& recv_sizes);
+  absl::Status RunBroadcast(const Running& running, const Tensor& tensor,
+                            int64_t root);
+  absl::Status RunScatter(const Running& running, const Tensor& input,
+                          const Tensor& output, int64_t dim, int64_t root,
+                          const std::vector<int64_t>& sizes);
+  absl::Status RunGather(const Running& running, const Tensor& input,
+                         const Tensor& output, int64_t dim, int64_t root,
+                         const std::vector<int64_t>& sizes);
+  absl::Status RunPermute(const Running& running, const Tensor& input,
+                          const Tensor& output,
+                          const std::vector<PermutePair>& pairs);
+  absl::Status RunTransfer(const Running& running, const Tensor& tensor,
+                           int64_t peer, bool sending);
+
+  const std::shared_ptr<GlooRuntime> runtime_;
+  const std::shared_ptr<gloo::Context> context_;
+  const std::string key_prefix_;
+  const std::shared_ptr<ArrivalBoard::Slot> arrival_;
+  absl::Mutex mu_;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  // Declared last: destroyed first, so queued calls finish before the rest.
+  std::map<int64_t, std::unique_ptr<OpQueue>> send_queues_;
+  std::map<int64_t, std::unique_ptr<OpQueue>> recv_queues_;
+  OpQueue collective_queue_;
+};
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_COLLECTIVES_GLOO_GLOO_COMMUNICATOR_H_

@@ -1,0 +1,80 @@
+#ifndef DTENSOR_DTENSOR_COMM_COUNTER_H_
+#define DTENSOR_DTENSOR_COMM_COUNTER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "dtensor/cost_model.h"
+
+namespace dtensor {
+
+// Counts the collectives that DTensor code issues on this thread while the
+// counter is active, like PyTorch's CommDebugMode: how many of each kind, the
+// bytes this rank received, and a trace of the steps that can be written as
+// Chrome-trace JSON (chrome://tracing, Perfetto).
+//
+//   CommCounter counter;
+//   {
+//     CommCounter::Scope scope(counter);
+//     DT_ASSIGN_OR_RETURN(DTensor y, x.Redistribute(...));
+//   }
+//   counter.count(CommKind::kAllGather);
+//
+// Scopes nest; every active counter on the thread records. In the in-process
+// backend each rank is a thread, so each rank's counter sees its own steps.
+class CommCounter {
+ public:
+  // One step of a redistribution (local steps included).
+  struct Event {
+    CommKind kind;
+    std::vector<int64_t> mesh_dims;
+    // Bytes this rank received (the cost model's padded figure).
+    double bytes = 0;
+    // Estimated by the cost model, and measured (0 in metadata-only mode).
+    double estimated_us = 0;
+    double start_us = 0;
+    double duration_us = 0;
+    // "S(0),R -> R,R".
+    std::string label;
+  };
+
+  // Makes `counter` record on this thread until destroyed.
+  class Scope {
+   public:
+    explicit Scope(CommCounter& counter);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    CommCounter* counter_;
+  };
+
+  // Records `event` in every counter active on this thread.
+  static void RecordOnThread(const Event& event);
+
+  // Collectives of `kind` (local steps are counted under kLocal).
+  int64_t count(CommKind kind) const;
+  // Collectives of every kind but kLocal.
+  int64_t total_collectives() const;
+  double bytes(CommKind kind) const;
+  double total_bytes() const;
+  double estimated_us() const;
+  const std::vector<Event>& events() const { return events_; }
+  void Reset();
+
+  // {"traceEvents":[{"name":"all_gather","ph":"X","ts":..,"dur":..,
+  //  "pid":0,"tid":<rank>,"args":{...}}, ...]}
+  std::string ChromeTraceJson(int64_t rank) const;
+  absl::Status WriteChromeTrace(const std::string& path, int64_t rank) const;
+
+ private:
+  std::vector<Event> events_;
+};
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_DTENSOR_COMM_COUNTER_H_

@@ -1,0 +1,110 @@
+#ifndef DTENSOR_DTENSOR_DTENSOR_H_
+#define DTENSOR_DTENSOR_DTENSOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/placement.h"
+#include "dtensor/runtime.h"
+#include "dtensor/sharding.h"
+#include "mesh/device_mesh.h"
+#include "tensor/tensor.h"
+
+namespace dtensor {
+
+// Options of DTensor::FromLocal.
+struct FromLocalOptions {
+  // The global shape. Unset: learned from the peers' local shapes (one
+  // small all-gather over the mesh); in metadata-only mode, inferred as if
+  // every shard were as large as this one.
+  std::optional<Shape> global_shape;
+  // Nesting order of the shards (empty: default, left to right).
+  ShardOrder order;
+  // Verifies with the peers that every rank's local shape is the one the
+  // layout gives it (one small all-gather); an error names the first rank
+  // that disagrees.
+  bool run_check = false;
+};
+
+// A distributed tensor as one rank sees it: its local shard plus the global
+// description (DTensorSpec). A value type: copies share the local tensor's
+// storage, as Tensors do.
+//
+// All ranks of the mesh run the same DTensor code (SPMD); operations that
+// communicate must be called by every rank of the mesh. In a metadata-only
+// runtime a DTensor has no data (`local()` is undefined) and operations only
+// compute layouts and record the communication they would do.
+class DTensor {
+ public:
+  DTensor() = default;
+
+  // Wraps this rank's shard `local` of a tensor laid out over `mesh` by
+  // `placements`. Errors: a placement count other than mesh.ndim(), a shard
+  // dim out of range, a local shape that differs from what the layout gives
+  // this rank, this rank not in `mesh`.
+  static absl::StatusOr<DTensor> FromLocal(
+      std::shared_ptr<Runtime> runtime, Tensor local, DeviceMesh mesh,
+      absl::Span<const Placement> placements,
+      const FromLocalOptions& options = {});
+
+  // Lays `full` out over `mesh`, taking the data of rank `src_rank` (the
+  // other ranks' `full` is ignored and may be undefined; shape and dtype come
+  // from `src_rank` too): each rank receives only its block. Partial
+  // placements follow Replicate -> Partial (sum: one rank of the mesh dim
+  // keeps the value, the others hold zeros; avg, max, min: every rank keeps
+  // it).
+  static absl::StatusOr<DTensor> Distribute(
+      std::shared_ptr<Runtime> runtime, const Tensor& full, DeviceMesh mesh,
+      absl::Span<const Placement> placements, const ShardOrder& order = {},
+      int64_t src_rank = 0);
+
+  // A metadata-only DTensor (no data) with `spec`; requires a metadata-only
+  // runtime.
+  static absl::StatusOr<DTensor> FromSpec(std::shared_ptr<Runtime> runtime,
+                                          DTensorSpec spec);
+
+  bool defined() const { return runtime_ != nullptr; }
+  const DTensorSpec& spec() const { return *spec_; }
+  const DeviceMesh& mesh() const { return spec_->mesh(); }
+  const Sharding& sharding() const { return spec_->sharding(); }
+  std::vector<Placement> placements() const { return spec_->placements(); }
+  const Shape& shape() const { return spec_->shape(); }
+  DType dtype() const { return spec_->dtype(); }
+  const std::shared_ptr<Runtime>& runtime() const { return runtime_; }
+
+  // This rank's shard (undefined in metadata-only mode).
+  const Tensor& local() const { return local_; }
+  const Tensor& ToLocal() const { return local_; }
+  // This rank's block of the global tensor (shape and offset).
+  absl::StatusOr<ShardBlock> LocalBlock() const;
+
+  // The same tensor laid out by `placements` (and `order`) on the same mesh,
+  // by the cheapest plan of the runtime's planner. Errors: invalid placements,
+  // Shard -> Partial, Partial(op1) -> Partial(op2).
+  absl::StatusOr<DTensor> Redistribute(absl::Span<const Placement> placements,
+                                       const ShardOrder& order = {}) const;
+  absl::StatusOr<DTensor> Redistribute(const Sharding& target) const;
+
+  // The whole tensor on every rank (a redistribution to all-Replicate).
+  absl::StatusOr<Tensor> FullTensor() const;
+
+ private:
+  DTensor(std::shared_ptr<Runtime> runtime,
+          std::shared_ptr<const DTensorSpec> spec, Tensor local)
+      : runtime_(std::move(runtime)),
+        spec_(std::move(spec)),
+        local_(std::move(local)) {}
+
+  std::shared_ptr<Runtime> runtime_;
+  std::shared_ptr<const DTensorSpec> spec_;
+  Tensor local_;
+};
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_DTENSOR_DTENSOR_H_

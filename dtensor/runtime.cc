@@ -1,0 +1,37 @@
+#include "dtensor/runtime.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace dtensor {
+
+std::shared_ptr<Runtime> Runtime::ForRank(ProcessGroups& groups) {
+  return std::shared_ptr<Runtime>(new Runtime(&groups, groups.rank()));
+}
+
+std::shared_ptr<Runtime> Runtime::MetadataOnly(int64_t rank) {
+  return std::shared_ptr<Runtime>(new Runtime(nullptr, rank));
+}
+
+absl::Status Runtime::SetLinks(const DeviceMesh& mesh,
+                               std::vector<MeshDimLink> links) {
+  if (static_cast<int64_t>(links.size()) != mesh.ndim()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(links.size(), " links given for mesh ", mesh.ToString(),
+                     " of ", mesh.ndim(), " dims"));
+  }
+  absl::StatusOr<CostModel> model = CostModel::Create(std::move(links));
+  if (!model.ok()) return model.status();
+  absl::MutexLock lock(&mu_);
+  cost_models_.insert_or_assign(mesh, *std::move(model));
+  return absl::OkStatus();
+}
+
+CostModel Runtime::CostModelFor(const DeviceMesh& mesh) const {
+  absl::MutexLock lock(&mu_);
+  auto it = cost_models_.find(mesh);
+  return it != cost_models_.end() ? it->second : CostModel(mesh.ndim());
+}
+
+}  // namespace dtensor

@@ -1,0 +1,60 @@
+#ifndef DTENSOR_DTENSOR_RUNTIME_H_
+#define DTENSOR_DTENSOR_RUNTIME_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "collectives/process_groups.h"
+#include "dtensor/cost_model.h"
+#include "dtensor/redistribute_planner.h"
+#include "mesh/device_mesh.h"
+
+namespace dtensor {
+
+// What the DTensor code of one rank runs with: its global rank, its
+// communicators, the cost model of each mesh, and the redistribution planner.
+//
+// A runtime either drives a real rank (its ProcessGroups reach the peers) or
+// is metadata-only: no data and no communication, layouts and costs computed
+// as the given rank would see them (for tests and plan checks on meshes of
+// any size). Thread-safe; shared by the DTensors made with it.
+class Runtime {
+ public:
+  // A real rank. `groups` is not owned: it must outlive the runtime and every
+  // DTensor made with it.
+  static std::shared_ptr<Runtime> ForRank(ProcessGroups& groups);
+  // A metadata-only view from `rank`.
+  static std::shared_ptr<Runtime> MetadataOnly(int64_t rank);
+
+  int64_t rank() const { return rank_; }
+  bool metadata_only() const { return groups_ == nullptr; }
+  // Null when metadata-only.
+  ProcessGroups* groups() const { return groups_; }
+  const RedistributePlanner& planner() const {
+    return RedistributePlanner::Shared();
+  }
+
+  // Sets the link of every dim of `mesh` (for example a slow inter-host dim)
+  // used to cost redistributions on it. Errors name a link count other than
+  // mesh.ndim(), or a non-positive bandwidth / negative latency.
+  absl::Status SetLinks(const DeviceMesh& mesh, std::vector<MeshDimLink> links);
+  // The cost model of `mesh`: its links if set, else the defaults.
+  CostModel CostModelFor(const DeviceMesh& mesh) const;
+
+ private:
+  Runtime(ProcessGroups* groups, int64_t rank) : groups_(groups), rank_(rank) {}
+
+  ProcessGroups* groups_;
+  int64_t rank_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<DeviceMesh, CostModel> cost_models_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_DTENSOR_RUNTIME_H_

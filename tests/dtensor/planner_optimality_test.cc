@@ -1,0 +1,250 @@
+// The planner against an exhaustive search written here: on every pair of
+// layouts of small meshes, no sequence of the contract's steps is cheaper than
+// the planner's plan, and the plan itself is a valid sequence of such steps.
+//
+// The reference (tests/dtensor/redistribution_reference.h) has its own layout
+// representation and move generator; this file builds the whole state graph
+// of a (mesh, tensor rank, shape) from it and runs Floyd-Warshall, so every
+// step sequence of any length is covered. Placements are R, S(d) in every
+// nesting order, and P(sum) (one op keeps the graph finite and small).
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "dtensor/cost_model.h"
+#include "dtensor/redistribute_planner.h"
+#include "gtest/gtest.h"
+#include "tests/dtensor/redistribution_reference.h"
+
+namespace dtensor {
+namespace {
+
+using reference::Layout;
+using reference::Move;
+using reference::Problem;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kSum = 0;
+
+struct Config {
+  std::vector<int64_t> mesh_shape;
+  std::vector<int64_t> global_shape;
+  // Pairs checked: 0 for all of them, else a random sample of this many.
+  int sample = 0;
+};
+
+std::string ConfigName(const ::testing::TestParamInfo<Config>& info) {
+  return absl::StrCat("mesh_", absl::StrJoin(info.param.mesh_shape, "x"),
+                      "_shape_", absl::StrJoin(info.param.global_shape, "x"));
+}
+
+// Shapes whose dims are divisible by 24 (so by every product of mesh sizes
+// here): tiny ones where latency decides, mid-sized ones where latency and
+// bandwidth are comparable, large ones where bandwidth decides.
+const std::vector<std::vector<int64_t>>& Shapes(int rank) {
+  static const auto* shapes = new std::vector<std::vector<std::vector<int64_t>>>{
+      {{24}, {240000}, {24000000}},
+      {{24, 24}, {480, 960}, {4800, 4800}},
+      {{24, 24, 48}, {48, 96, 72}, {480, 240, 240}},
+  };
+  return (*shapes)[rank - 1];
+}
+
+std::vector<Config> Configs() {
+  std::vector<Config> configs;
+  const std::vector<std::vector<int64_t>> meshes = {
+      {2}, {4}, {2, 2}, {2, 3}, {2, 2, 2}};
+  for (const std::vector<int64_t>& mesh : meshes) {
+    for (int rank = 1; rank <= 3; ++rank) {
+      // (2,2,2) with rank 3 has 176 layouts: all 31k pairs take the planner
+      // too long for CI, so a random sample covers them instead.
+      const int sample = mesh.size() == 3 && rank == 3 ? 3000 : 0;
+      for (const std::vector<int64_t>& shape : Shapes(rank)) {
+        configs.push_back({mesh, shape, sample});
+      }
+    }
+  }
+  // Uneven shapes: padded chunks, empty trailing chunks, permutes only where
+  // the blocks really coincide.
+  configs.push_back({{4, 2}, {18}});
+  configs.push_back({{4, 2}, {18, 5}});
+  configs.push_back({{4}, {5, 13}});
+  configs.push_back({{2, 3}, {5, 7}});
+  configs.push_back({{2, 2}, {6, 3}});
+  configs.push_back({{2, 2, 2}, {3, 5}});
+  configs.push_back({{2, 2, 2}, {6, 5, 3}, 3000});
+  return configs;
+}
+
+// All-pairs cheapest costs over the reference's state graph.
+class StateGraph {
+ public:
+  StateGraph(std::vector<Layout> layouts, const Problem& problem)
+      : layouts_(std::move(layouts)),
+        problem_(problem),
+        n_(layouts_.size()),
+        dist_(n_ * n_, kInf),
+        next_(n_ * n_, -1) {
+    for (size_t i = 0; i < n_; ++i) index_[layouts_[i]] = i;
+    for (size_t s = 0; s < n_; ++s) {
+      dist_[s * n_ + s] = 0;
+      next_[s * n_ + s] = static_cast<int>(s);
+      for (const Move& move : reference::Moves(layouts_[s], problem_)) {
+        auto it = index_.find(move.after);
+        if (it == index_.end()) {
+          ADD_FAILURE() << "move out of the state space: " << move.ToString();
+          continue;
+        }
+        double& d = dist_[s * n_ + it->second];
+        if (move.cost_us < d) {
+          d = move.cost_us;
+          next_[s * n_ + it->second] = static_cast<int>(it->second);
+        }
+      }
+    }
+    // Floyd-Warshall.
+    for (size_t k = 0; k < n_; ++k) {
+      for (size_t i = 0; i < n_; ++i) {
+        const double ik = dist_[i * n_ + k];
+        if (ik == kInf) continue;
+        for (size_t j = 0; j < n_; ++j) {
+          if (ik + dist_[k * n_ + j] < dist_[i * n_ + j]) {
+            dist_[i * n_ + j] = ik + dist_[k * n_ + j];
+            next_[i * n_ + j] = next_[i * n_ + k];
+          }
+        }
+      }
+    }
+  }
+
+  size_t size() const { return n_; }
+  const Layout& layout(size_t i) const { return layouts_[i]; }
+  double Cost(size_t from, size_t to) const { return dist_[from * n_ + to]; }
+
+  // The cheapest reference path, one move per line.
+  std::string Path(size_t from, size_t to) const {
+    std::string text;
+    for (size_t at = from; at != to;) {
+      const size_t hop = next_[at * n_ + to];
+      const Move* best = nullptr;
+      const std::vector<Move> moves = reference::Moves(layouts_[at], problem_);
+      for (const Move& move : moves) {
+        if (move.after == layouts_[hop] &&
+            (best == nullptr || move.cost_us < best->cost_us)) {
+          best = &move;
+        }
+      }
+      absl::StrAppend(&text, "  ", best->ToString(), "\n");
+      at = hop;
+    }
+    return text;
+  }
+
+ private:
+  std::vector<Layout> layouts_;
+  const Problem& problem_;
+  size_t n_;
+  std::map<Layout, size_t> index_;
+  std::vector<double> dist_;
+  std::vector<int> next_;
+};
+
+// Whether some mesh dim goes from Shard to Partial: the contract's error.
+bool ShardToPartial(const Layout& from, const Layout& to) {
+  for (size_t m = 0; m < from.partial_op.size(); ++m) {
+    if (to.partial_op[m] != reference::kNotPartial &&
+        from.partial_op[m] == reference::kNotPartial &&
+        !from.IsReplicate(static_cast<int>(m))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+class PlannerOptimalityTest : public ::testing::TestWithParam<Config> {};
+
+TEST_P(PlannerOptimalityTest, NoStepSequenceIsCheaperThanThePlan) {
+  const Config& config = GetParam();
+  Problem problem;
+  problem.network = reference::Network::Default(config.mesh_shape);
+  problem.global_shape = config.global_shape;
+  problem.element_bytes = 4;
+  const int mesh_ndim = static_cast<int>(config.mesh_shape.size());
+  const int rank = static_cast<int>(config.global_shape.size());
+  const StateGraph graph(reference::AllLayouts(mesh_ndim, rank, {kSum}),
+                         problem);
+  std::vector<Sharding> shardings;
+  for (size_t i = 0; i < graph.size(); ++i) {
+    absl::StatusOr<Sharding> sharding =
+        Sharding::Parse(graph.layout(i).ToText(), rank);
+    ASSERT_TRUE(sharding.ok()) << sharding.status();
+    ASSERT_EQ(reference::FromSharding(*sharding), graph.layout(i))
+        << graph.layout(i).ToText();
+    shardings.push_back(*sharding);
+  }
+
+  std::vector<std::pair<size_t, size_t>> pairs;
+  std::mt19937 rng(20240611);
+  if (config.sample == 0) {
+    for (size_t s = 0; s < graph.size(); ++s) {
+      for (size_t t = 0; t < graph.size(); ++t) pairs.emplace_back(s, t);
+    }
+  } else {
+    std::uniform_int_distribution<size_t> pick(0, graph.size() - 1);
+    for (int i = 0; i < config.sample; ++i) {
+      pairs.emplace_back(pick(rng), pick(rng));
+    }
+  }
+
+  const CostModel cost_model(mesh_ndim);
+  int failures = 0;
+  for (const auto& [s, t] : pairs) {
+    const Layout& from = graph.layout(s);
+    const Layout& to = graph.layout(t);
+    absl::StatusOr<RedistributePlan> plan =
+        PlanRedistribution(shardings[s], shardings[t], config.mesh_shape,
+                           config.global_shape, DType::kF32, cost_model);
+    const std::string pair = absl::StrCat(from.ToText(), " -> ", to.ToText());
+    if (ShardToPartial(from, to)) {
+      EXPECT_FALSE(plan.ok()) << pair << " is Shard -> Partial";
+      continue;
+    }
+    if (!plan.ok()) {
+      ADD_FAILURE() << pair << ": " << plan.status();
+      ++failures;
+    } else if (const std::string error =
+                   reference::CheckPlan(*plan, from, to, problem);
+               !error.empty()) {
+      ADD_FAILURE() << pair << ": invalid plan: " << error << "\n"
+                    << plan->ToString();
+      ++failures;
+    } else if (plan->total_cost_us >
+               graph.Cost(s, t) * (1 + 1e-9) + 1e-9) {
+      ADD_FAILURE() << pair << ": the planner's plan costs "
+                    << plan->total_cost_us << " us:\n"
+                    << plan->ToString() << "but this costs " << graph.Cost(s, t)
+                    << " us:\n"
+                    << graph.Path(s, t);
+      ++failures;
+    }
+    // A valid plan cannot beat the exhaustive search: CheckPlan passing and
+    // a total below Cost(s, t) would mean the graph misses a move.
+    if (plan.ok() && plan->total_cost_us < graph.Cost(s, t) * (1 - 1e-9)) {
+      ADD_FAILURE() << pair << ": plan cheaper than the exhaustive search";
+      ++failures;
+    }
+    ASSERT_LT(failures, 100000) << "stopping after 10 failures";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SmallMeshes, PlannerOptimalityTest,
+                         ::testing::ValuesIn(Configs()), ConfigName);
+
+}  // namespace
+}  // namespace dtensor
