@@ -64,7 +64,8 @@ T Finish(Accumulator<T> acc, int64_t n) {
 // constant-size blocks so that GCC vectorizes them at -O2. The accumulators
 // are a local array, so the stores never alias the inputs.
 template <typename T, ReduceOp kOp>
-void ReduceTyped(absl::Span<const void* const> inputs, T* out, int64_t count) {
+void ReduceTyped(absl::Span<const void* const> inputs,
+                 absl::Span<void* const> outputs, int64_t count) {
   using Acc = Accumulator<T>;
   const int64_t n = static_cast<int64_t>(inputs.size());
   Acc acc[kBlock];
@@ -89,9 +90,12 @@ void ReduceTyped(absl::Span<const void* const> inputs, T* out, int64_t count) {
         acc[i] = Combine<Acc>(kOp, acc[i], static_cast<Acc>(in[i]));
       });
     }
-    T* dst = out + begin;
-    ForEachIndexInBlocks(
-        length, [&](int64_t i) { dst[i] = Finish<T, kOp>(acc[i], n); });
+    // Every input of the block is read: outputs may now overwrite them.
+    for (void* out : outputs) {
+      T* dst = static_cast<T*>(out) + begin;
+      ForEachIndexInBlocks(
+          length, [&](int64_t i) { dst[i] = Finish<T, kOp>(acc[i], n); });
+    }
   }
 }
 
@@ -99,19 +103,25 @@ void ReduceTyped(absl::Span<const void* const> inputs, T* out, int64_t count) {
 
 void ReduceInto(DType dtype, ReduceOp op, absl::Span<const void* const> inputs,
                 void* out, int64_t count) {
+  void* const outputs[] = {out};
+  ReduceIntoEach(dtype, op, inputs, outputs, count);
+}
+
+void ReduceIntoEach(DType dtype, ReduceOp op,
+                    absl::Span<const void* const> inputs,
+                    absl::Span<void* const> outputs, int64_t count) {
   if (inputs.empty() || count <= 0) return;
   DispatchDType(dtype, [&](auto tag) {
     using T = decltype(tag);
-    T* typed_out = static_cast<T*>(out);
     switch (op) {
       case ReduceOp::kSum:
-        return ReduceTyped<T, ReduceOp::kSum>(inputs, typed_out, count);
+        return ReduceTyped<T, ReduceOp::kSum>(inputs, outputs, count);
       case ReduceOp::kAvg:
-        return ReduceTyped<T, ReduceOp::kAvg>(inputs, typed_out, count);
+        return ReduceTyped<T, ReduceOp::kAvg>(inputs, outputs, count);
       case ReduceOp::kMax:
-        return ReduceTyped<T, ReduceOp::kMax>(inputs, typed_out, count);
+        return ReduceTyped<T, ReduceOp::kMax>(inputs, outputs, count);
       case ReduceOp::kMin:
-        return ReduceTyped<T, ReduceOp::kMin>(inputs, typed_out, count);
+        return ReduceTyped<T, ReduceOp::kMin>(inputs, outputs, count);
     }
   });
 }

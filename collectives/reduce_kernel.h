@@ -20,6 +20,13 @@ namespace dtensor {
 void ReduceInto(DType dtype, ReduceOp op, absl::Span<const void* const> inputs,
                 void* out, int64_t count);
 
+// ReduceInto that writes the result into every one of `outputs` in the same
+// pass (an all_reduce slice lands in every rank's buffer while it is in
+// cache). Each output may be one of the inputs (the same address).
+void ReduceIntoEach(DType dtype, ReduceOp op,
+                    absl::Span<const void* const> inputs,
+                    absl::Span<void* const> outputs, int64_t count);
+
 }  // namespace dtensor
 
 #endif  // DTENSOR_COLLECTIVES_REDUCE_KERNEL_H_

@@ -152,8 +152,33 @@ absl::StatusOr<Tensor> StepRunner::AllToAll(const RedistributeStep& step,
                                             const Tensor& local) {
   const int64_t from = step.tensor_dims[0];
   const int64_t to = step.tensor_dims[1];
-  DT_ASSIGN_OR_RETURN(std::vector<int64_t> send_sizes,
-                      MemberSizes(step.after, step.mesh_dims, to));
+  // The group is ordered as the moved mesh dims nest on `from`, so received
+  // pieces concatenate in place. They may nest in another order on `to`:
+  // the piece for each member is then cut from wherever its block lies.
+  const int64_t n = GroupSize(step.mesh_dims);
+  DT_ASSIGN_OR_RETURN(ShardBlock mine, BlockAt(step.before, coord_));
+  std::vector<Tensor> pieces;
+  std::vector<int64_t> send_sizes;
+  bool in_order = true;
+  int64_t next_offset = mine.offset[to];
+  for (int64_t member = 0; member < n; ++member) {
+    DT_ASSIGN_OR_RETURN(
+        ShardBlock block,
+        BlockAt(step.after, MemberCoord(step.mesh_dims, member)));
+    const int64_t size = block.shape[to];
+    send_sizes.push_back(size);
+    if (size == 0) continue;
+    in_order &= block.offset[to] == next_offset;
+    next_offset = block.offset[to] + size;
+    DT_ASSIGN_OR_RETURN(
+        Tensor piece,
+        local.Narrow(to, block.offset[to] - mine.offset[to], size));
+    pieces.push_back(std::move(piece));
+  }
+  Tensor input = local;
+  if (!in_order) {
+    DT_ASSIGN_OR_RETURN(input, Cat(pieces, to));
+  }
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> recv_sizes,
                       MemberSizes(step.before, step.mesh_dims, from));
   Shape shape = local.shape();
@@ -163,7 +188,7 @@ absl::StatusOr<Tensor> StepRunner::AllToAll(const RedistributeStep& step,
   DT_ASSIGN_OR_RETURN(Tensor output,
                       Tensor::Empty(shape, local.dtype(), local.device()));
   DT_ASSIGN_OR_RETURN(auto comm, Group(step.mesh_dims));
-  DT_RETURN_IF_ERROR(comm->AllToAll(local, output, /*split_dim=*/to,
+  DT_RETURN_IF_ERROR(comm->AllToAll(input, output, /*split_dim=*/to,
                                     /*concat_dim=*/from, send_sizes,
                                     recv_sizes));
   return output;

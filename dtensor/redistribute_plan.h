@@ -19,7 +19,8 @@ namespace dtensor {
 //   reduce_scatter  {d}: partial mesh dims are reduced and scattered as the
 //                   innermost shards of d;
 //   all_to_all      {from, to}: the innermost mesh dims of `from` become the
-//                   innermost shards of `to`;
+//                   innermost shards of `to` (`mesh_dims` in their order on
+//                   `from`; `after` gives their order on `to`);
 //   local           {d} for a slice (Replicate -> innermost shard of d), {} for
 //                   Replicate -> Partial or a step over a group of one rank;
 //   all_reduce, permute: {}.

@@ -1,7 +1,6 @@
 #include "dtensor/redistribute_planner.h"
 
 #include <algorithm>
-#include <functional>
 #include <queue>
 #include <tuple>
 #include <utility>
@@ -65,7 +64,24 @@ class PlanSearch {
         mesh_shape_(mesh_shape),
         global_shape_(global_shape),
         dtype_(dtype),
-        cost_model_(cost_model) {}
+        cost_model_(cost_model) {
+    // The cheapest conceivable collective: one launch and one hop over the
+    // fastest mesh dim of size > 1 (0 when every mesh dim has size 1).
+    for (size_t m = 0; m < mesh_shape.size(); ++m) {
+      const MeshDimLink& link = cost_model.links()[m];
+      const MeshDimLink& first = cost_model.links()[0];
+      if (mesh_shape[m] == 1 || link.bandwidth_gbps != first.bandwidth_gbps ||
+          link.hop_latency_us != first.hop_latency_us) {
+        uniform_permute_costs_ = false;
+      }
+      if (mesh_shape[m] == 1) continue;
+      const double cost =
+          cost_model.launch_us() + cost_model.links()[m].hop_latency_us;
+      if (min_collective_us_ == 0 || cost < min_collective_us_) {
+        min_collective_us_ = cost;
+      }
+    }
+  }
 
   RedistributePlan Run(const Sharding& from);
 
@@ -78,8 +94,9 @@ class PlanSearch {
     bool settled = false;
     RedistributeStep step;  // The step into this node (before/after unset).
   };
-  // (cost, steps, node): ties go to fewer steps, then to the earlier node.
-  using QueueEntry = std::tuple<double, int, int>;
+  // (cost + heuristic, steps, node, cost): ties go to fewer steps, then to
+  // the earlier node.
+  using QueueEntry = std::tuple<double, int, int, double>;
 
   void Expand(int node);
   void ExpandGathers(int node);
@@ -87,6 +104,22 @@ class PlanSearch {
   void ExpandPartials(int node);
   void ExpandLocal(int node);
   void ExpandPermutes(int node);
+  // The layouts a permute can reach from one another: same Partial mesh
+  // dims, every tensor dim split into as many blocks.
+  struct PermuteClass {
+    std::vector<Sharding> layouts;
+    // (cost, local bytes) of the members whose permutes were expanded.
+    std::vector<std::pair<double, double>> expanded;
+  };
+  // The mesh dims along which a permute from `from` to `to` moves data.
+  MeshDims MovedMeshDims(const Sharding& from, const Sharding& to) const;
+  // The class of `state`, made on first use and cached by PermuteClassKey.
+  PermuteClass& PermuteClassOf(const Sharding& state);
+  std::vector<int64_t> PermuteClassKey(const Sharding& state) const;
+  // Appends `layout` with the mesh dims `by_dim[e]` sharding tensor dim e,
+  // for e >= d, in every nesting order.
+  void AddOrders(const std::vector<MeshDims>& by_dim, int64_t d,
+                 const Sharding& layout, std::vector<Sharding>* members) const;
   // Offers `next`, reached from `node` by a `kind` step.
   void Relax(int node, const Sharding& next, CommKind kind, MeshDims mesh_dims,
              MeshDims tensor_dims);
@@ -94,6 +127,10 @@ class PlanSearch {
   // (same blocks per coordinate of the Partial mesh dims, same multiplicity).
   bool HoldsSameBlocks(const Sharding& from, const Sharding& to) const;
   int64_t GroupSize(const MeshDims& mesh_dims) const;
+  // A lower bound on the cost from `state` to the target (A*): 0 when local
+  // steps can reach it, else the cheapest possible collective. Consistent,
+  // so the first time the target is settled its path is optimal.
+  double Heuristic(const Sharding& state) const;
 
   const Sharding& to_;
   absl::Span<const int64_t> mesh_shape_;
@@ -102,10 +139,45 @@ class PlanSearch {
   const CostModel& cost_model_;
   std::vector<Node> nodes_;
   absl::flat_hash_map<Sharding, int> index_;
+  absl::flat_hash_map<std::vector<int64_t>, PermuteClass> permute_classes_;
+  double min_collective_us_ = 0;
+  // Whether every permute from a layout costs the same (uniform links, no
+  // mesh dim of size 1).
+  bool uniform_permute_costs_ = true;
+  // The ops Replicate -> Partial may introduce at the node being expanded.
+  std::vector<ReduceOp> partial_ops_;
+  // Padded local bytes of the node being expanded.
+  double local_bytes_ = 0;
   std::priority_queue<QueueEntry, std::vector<QueueEntry>,
                       std::greater<QueueEntry>>
       queue_;
 };
+
+double PlanSearch::Heuristic(const Sharding& state) const {
+  if (min_collective_us_ == 0) return 0;
+  // Mesh dims of size 1 never need a collective: ignore them.
+  for (int64_t m = 0; m < state.mesh_ndim(); ++m) {
+    const Placement& from = state.placement(m);
+    if (mesh_shape_[m] > 1 && !from.is_replicate() &&
+        from != to_.placement(m)) {
+      return min_collective_us_;
+    }
+  }
+  // Local slices only append: each tensor dim's mesh dims (of size > 1) must
+  // be a prefix of the target's.
+  for (int64_t d = 0; d < state.tensor_rank(); ++d) {
+    const MeshDims have = state.MeshDimsSharding(d);
+    const MeshDims want = to_.MeshDimsSharding(d);
+    size_t j = 0;
+    for (int64_t m : have) {
+      if (mesh_shape_[m] == 1) continue;
+      while (j < want.size() && mesh_shape_[want[j]] == 1) ++j;
+      if (j == want.size() || want[j] != m) return min_collective_us_;
+      ++j;
+    }
+  }
+  return 0;
+}
 
 int64_t PlanSearch::GroupSize(const MeshDims& mesh_dims) const {
   int64_t size = 1;
@@ -145,7 +217,7 @@ void PlanSearch::Relax(int node, const Sharding& next, CommKind kind,
   target.step.bytes_per_rank = CostModel::ReceivedBytes(
       kind, GroupSize(target.step.mesh_dims), local_bytes);
   target.step.cost_us = step_cost;
-  queue_.emplace(cost, steps, it->second);
+  queue_.emplace(cost + Heuristic(next), steps, it->second, cost);
 }
 
 void PlanSearch::ExpandGathers(int node) {
@@ -165,8 +237,13 @@ void PlanSearch::ExpandAllToAlls(int node) {
       const Sharding gathered = state.WithReplicated(suffix);
       for (int64_t to = 0; to < state.tensor_rank(); ++to) {
         if (to == from) continue;
-        Relax(node, gathered.WithShardsAppended(suffix, to),
-              CommKind::kAllToAll, suffix, {from, to});
+        // The moved mesh dims may land in any order: the same exchange.
+        MeshDims landing = suffix;
+        std::sort(landing.begin(), landing.end());
+        do {
+          Relax(node, gathered.WithShardsAppended(landing, to),
+                CommKind::kAllToAll, suffix, {from, to});
+        } while (std::next_permutation(landing.begin(), landing.end()));
       }
     }
   }
@@ -196,118 +273,188 @@ void PlanSearch::ExpandLocal(int node) {
     for (int64_t d = 0; d < state.tensor_rank(); ++d) {
       Relax(node, state.WithShardsAppended({m}, d), CommKind::kLocal, {m}, {d});
     }
-    const Placement& target = to_.placement(m);
-    if (target.is_partial()) {
-      Relax(node, state.WithPartial(m, target.reduce_op()), CommKind::kLocal,
-            {m}, {});
+    // Replicate -> Partial, so that one reduction collective can cover
+    // this mesh dim too: with the target's op here, or with an op some
+    // Partial mesh dim already has (sum by default).
+    for (ReduceOp op : partial_ops_) {
+      Relax(node, state.WithPartial(m, op), CommKind::kLocal, {m}, {});
     }
   }
 }
 
+// The non-empty ranges [offset, offset + size) into which `mesh_dims`
+// (outermost first) chunk an extent, one per combination of their coordinates,
+// sorted.
+std::vector<std::pair<int64_t, int64_t>> NonEmptyChunks(
+    int64_t extent, const MeshDims& mesh_dims,
+    absl::Span<const int64_t> mesh_shape) {
+  std::vector<std::pair<int64_t, int64_t>> ranges = {{0, extent}};
+  for (int64_t m : mesh_dims) {
+    std::vector<std::pair<int64_t, int64_t>> split;
+    for (const auto& [offset, size] : ranges) {
+      for (int64_t i = 0; i < mesh_shape[m]; ++i) {
+        const ChunkRange chunk = ChunkOf(size, mesh_shape[m], i);
+        split.emplace_back(offset + chunk.offset, chunk.size);
+      }
+    }
+    ranges = std::move(split);
+  }
+  ranges.erase(std::remove_if(ranges.begin(), ranges.end(),
+                              [](const auto& r) { return r.second == 0; }),
+               ranges.end());
+  std::sort(ranges.begin(), ranges.end());
+  return ranges;
+}
+
 bool PlanSearch::HoldsSameBlocks(const Sharding& from,
                                  const Sharding& to) const {
-  // With every tensor dim divisible by the product of the mesh sizes sharding
-  // it, any nesting yields the same equal blocks.
-  bool divisible = true;
+  // Both layouts split every tensor dim into as many blocks, with disjoint
+  // mesh dims per tensor dim, so every combination of per-dim blocks is held
+  // by equally many ranks at every Partial coordinate. A permute can deliver
+  // every non-empty block `to` needs when, per tensor dim, its non-empty
+  // ranges are among those of `from`.
   for (int64_t d = 0; d < from.tensor_rank(); ++d) {
+    const MeshDims to_dims = to.MeshDimsSharding(d);
     int64_t parts = 1;
-    for (int64_t m : to.MeshDimsSharding(d)) parts *= mesh_shape_[m];
-    if (global_shape_[d] % parts != 0) divisible = false;
-  }
-  if (divisible) return true;
-  // Otherwise compare the blocks rank by rank: every non-empty block `to`
-  // needs must be held, at the same Partial coordinates, by as many ranks.
-  std::vector<int64_t> partial_dims;
-  for (int64_t m = 0; m < from.mesh_ndim(); ++m) {
-    if (from.placement(m).is_partial()) partial_dims.push_back(m);
-  }
-  absl::flat_hash_map<std::vector<int64_t>, int64_t> available;
-  auto key_of = [&](const ShardBlock& block,
-                    const std::vector<int64_t>& coord) {
-    std::vector<int64_t> key = block.offset;
-    key.insert(key.end(), block.shape.begin(), block.shape.end());
-    for (int64_t m : partial_dims) key.push_back(coord[m]);
-    return key;
-  };
-  std::vector<int64_t> coord(mesh_shape_.size(), 0);
-  int64_t num_ranks = 1;
-  for (int64_t size : mesh_shape_) num_ranks *= size;
-  for (int pass = 0; pass < 2; ++pass) {
-    const Sharding& layout = pass == 0 ? from : to;
-    for (int64_t r = 0; r < num_ranks; ++r) {
-      int64_t rest = r;
-      for (int64_t m = static_cast<int64_t>(mesh_shape_.size()) - 1; m >= 0;
-           --m) {
-        coord[m] = rest % mesh_shape_[m];
-        rest /= mesh_shape_[m];
-      }
-      absl::StatusOr<ShardBlock> block =
-          ShardBlockAt(layout, mesh_shape_, global_shape_, coord);
-      if (!block.ok()) return false;
-      if (block->empty()) continue;
-      int64_t& count = available[key_of(*block, coord)];
-      if (pass == 0) {
-        ++count;
-      } else if (--count < 0) {
-        return false;
-      }
+    for (int64_t m : to_dims) parts *= mesh_shape_[m];
+    if (global_shape_[d] % parts == 0) continue;  // Same equal blocks.
+    const auto needed = NonEmptyChunks(global_shape_[d], to_dims, mesh_shape_);
+    const auto held =
+        NonEmptyChunks(global_shape_[d], from.MeshDimsSharding(d), mesh_shape_);
+    if (!std::includes(held.begin(), held.end(), needed.begin(),
+                       needed.end())) {
+      return false;
     }
   }
   return true;
 }
 
-void PlanSearch::ExpandPermutes(int node) {
-  const Sharding state = nodes_[node].state;
-  // Mesh dims free to be reassigned (not Partial), and the block count of
-  // every tensor dim that a permute must preserve.
+std::vector<int64_t> PlanSearch::PermuteClassKey(const Sharding& state) const {
+  std::vector<int64_t> key;
+  key.reserve(state.mesh_ndim() + state.tensor_rank());
+  for (int64_t m = 0; m < state.mesh_ndim(); ++m) {
+    const Placement& p = state.placement(m);
+    key.push_back(p.is_partial() ? 1 + static_cast<int64_t>(p.reduce_op()) : 0);
+  }
+  for (int64_t d = 0; d < state.tensor_rank(); ++d) {
+    int64_t parts = 1;
+    for (int64_t m : state.MeshDimsSharding(d)) parts *= mesh_shape_[m];
+    key.push_back(parts);
+  }
+  return key;
+}
+
+void PlanSearch::AddOrders(const std::vector<MeshDims>& by_dim, int64_t d,
+                           const Sharding& layout,
+                           std::vector<Sharding>* members) const {
+  if (d == static_cast<int64_t>(by_dim.size())) {
+    members->push_back(layout);
+    return;
+  }
+  MeshDims dims = by_dim[d];
+  do {
+    AddOrders(by_dim, d + 1, layout.WithShardsAppended(dims, d), members);
+  } while (std::next_permutation(dims.begin(), dims.end()));
+}
+
+PlanSearch::PermuteClass& PlanSearch::PermuteClassOf(const Sharding& state) {
+  std::vector<int64_t> key = PermuteClassKey(state);
+  auto [it, inserted] = permute_classes_.try_emplace(key);
+  PermuteClass& members = it->second;
+  if (!inserted) return members;
+  // Every assignment of the non-Partial mesh dims to a tensor dim or to
+  // Replicate (-1) that splits each tensor dim into as many blocks as
+  // `state`, in every nesting order.
   MeshDims free_dims;
   for (int64_t m = 0; m < state.mesh_ndim(); ++m) {
     if (!state.placement(m).is_partial()) free_dims.push_back(m);
   }
-  std::vector<int64_t> parts(state.tensor_rank(), 1);
-  for (int64_t d = 0; d < state.tensor_rank(); ++d) {
-    for (int64_t m : state.MeshDimsSharding(d)) parts[d] *= mesh_shape_[m];
-  }
   const Sharding cleared = state.WithReplicated(free_dims);
-  // Every assignment of the free mesh dims to a tensor dim or to Replicate
-  // (-1) that keeps the block counts, then every nesting order.
+  const int64_t rank = state.tensor_rank();
   std::vector<int64_t> assignment(free_dims.size(), -1);
-  std::function<void(size_t)> assign = [&](size_t i) {
-    if (i == free_dims.size()) {
-      std::vector<MeshDims> by_dim(state.tensor_rank());
-      std::vector<int64_t> got(state.tensor_rank(), 1);
-      for (size_t j = 0; j < free_dims.size(); ++j) {
-        if (assignment[j] < 0) continue;
-        by_dim[assignment[j]].push_back(free_dims[j]);
-        got[assignment[j]] *= mesh_shape_[free_dims[j]];
-      }
-      if (got != parts) return;
-      std::function<void(int64_t, const Sharding&)> order =
-          [&](int64_t d, const Sharding& partial_layout) {
-            if (d == state.tensor_rank()) {
-              if (partial_layout != state &&
-                  HoldsSameBlocks(state, partial_layout)) {
-                Relax(node, partial_layout, CommKind::kPermute, free_dims, {});
-              }
-              return;
-            }
-            MeshDims dims = by_dim[d];
-            do {
-              order(d + 1, partial_layout.WithShardsAppended(dims, d));
-            } while (std::next_permutation(dims.begin(), dims.end()));
-          };
-      order(0, cleared);
-      return;
+  while (true) {
+    std::vector<MeshDims> by_dim(rank);
+    std::vector<int64_t> parts(rank, 1);
+    for (size_t j = 0; j < free_dims.size(); ++j) {
+      if (assignment[j] < 0) continue;
+      by_dim[assignment[j]].push_back(free_dims[j]);
+      parts[assignment[j]] *= mesh_shape_[free_dims[j]];
     }
-    for (int64_t d = -1; d < state.tensor_rank(); ++d) {
-      assignment[i] = d;
-      assign(i + 1);
+    if (std::equal(parts.begin(), parts.end(),
+                   key.begin() + state.mesh_ndim())) {
+      AddOrders(by_dim, 0, cleared, &members.layouts);
     }
+    // Next assignment, as a counter in base rank + 1.
+    size_t j = 0;
+    while (j < assignment.size() && assignment[j] == rank - 1) {
+      assignment[j++] = -1;
+    }
+    if (j == assignment.size()) break;
+    ++assignment[j];
+  }
+  return members;
+}
+
+MeshDims PlanSearch::MovedMeshDims(const Sharding& from,
+                                   const Sharding& to) const {
+  // A mesh dim keeps its coordinate's meaning when it splits the same tensor
+  // dim at the same depth, not counting mesh dims of size 1 (their chunk is
+  // everything); ranks then exchange only along the others.
+  auto depth = [&](const Sharding& layout, int64_t m) {
+    int64_t count = 0;
+    for (int64_t other : layout.MeshDimsSharding(layout.placement(m).dim())) {
+      if (other == m) break;
+      if (mesh_shape_[other] > 1) ++count;
+    }
+    return count;
   };
-  assign(0);
+  MeshDims moved;
+  for (int64_t m = 0; m < from.mesh_ndim(); ++m) {
+    const Placement& a = from.placement(m);
+    const Placement& b = to.placement(m);
+    if (mesh_shape_[m] == 1 || a.is_partial()) continue;
+    if (a != b || (a.is_shard() && depth(from, m) != depth(to, m))) {
+      moved.push_back(m);
+    }
+  }
+  return moved;
+}
+
+void PlanSearch::ExpandPermutes(int node) {
+  const Sharding state = nodes_[node].state;
+  // On uniform links with no mesh dim of size 1, a permute's cost depends
+  // only on the bytes held before it: once a member of a class has been
+  // expanded, a later one with no lower cost and no fewer bytes would
+  // improve nothing.
+  PermuteClass& members = PermuteClassOf(state);
+  const double cost = nodes_[node].cost;
+  if (uniform_permute_costs_) {
+    for (const auto& [done_cost, done_bytes] : members.expanded) {
+      if (done_cost <= cost && done_bytes <= local_bytes_) return;
+    }
+    members.expanded.emplace_back(cost, local_bytes_);
+  }
+  for (const Sharding& member : members.layouts) {
+    if (member != state && HoldsSameBlocks(state, member)) {
+      Relax(node, member, CommKind::kPermute, MovedMeshDims(state, member), {});
+    }
+  }
 }
 
 void PlanSearch::Expand(int node) {
+  partial_ops_ = {ReduceOp::kSum};
+  const Sharding& state = nodes_[node].state;
+  for (const Sharding* layout : {&state, &to_}) {
+    for (int64_t m = 0; m < layout->mesh_ndim(); ++m) {
+      const Placement& p = layout->placement(m);
+      if (p.is_partial() && std::find(partial_ops_.begin(), partial_ops_.end(),
+                                      p.reduce_op()) == partial_ops_.end()) {
+        partial_ops_.push_back(p.reduce_op());
+      }
+    }
+  }
+  local_bytes_ =
+      PaddedLocalBytes(nodes_[node].state, mesh_shape_, global_shape_, dtype_);
   ExpandGathers(node);
   ExpandAllToAlls(node);
   ExpandPartials(node);
@@ -318,10 +465,10 @@ void PlanSearch::Expand(int node) {
 RedistributePlan PlanSearch::Run(const Sharding& from) {
   nodes_.push_back(Node{from});
   index_.emplace(from, 0);
-  queue_.emplace(0.0, 0, 0);
+  queue_.emplace(Heuristic(from), 0, 0, 0.0);
   int goal = -1;
   while (!queue_.empty()) {
-    const auto [cost, steps, node] = queue_.top();
+    const auto [estimate, steps, node, cost] = queue_.top();
     queue_.pop();
     if (nodes_[node].settled || cost > nodes_[node].cost ||
         steps > nodes_[node].steps) {

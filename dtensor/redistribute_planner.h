@@ -28,20 +28,22 @@ absl::Status CheckRedistribution(const Sharding& from, const Sharding& to,
                                  absl::Span<const int64_t> global_shape);
 
 // The cheapest sequence of steps from `from` to `to` under `cost_model`,
-// found by an exact shortest-path search (Dijkstra) over layouts. The moves:
+// found by an exact shortest-path search (A* with a consistent lower bound)
+// over layouts. The moves:
 //   - all-gather of the innermost mesh dim(s) of a tensor dim;
 //   - all-to-all moving the innermost mesh dim(s) of one tensor dim to the
-//     innermost position of another;
+//     innermost position of another, landing in any order;
 //   - all-reduce of Partial mesh dim(s) with one op;
 //   - reduce-scatter of Partial mesh dim(s) into the innermost position of a
 //     tensor dim;
 //   - collective permute to any layout holding the same blocks (same Partial
 //     mesh dims, every tensor dim split into the same blocks): reordering the
 //     nesting of a tensor dim, moving shards between mesh dims or tensor dims
-//     of equal block size;
+//     of equal block size; it runs over the mesh dims whose role changes;
 //   - local: slicing a Replicate mesh dim into the innermost shard of a tensor
-//     dim, Replicate -> Partial(op) where `to` has Partial(op), and any step
-//     over a group of one rank.
+//     dim; Replicate -> Partial(op) with sum or an op that a Partial mesh dim
+//     of the layout or of `to` has (so that one reduction covers more mesh
+//     dims); and any step over a group of one rank.
 // Several mesh dims move in one step over their flattened group where one
 // collective serves. Local bytes are those of the largest (padded) shard.
 // Ties go to fewer steps.

@@ -94,6 +94,18 @@ class GlooCommunicator final : public Communicator {
                                   const CallInfo& call) override;
 
  private:
+  // Why a call failed, and whether the error is a peer's (adopted from the
+  // store) rather than this rank's own.
+  struct Failure {
+    absl::Status status;
+    bool from_peer;
+  };
+  // An error a rank posted when it broke this communicator.
+  struct PostedFailure {
+    absl::Status status;
+    bool point_to_point;  // Posted by a failed send or recv.
+  };
+
   // A call while it runs: its deadline and its Gloo tags.
   struct Running {
     const CallInfo& call;
@@ -122,13 +134,13 @@ class GlooCommunicator final : public Communicator {
   absl::Status RunGuarded(const Running& running, const Body& body,
                           std::optional<int64_t> peer, bool sending);
   // Debug mode: every rank made the same call, moving matching bytes.
-  absl::Status CheckSameCall(const Running& running,
-                             const CallTraffic& traffic);
-  // Why the call failed with Gloo's `what`, as a status for the caller.
-  absl::Status Diagnose(const Running& running, absl::string_view what,
-                        std::optional<int64_t> peer, bool sending);
+  absl::Status CheckCallsAgree(const Running& running,
+                               const CallTraffic& traffic);
+  // Why the call failed with Gloo's `what`.
+  Failure Diagnose(const Running& running, absl::string_view what,
+                   std::optional<int64_t> peer, bool sending);
   // The error a peer posted when it broke this communicator, if any.
-  std::optional<absl::Status> PeerFailure();
+  std::optional<PostedFailure> PeerFailure();
   // The global ranks of the group (but this one) whose process exited.
   std::vector<int64_t> ExitedMembers();
   // The global ranks of the group (but this one) that have not posted that
@@ -138,9 +150,9 @@ class GlooCommunicator final : public Communicator {
   // The error the communicator is broken with; OK while it is not.
   absl::Status Broken();
   // Breaks the communicator with `status` (the first break wins, and is
-  // returned): posts it unless it was adopted from a peer, and closes the
-  // connections.
-  absl::Status Break(absl::Status status, bool post);
+  // returned): posts it (`post`: unless it was adopted from a peer; from a
+  // send or recv when `point_to_point`) and closes the connections.
+  absl::Status Break(absl::Status status, bool post, bool point_to_point);
 
   // "all_reduce #3 on group [0, 1]", "send on group [0, 1]".
   std::string Describe(const CallInfo& call) const;

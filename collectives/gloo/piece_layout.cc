@@ -21,8 +21,7 @@ absl::StatusOr<Tensor> PackedView(const Tensor& packed, const Shape& shape,
 // non-empty piece.
 template <typename Fn>
 absl::Status ForEachPiece(const Tensor& packed, const Tensor& tensor,
-                          int64_t dim, absl::Span<const int64_t> sizes,
-                          Fn fn) {
+                          int64_t dim, absl::Span<const int64_t> sizes, Fn fn) {
   int64_t start = 0;
   int64_t offset = 0;
   for (int64_t size : sizes) {
@@ -68,19 +67,17 @@ absl::StatusOr<Tensor> PackPieces(const Tensor& tensor, int64_t dim,
   if (PiecesAreRanges(tensor, dim)) return tensor.View({tensor.numel()});
   DT_ASSIGN_OR_RETURN(Tensor packed,
                       Tensor::Empty({tensor.numel()}, tensor.dtype()));
-  DT_RETURN_IF_ERROR(ForEachPiece(packed, tensor, dim, sizes,
-                                  [](const Tensor& piece, Tensor flat) {
-                                    return flat.CopyFrom(piece);
-                                  }));
+  DT_RETURN_IF_ERROR(ForEachPiece(
+      packed, tensor, dim, sizes,
+      [](const Tensor& piece, Tensor flat) { return flat.CopyFrom(piece); }));
   return packed;
 }
 
 absl::Status UnpackPieces(const Tensor& packed, const Tensor& tensor,
                           int64_t dim, absl::Span<const int64_t> sizes) {
-  return ForEachPiece(packed, tensor, dim, sizes,
-                      [](Tensor piece, const Tensor& flat) {
-                        return piece.CopyFrom(flat);
-                      });
+  return ForEachPiece(
+      packed, tensor, dim, sizes,
+      [](Tensor piece, const Tensor& flat) { return piece.CopyFrom(flat); });
 }
 
 absl::StatusOr<OutputStage> OutputStage::For(const Tensor& output) {

@@ -93,8 +93,7 @@ absl::Status OutgoingTransfer::Finish(absl::Time deadline,
     return Aborted(names);
   }
   if (wire_->ack.accepted != 0) return absl::OkStatus();
-  return Mismatch(names, GetText(wire_->header.text),
-                  GetText(wire_->ack.text));
+  return Mismatch(names, GetText(wire_->header.text), GetText(wire_->ack.text));
 }
 
 struct IncomingTransfer::Wire {

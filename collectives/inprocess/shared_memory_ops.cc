@@ -128,27 +128,19 @@ absl::Status RunAllReduce(const PhaseContext& c) {
   const Tensor& mine = Of(c, c.me).input;
   const int64_t count = mine.numel();
   const int64_t element_size = ElementSize(mine.dtype());
-  auto begin = [&](int64_t member) {
-    return SliceBegin(member, Size(c), count, element_size);
-  };
-  // Phase 1: reduce my slice of every buffer into my buffer.
-  const int64_t my_begin = begin(c.me);
-  const int64_t my_count = begin(c.me + 1) - my_begin;
-  if (my_count > 0) {
+  const int64_t begin = SliceBegin(c.me, Size(c), count, element_size);
+  const int64_t end = SliceBegin(c.me + 1, Size(c), count, element_size);
+  if (end > begin) {
+    // Only this rank touches this slice of any buffer, so it may write the
+    // reduced slice into every rank's buffer, in place.
     std::vector<const void*> inputs(Size(c));
+    std::vector<void*> outputs(Size(c));
     for (int64_t r = 0; r < Size(c); ++r) {
-      inputs[r] = BytesAt(Of(c, r).input, my_begin);
+      outputs[r] = BytesAt(Of(c, r).input, begin);
+      inputs[r] = outputs[r];
     }
-    ReduceInto(mine.dtype(), Of(c, c.me).reduce, inputs,
-               BytesAt(mine, my_begin), my_count);
-  }
-  DT_RETURN_IF_ERROR(c.barrier());
-  // Phase 2: copy the other reduced slices from their owners.
-  for (int64_t r = 0; r < Size(c); ++r) {
-    const int64_t slice_count = begin(r + 1) - begin(r);
-    if (r == c.me || slice_count == 0) continue;
-    std::memcpy(BytesAt(mine, begin(r)), BytesAt(Of(c, r).input, begin(r)),
-                slice_count * element_size);
+    ReduceIntoEach(mine.dtype(), Of(c, c.me).reduce, inputs, outputs,
+                   end - begin);
   }
   return c.barrier();
 }

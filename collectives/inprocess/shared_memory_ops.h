@@ -13,7 +13,8 @@ namespace dtensor {
 
 // The collectives of the in-process backend, run by every rank of a group
 // once all postings are exchanged. Each rank reads its peers' tensors in
-// place and writes only its own outputs ("pull"); `barrier` separates phases
+// place and writes only its own outputs ("pull"; all_reduce is the
+// exception below); `barrier` separates phases
 // and ends every data-moving op, so that no rank leaves (and lets its caller
 // reuse its tensors) while a peer may still read them.
 //
@@ -29,9 +30,9 @@ struct PhaseContext {
   absl::FunctionRef<absl::Status()> barrier;
 };
 
-// all_reduce as a reduce-scatter plus an all-gather in shared memory: rank r
-// reduces slice r of every rank's buffer into its own buffer in place, then,
-// after a barrier, copies the other reduced slices from their owners.
+// all_reduce as a reduce-scatter fused with an all-gather in shared memory:
+// rank r reduces slice r of every rank's buffer and writes the result into
+// slice r of every buffer, in one pass (nobody else touches slice r).
 absl::Status RunAllReduce(const PhaseContext& context);
 absl::Status RunAllGather(const PhaseContext& context);
 absl::Status RunReduceScatter(const PhaseContext& context);

@@ -19,6 +19,7 @@ namespace {
 using testing::ConcatHost;
 using testing::HostTensor;
 using testing::Matches;
+using testing::NarrowHost;
 using testing::RandomHost;
 using testing::ReduceHost;
 using testing::TestOptions;
@@ -117,6 +118,42 @@ TEST(MeshGroupsTest, GroupsOfEveryDimAndDimSetRunCollectives) {
                 DT_RETURN_IF_ERROR(comm->AllReduce(summed, ReduceOp::kSum));
                 EXPECT_TRUE(Matches(
                     summed, ReduceHost(inputs, ReduceOp::kSum, DType::kI64)));
+                // Roots, pieces and pairs are group ranks.
+                const int64_t size = comm->size();
+                const int64_t root = size - 1;
+                Tensor broadcast = ToTensor(
+                    RandomHost({3}, DType::kBF16, 200 * k + me), DType::kBF16);
+                DT_RETURN_IF_ERROR(comm->Broadcast(broadcast, root));
+                EXPECT_TRUE(Matches(
+                    broadcast, RandomHost({3}, DType::kBF16,
+                                          200 * k + expected_group[root])));
+                std::vector<HostTensor> wholes;
+                for (int64_t g : expected_group) {
+                  wholes.push_back(
+                      RandomHost({2 * size}, DType::kF64, 300 * k + g));
+                }
+                Tensor piece_sum = Tensor::Zeros({2}, DType::kF64).value();
+                DT_RETURN_IF_ERROR(comm->ReduceScatter(
+                    ToTensor(RandomHost({2 * size}, DType::kF64, 300 * k + me),
+                             DType::kF64),
+                    piece_sum, 0, ReduceOp::kSum));
+                EXPECT_TRUE(Matches(
+                    piece_sum,
+                    NarrowHost(ReduceHost(wholes, ReduceOp::kSum, DType::kF64),
+                               0, 2 * comm->rank(), 2)));
+                std::vector<PermutePair> shift;
+                for (int64_t r = 0; r < size; ++r) {
+                  shift.push_back({r, (r + 1) % size});
+                }
+                Tensor shifted = Tensor::Zeros({4}, DType::kI32).value();
+                DT_RETURN_IF_ERROR(comm->Permute(
+                    ToTensor(RandomHost({4}, DType::kI32, 400 * k + me),
+                             DType::kI32),
+                    shifted, shift));
+                const int64_t from = (comm->rank() + size - 1) % size;
+                EXPECT_TRUE(Matches(
+                    shifted, RandomHost({4}, DType::kI32,
+                                        400 * k + expected_group[from])));
               }
               return absl::OkStatus();
             })

@@ -1,6 +1,6 @@
-// ReduceInto against sums, maxima and minima computed in the test, for every
-// dtype and op, counts around the kernel's block size, and an output that is
-// one of the inputs.
+// ReduceInto and ReduceIntoEach against sums, maxima and minima computed in
+// the test, for every dtype and op, counts around the kernel's block size,
+// and outputs that are inputs.
 #include "collectives/reduce_kernel.h"
 
 #include <vector>
@@ -62,6 +62,32 @@ TEST(ReduceKernelTest, OutputMayBeOneOfTheInputs) {
     ReduceInto(dtype, ReduceOp::kSum, inputs, tensors[2].raw_data(), count);
     EXPECT_TRUE(Matches(tensors[2], ReduceHost(hosts, ReduceOp::kSum, dtype)))
         << DTypeName(dtype);
+  }
+}
+
+TEST(ReduceKernelTest, EachOutputGetsTheResultEvenWhenItIsAnInput) {
+  for (DType dtype : AllDTypes()) {
+    for (int64_t count : {0, 5, 2048, 4100}) {
+      std::vector<HostTensor> hosts;
+      std::vector<Tensor> tensors;
+      std::vector<const void*> inputs;
+      for (int64_t r = 0; r < 3; ++r) {
+        hosts.push_back(RandomHost({count}, dtype, 30 + r));
+        tensors.push_back(ToTensor(hosts.back(), dtype));
+        inputs.push_back(tensors.back().raw_data());
+      }
+      // Every input in place, as all_reduce does, plus a separate output.
+      Tensor extra = Tensor::Zeros({count}, dtype).value();
+      std::vector<void*> outputs = {tensors[0].raw_data(),
+                                    tensors[1].raw_data(),
+                                    tensors[2].raw_data(), extra.raw_data()};
+      ReduceIntoEach(dtype, ReduceOp::kMax, inputs, outputs, count);
+      const HostTensor expected = ReduceHost(hosts, ReduceOp::kMax, dtype);
+      for (const Tensor& tensor : {tensors[0], tensors[1], tensors[2], extra}) {
+        EXPECT_TRUE(Matches(tensor, expected))
+            << DTypeName(dtype) << " count " << count;
+      }
+    }
   }
 }
 

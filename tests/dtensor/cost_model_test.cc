@@ -41,14 +41,12 @@ TEST(CostModelTest, ReceivedBytesPerKind) {
   // n = 4 ranks, B = 1000 bytes held before the step.
   EXPECT_DOUBLE_EQ(CostModel::ReceivedBytes(CommKind::kAllGather, 4, 1000),
                    3000);
-  EXPECT_DOUBLE_EQ(
-      CostModel::ReceivedBytes(CommKind::kReduceScatter, 4, 1000), 750);
-  EXPECT_DOUBLE_EQ(CostModel::ReceivedBytes(CommKind::kAllToAll, 4, 1000),
+  EXPECT_DOUBLE_EQ(CostModel::ReceivedBytes(CommKind::kReduceScatter, 4, 1000),
                    750);
+  EXPECT_DOUBLE_EQ(CostModel::ReceivedBytes(CommKind::kAllToAll, 4, 1000), 750);
   EXPECT_DOUBLE_EQ(CostModel::ReceivedBytes(CommKind::kAllReduce, 4, 1000),
                    1500);
-  EXPECT_DOUBLE_EQ(CostModel::ReceivedBytes(CommKind::kPermute, 4, 1000),
-                   1000);
+  EXPECT_DOUBLE_EQ(CostModel::ReceivedBytes(CommKind::kPermute, 4, 1000), 1000);
   EXPECT_DOUBLE_EQ(CostModel::ReceivedBytes(CommKind::kLocal, 4, 1000), 0);
   // n = 3: fractions that are not exact in binary.
   EXPECT_NEAR(CostModel::ReceivedBytes(CommKind::kAllReduce, 3, 900), 1200,
@@ -87,8 +85,7 @@ TEST(CostModelTest, OneGigabyteIsTenToTheNineBytes) {
   absl::StatusOr<CostModel> model = CostModel::Create({{100, 0}}, 0);
   ASSERT_TRUE(model.ok()) << model.status();
   // 1e11 bytes at 100 GB/s take one second.
-  EXPECT_NEAR(model->StepCostUs(CommKind::kPermute, {0}, {2}, 1e11), 1e6,
-              1e-6);
+  EXPECT_NEAR(model->StepCostUs(CommKind::kPermute, {0}, {2}, 1e11), 1e6, 1e-6);
 }
 
 TEST(CostModelTest, NoBytesCostLatencyOnly) {
@@ -105,11 +102,11 @@ TEST(CostModelTest, NoBytesCostLatencyOnly) {
 // of their sizes, the slowest bandwidth, the largest hop latency (taken from
 // different dims here, so mixing them up shows).
 TEST(CostModelTest, SeveralMeshDimsUseProductSlowestLinkLargestHop) {
-  absl::StatusOr<CostModel> model = CostModel::Create(
-      {{/*bandwidth_gbps=*/100, /*hop_latency_us=*/2.0},
-       {/*bandwidth_gbps=*/20, /*hop_latency_us=*/0.5},
-       {/*bandwidth_gbps=*/50, /*hop_latency_us=*/1.0}},
-      /*launch_us=*/5.0);
+  absl::StatusOr<CostModel> model =
+      CostModel::Create({{/*bandwidth_gbps=*/100, /*hop_latency_us=*/2.0},
+                         {/*bandwidth_gbps=*/20, /*hop_latency_us=*/0.5},
+                         {/*bandwidth_gbps=*/50, /*hop_latency_us=*/1.0}},
+                        /*launch_us=*/5.0);
   ASSERT_TRUE(model.ok()) << model.status();
   const std::vector<int64_t> mesh = {2, 4, 3};
   const double bytes = 6e5;
@@ -122,9 +119,8 @@ TEST(CostModelTest, SeveralMeshDimsUseProductSlowestLinkLargestHop) {
   // Dims {1, 2}: n = 12, bandwidth 20 (dim 1), hop 1.0 (dim 2).
   EXPECT_NEAR(model->StepCostUs(CommKind::kAllReduce, {1, 2}, mesh, bytes),
               5.0 + 22 * 1.0 + 2.0 * 11 / 12 * 6e5 / 20e3, kTolerance);
-  EXPECT_NEAR(
-      model->StepCostUs(CommKind::kReduceScatter, {1, 2}, mesh, bytes),
-      5.0 + 11 * 1.0 + 11.0 / 12 * 6e5 / 20e3, kTolerance);
+  EXPECT_NEAR(model->StepCostUs(CommKind::kReduceScatter, {1, 2}, mesh, bytes),
+              5.0 + 11 * 1.0 + 11.0 / 12 * 6e5 / 20e3, kTolerance);
   // All three: n = 24, bandwidth 20, hop 2.0.
   EXPECT_NEAR(model->StepCostUs(CommKind::kAllToAll, {0, 1, 2}, mesh, bytes),
               5.0 + 23 * 2.0 + 23.0 / 24 * 6e5 / 20e3, kTolerance);

@@ -237,38 +237,93 @@ TEST_F(RedistributeTest, RandomLayoutPairsMatchTheReference) {
   }
 }
 
-TEST_F(RedistributeTest, CountsOnePermuteForTransposedShards) {
-  absl::StatusOr<DeviceMesh> mesh = DeviceMesh::Create({2, 2});
+// Known plans: one collective each, checked end to end (every rank's shard
+// against the block of the full tensor).
+struct KnownCase {
+  Shape mesh;
+  Shape shape;
+  std::string from;
+  std::string to;
+  CommKind kind;
+};
+
+class KnownPlanTest : public ::testing::TestWithParam<KnownCase> {};
+
+TEST_P(KnownPlanTest, RunsAsOneCollective) {
+  const KnownCase& c = GetParam();
+  absl::StatusOr<DeviceMesh> mesh = DeviceMesh::Create(c.mesh);
   ASSERT_TRUE(mesh.ok());
-  LocalCluster cluster(4);
+  const int64_t rank = static_cast<int64_t>(c.shape.size());
+  absl::StatusOr<Sharding> from = Sharding::Parse(c.from, rank);
+  absl::StatusOr<Sharding> to = Sharding::Parse(c.to, rank);
+  ASSERT_TRUE(from.ok() && to.ok());
+  LocalCluster cluster(mesh->size());
   absl::Status status = cluster.Run([&](ProcessGroups& groups) -> absl::Status {
     auto runtime = Runtime::ForRank(groups);
-    DT_ASSIGN_OR_RETURN(Tensor full, Tensor::Arange(0, 64, 1, DType::kF32));
-    DT_ASSIGN_OR_RETURN(full, full.View({8, 8}));
-    DT_ASSIGN_OR_RETURN(DTensor x, DTensor::Distribute(runtime, full, *mesh,
-                                                       {Placement::Shard(0),
-                                                        Placement::Shard(1)}));
+    DT_ASSIGN_OR_RETURN(
+        Tensor full, Tensor::Arange(0, NumElements(c.shape), 1, DType::kF32));
+    DT_ASSIGN_OR_RETURN(full, full.View(c.shape));
+    DT_ASSIGN_OR_RETURN(
+        DTensor x, DTensor::Distribute(runtime, full, *mesh, from->placements(),
+                                       from->shard_order()));
     CommCounter counter;
     DTensor y;
     {
       CommCounter::Scope scope(counter);
-      DT_ASSIGN_OR_RETURN(
-          y, x.Redistribute({Placement::Shard(1), Placement::Shard(0)}));
+      DT_ASSIGN_OR_RETURN(y, x.Redistribute(*to));
     }
-    if (counter.count(CommKind::kPermute) != 1 ||
-        counter.total_collectives() != 1) {
-      return absl::InternalError(absl::StrCat("expected one permute, got ",
-                                              counter.total_collectives(),
-                                              " collectives"));
+    if (counter.count(c.kind) != 1 || counter.total_collectives() != 1) {
+      return absl::InternalError(
+          absl::StrCat("expected one ", CommKindName(c.kind), ", got ",
+                       counter.total_collectives(), " collectives"));
     }
-    DT_ASSIGN_OR_RETURN(Tensor back, y.FullTensor());
-    if (back.ToVector<float>() != full.ToVector<float>()) {
-      return absl::InternalError("full tensor differs");
+    DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
+                        mesh->CoordinateOf(groups.rank()));
+    RandomLayout layout;
+    layout.order = to->shard_order();
+    Shape offset, size;
+    ReferenceBlock(layout, c.mesh, c.shape, coord, &offset, &size);
+    DT_ASSIGN_OR_RETURN(Tensor block, full.Narrow(0, offset[0], size[0]));
+    for (int64_t d = 1; d < rank; ++d) {
+      DT_ASSIGN_OR_RETURN(block, block.Narrow(d, offset[d], size[d]));
+    }
+    if (y.local().ToVector<float>() != block.ToVector<float>()) {
+      return absl::InternalError(
+          absl::StrCat("rank ", groups.rank(), " holds a wrong shard"));
     }
     return absl::OkStatus();
   });
-  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(status.ok()) << c.from << " -> " << c.to << ": " << status;
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, KnownPlanTest,
+    ::testing::Values(
+        // Transposed shards: one permute.
+        KnownCase{{2, 2}, {8, 8}, "S(0),S(1)", "S(1),S(0)", CommKind::kPermute},
+        // Nesting order swapped: one permute.
+        KnownCase{{2, 2},
+                  {64, 64},
+                  "S(0),S(0)",
+                  "S(0)[1],S(0)[0]",
+                  CommKind::kPermute},
+        // An all-to-all whose moved mesh dims land in the other order.
+        KnownCase{{2, 2},
+                  {480, 960},
+                  "S(0),S(0)",
+                  "S(1)[1],S(1)[0]",
+                  CommKind::kAllToAll},
+        // Uneven: an all-to-all over the flattened group.
+        KnownCase{
+            {2, 3}, {7, 11}, "S(0),S(0)", "S(1),S(1)", CommKind::kAllToAll},
+        // A permute over a sub-group only (mesh dim 0 keeps its role).
+        KnownCase{{2, 2, 2},
+                  {512, 512},
+                  "R,S(0),S(1)",
+                  "R,S(1),S(0)",
+                  CommKind::kPermute},
+        // Both shards gathered by one all-gather over 4 ranks.
+        KnownCase{{2, 2}, {9, 4}, "S(0),S(0)", "R,R", CommKind::kAllGather}));
 
 }  // namespace
 }  // namespace dtensor

@@ -11,7 +11,8 @@ namespace {
 TEST(ReduceOpTest, NamesRoundTrip) {
   for (ReduceOp op :
        {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
-    absl::StatusOr<ReduceOp> parsed = ParseReduceOp(std::string(ReduceOpName(op)));
+    absl::StatusOr<ReduceOp> parsed =
+        ParseReduceOp(std::string(ReduceOpName(op)));
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(*parsed, op);
   }

@@ -7,6 +7,13 @@
 // of a (mesh, tensor rank, shape) from it and runs Floyd-Warshall, so every
 // step sequence of any length is covered. Placements are R, S(d) in every
 // nesting order, and P(sum) (one op keeps the graph finite and small).
+//
+// Coverage: every ordered pair of layouts for meshes (2), (4), (2,2), (2,3),
+// (2,2,2) and tensor ranks 1-3, each at a tiny, a mid-sized and a large shape,
+// except (2,2,2) with rank 3 (176 layouts, 31k pairs: the planner takes too
+// long for CI), where a random sample of 2500 pairs per shape stands in. Then
+// uneven shapes (all pairs, sampled on (2,2,2)) and a slow mesh dim 0. A
+// second suite lets an all-to-all land its mesh dims in any order.
 
 #include <cstdint>
 #include <limits>
@@ -37,22 +44,31 @@ struct Config {
   std::vector<int64_t> global_shape;
   // Pairs checked: 0 for all of them, else a random sample of this many.
   int sample = 0;
+  // Whether the exhaustive search may use all-to-alls that reorder the mesh
+  // dims they move (one exchange over the same group, same cost).
+  bool reordering_all_to_all = true;
+  // Mesh dim 0 crosses hosts: 0.22 of the bandwidth, 5 us a hop (the other
+  // dims keep the defaults), so groups mixing links show their min/max.
+  bool slow_dim0 = false;
 };
 
 std::string ConfigName(const ::testing::TestParamInfo<Config>& info) {
   return absl::StrCat("mesh_", absl::StrJoin(info.param.mesh_shape, "x"),
-                      "_shape_", absl::StrJoin(info.param.global_shape, "x"));
+                      "_shape_", absl::StrJoin(info.param.global_shape, "x"),
+                      info.param.sample > 0 ? "_sampled" : "",
+                      info.param.slow_dim0 ? "_slow_dim0" : "");
 }
 
 // Shapes whose dims are divisible by 24 (so by every product of mesh sizes
 // here): tiny ones where latency decides, mid-sized ones where latency and
 // bandwidth are comparable, large ones where bandwidth decides.
 const std::vector<std::vector<int64_t>>& Shapes(int rank) {
-  static const auto* shapes = new std::vector<std::vector<std::vector<int64_t>>>{
-      {{24}, {240000}, {24000000}},
-      {{24, 24}, {480, 960}, {4800, 4800}},
-      {{24, 24, 48}, {48, 96, 72}, {480, 240, 240}},
-  };
+  static const auto* shapes =
+      new std::vector<std::vector<std::vector<int64_t>>>{
+          {{24}, {240000}, {24000000}},
+          {{24, 24}, {480, 960}, {4800, 4800}},
+          {{24, 24, 48}, {48, 96, 72}, {480, 240, 240}},
+      };
   return (*shapes)[rank - 1];
 }
 
@@ -64,7 +80,7 @@ std::vector<Config> Configs() {
     for (int rank = 1; rank <= 3; ++rank) {
       // (2,2,2) with rank 3 has 176 layouts: all 31k pairs take the planner
       // too long for CI, so a random sample covers them instead.
-      const int sample = mesh.size() == 3 && rank == 3 ? 3000 : 0;
+      const int sample = mesh.size() == 3 && rank == 3 ? 2500 : 0;
       for (const std::vector<int64_t>& shape : Shapes(rank)) {
         configs.push_back({mesh, shape, sample});
       }
@@ -77,8 +93,16 @@ std::vector<Config> Configs() {
   configs.push_back({{4}, {5, 13}});
   configs.push_back({{2, 3}, {5, 7}});
   configs.push_back({{2, 2}, {6, 3}});
-  configs.push_back({{2, 2, 2}, {3, 5}});
-  configs.push_back({{2, 2, 2}, {6, 5, 3}, 3000});
+  configs.push_back({{2, 2, 2}, {3, 5}, 3000});
+  configs.push_back({{2, 2, 2}, {6, 5, 3}, 1000});
+  // A slower mesh dim 0.
+  for (const std::vector<int64_t>& mesh :
+       std::vector<std::vector<int64_t>>{{2, 2}, {2, 3}}) {
+    for (int rank = 1; rank <= 3; ++rank) {
+      configs.push_back({mesh, Shapes(rank)[1], 0, true, true});
+    }
+  }
+  configs.push_back({{2, 2, 2}, Shapes(2)[2], 2000, true, true});
   return configs;
 }
 
@@ -173,8 +197,13 @@ TEST_P(PlannerOptimalityTest, NoStepSequenceIsCheaperThanThePlan) {
   const Config& config = GetParam();
   Problem problem;
   problem.network = reference::Network::Default(config.mesh_shape);
+  if (config.slow_dim0) {
+    problem.network.bandwidth_gbps[0] = 87.7 * 0.22;
+    problem.network.hop_us[0] = 5.0;
+  }
   problem.global_shape = config.global_shape;
   problem.element_bytes = 4;
+  problem.reordering_all_to_all = config.reordering_all_to_all;
   const int mesh_ndim = static_cast<int>(config.mesh_shape.size());
   const int rank = static_cast<int>(config.global_shape.size());
   const StateGraph graph(reference::AllLayouts(mesh_ndim, rank, {kSum}),
@@ -202,49 +231,55 @@ TEST_P(PlannerOptimalityTest, NoStepSequenceIsCheaperThanThePlan) {
     }
   }
 
-  const CostModel cost_model(mesh_ndim);
+  std::vector<MeshDimLink> links;
+  for (int m = 0; m < mesh_ndim; ++m) {
+    links.push_back(
+        {problem.network.bandwidth_gbps[m], problem.network.hop_us[m]});
+  }
+  absl::StatusOr<CostModel> cost_model = CostModel::Create(links);
+  ASSERT_TRUE(cost_model.ok()) << cost_model.status();
   int failures = 0;
   for (const auto& [s, t] : pairs) {
     const Layout& from = graph.layout(s);
     const Layout& to = graph.layout(t);
     absl::StatusOr<RedistributePlan> plan =
         PlanRedistribution(shardings[s], shardings[t], config.mesh_shape,
-                           config.global_shape, DType::kF32, cost_model);
+                           config.global_shape, DType::kF32, *cost_model);
     const std::string pair = absl::StrCat(from.ToText(), " -> ", to.ToText());
     if (ShardToPartial(from, to)) {
       EXPECT_FALSE(plan.ok()) << pair << " is Shard -> Partial";
       continue;
     }
+    // CheckPlan accepts only steps of the graph, so a plan that passes it
+    // never costs less than the exhaustive optimum; it may cost more.
+    std::string error;
     if (!plan.ok()) {
-      ADD_FAILURE() << pair << ": " << plan.status();
-      ++failures;
-    } else if (const std::string error =
-                   reference::CheckPlan(*plan, from, to, problem);
+      error = plan.status().ToString();
+    } else if (error = reference::CheckPlan(*plan, from, to, problem);
                !error.empty()) {
-      ADD_FAILURE() << pair << ": invalid plan: " << error << "\n"
-                    << plan->ToString();
-      ++failures;
-    } else if (plan->total_cost_us >
-               graph.Cost(s, t) * (1 + 1e-9) + 1e-9) {
-      ADD_FAILURE() << pair << ": the planner's plan costs "
-                    << plan->total_cost_us << " us:\n"
-                    << plan->ToString() << "but this costs " << graph.Cost(s, t)
-                    << " us:\n"
-                    << graph.Path(s, t);
-      ++failures;
+      error = absl::StrCat("invalid plan: ", error, "\n", plan->ToString());
+    } else if (plan->total_cost_us > graph.Cost(s, t) * (1 + 1e-9) + 1e-9) {
+      error = absl::StrCat("the planner's plan costs ", plan->total_cost_us,
+                           " us:\n", plan->ToString(), "but this costs ",
+                           graph.Cost(s, t), " us:\n", graph.Path(s, t));
     }
-    // A valid plan cannot beat the exhaustive search: CheckPlan passing and
-    // a total below Cost(s, t) would mean the graph misses a move.
-    if (plan.ok() && plan->total_cost_us < graph.Cost(s, t) * (1 - 1e-9)) {
-      ADD_FAILURE() << pair << ": plan cheaper than the exhaustive search";
-      ++failures;
+    if (!error.empty()) {
+      ADD_FAILURE() << pair << ": " << error;
+      ASSERT_LT(++failures, 10) << "stopping after 10 failures";
     }
-    ASSERT_LT(failures, 100000) << "stopping after 10 failures";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(SmallMeshes, PlannerOptimalityTest,
                          ::testing::ValuesIn(Configs()), ConfigName);
+
+INSTANTIATE_TEST_SUITE_P(
+    ReorderingAllToAll, PlannerOptimalityTest,
+    ::testing::Values(Config{{2, 2}, {24, 24}, 0, true},
+                      Config{{2, 2}, {480, 960}, 0, true},
+                      Config{{2, 3}, {48, 96, 72}, 0, true},
+                      Config{{2, 2, 2}, {4800, 4800}, 2000, true}),
+    ConfigName);
 
 }  // namespace
 }  // namespace dtensor

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -56,7 +57,9 @@ std::map<std::vector<int64_t>, int> HeldBlocks(const Layout& layout,
     bool empty = false;
     for (size_t d = 0; d < layout.splits.size(); ++d) {
       int64_t offset = 0, size = problem.global_shape[d];
-      for (int m : layout.splits[d]) Chunk(size, mesh[m], coord[m], &offset, &size);
+      for (int m : layout.splits[d]) {
+        Chunk(size, mesh[m], coord[m], &offset, &size);
+      }
       key.push_back(offset);
       key.push_back(size);
       empty = empty || size == 0;
@@ -79,6 +82,34 @@ bool PermuteServes(const Layout& from, const Layout& to,
     if (it == held.end() || it->second < count) return false;
   }
   return true;
+}
+
+// What mesh dim `m` does in `layout`: the tensor dim it splits (-1 for none)
+// and how many mesh dims of size > 1 split that tensor dim outside it.
+std::pair<int, int> Role(const Layout& layout, int m, const Problem& problem) {
+  for (size_t d = 0; d < layout.splits.size(); ++d) {
+    int depth = 0;
+    for (int other : layout.splits[d]) {
+      if (other == m) return {static_cast<int>(d), depth};
+      if (problem.network.mesh_shape[other] > 1) ++depth;
+    }
+  }
+  return {-1, 0};
+}
+
+// The mesh dims of size > 1 whose role differs between `from` and `to`:
+// ranks that agree on every other mesh dim exchange blocks among themselves.
+std::vector<int> ChangedRoles(const Layout& from, const Layout& to,
+                              const Problem& problem) {
+  std::vector<int> changed;
+  for (size_t m = 0; m < from.partial_op.size(); ++m) {
+    const int dim = static_cast<int>(m);
+    if (problem.network.mesh_shape[m] == 1) continue;
+    if (Role(from, dim, problem) != Role(to, dim, problem)) {
+      changed.push_back(dim);
+    }
+  }
+  return changed;
 }
 
 // Layouts that keep the Partial mesh dims of `like` and put every other mesh
@@ -140,8 +171,8 @@ class MoveList {
     if (GroupSize(mesh_dims, problem_.network) == 1) kind = CommKind::kLocal;
     Move move{kind, std::move(mesh_dims), std::move(tensor_dims),
               std::move(after)};
-    move.received_bytes = ReceivedBytes(kind, move.mesh_dims, local_bytes_,
-                                        problem_.network);
+    move.received_bytes =
+        ReceivedBytes(kind, move.mesh_dims, local_bytes_, problem_.network);
     move.cost_us =
         StepCostUs(kind, move.mesh_dims, local_bytes_, problem_.network);
     moves_.push_back(std::move(move));
@@ -153,6 +184,33 @@ class MoveList {
   double local_bytes_;
   std::vector<Move> moves_;
 };
+
+bool Near(double a, double b) {
+  return std::abs(a - b) <= 1e-9 * std::max({1.0, std::abs(a), std::abs(b)});
+}
+
+std::vector<int> ToInts(const std::vector<int64_t>& values) {
+  return std::vector<int>(values.begin(), values.end());
+}
+
+// Whether `step` is `move` (see CheckPlan).
+bool StepIsMove(const RedistributeStep& step, const Layout& after,
+                const Move& move) {
+  if (move.kind != step.kind || move.after != after ||
+      move.tensor_dims != ToInts(step.tensor_dims) ||
+      !Near(move.received_bytes, step.bytes_per_rank) ||
+      !Near(move.cost_us, step.cost_us)) {
+    return false;
+  }
+  if (move.kind == CommKind::kPermute) return true;
+  std::vector<int> mesh_dims = ToInts(step.mesh_dims);
+  std::vector<int> expected = move.mesh_dims;
+  if (move.kind == CommKind::kAllReduce) {
+    std::sort(mesh_dims.begin(), mesh_dims.end());
+    std::sort(expected.begin(), expected.end());
+  }
+  return mesh_dims == expected;
+}
 
 }  // namespace
 
@@ -187,8 +245,14 @@ Layout FromSharding(const Sharding& sharding) {
   }
   for (int64_t m = 0; m < sharding.mesh_ndim(); ++m) {
     const Placement& p = sharding.placement(m);
-    layout.partial_op.push_back(
-        p.is_partial() ? static_cast<int>(p.reduce_op()) : kNotPartial);
+    int op = kNotPartial;
+    for (int i = 0; p.is_partial() && i < 4; ++i) {
+      if (ReduceOpName(p.reduce_op()) == kOpNames[i]) op = i;
+    }
+    if (p.is_partial() && op == kNotPartial) {
+      ADD_FAILURE() << "unknown reduce op " << p.ToString();
+    }
+    layout.partial_op.push_back(op);
   }
   return layout;
 }
@@ -308,7 +372,9 @@ std::vector<Move> Moves(const Layout& from, const Problem& problem) {
       for (int e = 0; e < rank; ++e) {
         if (e == d) continue;
         std::vector<int> order = inner;
-        if (problem.reordering_all_to_all) std::sort(order.begin(), order.end());
+        if (problem.reordering_all_to_all) {
+          std::sort(order.begin(), order.end());
+        }
         do {
           moves.Add(CommKind::kAllToAll, inner, {d, e},
                     WithShardsAppended(gathered, e, order));
@@ -342,55 +408,27 @@ std::vector<Move> Moves(const Layout& from, const Problem& problem) {
     for (int d = 0; d < rank; ++d) {
       moves.Add(CommKind::kLocal, {m}, {d}, WithShardsAppended(from, d, {m}));
     }
-    for (int op : problem.local_partial_ops) {
+    // The problem's ops, plus every op a Partial mesh dim of `from` has.
+    std::set<int> ops(problem.local_partial_ops.begin(),
+                      problem.local_partial_ops.end());
+    for (int op : from.partial_op) {
+      if (op != kNotPartial) ops.insert(op);
+    }
+    for (int op : ops) {
       Layout partial = from;
       partial.partial_op[m] = op;
       moves.Add(CommKind::kLocal, {m}, {}, partial);
     }
   }
-  // Permutes.
-  std::vector<int> free_dims;
-  for (int m = 0; m < mesh_ndim; ++m) {
-    if (from.partial_op[m] == kNotPartial) free_dims.push_back(m);
-  }
+  // Permutes, over the mesh dims whose role changes.
   for (Layout& to : LayoutsWithPartials(from)) {
     if (to != from && PermuteServes(from, to, problem)) {
-      moves.Add(CommKind::kPermute, free_dims, {}, std::move(to));
+      std::vector<int> group = ChangedRoles(from, to, problem);
+      moves.Add(CommKind::kPermute, std::move(group), {}, std::move(to));
     }
   }
   return moves.Take();
 }
-
-namespace {
-
-bool Near(double a, double b) {
-  return std::abs(a - b) <= 1e-9 * std::max({1.0, std::abs(a), std::abs(b)});
-}
-
-std::vector<int> ToInts(const std::vector<int64_t>& values) {
-  return std::vector<int>(values.begin(), values.end());
-}
-
-// Whether `step` is `move` (see CheckPlan).
-bool StepIsMove(const RedistributeStep& step, const Layout& after,
-                const Move& move) {
-  if (move.kind != step.kind || move.after != after ||
-      move.tensor_dims != ToInts(step.tensor_dims) ||
-      !Near(move.received_bytes, step.bytes_per_rank) ||
-      !Near(move.cost_us, step.cost_us)) {
-    return false;
-  }
-  std::vector<int> mesh_dims = ToInts(step.mesh_dims);
-  std::vector<int> expected = move.mesh_dims;
-  if (move.kind == CommKind::kPermute) return true;
-  if (move.kind == CommKind::kAllReduce) {
-    std::sort(mesh_dims.begin(), mesh_dims.end());
-    std::sort(expected.begin(), expected.end());
-  }
-  return mesh_dims == expected;
-}
-
-}  // namespace
 
 std::string CheckPlan(const RedistributePlan& plan, const Layout& from,
                       const Layout& to, const Problem& problem) {

@@ -79,11 +79,12 @@ struct Problem {
   Network network;
   std::vector<int64_t> global_shape;
   int64_t element_bytes = 4;
-  // The ops a local Replicate -> Partial step may introduce.
+  // The ops a local Replicate -> Partial step may introduce, besides those of
+  // the layout's own Partial mesh dims.
   std::vector<int> local_partial_ops = {0};
   // Whether an all-to-all may append the mesh dims it moves in any order (one
   // exchange over the same group) rather than only in their old order.
-  bool reordering_all_to_all = false;
+  bool reordering_all_to_all = true;
 };
 
 // Bytes of the largest local block: every tensor dim's extent divided,
@@ -105,12 +106,16 @@ struct Move {
 // Every step the contract allows from `from`: all-gather of the innermost
 // mesh dims of a tensor dim; local slice of a Replicate mesh dim (appended
 // innermost); all-to-all of the innermost mesh dims of a tensor dim to the
-// innermost position of another; all-reduce of Partial mesh dims with one op;
+// innermost position of another (in their order, or in any order with
+// problem.reordering_all_to_all); all-reduce of Partial mesh dims with one op;
 // reduce-scatter of them, in any order, into the innermost position of a tensor
-// dim; local Replicate -> Partial; a permute to any other layout with the same
-// Partial mesh dims whose non-empty blocks (per coordinate on the Partial mesh
-// dims) are all held by at least as many ranks before (blocks computed here
-// with the torch.chunk rule). A permute's group is the non-Partial mesh dims.
+// dim; local Replicate -> Partial(op) on any Replicate mesh dim, for the ops of
+// problem.local_partial_ops and of the Partial mesh dims of `from`; a permute
+// to any other layout with the same Partial mesh dims whose non-empty blocks
+// (per coordinate on the Partial mesh dims) are all held by at least as many
+// ranks before (blocks computed here with the torch.chunk rule). A permute's
+// group is the mesh dims of size > 1 whose role (tensor dim split, depth among
+// the mesh dims of size > 1 splitting it) changes.
 // Steps over a group of one rank are local.
 std::vector<Move> Moves(const Layout& from, const Problem& problem);
 

@@ -1,0 +1,198 @@
+#include "collectives/gloo/gloo_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "collectives/gloo/gloo_communicator.h"
+#include "collectives/gloo/gloo_store.h"
+#include "collectives/gloo/launch_env.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+#include "tensor/status_macros.h"
+
+namespace dtensor {
+namespace {
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+absl::Duration DefaultDeadline(const CommunicatorOptions& options) {
+  return options.default_deadline.value_or(DefaultCollectiveDeadline());
+}
+
+std::string RanksText(absl::Span<const int64_t> ranks) {
+  return absl::StrCat("[", absl::StrJoin(ranks, ", "), "]");
+}
+
+absl::Status CheckOptions(const GlooBackendOptions& options) {
+  if (options.world_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GlooBackend: the world size must be at least 1, got ",
+                     options.world_size));
+  }
+  if (options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GlooBackend: rank ", options.rank,
+                     " is not in a world of ", options.world_size));
+  }
+  if (options.master_port < 0 || options.master_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GlooBackend: master port ", options.master_port, " is out of range"));
+  }
+  if (options.master_port == 0 &&
+      !(options.host_store && options.world_size == 1)) {
+    return absl::InvalidArgumentError(
+        "GlooBackend: master port 0 (a free port) only works for a world of "
+        "one that hosts its store");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+GlooRuntime::~GlooRuntime() {
+  board.reset();
+  client.reset();
+  if (server != nullptr) server->WaitUntilRanksLeave(linger);
+}
+
+absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::Create(
+    GlooBackendOptions options) {
+  DT_RETURN_IF_ERROR(CheckOptions(options));
+  auto runtime = std::make_shared<GlooRuntime>();
+  runtime->rank = options.rank;
+  runtime->world_size = options.world_size;
+  runtime->options = options.communicator;
+  runtime->linger = options.linger;
+  int port = options.master_port;
+  if (options.host_store) {
+    DT_ASSIGN_OR_RETURN(runtime->server,
+                        StoreServer::Start(options.master_addr, port));
+    port = runtime->server->port();
+  }
+  DT_ASSIGN_OR_RETURN(
+      runtime->client,
+      StoreClient::Connect(options.master_addr, port, options.rank,
+                           DefaultDeadline(options.communicator)));
+  runtime->board = std::make_unique<ArrivalBoard>(runtime->client.get());
+  gloo::transport::tcp::attr attr;
+  attr.iface = options.iface;
+  attr.hostname = options.hostname;
+  if (attr.hostname.empty() && attr.iface.empty() &&
+      IsLoopback(options.master_addr)) {
+    attr.hostname = options.master_addr == "::1" ? "::1" : "127.0.0.1";
+  }
+  try {
+    runtime->device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "GlooBackend: cannot start the TCP transport on ",
+        attr.iface.empty() ? attr.hostname : attr.iface, ": ", e.what()));
+  }
+  return std::shared_ptr<GlooBackend>(new GlooBackend(std::move(runtime)));
+}
+
+GlooBackend::GlooBackend(std::shared_ptr<GlooRuntime> runtime)
+    : runtime_(std::move(runtime)) {}
+
+absl::StatusOr<std::shared_ptr<Communicator>> GlooBackend::CreateCommunicator(
+    std::vector<int64_t> ranks) {
+  DT_RETURN_IF_ERROR(CheckGroupMembers(ranks, rank(), world_size()));
+  int64_t instance = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    instance = instances_[ranks]++;
+  }
+  const std::string prefix =
+      absl::StrCat("group", RanksText(ranks), "#", instance, "/");
+  const int64_t member =
+      std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin();
+  const absl::Duration timeout = DefaultDeadline(runtime_->options);
+  const auto chrono_timeout = absl::ToChronoMilliseconds(timeout);
+  auto context = std::make_shared<gloo::rendezvous::Context>(
+      static_cast<int>(member), static_cast<int>(ranks.size()));
+  context->setTimeout(chrono_timeout);
+  GlooStore store(*runtime_->client, prefix + "mesh/", chrono_timeout);
+  try {
+    context->connectFullMesh(store, runtime_->device);
+  } catch (const std::exception& e) {
+    return JoinFailure(ranks, prefix, timeout, e.what());
+  }
+  return std::make_shared<GlooCommunicator>(std::move(ranks), member,
+                                            runtime_->options, runtime_,
+                                            std::move(context), prefix);
+}
+
+absl::Status GlooBackend::JoinFailure(const std::vector<int64_t>& ranks,
+                                      const std::string& prefix,
+                                      absl::Duration timeout,
+                                      absl::string_view what) {
+  const std::string name =
+      absl::StrCat("creating a communicator for group ", RanksText(ranks));
+  absl::StatusOr<std::vector<int64_t>> exited = runtime_->client->ExitedRanks();
+  std::vector<int64_t> gone;
+  if (exited.ok()) {
+    for (int64_t global : ranks) {
+      if (std::find(exited->begin(), exited->end(), global) != exited->end()) {
+        gone.push_back(global);
+      }
+    }
+  }
+  if (!gone.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat(name, ": ranks ", RanksText(gone), " exited"));
+  }
+  // Each member posts its addresses under its index in the group.
+  std::vector<std::string> keys;
+  for (size_t member = 0; member < ranks.size(); ++member) {
+    keys.push_back(absl::StrCat(prefix, "mesh/", member));
+  }
+  absl::StatusOr<std::vector<std::optional<std::string>>> posted =
+      runtime_->client->MultiGet(keys);
+  std::vector<int64_t> missing;
+  if (posted.ok()) {
+    for (size_t member = 0; member < ranks.size(); ++member) {
+      if (!(*posted)[member].has_value()) missing.push_back(ranks[member]);
+    }
+  }
+  if (!missing.empty()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(name, ": ranks ", RanksText(missing),
+                     " did not join within ", absl::FormatDuration(timeout)));
+  }
+  return absl::UnavailableError(absl::StrCat(name, ": ", what));
+}
+
+absl::StatusOr<GlooBackendOptions> GlooOptionsFromEnv(
+    CommunicatorOptions communicator) {
+  DT_ASSIGN_OR_RETURN(LaunchEnv env, LaunchEnvFromEnvironment());
+  GlooBackendOptions options;
+  options.rank = env.rank;
+  options.world_size = env.world_size;
+  options.master_addr = env.master_addr;
+  options.master_port = env.master_port;
+  options.host_store = !env.agent_store && env.rank == 0;
+  if (const char* hostname = std::getenv(kGlooHostnameEnv)) {
+    options.hostname = hostname;
+  }
+  if (const char* iface = std::getenv(kGlooIfaceEnv)) options.iface = iface;
+  options.communicator = std::move(communicator);
+  return options;
+}
+
+absl::StatusOr<std::shared_ptr<Backend>> GlooBackendFromEnv(
+    CommunicatorOptions communicator) {
+  DT_ASSIGN_OR_RETURN(GlooBackendOptions options,
+                      GlooOptionsFromEnv(std::move(communicator)));
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<GlooBackend> backend,
+                      GlooBackend::Create(std::move(options)));
+  return std::shared_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace dtensor
