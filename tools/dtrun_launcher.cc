@@ -140,7 +140,7 @@ std::vector<std::string> ChildEnvironment(const LaunchOptions& options,
   values[kLocalWorldSizeEnv] = absl::StrCat(options.nproc);
   values[kMasterAddrEnv] = options.master_addr;
   values[kMasterPortEnv] = absl::StrCat(port);
-  values[kAgentStoreEnv] = "1";
+  values[kAgentStoreEnv] = options.host_store ? "1" : "0";
   for (const auto& [name, value] : options.extra_env) values[name] = value;
   std::vector<std::string> environment;
   for (const auto& [name, value] : values) {
@@ -368,6 +368,10 @@ absl::Status CheckLaunchOptions(const LaunchOptions& options) {
     return absl::InvalidArgumentError(
         "--master-port is required with more than one node");
   }
+  if (options.master_port == 0 && !options.host_store) {
+    return absl::InvalidArgumentError(
+        "a port is required when rank 0 hosts the store");
+  }
   if (options.master_addr.empty()) {
     return absl::InvalidArgumentError("--master-addr is empty");
   }
@@ -383,7 +387,7 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, int out_fd,
   if (!valid.ok()) return valid;
   std::unique_ptr<StoreServer> store;
   int port = options.master_port;
-  if (options.node_rank == 0) {
+  if (options.node_rank == 0 && options.host_store) {
     absl::StatusOr<std::unique_ptr<StoreServer>> started =
         StoreServer::Start(options.master_addr, port);
     if (!started.ok()) return started.status();

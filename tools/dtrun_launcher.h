@@ -24,6 +24,10 @@ struct LaunchOptions {
   // free port (one node only: the other nodes could not know it).
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
+  // Whether the launcher of node 0 hosts the store (telling the processes
+  // with DTENSOR_AGENT_STORE=1). Otherwise rank 0 hosts it, and the port
+  // must be given.
+  bool host_store = true;
   // The program and its arguments.
   std::vector<std::string> command;
   // When a process fails, terminate the others: SIGTERM, then SIGKILL after
@@ -62,12 +66,13 @@ absl::Status CheckLaunchOptions(const LaunchOptions& options);
 
 // Starts the processes with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT and DTENSOR_AGENT_STORE=1 set (node 0 hosts the
-// rendezvous store in this process for the whole job), each in a process
-// group of its own. Forwards their output line by line to `out_fd` and
-// `err_fd`, each line prefixed "[rank N] ", and returns once all have ended
-// and their output is drained. Errors: bad options (InvalidArgument), a
-// program that cannot be started (InvalidArgument naming it, after ending
-// the processes already started), a store that cannot be hosted.
+// rendezvous store in this process for the whole job, unless
+// `host_store` is false), each in a process group of its own. Forwards their
+// output line by line to `out_fd` and `err_fd`, each line prefixed "[rank N] ",
+// and returns once all have ended and their output is drained. Errors: bad
+// options (InvalidArgument), a program that cannot be started (InvalidArgument
+// naming it, after ending the processes already started), a store that cannot
+// be hosted.
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, int out_fd,
                                     int err_fd);
 

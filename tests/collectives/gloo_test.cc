@@ -7,12 +7,15 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "collectives/gloo/store_server.h"
 #include "gtest/gtest.h"
 #include "tools/dtrun_launcher.h"
 
@@ -28,8 +31,10 @@ struct Outcome {
 };
 
 // Runs `scenario` on `nproc` worker processes and collects how they ended.
+// `store_port`: rank 0 hosts the store there (else the launcher does).
 Outcome RunScenario(const std::string& scenario, int64_t nproc,
-                    bool terminate_on_failure = true) {
+                    bool terminate_on_failure = true,
+                    std::optional<int> store_port = std::nullopt) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   std::string path =
       absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/gloo_test_output_XXXXXX");
@@ -39,6 +44,10 @@ Outcome RunScenario(const std::string& scenario, int64_t nproc,
   options.nproc = nproc;
   options.command = {kWorker, scenario};
   options.terminate_on_failure = terminate_on_failure;
+  if (store_port.has_value()) {
+    options.host_store = false;
+    options.master_port = *store_port;
+  }
   options.timeout = absl::Seconds(90);
   const absl::Time start = absl::Now();
   absl::StatusOr<LaunchResult> result = Launch(options, fd, fd);
@@ -77,6 +86,16 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooCollectivesTest,
 
 TEST(GlooTest, SubgroupsRunTheSameOps) {
   ExpectAllSucceed(RunScenario("subgroups", 4), 4);
+}
+
+TEST(GlooTest, RankZeroHostsTheStoreWithoutALauncherStore) {
+  // A free port: a store takes one and gives it back.
+  absl::StatusOr<std::unique_ptr<StoreServer>> probe =
+      StoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  const int port = (*probe)->port();
+  probe->reset();
+  ExpectAllSucceed(RunScenario("smoke", 3, true, port), 3);
 }
 
 TEST(GlooTest, DebugModeReportsMismatchedCallsOnEveryRank) {

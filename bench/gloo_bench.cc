@@ -1,0 +1,317 @@
+// Bus bandwidth of the Gloo backend next to Gloo called directly on the same
+// buffers: all_reduce, all_gather, reduce_scatter and all_to_all of f32, 4 KiB
+// to 64 MiB, on two processes over loopback.
+//
+// Bus bandwidth follows nccl-tests: S / time scaled by 2(n-1)/n for
+// all_reduce and (n-1)/n for the others (1 and 1/2 on two ranks), where S is
+// the all_reduce tensor, the all_gather output, the reduce_scatter input and
+// each rank's all_to_all buffer.
+//
+// "backend" is the Communicator; "gloo" is the Gloo algorithm the backend
+// uses, called directly (reduce_scatter: Gloo's alltoallv, then the same
+// local reduction); "gloo_halving_doubling" is Gloo's legacy reduce-scatter,
+// for comparison.
+//
+// The program forks a second process (rank 1) that mirrors every run of
+// rank 0: before each run rank 0 broadcasts what to run and how many
+// iterations. Benchmark flags go to rank 0.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "collectives/gloo/gloo_backend.h"
+#include "collectives/gloo/gloo_store.h"
+#include "collectives/gloo/store_client.h"
+#include "collectives/gloo/store_server.h"
+#include "collectives/process_groups.h"
+#include "collectives/reduce_kernel.h"
+#include "gloo/allgatherv.h"
+#include "gloo/allreduce.h"
+#include "gloo/alltoallv.h"
+#include "gloo/math.h"
+#include "gloo/reduce_scatter.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+#include "tensor/tensor.h"
+
+namespace dtensor {
+namespace {
+
+constexpr int kRanks = 2;
+constexpr int64_t kMinBytes = int64_t{4} << 10;
+constexpr int64_t kMaxBytes = int64_t{64} << 20;
+
+enum class Op : int64_t {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kQuit
+};
+enum class Impl : int64_t { kBackend, kGloo, kGlooHalvingDoubling };
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kAllReduce:
+      return "all_reduce";
+    case Op::kAllGather:
+      return "all_gather";
+    case Op::kReduceScatter:
+      return "reduce_scatter";
+    case Op::kAllToAll:
+      return "all_to_all";
+    case Op::kQuit:
+      break;
+  }
+  return "quit";
+}
+
+const char* ImplName(Impl impl) {
+  switch (impl) {
+    case Impl::kBackend:
+      return "backend";
+    case Impl::kGloo:
+      return "gloo";
+    case Impl::kGlooHalvingDoubling:
+      return "gloo_halving_doubling";
+  }
+  return "?";
+}
+
+double BusFactor(Op op) {
+  return op == Op::kAllReduce ? 2.0 * (kRanks - 1) / kRanks
+                              : 1.0 * (kRanks - 1) / kRanks;
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "gloo_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void Check(const absl::Status& status) {
+  if (!status.ok()) Die(status.ToString());
+}
+
+// This process's ends of the job.
+struct Job {
+  int rank = 0;
+  std::shared_ptr<Communicator> comm;
+  std::shared_ptr<gloo::Context> raw;
+  uint32_t next_tag = 1;
+};
+
+Job* job = nullptr;
+
+Tensor Floats(int64_t count) {
+  return Tensor::Zeros({count}, DType::kF32).value();
+}
+
+float* Data(const Tensor& tensor) { return tensor.data<float>(); }
+
+// One iteration of `op` by `impl` on `bytes`, with its buffers.
+std::function<void()> MakeStep(Op op, Impl impl, int64_t bytes) {
+  const int64_t count = bytes / sizeof(float);
+  const int64_t half = count / kRanks;
+  Communicator& comm = *job->comm;
+  const std::shared_ptr<gloo::Context>& raw = job->raw;
+  switch (op) {
+    case Op::kAllReduce: {
+      Tensor tensor = Floats(count);
+      if (impl == Impl::kBackend) {
+        return
+            [&comm, tensor] { Check(comm.AllReduce(tensor, ReduceOp::kSum)); };
+      }
+      return [raw, tensor, count] {
+        gloo::AllreduceOptions opts(raw);
+        opts.setOutput<float>(Data(tensor), count);
+        opts.setReduceFunction(
+            static_cast<void (*)(void*, const void*, const void*, size_t)>(
+                &gloo::sum<float>));
+        opts.setTag(job->next_tag++);
+        gloo::allreduce(opts);
+      };
+    }
+    case Op::kAllGather: {
+      Tensor input = Floats(half);
+      Tensor output = Floats(count);
+      if (impl == Impl::kBackend) {
+        return
+            [&comm, input, output] { Check(comm.AllGather(input, output, 0)); };
+      }
+      return [raw, input, output, half] {
+        gloo::AllgathervOptions opts(raw);
+        opts.setInput<float>(Data(input), half);
+        opts.setOutput<float>(Data(output), std::vector<size_t>(kRanks, half));
+        opts.setTag(job->next_tag++);
+        gloo::allgatherv(opts);
+      };
+    }
+    case Op::kReduceScatter: {
+      Tensor input = Floats(count);
+      Tensor output = Floats(half);
+      if (impl == Impl::kBackend) {
+        return [&comm, input, output] {
+          Check(comm.ReduceScatter(input, output, 0, ReduceOp::kSum));
+        };
+      }
+      if (impl == Impl::kGlooHalvingDoubling) {
+        auto algorithm =
+            std::make_shared<gloo::ReduceScatterHalvingDoubling<float>>(
+                raw, std::vector<float*>{Data(input)}, static_cast<int>(count),
+                std::vector<int>(kRanks, static_cast<int>(half)));
+        return [algorithm, input] { algorithm->run(); };
+      }
+      Tensor received = Floats(count);
+      return [raw, input, output, received, half] {
+        gloo::AlltoallvOptions opts(raw);
+        opts.setInput<float>(Data(input), std::vector<int64_t>(kRanks, half));
+        opts.setOutput<float>(Data(received),
+                              std::vector<int64_t>(kRanks, half));
+        opts.setTag(job->next_tag++);
+        gloo::alltoallv(opts);
+        const void* pieces[kRanks] = {Data(received), Data(received) + half};
+        ReduceInto(DType::kF32, ReduceOp::kSum, pieces, Data(output), half);
+      };
+    }
+    case Op::kAllToAll: {
+      Tensor input = Floats(count);
+      Tensor output = Floats(count);
+      if (impl == Impl::kBackend) {
+        return [&comm, input, output] {
+          Check(comm.AllToAll(input, output, 0, 0));
+        };
+      }
+      return [raw, input, output, half] {
+        gloo::AlltoallvOptions opts(raw);
+        opts.setInput<float>(Data(input), std::vector<int64_t>(kRanks, half));
+        opts.setOutput<float>(Data(output), std::vector<int64_t>(kRanks, half));
+        opts.setTag(job->next_tag++);
+        gloo::alltoallv(opts);
+      };
+    }
+    case Op::kQuit:
+      break;
+  }
+  return [] {};
+}
+
+// Rank 0 tells rank 1 what to run next.
+void Announce(Op op, Impl impl, int64_t bytes, int64_t iterations) {
+  Tensor command = Tensor::FromVector<int64_t>(
+                       {static_cast<int64_t>(op), static_cast<int64_t>(impl),
+                        bytes, iterations},
+                       {4})
+                       .value();
+  Check(job->comm->Broadcast(command, 0));
+}
+
+void BM_Collective(benchmark::State& state, Op op, Impl impl) {
+  const int64_t bytes = state.range(0);
+  Announce(op, impl, bytes, state.max_iterations);
+  std::function<void()> step = MakeStep(op, impl, bytes);
+  for (auto _ : state) step();
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["busbw"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * bytes * BusFactor(op),
+      benchmark::Counter::kIsRate);
+}
+
+// Rank 1: runs what rank 0 announces until it says quit.
+void Mirror() {
+  while (true) {
+    Tensor command = Tensor::Zeros({4}, DType::kI64).value();
+    Check(job->comm->Broadcast(command, 0));
+    const std::vector<int64_t> fields = command.ToVector<int64_t>();
+    const Op op = static_cast<Op>(fields[0]);
+    if (op == Op::kQuit) return;
+    std::function<void()> step =
+        MakeStep(op, static_cast<Impl>(fields[1]), fields[2]);
+    for (int64_t i = 0; i < fields[3]; ++i) step();
+  }
+}
+
+void RegisterAll() {
+  for (Op op :
+       {Op::kAllReduce, Op::kAllGather, Op::kReduceScatter, Op::kAllToAll}) {
+    std::vector<Impl> impls = {Impl::kBackend, Impl::kGloo};
+    if (op == Op::kReduceScatter) impls.push_back(Impl::kGlooHalvingDoubling);
+    for (Impl impl : impls) {
+      benchmark::RegisterBenchmark(
+          absl::StrCat(OpName(op), "/", ImplName(impl)).c_str(),
+          [op, impl](benchmark::State& state) {
+            BM_Collective(state, op, impl);
+          })
+          ->RangeMultiplier(4)
+          ->Range(kMinBytes, kMaxBytes)
+          ->UseRealTime();
+    }
+  }
+}
+
+int FreePort() {
+  absl::StatusOr<std::unique_ptr<StoreServer>> probe =
+      StoreServer::Start("127.0.0.1", 0);
+  if (!probe.ok()) Die(probe.status().ToString());
+  return (*probe)->port();
+}
+
+int Main(int argc, char** argv) {
+  const int port = FreePort();
+  const pid_t child = ::fork();
+  if (child < 0) Die("fork failed");
+  Job this_job;
+  this_job.rank = child == 0 ? 1 : 0;
+  if (this_job.rank == 1) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  GlooBackendOptions options;
+  options.rank = this_job.rank;
+  options.world_size = kRanks;
+  options.master_port = port;
+  options.host_store = this_job.rank == 0;
+  options.communicator.default_deadline = absl::Minutes(2);
+  absl::StatusOr<std::shared_ptr<GlooBackend>> backend =
+      GlooBackend::Create(options);
+  if (!backend.ok()) Die(backend.status().ToString());
+  ProcessGroups groups(*backend);
+  absl::StatusOr<std::shared_ptr<Communicator>> world = groups.World();
+  if (!world.ok()) Die(world.status().ToString());
+  this_job.comm = *world;
+  // The direct Gloo context: its own connections, met through the store.
+  absl::StatusOr<std::unique_ptr<StoreClient>> client =
+      StoreClient::Connect("127.0.0.1", port, -1, absl::Minutes(1));
+  if (!client.ok()) Die(client.status().ToString());
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  auto device = gloo::transport::tcp::CreateDevice(attr);
+  auto raw = std::make_shared<gloo::rendezvous::Context>(this_job.rank, kRanks);
+  raw->setTimeout(std::chrono::minutes(2));
+  GlooStore store(**client, "direct/", std::chrono::minutes(1));
+  raw->connectFullMesh(store, device);
+  this_job.raw = raw;
+  job = &this_job;
+  if (this_job.rank == 1) {
+    Mirror();
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  RegisterAll();
+  benchmark::RunSpecifiedBenchmarks();
+  Announce(Op::kQuit, Impl::kBackend, 0, 0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return 0;
+}
+
+}  // namespace
+}  // namespace dtensor
+
+int main(int argc, char** argv) { return dtensor::Main(argc, argv); }
