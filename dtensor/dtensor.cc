@@ -64,7 +64,7 @@ Shape GlobalShapeFromLocals(const Sharding& sharding, const DeviceMesh& mesh,
   const std::vector<int64_t> mesh_shape = mesh.shape();
   Shape global = locals[RowMajorIndex(mesh_shape, coord)];
   for (int64_t d = 0; d < sharding.tensor_rank(); ++d) {
-    const std::vector<int64_t> dims = sharding.MeshDimsSharding(d);
+    const MeshDimList dims = sharding.MeshDimsSharding(d);
     if (dims.empty()) continue;
     int64_t group_size = 1;
     for (int64_t m : dims) group_size *= mesh_shape[m];

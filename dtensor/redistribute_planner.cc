@@ -13,7 +13,7 @@
 namespace dtensor {
 namespace {
 
-using MeshDims = std::vector<int64_t>;
+using MeshDims = MeshDimList;
 
 // All orderings of every non-empty subset of `items`, each ordering once.
 std::vector<MeshDims> OrderedSubsets(const MeshDims& items) {
@@ -92,7 +92,12 @@ class PlanSearch {
     int steps = 0;
     int parent = -1;
     bool settled = false;
-    RedistributeStep step;  // The step into this node (before/after unset).
+    // The step into this node.
+    CommKind kind = CommKind::kLocal;
+    MeshDims mesh_dims;
+    MeshDims tensor_dims;
+    double step_bytes = 0;
+    double step_cost = 0;
   };
   // (cost + heuristic, steps, node, cost): ties go to fewer steps, then to
   // the earlier node.
@@ -211,12 +216,12 @@ void PlanSearch::Relax(int node, const Sharding& next, CommKind kind,
   target.cost = cost;
   target.steps = steps;
   target.parent = node;
-  target.step.kind = kind;
-  target.step.mesh_dims = std::move(mesh_dims);
-  target.step.tensor_dims = std::move(tensor_dims);
-  target.step.bytes_per_rank = CostModel::ReceivedBytes(
-      kind, GroupSize(target.step.mesh_dims), local_bytes);
-  target.step.cost_us = step_cost;
+  target.kind = kind;
+  target.step_bytes =
+      CostModel::ReceivedBytes(kind, GroupSize(mesh_dims), local_bytes);
+  target.step_cost = step_cost;
+  target.mesh_dims = std::move(mesh_dims);
+  target.tensor_dims = std::move(tensor_dims);
   queue_.emplace(cost + Heuristic(next), steps, it->second, cost);
 }
 
@@ -484,7 +489,13 @@ RedistributePlan PlanSearch::Run(const Sharding& from) {
   RedistributePlan plan;
   if (goal < 0) return plan;  // Unreachable: CheckRedistribution passed.
   for (int n = goal; nodes_[n].parent >= 0; n = nodes_[n].parent) {
-    RedistributeStep step = nodes_[n].step;
+    const Node& to = nodes_[n];
+    RedistributeStep step;
+    step.kind = to.kind;
+    step.mesh_dims.assign(to.mesh_dims.begin(), to.mesh_dims.end());
+    step.tensor_dims.assign(to.tensor_dims.begin(), to.tensor_dims.end());
+    step.bytes_per_rank = to.step_bytes;
+    step.cost_us = to.step_cost;
     step.before = nodes_[nodes_[n].parent].state;
     step.after = nodes_[n].state;
     plan.steps.push_back(std::move(step));

@@ -190,14 +190,14 @@ std::vector<Placement> Sharding::placements() const {
   return placements;
 }
 
-std::vector<int64_t> Sharding::MeshDimsSharding(int64_t tensor_dim) const {
-  std::vector<int64_t> unordered;
+MeshDimList Sharding::MeshDimsSharding(int64_t tensor_dim) const {
+  MeshDimList unordered;
   for (int64_t m = 0; m < mesh_ndim(); ++m) {
     if (entries_[m].placement == Placement::Shard(tensor_dim)) {
       unordered.push_back(m);
     }
   }
-  std::vector<int64_t> ordered(unordered.size());
+  MeshDimList ordered(unordered.size());
   for (int64_t m : unordered) ordered[entries_[m].position] = m;
   return ordered;
 }
@@ -206,13 +206,14 @@ ShardOrder Sharding::shard_order() const {
   ShardOrder order;
   order.reserve(tensor_rank_);
   for (int64_t d = 0; d < tensor_rank_; ++d) {
-    order.push_back(MeshDimsSharding(d));
+    const MeshDimList mesh_dims = MeshDimsSharding(d);
+    order.emplace_back(mesh_dims.begin(), mesh_dims.end());
   }
   return order;
 }
 
 bool Sharding::HasDefaultOrder(int64_t tensor_dim) const {
-  const std::vector<int64_t> mesh_dims = MeshDimsSharding(tensor_dim);
+  const MeshDimList mesh_dims = MeshDimsSharding(tensor_dim);
   return std::is_sorted(mesh_dims.begin(), mesh_dims.end());
 }
 

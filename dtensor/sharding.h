@@ -20,6 +20,9 @@ namespace dtensor {
 // order: for every tensor dim, ascending mesh dims (left to right).
 using ShardOrder = std::vector<std::vector<int64_t>>;
 
+// A short list of mesh dims (no heap allocation up to 4).
+using MeshDimList = absl::InlinedVector<int64_t, 4>;
+
 // The canonical form of how a tensor of a given rank is laid out over the dims
 // of a mesh: one normalised placement per mesh dim plus, for every mesh dim
 // that shards a tensor dim, its nesting position among the mesh dims sharding
@@ -67,7 +70,7 @@ class Sharding {
   }
 
   // The mesh dims that shard `tensor_dim`, outermost first.
-  std::vector<int64_t> MeshDimsSharding(int64_t tensor_dim) const;
+  MeshDimList MeshDimsSharding(int64_t tensor_dim) const;
   // The full nesting order, one entry per tensor dim (never empty as a whole
   // when tensor_rank() > 0).
   ShardOrder shard_order() const;

@@ -56,12 +56,6 @@ absl::Status CheckOptions(const GlooBackendOptions& options) {
 
 }  // namespace
 
-GlooRuntime::~GlooRuntime() {
-  board.reset();
-  client.reset();
-  if (server != nullptr) server->WaitUntilRanksLeave(linger);
-}
-
 absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::Create(
     GlooBackendOptions options) {
   DT_RETURN_IF_ERROR(CheckOptions(options));
@@ -69,18 +63,14 @@ absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::Create(
   runtime->rank = options.rank;
   runtime->world_size = options.world_size;
   runtime->options = options.communicator;
-  runtime->linger = options.linger;
-  int port = options.master_port;
-  if (options.host_store) {
-    DT_ASSIGN_OR_RETURN(runtime->server,
-                        StoreServer::Start(options.master_addr, port));
-    port = runtime->server->port();
-  }
-  DT_ASSIGN_OR_RETURN(
-      runtime->client,
-      StoreClient::Connect(options.master_addr, port, options.rank,
-                           DefaultDeadline(options.communicator)));
-  runtime->board = std::make_unique<ArrivalBoard>(runtime->client.get());
+  RendezvousSession::Options session;
+  session.rank = options.rank;
+  session.master_addr = options.master_addr;
+  session.master_port = options.master_port;
+  session.host_store = options.host_store;
+  session.join_timeout = DefaultDeadline(options.communicator);
+  session.linger = options.linger;
+  DT_ASSIGN_OR_RETURN(runtime->session, RendezvousSession::Join(session));
   gloo::transport::tcp::attr attr;
   attr.iface = options.iface;
   attr.hostname = options.hostname;
@@ -118,7 +108,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> GlooBackend::CreateCommunicator(
   auto context = std::make_shared<gloo::rendezvous::Context>(
       static_cast<int>(member), static_cast<int>(ranks.size()));
   context->setTimeout(chrono_timeout);
-  GlooStore store(*runtime_->client, prefix + "mesh/", chrono_timeout);
+  GlooStore store(runtime_->session->client(), prefix + "mesh/",
+                  chrono_timeout);
   try {
     context->connectFullMesh(store, runtime_->device);
   } catch (const std::exception& e) {
@@ -135,7 +126,8 @@ absl::Status GlooBackend::JoinFailure(const std::vector<int64_t>& ranks,
                                       absl::string_view what) {
   const std::string name =
       absl::StrCat("creating a communicator for group ", RanksText(ranks));
-  absl::StatusOr<std::vector<int64_t>> exited = runtime_->client->ExitedRanks();
+  absl::StatusOr<std::vector<int64_t>> exited =
+      runtime_->session->client().ExitedRanks();
   std::vector<int64_t> gone;
   if (exited.ok()) {
     for (int64_t global : ranks) {
@@ -154,7 +146,7 @@ absl::Status GlooBackend::JoinFailure(const std::vector<int64_t>& ranks,
     keys.push_back(absl::StrCat(prefix, "mesh/", member));
   }
   absl::StatusOr<std::vector<std::optional<std::string>>> posted =
-      runtime_->client->MultiGet(keys);
+      runtime_->session->client().MultiGet(keys);
   std::vector<int64_t> missing;
   if (posted.ok()) {
     for (size_t member = 0; member < ranks.size(); ++member) {

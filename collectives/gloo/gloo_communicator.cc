@@ -89,7 +89,7 @@ GlooCommunicator::GlooCommunicator(std::vector<int64_t> group_ranks,
       runtime_(std::move(runtime)),
       context_(std::move(context)),
       key_prefix_(std::move(key_prefix)),
-      arrival_(runtime_->board->NewSlot(
+      arrival_(runtime_->session->board().NewSlot(
           absl::StrCat(key_prefix_, "arrived/", this->rank()))) {}
 
 void GlooCommunicator::WaitIdle() {
@@ -288,7 +288,7 @@ std::optional<GlooCommunicator::PostedFailure> GlooCommunicator::PeerFailure() {
     }
   }
   absl::StatusOr<std::vector<std::optional<std::string>>> values =
-      runtime_->client->MultiGet(keys);
+      runtime_->session->client().MultiGet(keys);
   if (!values.ok()) return std::nullopt;
   // The inverse of EncodeFailure; malformed posts are skipped.
   for (const std::optional<std::string>& value : *values) {
@@ -307,7 +307,8 @@ std::optional<GlooCommunicator::PostedFailure> GlooCommunicator::PeerFailure() {
 }
 
 std::vector<int64_t> GlooCommunicator::ExitedMembers() {
-  absl::StatusOr<std::vector<int64_t>> exited = runtime_->client->ExitedRanks();
+  absl::StatusOr<std::vector<int64_t>> exited =
+      runtime_->session->client().ExitedRanks();
   std::vector<int64_t> members;
   if (!exited.ok()) return members;
   for (int64_t global : group_ranks()) {
@@ -328,7 +329,7 @@ std::vector<int64_t> GlooCommunicator::MembersNotArrived(int64_t sequence) {
     members.push_back(member);
   }
   absl::StatusOr<std::vector<int64_t>> posted =
-      ArrivalBoard::ReadPosts(*runtime_->client, keys);
+      ArrivalBoard::ReadPosts(runtime_->session->client(), keys);
   std::vector<int64_t> missing;
   if (!posted.ok()) return missing;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -352,9 +353,9 @@ absl::Status GlooCommunicator::Break(absl::Status status, bool post,
   if (post) {
     // Best effort: a peer that finds no post still sees the closed
     // connection.
-    runtime_->client
-        ->Set(absl::StrCat(key_prefix_, "broken/", rank()),
-              EncodeFailure(status, point_to_point))
+    runtime_->session->client()
+        .Set(absl::StrCat(key_prefix_, "broken/", rank()),
+             EncodeFailure(status, point_to_point))
         .IgnoreError();
   }
   context_->closeConnections();

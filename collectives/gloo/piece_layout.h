@@ -7,27 +7,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "collectives/gloo/piece_geometry.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {
 
-// Gloo moves flat byte ranges; a collective's pieces along a dim are flat
-// ranges of a tensor only when it is contiguous and every dim before `dim`
-// has size 1. Otherwise the pieces are staged: packed one after another
-// (each row-major) into a contiguous buffer, or unpacked from one. CPU
-// tensors.
-
-// The elements of one index along `dim`: the product of the other dims.
-int64_t ElementsPerIndex(absl::Span<const int64_t> shape, int64_t dim);
-
-// Whether `tensor`'s pieces along `dim` are consecutive ranges of its
-// memory, in order.
-bool PiecesAreRanges(const Tensor& tensor, int64_t dim);
-
-// The byte size of each piece of `sizes` along `dim` of a tensor of `shape`
-// and `dtype`.
-std::vector<int64_t> PieceBytes(absl::Span<const int64_t> shape, int64_t dim,
-                                absl::Span<const int64_t> sizes, DType dtype);
+// Staging of a collective's pieces on the CPU for transports that move flat
+// byte ranges (piece_geometry.h): packed one after another (each row-major)
+// into a contiguous buffer, or unpacked from one.
 
 // `tensor`'s pieces along `dim` (of `sizes`), each row-major, one after
 // another in a new contiguous 1-d tensor; `tensor` itself (as a 1-d view)

@@ -4,7 +4,7 @@
 // stays broken; deadlines come from the call, the communicator or the
 // process-wide default. Deadlines here are short; the aborts are checked to
 // come well before the (long) deadline.
-#include <atomic>
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -140,9 +140,11 @@ TEST(FaultTest, MissingRankGivesDeadlineExceededNamingOpGroupAndRanks) {
         << seen[r];
     EXPECT_TRUE(Contains(seen[r], "ranks [3] did not arrive within 200ms"))
         << seen[r];
-    EXPECT_GE(waited[r], deadline * 0.9) << r;
     EXPECT_LT(waited[r], deadline + absl::Seconds(2)) << r;
   }
+  // The first to give up waited its whole deadline; the others learned of it
+  // (they may have started a little later).
+  EXPECT_GE(std::max({waited[0], waited[1], waited[2]}), deadline);
   for (const absl::Status& status : statuses) EXPECT_TRUE(status.ok());
 }
 

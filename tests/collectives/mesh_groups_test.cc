@@ -1,8 +1,8 @@
 // ProcessGroups: communicators for the groups of 2-D and 3-D meshes (along
 // each dim and along sets of dims, as if flattened), checked against groups
 // enumerated in the test from mesh coordinates, with collectives run inside
-// each group; caching; bad groups.
-#include <mutex>
+// each group (all_gather, all_reduce, broadcast, reduce_scatter, permute);
+// caching; bad groups.
 #include <string>
 #include <vector>
 

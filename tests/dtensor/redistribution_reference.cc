@@ -240,7 +240,7 @@ std::string Layout::ToText() const {
 Layout FromSharding(const Sharding& sharding) {
   Layout layout;
   for (int64_t d = 0; d < sharding.tensor_rank(); ++d) {
-    const std::vector<int64_t> dims = sharding.MeshDimsSharding(d);
+    const MeshDimList dims = sharding.MeshDimsSharding(d);
     layout.splits.emplace_back(dims.begin(), dims.end());
   }
   for (int64_t m = 0; m < sharding.mesh_ndim(); ++m) {

@@ -101,7 +101,7 @@ TEST(ShardingTest, FromPlacementsWithOrderMatchesParsedPositions) {
   EXPECT_EQ(*swapped, MustParse("S(0)[1],S(1),S(0)[0]", 2));
   EXPECT_EQ(swapped->ToString(), "S(0)[1],S(1),S(0)[0]");
   EXPECT_EQ(swapped->shard_order(), (ShardOrder{{2, 0}, {1}}));
-  EXPECT_EQ(swapped->MeshDimsSharding(0), (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(swapped->MeshDimsSharding(0), (MeshDimList{2, 0}));
   EXPECT_EQ(swapped->nesting_position(0), 1);
   EXPECT_EQ(swapped->nesting_position(2), 0);
   EXPECT_FALSE(swapped->HasDefaultOrder(0));

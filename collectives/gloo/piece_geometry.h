@@ -1,0 +1,32 @@
+#ifndef DTENSOR_COLLECTIVES_GLOO_PIECE_GEOMETRY_H_
+#define DTENSOR_COLLECTIVES_GLOO_PIECE_GEOMETRY_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+
+namespace dtensor {
+
+// Where a collective's pieces along a dim lie in memory. Transports move
+// flat byte ranges; the pieces are such ranges only when the tensor is
+// contiguous and every dim before `dim` has size 1 (otherwise a backend
+// stages them). Any device.
+
+// The elements of one index along `dim`: the product of the other dims.
+int64_t ElementsPerIndex(absl::Span<const int64_t> shape, int64_t dim);
+
+// Whether `tensor`'s pieces along `dim` are consecutive ranges of its
+// memory, in order.
+bool PiecesAreRanges(const Tensor& tensor, int64_t dim);
+
+// The byte size of each piece of `sizes` along `dim` of a tensor of `shape`
+// and `dtype`.
+std::vector<int64_t> PieceBytes(absl::Span<const int64_t> shape, int64_t dim,
+                                absl::Span<const int64_t> sizes, DType dtype);
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_COLLECTIVES_GLOO_PIECE_GEOMETRY_H_
