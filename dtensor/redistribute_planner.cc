@@ -132,9 +132,10 @@ class PlanSearch {
   // (same blocks per coordinate of the Partial mesh dims, same multiplicity).
   bool HoldsSameBlocks(const Sharding& from, const Sharding& to) const;
   int64_t GroupSize(const MeshDims& mesh_dims) const;
-  // A lower bound on the cost from `state` to the target (A*): 0 when local
-  // steps can reach it, else the cheapest possible collective. Consistent,
-  // so the first time the target is settled its path is optimal.
+  // A lower bound on the cost from `state` to the target (A*): the cheapest
+  // possible collective for each of "a Partial must be reduced" and "a shard
+  // must move". Consistent, so the first time the target is settled its path
+  // is optimal.
   double Heuristic(const Sharding& state) const;
 
   const Sharding& to_;
@@ -160,28 +161,35 @@ class PlanSearch {
 
 double PlanSearch::Heuristic(const Sharding& state) const {
   if (min_collective_us_ == 0) return 0;
-  // Mesh dims of size 1 never need a collective: ignore them.
+  // Mesh dims of size 1 never need a collective: ignore them. Only an
+  // all-reduce or a reduce-scatter removes a Partial the target lacks, and
+  // neither moves a shard that local slices (which only append) cannot
+  // extend into the target's: each need costs at least one collective.
+  bool needs_reduction = false;
+  bool needs_move = false;
   for (int64_t m = 0; m < state.mesh_ndim(); ++m) {
     const Placement& from = state.placement(m);
-    if (mesh_shape_[m] > 1 && !from.is_replicate() &&
-        from != to_.placement(m)) {
-      return min_collective_us_;
+    if (mesh_shape_[m] == 1 || from.is_replicate() ||
+        from == to_.placement(m)) {
+      continue;
     }
+    (from.is_partial() ? needs_reduction : needs_move) = true;
   }
-  // Local slices only append: each tensor dim's mesh dims (of size > 1) must
-  // be a prefix of the target's.
-  for (int64_t d = 0; d < state.tensor_rank(); ++d) {
+  for (int64_t d = 0; d < state.tensor_rank() && !needs_move; ++d) {
     const MeshDims have = state.MeshDimsSharding(d);
     const MeshDims want = to_.MeshDimsSharding(d);
     size_t j = 0;
     for (int64_t m : have) {
       if (mesh_shape_[m] == 1) continue;
       while (j < want.size() && mesh_shape_[want[j]] == 1) ++j;
-      if (j == want.size() || want[j] != m) return min_collective_us_;
+      if (j == want.size() || want[j] != m) {
+        needs_move = true;
+        break;
+      }
       ++j;
     }
   }
-  return 0;
+  return (needs_reduction + needs_move) * min_collective_us_;
 }
 
 int64_t PlanSearch::GroupSize(const MeshDims& mesh_dims) const {

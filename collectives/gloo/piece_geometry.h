@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
@@ -26,6 +28,16 @@ bool PiecesAreRanges(const Tensor& tensor, int64_t dim);
 // and `dtype`.
 std::vector<int64_t> PieceBytes(absl::Span<const int64_t> shape, int64_t dim,
                                 absl::Span<const int64_t> sizes, DType dtype);
+
+// Pairs each non-empty piece of `tensor` along `dim` (of `sizes`) with its
+// row-major view in `packed`, a 1-d tensor of the same dtype and device
+// where the pieces lie one after another, and calls `fn(piece, view)`;
+// stops at the first error. The staging of packed collectives.
+absl::Status ForEachPackedPiece(
+    const Tensor& packed, const Tensor& tensor, int64_t dim,
+    absl::Span<const int64_t> sizes,
+    absl::FunctionRef<absl::Status(const Tensor& piece, const Tensor& view)>
+        fn);
 
 }  // namespace dtensor
 
