@@ -1,0 +1,32 @@
+// The launcher's environment for the NCCL backend; built with or without
+// CUDA.
+#include <utility>
+
+#include "collectives/gloo/launch_env.h"
+#include "collectives/nccl/nccl_backend.h"
+#include "tensor/status_macros.h"
+
+namespace dtensor {
+
+absl::StatusOr<NcclBackendOptions> NcclOptionsFromEnv(
+    CommunicatorOptions communicator) {
+  DT_ASSIGN_OR_RETURN(LaunchEnv env, LaunchEnvFromEnvironment());
+  NcclBackendOptions options;
+  options.rank = env.rank;
+  options.world_size = env.world_size;
+  options.local_rank = env.local_rank;
+  options.master_addr = env.master_addr;
+  options.master_port = env.master_port;
+  options.host_store = !env.agent_store && env.rank == 0;
+  options.communicator = std::move(communicator);
+  return options;
+}
+
+absl::StatusOr<std::shared_ptr<Backend>> NcclBackendFromEnv(
+    CommunicatorOptions communicator) {
+  DT_ASSIGN_OR_RETURN(NcclBackendOptions options,
+                      NcclOptionsFromEnv(std::move(communicator)));
+  return CreateNcclBackend(std::move(options));
+}
+
+}  // namespace dtensor
