@@ -20,6 +20,9 @@ namespace dtensor {
 namespace {
 
 using ::dtensor::testing::ExpectClose;
+using ::dtensor::testing::kAllDTypes;
+using ::dtensor::testing::kFloatDTypes;
+using ::dtensor::testing::kNumericDTypes;
 using ::dtensor::testing::Layout;
 using ::dtensor::testing::LayoutName;
 using ::dtensor::testing::Pick;
@@ -29,15 +32,6 @@ using ::dtensor::testing::ToleranceFor;
 using ::dtensor::testing::Unravel;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-const std::vector<DType> kAllDTypes = {DType::kF32, DType::kF64, DType::kBF16,
-                                       DType::kF16, DType::kI32, DType::kI64,
-                                       DType::kBool};
-const std::vector<DType> kFloatDTypes = {DType::kF32, DType::kF64, DType::kBF16,
-                                         DType::kF16};
-const std::vector<DType> kNumericDTypes = {DType::kF32,  DType::kF64,
-                                           DType::kBF16, DType::kF16,
-                                           DType::kI32,  DType::kI64};
 
 // A random input of `shape`: contiguous, transposed, strided, or expanded
 // along one dim from size 1 (stride 0). Values as RandomTensor draws them.

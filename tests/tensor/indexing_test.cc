@@ -17,6 +17,7 @@ namespace dtensor {
 namespace {
 
 using ::dtensor::testing::ExpectClose;
+using ::dtensor::testing::kAllDTypes;
 using ::dtensor::testing::Layout;
 using ::dtensor::testing::LayoutName;
 using ::dtensor::testing::Pick;
@@ -28,9 +29,6 @@ using ::dtensor::testing::ToleranceFor;
 using ::dtensor::testing::Unravel;
 using ::testing::HasSubstr;
 
-const std::vector<DType> kAllDTypes = {DType::kF32, DType::kF64, DType::kBF16,
-                                       DType::kF16, DType::kI32, DType::kI64,
-                                       DType::kBool};
 const std::vector<DType> kIndexDTypes = {DType::kI32, DType::kI64};
 const std::vector<Layout> kLayouts = {Layout::kContiguous, Layout::kTransposed,
                                       Layout::kStrided};

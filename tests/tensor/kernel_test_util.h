@@ -13,6 +13,16 @@
 // comparison against reference values computed in double.
 namespace dtensor::testing {
 
+// The dtypes kernels are tested with.
+inline const std::vector<DType> kAllDTypes = {
+    DType::kF32, DType::kF64, DType::kBF16, DType::kF16,
+    DType::kI32, DType::kI64, DType::kBool};
+inline const std::vector<DType> kFloatDTypes = {DType::kF32, DType::kF64,
+                                                DType::kBF16, DType::kF16};
+inline const std::vector<DType> kNumericDTypes = {DType::kF32,  DType::kF64,
+                                                  DType::kBF16, DType::kF16,
+                                                  DType::kI32,  DType::kI64};
+
 // How a test tensor's elements are laid out in its storage.
 enum class Layout {
   kContiguous,

@@ -18,6 +18,7 @@ namespace dtensor {
 namespace {
 
 using ::dtensor::testing::ExpectClose;
+using ::dtensor::testing::kFloatDTypes;
 using ::dtensor::testing::Layout;
 using ::dtensor::testing::LayoutName;
 using ::dtensor::testing::Pick;
@@ -29,8 +30,6 @@ using ::dtensor::testing::Unravel;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-const std::vector<DType> kFloatDTypes = {DType::kF32, DType::kF64, DType::kBF16,
-                                         DType::kF16};
 const std::vector<Layout> kLayouts = {Layout::kContiguous, Layout::kTransposed,
                                       Layout::kStrided};
 

@@ -20,6 +20,7 @@ namespace dtensor {
 namespace {
 
 using ::dtensor::testing::ExpectClose;
+using ::dtensor::testing::kFloatDTypes;
 using ::dtensor::testing::Layout;
 using ::dtensor::testing::LayoutName;
 using ::dtensor::testing::Pick;
@@ -32,8 +33,6 @@ using ::dtensor::testing::Unravel;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-const std::vector<DType> kFloatDTypes = {DType::kF32, DType::kF64, DType::kBF16,
-                                         DType::kF16};
 const std::vector<DType> kIndexDTypes = {DType::kI32, DType::kI64};
 const std::vector<Layout> kLayouts = {Layout::kContiguous, Layout::kTransposed,
                                       Layout::kStrided};

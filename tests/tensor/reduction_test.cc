@@ -20,6 +20,8 @@ namespace dtensor {
 namespace {
 
 using ::dtensor::testing::ExpectClose;
+using ::dtensor::testing::kAllDTypes;
+using ::dtensor::testing::kFloatDTypes;
 using ::dtensor::testing::Layout;
 using ::dtensor::testing::LayoutName;
 using ::dtensor::testing::Pick;
@@ -31,11 +33,6 @@ using ::dtensor::testing::Unravel;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-const std::vector<DType> kAllDTypes = {DType::kF32, DType::kF64, DType::kBF16,
-                                       DType::kF16, DType::kI32, DType::kI64,
-                                       DType::kBool};
-const std::vector<DType> kFloatDTypes = {DType::kF32, DType::kF64, DType::kBF16,
-                                         DType::kF16};
 const double kNan = std::numeric_limits<double>::quiet_NaN();
 
 // A random input of `shape`: contiguous, transposed, strided, or expanded
