@@ -68,6 +68,17 @@ class DTensor {
   static absl::StatusOr<DTensor> FromSpec(std::shared_ptr<Runtime> runtime,
                                           DTensorSpec spec);
 
+  // Wraps `local` as this rank's shard of the tensor `spec` describes,
+  // without the checks (and the cost) of FromLocal: the caller guarantees
+  // that `runtime`'s rank is in the mesh and that `local` has the shape the
+  // layout gives it (undefined under a metadata-only runtime). For op
+  // dispatch, which shares precomputed output specs between calls.
+  static DTensor WrapUnchecked(std::shared_ptr<Runtime> runtime,
+                               std::shared_ptr<const DTensorSpec> spec,
+                               Tensor local) {
+    return DTensor(std::move(runtime), std::move(spec), std::move(local));
+  }
+
   bool defined() const { return runtime_ != nullptr; }
   const DTensorSpec& spec() const { return *spec_; }
   const DeviceMesh& mesh() const { return spec_->mesh(); }

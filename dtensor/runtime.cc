@@ -25,6 +25,7 @@ absl::Status Runtime::SetLinks(const DeviceMesh& mesh,
   if (!model.ok()) return model.status();
   absl::MutexLock lock(&mu_);
   cost_models_.insert_or_assign(mesh, *std::move(model));
+  has_links_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 #ifndef DTENSOR_DTENSOR_RUNTIME_H_
 #define DTENSOR_DTENSOR_RUNTIME_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -45,6 +46,10 @@ class Runtime {
   absl::Status SetLinks(const DeviceMesh& mesh, std::vector<MeshDimLink> links);
   // The cost model of `mesh`: its links if set, else the defaults.
   CostModel CostModelFor(const DeviceMesh& mesh) const;
+  // Whether SetLinks has succeeded on this runtime: until then every mesh has
+  // the default cost model, which lets a cache keyed by the cost model skip
+  // CostModelFor on its hot path.
+  bool has_links() const { return has_links_.load(std::memory_order_acquire); }
 
  private:
   Runtime(ProcessGroups* groups, int64_t rank) : groups_(groups), rank_(rank) {}
@@ -53,6 +58,7 @@ class Runtime {
   int64_t rank_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<DeviceMesh, CostModel> cost_models_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> has_links_{false};
 };
 
 }  // namespace dtensor

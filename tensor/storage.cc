@@ -1,30 +1,25 @@
 #include "tensor/storage.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "tensor/cuda_backend.h"
+#include "tensor/large_buffer_cache.h"
 
 namespace dtensor {
 namespace {
 
-constexpr size_t kHugePageBytes = size_t{2} << 20;
-
 constexpr size_t kCpuAlignment = 64;
 
 absl::StatusOr<std::shared_ptr<Storage>> AllocateCpu(size_t nbytes) {
-  // aligned_alloc needs a size that is a multiple of the alignment; an empty
-  // buffer still gets one line so that data() is never null.
-  // Buffers of 2 MiB or more are aligned to 2 MiB and offered to the kernel
-  // as transparent huge pages: a fresh large output otherwise costs a page
-  // fault per 4 KiB, which caps first-touch writes far below memory
-  // bandwidth.
-  const size_t alignment =
-      nbytes >= kHugePageBytes ? kHugePageBytes : kCpuAlignment;
+  // Large buffers come from the cache of 2 MiB-aligned, huge-page buffers
+  // (see large_buffer_cache.h). Others: aligned_alloc needs a multiple of the
+  // alignment, and an empty buffer still gets one line so that data() is
+  // never null.
+  const bool large = nbytes >= LargeBufferCache::kMinBytes;
+  const size_t alignment = large ? LargeBufferCache::kMinBytes : kCpuAlignment;
   const size_t padded = nbytes == 0
                             ? alignment
                             : (nbytes + alignment - 1) / alignment * alignment;
@@ -32,15 +27,16 @@ absl::StatusOr<std::shared_ptr<Storage>> AllocateCpu(size_t nbytes) {
     return absl::ResourceExhaustedError("cannot allocate " +
                                         std::to_string(nbytes) + " bytes");
   }
-  void* data = std::aligned_alloc(alignment, padded);
+  void* data = large ? LargeBufferCache::Shared().Allocate(padded)
+                     : std::aligned_alloc(alignment, padded);
   if (data == nullptr) {
     return absl::ResourceExhaustedError(
         "out of memory allocating " + std::to_string(nbytes) + " bytes on cpu");
   }
-  if (alignment == kHugePageBytes) {
-    madvise(data, padded, MADV_HUGEPAGE);  // Advice only: failure is fine.
-  }
-  return Storage::Wrap(data, nbytes, Device::CPU(), std::free);
+  if (!large) return Storage::Wrap(data, nbytes, Device::CPU(), std::free);
+  return Storage::Wrap(data, nbytes, Device::CPU(), [padded](void* buffer) {
+    LargeBufferCache::Shared().Release(buffer, padded);
+  });
 }
 
 absl::StatusOr<std::shared_ptr<Storage>> AllocateCuda(size_t nbytes,

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "collectives/gloo/gloo_communicator.h"
 #include "collectives/gloo/gloo_store.h"
+#include "collectives/gloo/group_failures.h"
 #include "collectives/gloo/launch_env.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
@@ -26,45 +27,17 @@ absl::Duration DefaultDeadline(const CommunicatorOptions& options) {
   return options.default_deadline.value_or(DefaultCollectiveDeadline());
 }
 
-std::string RanksText(absl::Span<const int64_t> ranks) {
-  return absl::StrCat("[", absl::StrJoin(ranks, ", "), "]");
-}
-
-absl::Status CheckOptions(const GlooBackendOptions& options) {
-  if (options.world_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GlooBackend: the world size must be at least 1, got ",
-                     options.world_size));
-  }
-  if (options.rank < 0 || options.rank >= options.world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GlooBackend: rank ", options.rank,
-                     " is not in a world of ", options.world_size));
-  }
-  if (options.master_port < 0 || options.master_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GlooBackend: master port ", options.master_port, " is out of range"));
-  }
-  if (options.master_port == 0 &&
-      !(options.host_store && options.world_size == 1)) {
-    return absl::InvalidArgumentError(
-        "GlooBackend: master port 0 (a free port) only works for a world of "
-        "one that hosts its store");
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::Create(
     GlooBackendOptions options) {
-  DT_RETURN_IF_ERROR(CheckOptions(options));
   auto runtime = std::make_shared<GlooRuntime>();
   runtime->rank = options.rank;
   runtime->world_size = options.world_size;
   runtime->options = options.communicator;
   RendezvousSession::Options session;
   session.rank = options.rank;
+  session.world_size = options.world_size;
   session.master_addr = options.master_addr;
   session.master_port = options.master_port;
   session.host_store = options.host_store;

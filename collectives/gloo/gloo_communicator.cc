@@ -46,21 +46,6 @@ TransferSlots SlotsOf(gloo::Slot base) {
   return TransferSlots{base, base + uint8_t{1}, base + uint8_t{2}};
 }
 
-// How long a call waits before it posts that it has arrived.
-absl::Duration ArrivalDelay(absl::Duration deadline) {
-  return std::min(deadline / 4, absl::Milliseconds(100));
-}
-
-std::string RanksText(absl::Span<const int64_t> ranks) {
-  return absl::StrCat("[", absl::StrJoin(ranks, ", "), "]");
-}
-
-// What a broken communicator posts: "<code>\n<1 for send/recv>\n<message>".
-std::string EncodeFailure(const absl::Status& status, bool point_to_point) {
-  return absl::StrCat(static_cast<int>(status.code()), "\n",
-                      point_to_point ? 1 : 0, "\n", status.message());
-}
-
 bool AllEqual(absl::Span<const int64_t> values) {
   return std::adjacent_find(values.begin(), values.end(),
                             std::not_equal_to<>()) == values.end();
@@ -88,9 +73,8 @@ GlooCommunicator::GlooCommunicator(std::vector<int64_t> group_ranks,
     : Communicator(std::move(group_ranks), rank, std::move(options)),
       runtime_(std::move(runtime)),
       context_(std::move(context)),
-      key_prefix_(std::move(key_prefix)),
-      arrival_(runtime_->session->board().NewSlot(
-          absl::StrCat(key_prefix_, "arrived/", this->rank()))) {}
+      failures_(*runtime_->session, std::move(key_prefix), this->group_ranks(),
+                this->rank()) {}
 
 void GlooCommunicator::WaitIdle() {
   collective_queue_.WaitIdle();
@@ -147,7 +131,7 @@ absl::Status GlooCommunicator::RunCollective(const CallInfo& call,
                                              const Body& body) {
   DT_RETURN_IF_ERROR(Broken());
   const Running running{call, absl::Now() + call.deadline};
-  arrival_->Enter(call.sequence, ArrivalDelay(call.deadline));
+  failures_.arrival().Enter(call.sequence, ArrivalDelay(call.deadline));
   absl::Status status = RunGuarded(
       running,
       [&](const Running& r) -> absl::Status {
@@ -155,7 +139,7 @@ absl::Status GlooCommunicator::RunCollective(const CallInfo& call,
         return body(r);
       },
       std::nullopt, false);
-  arrival_->Leave();
+  failures_.arrival().Leave();
   return status;
 }
 
@@ -245,7 +229,7 @@ GlooCommunicator::Failure GlooCommunicator::Diagnose(
   // connections: the first failure explains the others. A send or recv that
   // timed out on the peer's side is reported from this side, naming the
   // peer.
-  auto adopt = [&](const PostedFailure& cause) -> Failure {
+  auto adopt = [&](const GroupFailures::Posted& cause) -> Failure {
     if (peer.has_value() && cause.point_to_point &&
         cause.status.code() == absl::StatusCode::kDeadlineExceeded) {
       return {missing_error({group_ranks()[*peer]}), false};
@@ -257,10 +241,10 @@ GlooCommunicator::Failure GlooCommunicator::Diagnose(
   const bool timed_out = absl::StrContains(what, "Timed out");
   const absl::Time give_up = absl::Now() + kCauseGrace;
   while (true) {
-    if (std::optional<PostedFailure> cause = PeerFailure()) {
+    if (std::optional<GroupFailures::Posted> cause = failures_.PeerFailure()) {
       return adopt(*cause);
     }
-    const std::vector<int64_t> exited = ExitedMembers();
+    const std::vector<int64_t> exited = failures_.ExitedPeers();
     if (!exited.empty()) return {exited_error(exited), false};
     if (timed_out || absl::Now() >= give_up) break;
     absl::SleepFor(kCausePoll);
@@ -272,70 +256,12 @@ GlooCommunicator::Failure GlooCommunicator::Diagnose(
   }
   const std::vector<int64_t> missing =
       peer.has_value() ? std::vector<int64_t>{group_ranks()[*peer]}
-                       : MembersNotArrived(running.call.sequence);
+                       : failures_.PeersNotArrived(running.call.sequence);
   if (!missing.empty()) return {missing_error(missing), false};
   return {absl::DeadlineExceededError(
               absl::StrCat(name, ": did not finish within ", within,
                            " although every rank arrived (", what, ")")),
           false};
-}
-
-std::optional<GlooCommunicator::PostedFailure> GlooCommunicator::PeerFailure() {
-  std::vector<std::string> keys;
-  for (int64_t member = 0; member < size(); ++member) {
-    if (member != rank()) {
-      keys.push_back(absl::StrCat(key_prefix_, "broken/", member));
-    }
-  }
-  absl::StatusOr<std::vector<std::optional<std::string>>> values =
-      runtime_->session->client().MultiGet(keys);
-  if (!values.ok()) return std::nullopt;
-  // The inverse of EncodeFailure; malformed posts are skipped.
-  for (const std::optional<std::string>& value : *values) {
-    if (!value.has_value()) continue;
-    std::vector<std::string> parts =
-        absl::StrSplit(*value, absl::MaxSplits('\n', 2));
-    int code = 0;
-    if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &code) || code <= 0) {
-      continue;
-    }
-    return PostedFailure{
-        absl::Status(static_cast<absl::StatusCode>(code), parts[2]),
-        parts[1] == "1"};
-  }
-  return std::nullopt;
-}
-
-std::vector<int64_t> GlooCommunicator::ExitedMembers() {
-  absl::StatusOr<std::vector<int64_t>> exited =
-      runtime_->session->client().ExitedRanks();
-  std::vector<int64_t> members;
-  if (!exited.ok()) return members;
-  for (int64_t global : group_ranks()) {
-    if (global != global_rank() &&
-        std::find(exited->begin(), exited->end(), global) != exited->end()) {
-      members.push_back(global);
-    }
-  }
-  return members;
-}
-
-std::vector<int64_t> GlooCommunicator::MembersNotArrived(int64_t sequence) {
-  std::vector<std::string> keys;
-  std::vector<int64_t> members;
-  for (int64_t member = 0; member < size(); ++member) {
-    if (member == rank()) continue;
-    keys.push_back(absl::StrCat(key_prefix_, "arrived/", member));
-    members.push_back(member);
-  }
-  absl::StatusOr<std::vector<int64_t>> posted =
-      ArrivalBoard::ReadPosts(runtime_->session->client(), keys);
-  std::vector<int64_t> missing;
-  if (!posted.ok()) return missing;
-  for (size_t i = 0; i < members.size(); ++i) {
-    if ((*posted)[i] < sequence) missing.push_back(group_ranks()[members[i]]);
-  }
-  return missing;
 }
 
 absl::Status GlooCommunicator::Broken() {
@@ -350,14 +276,7 @@ absl::Status GlooCommunicator::Break(absl::Status status, bool post,
     if (!broken_.ok()) return broken_;
     broken_ = status;
   }
-  if (post) {
-    // Best effort: a peer that finds no post still sees the closed
-    // connection.
-    runtime_->session->client()
-        .Set(absl::StrCat(key_prefix_, "broken/", rank()),
-             EncodeFailure(status, point_to_point))
-        .IgnoreError();
-  }
+  if (post) failures_.Post(status, point_to_point);
   context_->closeConnections();
   return status;
 }

@@ -14,9 +14,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectives/communicator.h"
-#include "collectives/gloo/arrival_board.h"
 #include "collectives/gloo/call_records.h"
 #include "collectives/gloo/gloo_runtime.h"
+#include "collectives/gloo/group_failures.h"
 #include "collectives/op_queue.h"
 #include "gloo/context.h"
 
@@ -100,12 +100,6 @@ class GlooCommunicator final : public Communicator {
     absl::Status status;
     bool from_peer;
   };
-  // An error a rank posted when it broke this communicator.
-  struct PostedFailure {
-    absl::Status status;
-    bool point_to_point;  // Posted by a failed send or recv.
-  };
-
   // A call while it runs: its deadline and its Gloo tags.
   struct Running {
     const CallInfo& call;
@@ -139,13 +133,6 @@ class GlooCommunicator final : public Communicator {
   // Why the call failed with Gloo's `what`.
   Failure Diagnose(const Running& running, absl::string_view what,
                    std::optional<int64_t> peer, bool sending);
-  // The error a peer posted when it broke this communicator, if any.
-  std::optional<PostedFailure> PeerFailure();
-  // The global ranks of the group (but this one) whose process exited.
-  std::vector<int64_t> ExitedMembers();
-  // The global ranks of the group (but this one) that have not posted that
-  // they wait in `sequence`.
-  std::vector<int64_t> MembersNotArrived(int64_t sequence);
 
   // The error the communicator is broken with; OK while it is not.
   absl::Status Broken();
@@ -190,8 +177,7 @@ class GlooCommunicator final : public Communicator {
 
   const std::shared_ptr<GlooRuntime> runtime_;
   const std::shared_ptr<gloo::Context> context_;
-  const std::string key_prefix_;
-  const std::shared_ptr<ArrivalBoard::Slot> arrival_;
+  GroupFailures failures_;
   absl::Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   // Declared last: destroyed first, so queued calls finish before the rest.

@@ -2,10 +2,39 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace dtensor {
+namespace {
+
+absl::Status CheckOptions(const RendezvousSession::Options& options) {
+  if (options.world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the world size must be at least 1, got ", options.world_size));
+  }
+  if (options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", options.rank, " is not in a world of ", options.world_size));
+  }
+  if (options.master_port < 0 || options.master_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("master port ", options.master_port, " is out of range"));
+  }
+  if (options.master_port == 0 &&
+      !(options.host_store && options.world_size == 1)) {
+    return absl::InvalidArgumentError(
+        "master port 0 (a free port) only works for a world of one that "
+        "hosts its store");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<RendezvousSession>> RendezvousSession::Join(
     const Options& options) {
+  absl::Status valid = CheckOptions(options);
+  if (!valid.ok()) return valid;
   std::unique_ptr<RendezvousSession> session(new RendezvousSession());
   session->linger_ = options.linger;
   int port = options.master_port;

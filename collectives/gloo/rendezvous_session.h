@@ -19,6 +19,7 @@ class RendezvousSession {
  public:
   struct Options {
     int64_t rank = 0;
+    int64_t world_size = 1;
     std::string master_addr = "127.0.0.1";
     int master_port = 0;
     // Host the store at master_addr:master_port (port 0: a free port).
@@ -30,6 +31,8 @@ class RendezvousSession {
     absl::Duration linger = absl::Seconds(30);
   };
 
+  // InvalidArgument for a rank outside the world, a port out of range, or
+  // port 0 where other ranks would need to know the port.
   static absl::StatusOr<std::unique_ptr<RendezvousSession>> Join(
       const Options& options);
 

@@ -40,9 +40,8 @@ std::vector<CopyDim> MergedDims(const Tensor& dst, const Tensor& src) {
 absl::Status CopyViewOnDevice(const Tensor& dst, const Tensor& src,
                               cudaStream_t stream) {
   if (dst.dtype() != src.dtype() || dst.shape() != src.shape()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device copy: ", TensorText(src), " into ",
-                     TensorText(dst)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device copy: ", TensorText(src), " into ", TensorText(dst)));
   }
   if (dst.numel() == 0) return absl::OkStatus();
   const int64_t element = static_cast<int64_t>(ElementSize(dst.dtype()));
@@ -78,10 +77,10 @@ absl::Status CopyViewOnDevice(const Tensor& dst, const Tensor& src,
       dst_offset += index[d] * dims[d].dst_stride;
       src_offset += index[d] * dims[d].src_stride;
     }
-    const cudaError_t error = cudaMemcpy2DAsync(
-        dst_base + dst_offset * element, dst_pitch,
-        src_base + src_offset * element, src_pitch, width, height,
-        cudaMemcpyDeviceToDevice, stream);
+    const cudaError_t error =
+        cudaMemcpy2DAsync(dst_base + dst_offset * element, dst_pitch,
+                          src_base + src_offset * element, src_pitch, width,
+                          height, cudaMemcpyDeviceToDevice, stream);
     if (error != cudaSuccess) {
       return absl::InternalError(
           absl::StrCat("device copy: ", cudaGetErrorString(error)));

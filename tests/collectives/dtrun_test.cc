@@ -181,7 +181,8 @@ TEST(DtrunTest, BadArgumentsGiveOneLineAndExitCode2) {
 
 TEST(DtrunTest, RunsAGlooJob) {
   const DtrunRun run = RunDtrun(
-      {"--nproc", "2", "--", "tests/collectives/gloo_worker", "smoke"});
+      {"--nproc", "2", "--", "tests/collectives/collective_worker", "gloo",
+       "smoke"});
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_TRUE(HasLine(run.out, "[rank 0] rank 0 of 2: sum 3")) << run.out;
   EXPECT_TRUE(HasLine(run.out, "[rank 1] rank 1 of 2: sum 3")) << run.out;

@@ -1,4 +1,4 @@
-// The Gloo backend with real processes on loopback: gloo_worker runs each
+// The Gloo backend with real processes on loopback: collective_worker runs each
 // scenario as one process per rank (started as dtrun starts them) and
 // checks its results against references of its own; these tests check how
 // the processes ended and show their output when they did not end well.
@@ -22,7 +22,7 @@
 namespace dtensor {
 namespace {
 
-constexpr char kWorker[] = "tests/collectives/gloo_worker";
+constexpr char kWorker[] = "tests/collectives/collective_worker";
 
 struct Outcome {
   std::vector<int> exit_codes;
@@ -42,7 +42,7 @@ Outcome RunScenario(const std::string& scenario, int64_t nproc,
   EXPECT_GE(fd, 0);
   LaunchOptions options;
   options.nproc = nproc;
-  options.command = {kWorker, scenario};
+  options.command = {kWorker, "gloo", scenario};
   options.terminate_on_failure = terminate_on_failure;
   if (store_port.has_value()) {
     options.host_store = false;

@@ -1,12 +1,14 @@
-// One rank of the Gloo backend tests (gloo_test.cc starts it as several
-// processes, like dtrun does): runs a scenario against references computed
-// here from every rank's inputs (collective_test_util.h), prints what went
-// wrong, and exits 0 when everything matched.
+// One rank of the multi-process backend tests (gloo_test.cc and
+// nccl_test.cc start it as several processes, like dtrun does): runs a
+// scenario against references computed here from every rank's inputs
+// (collective_test_util.h), prints what went wrong, and exits 0 when
+// everything matched.
 //
-//   gloo_worker <scenario>
+//   collective_worker <gloo|nccl> <scenario>
 //
 // Scenarios: collectives, subgroups, debug, exit_mid_collective,
-// missing_rank, p2p_deadline, missing_member, smoke.
+// missing_rank, p2p_deadline, missing_member, smoke. With nccl the tensors
+// live on the rank's CUDA device.
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,6 +27,7 @@
 #include "collectives/argument_checks.h"
 #include "collectives/functional.h"
 #include "collectives/gloo/gloo_backend.h"
+#include "collectives/nccl/nccl_backend.h"
 #include "collectives/process_groups.h"
 #include "tensor/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
@@ -70,6 +73,24 @@ absl::Status ExpectError(const absl::Status& status, absl::StatusCode code,
                            "], got ", status.ToString()));
 }
 
+// A tensor of `dtype` on `device` with the values of `host`: contiguous, or
+// a strided view (ToTensor's layout, the whole buffer moved to the device).
+Tensor Place(const HostTensor& host, DType dtype, Device device,
+             bool contiguous = true) {
+  const Tensor cpu = ToTensor(host, dtype, contiguous);
+  if (device.is_cpu()) return cpu;
+  const int64_t buffer_numel =
+      cpu.storage()->nbytes() / static_cast<int64_t>(ElementSize(dtype));
+  const Tensor buffer =
+      Tensor::FromStorage(cpu.storage(), dtype, {buffer_numel}, {1}, 0)
+          .value()
+          .To(device)
+          .value();
+  return Tensor::FromStorage(buffer.storage(), dtype, cpu.shape(),
+                             cpu.strides(), cpu.storage_offset())
+      .value();
+}
+
 Shape WithDim(Shape shape, int64_t dim, int64_t size) {
   shape[dim] = size;
   return shape;
@@ -93,7 +114,8 @@ int64_t Pick(std::mt19937& rng, int64_t low, int64_t high) {
 // source of shapes and sizes, and the call counter that seeds the inputs
 // (rank r's input of call c is RandomHost(shape, dtype, c * 1000 + r)).
 struct Cases {
-  explicit Cases(Communicator& comm) : comm(comm), rng(2024) {}
+  explicit Cases(Communicator& comm)
+      : comm(comm), device(comm.device()), rng(2024) {}
 
   uint64_t Seed(int64_t rank) const { return call * 1000 + rank; }
   // Every rank's input of the current call.
@@ -109,8 +131,12 @@ struct Cases {
     return std::vector<Shape>(comm.size(), shape);
   }
   DType AnyDType() { return AllDTypes()[Pick(rng, 0, 6)]; }
+  Tensor Make(const HostTensor& host, DType dtype, bool contiguous = true) {
+    return Place(host, dtype, device, contiguous);
+  }
 
   Communicator& comm;
+  const Device device;
   std::mt19937 rng;
   int64_t call = 0;
 };
@@ -125,7 +151,7 @@ absl::Status TestAllReduce(Cases& c) {
         const Shape shape = RandomShape(c.rng);
         ++c.call;
         const std::vector<HostTensor> inputs = c.Inputs(c.Same(shape), dtype);
-        Tensor tensor = ToTensor(inputs[me], dtype, contiguous);
+        Tensor tensor = c.Make(inputs[me], dtype, contiguous);
         DT_RETURN_IF_ERROR(c.comm.AllReduce(tensor, op));
         DT_RETURN_IF_ERROR(
             ExpectMatch(tensor, ReduceHost(inputs, op, dtype),
@@ -138,7 +164,7 @@ absl::Status TestAllReduce(Cases& c) {
   for (const Shape& shape : {Shape{0, 3}, Shape{3, 70000}}) {
     ++c.call;
     const std::vector<HostTensor> inputs = c.Inputs(c.Same(shape), DType::kF32);
-    Tensor tensor = ToTensor(inputs[me], DType::kF32);
+    Tensor tensor = c.Make(inputs[me], DType::kF32);
     DT_RETURN_IF_ERROR(c.comm.AllReduce(tensor, ReduceOp::kSum));
     DT_RETURN_IF_ERROR(
         ExpectMatch(tensor, ReduceHost(inputs, ReduceOp::kSum, DType::kF32),
@@ -161,9 +187,9 @@ absl::Status TestAllGather(Cases& c) {
     for (int64_t size : sizes) shapes.push_back(WithDim(base, dim, size));
     ++c.call;
     const std::vector<HostTensor> inputs = c.Inputs(shapes, dtype);
-    const Tensor input = ToTensor(inputs[me], dtype, k % 2 == 0);
+    const Tensor input = c.Make(inputs[me], dtype, k % 2 == 0);
     const Shape out_shape = WithDim(base, dim, SumOf(sizes));
-    const Tensor output = ToTensor(Zeros(out_shape), dtype, k % 3 != 0);
+    const Tensor output = c.Make(Zeros(out_shape), dtype, k % 3 != 0);
     const int64_t passed_dim = k % 5 == 0 ? dim - base.size() : dim;
     DT_RETURN_IF_ERROR(c.comm.AllGather(
         input, output, passed_dim, equal ? std::vector<int64_t>() : sizes));
@@ -177,7 +203,7 @@ absl::Status TestAllGather(Cases& c) {
   for (int64_t r = 0; r < n; ++r) shapes.push_back({r % 3, 2});
   const std::vector<HostTensor> inputs = c.Inputs(shapes, DType::kI64);
   DT_ASSIGN_OR_RETURN(Tensor gathered,
-                      AllGather(c.comm, ToTensor(inputs[me], DType::kI64), 0));
+                      AllGather(c.comm, c.Make(inputs[me], DType::kI64), 0));
   return ExpectMatch(gathered, ConcatHost(inputs, 0), "functional AllGather");
 }
 
@@ -196,9 +222,9 @@ absl::Status TestReduceScatter(Cases& c) {
     base[dim] = SumOf(sizes);
     ++c.call;
     const std::vector<HostTensor> inputs = c.Inputs(c.Same(base), dtype);
-    const Tensor input = ToTensor(inputs[me], dtype, k % 2 == 0);
+    const Tensor input = c.Make(inputs[me], dtype, k % 2 == 0);
     const Tensor output =
-        ToTensor(Zeros(WithDim(base, dim, sizes[me])), dtype, k % 3 != 0);
+        c.Make(Zeros(WithDim(base, dim, sizes[me])), dtype, k % 3 != 0);
     DT_RETURN_IF_ERROR(c.comm.ReduceScatter(
         input, output, dim, op, equal ? std::vector<int64_t>() : sizes));
     DT_RETURN_IF_ERROR(
@@ -255,8 +281,8 @@ absl::Status TestAllToAll(Cases& c) {
       pieces.push_back(
           NarrowHost(inputs[i], split, OffsetOf(sends[i], me), sends[i][me]));
     }
-    const Tensor input = ToTensor(inputs[me], dtype, k % 2 == 0);
-    const Tensor output = ToTensor(Zeros(out_shapes[me]), dtype, k % 3 != 1);
+    const Tensor input = c.Make(inputs[me], dtype, k % 2 == 0);
+    const Tensor output = c.Make(Zeros(out_shapes[me]), dtype, k % 3 != 1);
     DT_RETURN_IF_ERROR(
         c.comm.AllToAll(input, output, split, concat, sends[me], recvs[me]));
     DT_RETURN_IF_ERROR(ExpectMatch(
@@ -278,7 +304,7 @@ absl::Status TestRooted(Cases& c) {
       ++c.call;
       const HostTensor source = RandomHost(shape, dtype, c.Seed(root));
       Tensor tensor =
-          ToTensor(me == root ? source : Zeros(shape), dtype, k != 1);
+          c.Make(me == root ? source : Zeros(shape), dtype, k != 1);
       DT_RETURN_IF_ERROR(c.comm.Broadcast(tensor, root));
       DT_RETURN_IF_ERROR(
           ExpectMatch(tensor, source, Name("broadcast", dtype, shape, c.call)));
@@ -292,9 +318,9 @@ absl::Status TestRooted(Cases& c) {
       const HostTensor whole =
           RandomHost(WithDim(base, dim, SumOf(sizes)), dtype, c.Seed(root));
       const Tensor input =
-          me == root ? ToTensor(whole, dtype, k != 2) : Tensor();
+          me == root ? c.Make(whole, dtype, k != 2) : Tensor();
       const Tensor piece =
-          ToTensor(Zeros(WithDim(base, dim, sizes[me])), dtype, k != 1);
+          c.Make(Zeros(WithDim(base, dim, sizes[me])), dtype, k != 1);
       DT_RETURN_IF_ERROR(c.comm.Scatter(input, piece, dim, root, sizes));
       DT_RETURN_IF_ERROR(ExpectMatch(
           piece, NarrowHost(whole, dim, OffsetOf(sizes, me), sizes[me]),
@@ -306,9 +332,9 @@ absl::Status TestRooted(Cases& c) {
       const std::vector<HostTensor> inputs = c.Inputs(shapes, dtype);
       const Tensor output =
           me == root
-              ? ToTensor(Zeros(WithDim(base, dim, SumOf(sizes))), dtype, k != 2)
+              ? c.Make(Zeros(WithDim(base, dim, SumOf(sizes))), dtype, k != 2)
               : Tensor();
-      DT_RETURN_IF_ERROR(c.comm.Gather(ToTensor(inputs[me], dtype, k != 0),
+      DT_RETURN_IF_ERROR(c.comm.Gather(c.Make(inputs[me], dtype, k != 0),
                                        output, dim, root, sizes));
       if (me == root) {
         DT_RETURN_IF_ERROR(ExpectMatch(output, ConcatHost(inputs, dim),
@@ -341,10 +367,10 @@ absl::Status TestPointToPoint(Cases& c) {
     Tensor output;
     std::optional<int64_t> from;
     for (const PermutePair& pair : pairs) {
-      if (pair.src == me) input = ToTensor(inputs[me], dtype, k % 2 == 0);
+      if (pair.src == me) input = c.Make(inputs[me], dtype, k % 2 == 0);
       if (pair.dst == me) {
         from = pair.src;
-        output = ToTensor(Zeros(shapes[pair.src]), dtype, k % 3 != 0);
+        output = c.Make(Zeros(shapes[pair.src]), dtype, k % 3 != 0);
       }
     }
     DT_RETURN_IF_ERROR(c.comm.Permute(input, output, pairs));
@@ -365,8 +391,8 @@ absl::Status TestPointToPoint(Cases& c) {
     const int64_t next = (me + 1) % n;
     const int64_t prev = (me + n - 1) % n;
     std::shared_ptr<Work> sent =
-        c.comm.SendAsync(ToTensor(inputs[me], dtype, k % 2 == 0), next);
-    const Tensor received = ToTensor(Zeros(shapes[prev]), dtype, k % 2 == 1);
+        c.comm.SendAsync(c.Make(inputs[me], dtype, k % 2 == 0), next);
+    const Tensor received = c.Make(Zeros(shapes[prev]), dtype, k % 2 == 1);
     DT_RETURN_IF_ERROR(c.comm.Recv(received, prev));
     DT_RETURN_IF_ERROR(sent->Wait());
     DT_RETURN_IF_ERROR(
@@ -385,7 +411,7 @@ absl::Status TestAsync(Cases& c) {
     const Shape shape = RandomShape(c.rng);
     ++c.call;
     inputs.push_back(c.Inputs(c.Same(shape), DType::kF64));
-    tensors.push_back(ToTensor(inputs.back()[me], DType::kF64));
+    tensors.push_back(c.Make(inputs.back()[me], DType::kF64));
     works.push_back(c.comm.AllReduceAsync(tensors.back(), ReduceOp::kSum));
   }
   works.push_back(c.comm.BarrierAsync());
@@ -592,7 +618,9 @@ absl::Status MissingMember(ProcessGroups& groups) {
 
 absl::Status Smoke(ProcessGroups& groups) {
   DT_ASSIGN_OR_RETURN(auto world, groups.World());
-  Tensor tensor = Tensor::Full({3}, groups.rank() + 1, DType::kF32).value();
+  Tensor tensor =
+      Tensor::Full({3}, groups.rank() + 1, DType::kF32, world->device())
+          .value();
   DT_RETURN_IF_ERROR(world->AllReduce(tensor, ReduceOp::kSum));
   const double n = groups.world_size();
   std::printf("rank %lld of %lld: sum %g\n",
@@ -608,6 +636,7 @@ struct Scenario {
   CommunicatorOptions options;
 };
 
+// The scenarios that use CPU tensors of their own run on Gloo only.
 int Main(int argc, char** argv) {
   const std::map<std::string, Scenario> scenarios = {
       {"collectives", {Collectives, Options(absl::Seconds(30))}},
@@ -619,13 +648,16 @@ int Main(int argc, char** argv) {
       {"missing_member", {MissingMember, Options(absl::Milliseconds(300))}},
       {"smoke", {Smoke, Options(absl::Seconds(30))}},
   };
-  auto scenario = argc == 2 ? scenarios.find(argv[1]) : scenarios.end();
-  if (scenario == scenarios.end()) {
-    std::fprintf(stderr, "usage: gloo_worker <scenario>\n");
+  const std::string backend_name = argc == 3 ? argv[1] : "";
+  auto scenario = argc == 3 ? scenarios.find(argv[2]) : scenarios.end();
+  if (scenario == scenarios.end() ||
+      (backend_name != "gloo" && backend_name != "nccl")) {
+    std::fprintf(stderr, "usage: collective_worker <gloo|nccl> <scenario>\n");
     return 2;
   }
   absl::StatusOr<std::shared_ptr<Backend>> backend =
-      GlooBackendFromEnv(scenario->second.options);
+      backend_name == "gloo" ? GlooBackendFromEnv(scenario->second.options)
+                             : NcclBackendFromEnv(scenario->second.options);
   absl::Status status = backend.status();
   if (status.ok()) {
     ProcessGroups groups(*backend);

@@ -1,0 +1,127 @@
+// The NCCL backend (built with --config=cuda).
+#include "collectives/nccl/nccl_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "collectives/gloo/group_failures.h"
+#include "collectives/nccl/nccl_channel.h"
+#include "collectives/nccl/nccl_communicator.h"
+#include "tensor/cuda_backend.h"
+#include "tensor/status_macros.h"
+
+namespace dtensor {
+namespace {
+
+absl::Duration DefaultDeadline(const CommunicatorOptions& options) {
+  return options.default_deadline.value_or(DefaultCollectiveDeadline());
+}
+
+class NcclBackend final : public Backend {
+ public:
+  explicit NcclBackend(std::shared_ptr<NcclRuntime> runtime)
+      : runtime_(std::move(runtime)) {}
+
+  int64_t rank() const override { return runtime_->rank; }
+  int64_t world_size() const override { return runtime_->world_size; }
+
+  // Member 0 makes the NCCL id and posts it; the members join with it,
+  // waiting up to the default deadline for each other.
+  absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(
+      std::vector<int64_t> ranks) override {
+    DT_RETURN_IF_ERROR(CheckGroupMembers(ranks, rank(), world_size()));
+    int64_t instance = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      instance = instances_[ranks]++;
+    }
+    const std::string prefix =
+        absl::StrCat("nccl", RanksText(ranks), "#", instance, "/");
+    const std::string name =
+        absl::StrCat("creating a communicator for group ", RanksText(ranks));
+    const int64_t member =
+        std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin();
+    const absl::Duration timeout = DefaultDeadline(runtime_->options);
+    const absl::Time deadline = absl::Now() + timeout;
+    StoreClient& client = runtime_->session->client();
+    ncclUniqueId id;
+    if (member == 0) {
+      DT_RETURN_IF_ERROR(FromNccl(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+      DT_RETURN_IF_ERROR(client.Set(
+          prefix + "id",
+          absl::string_view(reinterpret_cast<const char*>(&id), sizeof(id))));
+    } else {
+      absl::StatusOr<std::vector<std::string>> posted =
+          client.WaitAndGet({prefix + "id"}, timeout);
+      if (!posted.ok()) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(name, ": ranks [", ranks[0], "] did not join within ",
+                         absl::FormatDuration(timeout)));
+      }
+      if ((*posted)[0].size() != sizeof(id)) {
+        return absl::DataLossError(
+            absl::StrCat(name, ": malformed NCCL id in the store"));
+      }
+      std::memcpy(&id, (*posted)[0].data(), sizeof(id));
+    }
+    absl::StatusOr<std::unique_ptr<NcclChannel>> channel =
+        NcclChannel::Join(runtime_->device, static_cast<int>(ranks.size()),
+                          static_cast<int>(member), id, deadline);
+    if (!channel.ok()) {
+      return absl::Status(channel.status().code(),
+                          absl::StrCat(name, ": ", channel.status().message()));
+    }
+    return std::make_shared<NcclCommunicator>(std::move(ranks), member,
+                                              runtime_->options, runtime_,
+                                              *std::move(channel), prefix);
+  }
+
+ private:
+  const std::shared_ptr<NcclRuntime> runtime_;
+  absl::Mutex mu_;
+  // How many communicators this rank made per rank list: the instance that
+  // pairs a new one with the peers' same-numbered ones.
+  std::map<std::vector<int64_t>, int64_t> instances_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Backend>> CreateNcclBackend(
+    NcclBackendOptions options) {
+  const int devices = cuda::DeviceCount();
+  if (devices == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the NCCL backend needs a CUDA device: ", cuda::Describe()));
+  }
+  const int device = options.device >= 0
+                         ? options.device
+                         : static_cast<int>(options.local_rank % devices);
+  if (device >= devices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CUDA device ", device, " does not exist (", devices, " present)"));
+  }
+  auto runtime = std::make_shared<NcclRuntime>();
+  runtime->rank = options.rank;
+  runtime->world_size = options.world_size;
+  runtime->device = device;
+  runtime->options = options.communicator;
+  RendezvousSession::Options session;
+  session.rank = options.rank;
+  session.world_size = options.world_size;
+  session.master_addr = options.master_addr;
+  session.master_port = options.master_port;
+  session.host_store = options.host_store;
+  session.join_timeout = DefaultDeadline(options.communicator);
+  session.linger = options.linger;
+  DT_ASSIGN_OR_RETURN(runtime->session, RendezvousSession::Join(session));
+  return std::shared_ptr<Backend>(
+      std::make_shared<NcclBackend>(std::move(runtime)));
+}
+
+}  // namespace dtensor

@@ -1,0 +1,145 @@
+#ifndef DTENSOR_COLLECTIVES_NCCL_NCCL_COMMUNICATOR_H_
+#define DTENSOR_COLLECTIVES_NCCL_NCCL_COMMUNICATOR_H_
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "collectives/communicator.h"
+#include "collectives/gloo/call_records.h"
+#include "collectives/gloo/group_failures.h"
+#include "collectives/gloo/rendezvous_session.h"
+#include "collectives/nccl/nccl_channel.h"
+
+namespace dtensor {
+
+// What one process's NCCL backend and its communicators share.
+struct NcclRuntime {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  int device = 0;
+  CommunicatorOptions options;
+  std::unique_ptr<RendezvousSession> session;
+};
+
+// A Communicator between processes over NCCL, on CUDA tensors of one device
+// (nccl_backend.h has the contract). Calls are enqueued on the calling
+// thread; their Work polls the GPU until it has finished them, the deadline
+// passes (the communicator is then aborted and broken), NCCL reports an
+// error, or a peer posts in the store that it broke the communicator.
+class NcclCommunicator final
+    : public Communicator,
+      public std::enable_shared_from_this<NcclCommunicator> {
+ public:
+  NcclCommunicator(std::vector<int64_t> group_ranks, int64_t rank,
+                   CommunicatorOptions options,
+                   std::shared_ptr<NcclRuntime> runtime,
+                   std::unique_ptr<NcclChannel> channel,
+                   std::string key_prefix);
+
+  Device device() const override { return Device::CUDA(runtime_->device); }
+
+ protected:
+  std::shared_ptr<Work> StartAllReduce(const Tensor& tensor, ReduceOp op,
+                                       const CallInfo& call) override;
+  std::shared_ptr<Work> StartAllGather(const Tensor& input,
+                                       const Tensor& output, int64_t dim,
+                                       std::vector<int64_t> sizes,
+                                       const CallInfo& call) override;
+  std::shared_ptr<Work> StartReduceScatter(const Tensor& input,
+                                           const Tensor& output, int64_t dim,
+                                           ReduceOp op,
+                                           std::vector<int64_t> sizes,
+                                           const CallInfo& call) override;
+  std::shared_ptr<Work> StartAllToAll(const Tensor& input, const Tensor& output,
+                                      int64_t split_dim, int64_t concat_dim,
+                                      std::vector<int64_t> send_sizes,
+                                      std::vector<int64_t> recv_sizes,
+                                      const CallInfo& call) override;
+  std::shared_ptr<Work> StartBroadcast(const Tensor& tensor, int64_t root,
+                                       const CallInfo& call) override;
+  std::shared_ptr<Work> StartScatter(const Tensor& input, const Tensor& output,
+                                     int64_t dim, int64_t root,
+                                     std::vector<int64_t> sizes,
+                                     const CallInfo& call) override;
+  std::shared_ptr<Work> StartGather(const Tensor& input, const Tensor& output,
+                                    int64_t dim, int64_t root,
+                                    std::vector<int64_t> sizes,
+                                    const CallInfo& call) override;
+  std::shared_ptr<Work> StartPermute(const Tensor& input, const Tensor& output,
+                                     std::vector<PermutePair> pairs,
+                                     const CallInfo& call) override;
+  std::shared_ptr<Work> StartBarrier(const CallInfo& call) override;
+  std::shared_ptr<Work> StartSend(const Tensor& tensor, int64_t dst,
+                                  const CallInfo& call) override;
+  std::shared_ptr<Work> StartRecv(const Tensor& tensor, int64_t src,
+                                  const CallInfo& call) override;
+
+ private:
+  friend class NcclWork;
+
+  // Makes the NCCL (and copy) calls of one operation on `stream`.
+  using Enqueue = std::function<absl::Status(ncclComm_t, cudaStream_t)>;
+
+  // A call on its way: what its Work needs to wait for it.
+  struct Launched {
+    CallInfo call;
+    absl::Time deadline;
+    NcclChannel* channel;
+    std::optional<int64_t> peer;  // The other side of a send or recv.
+    bool sending = false;
+  };
+
+  // Enqueues a collective (after the debug check) on the main channel.
+  std::shared_ptr<Work> LaunchCollective(const CallInfo& call,
+                                         CallTraffic traffic,
+                                         std::vector<Tensor> keep,
+                                         Enqueue enqueue);
+  std::shared_ptr<Work> Launch(Launched launched, std::vector<Tensor> keep,
+                               const Enqueue& enqueue);
+  // Waits for a launched call whose GPU work ends with `done`.
+  absl::Status Await(const Launched& launched, cudaEvent_t done);
+  // Debug mode: every rank made the same call, moving matching bytes
+  // (compared through the store).
+  absl::Status CheckCallsAgree(const CallInfo& call, const CallTraffic& traffic,
+                               absl::Time deadline);
+  // The two-rank channel of sends from member `src` to member `dst`, made
+  // on first use by both.
+  absl::StatusOr<NcclChannel*> PointToPointChannel(int64_t src, int64_t dst,
+                                                   absl::Time deadline);
+
+  absl::Status Broken();
+  // Breaks the communicator (the first break wins and is returned): posts
+  // `status` unless it came from a peer, and aborts every channel.
+  absl::Status Break(absl::Status status, bool post, bool point_to_point);
+  // "all_reduce #3 on group [0, 1]", "send on group [0, 1]".
+  std::string Describe(const CallInfo& call) const;
+
+  const std::shared_ptr<NcclRuntime> runtime_;
+  const std::unique_ptr<NcclChannel> channel_;
+  const std::string key_prefix_;
+  GroupFailures failures_;
+  absl::Mutex mu_;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  // Held while a channel is made, which may wait for the peer.
+  absl::Mutex channels_mu_;
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<NcclChannel>>
+      point_to_point_ ABSL_GUARDED_BY(channels_mu_);
+};
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_COLLECTIVES_NCCL_NCCL_COMMUNICATOR_H_

@@ -1,0 +1,302 @@
+#include "ops/matmul_ops.h"
+
+#include <functional>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "ops/dispatch.h"
+#include "ops/einsum_strategy.h"
+#include "ops/local_fn.h"
+#include "tensor/elementwise.h"
+#include "tensor/matmul.h"
+#include "tensor/status_macros.h"
+
+namespace dtensor {
+namespace ops {
+namespace {
+
+// An op's output shape and its einsum view.
+struct MatmulView {
+  Shape out;
+  EinsumSpec spec;
+};
+
+// Computes the view of a call from its input specs (null: absent); errors
+// name the op and the shapes.
+using ViewFn = std::function<absl::StatusOr<MatmulView>(
+    std::string_view op, absl::Span<const DTensorSpec* const> inputs)>;
+
+const std::vector<ReduceOp> kLinear = {ReduceOp::kSum, ReduceOp::kAvg};
+
+absl::Status ShapeError(std::string_view op, std::string_view what,
+                        const Shape& a, const Shape& b) {
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " (",
+                                                 ShapeToString(a), " and ",
+                                                 ShapeToString(b), ")"));
+}
+
+std::vector<int> Iota(int begin, int end) {
+  std::vector<int> values;
+  for (int v = begin; v < end; ++v) values.push_back(v);
+  return values;
+}
+
+// torch.matmul. Loops: the output's batch dims, then M, K, N.
+absl::StatusOr<MatmulView> MatmulLoops(std::string_view op, const Shape& a,
+                                       const Shape& b) {
+  if (a.empty() || b.empty()) {
+    return ShapeError(op, "both operands need at least one dim", a, b);
+  }
+  const int64_t ra = static_cast<int64_t>(a.size());
+  const int64_t rb = static_cast<int64_t>(b.size());
+  const int64_t k_b = rb == 1 ? b[0] : b[rb - 2];
+  if (a.back() != k_b) {
+    return ShapeError(op, "inner dims differ", a, b);
+  }
+  const Shape a_batch(a.begin(), a.end() - std::min<int64_t>(ra, 2));
+  const Shape b_batch(b.begin(), b.end() - std::min<int64_t>(rb, 2));
+  absl::StatusOr<Shape> batch = BroadcastShapes(a_batch, b_batch);
+  if (!batch.ok()) return ShapeError(op, "batch dims do not broadcast", a, b);
+  const int nb = static_cast<int>(batch->size());
+  const int m = nb, k = nb + 1, n = nb + 2;
+
+  MatmulView view;
+  view.out = *batch;
+  view.spec.num_loops = nb + 3;
+  std::vector<int> a_loops = BroadcastLoops(a_batch, *batch);
+  std::vector<int> b_loops = BroadcastLoops(b_batch, *batch);
+  std::vector<int> out_loops = Iota(0, nb);
+  if (ra >= 2) {
+    a_loops.push_back(m);
+    view.out.push_back(a[ra - 2]);
+    out_loops.push_back(m);
+  }
+  a_loops.push_back(k);
+  b_loops.push_back(k);
+  if (rb >= 2) {
+    b_loops.push_back(n);
+    view.out.push_back(b[rb - 1]);
+    out_loops.push_back(n);
+  }
+  view.spec.loops.inputs = {std::move(a_loops), std::move(b_loops)};
+  view.spec.loops.outputs = {std::move(out_loops)};
+  view.spec.contraction = {ReduceOp::kSum};
+  view.spec.partial_rules = {{{0}, kLinear}, {{1}, kLinear}};
+  return view;
+}
+
+absl::StatusOr<MatmulView> MatmulView2(std::string_view op,
+                                       absl::Span<const DTensorSpec* const> in) {
+  return MatmulLoops(op, in[0]->shape(), in[1]->shape());
+}
+
+absl::StatusOr<MatmulView> MmView(std::string_view op,
+                                  absl::Span<const DTensorSpec* const> in) {
+  if (in[0]->ndim() != 2 || in[1]->ndim() != 2) {
+    return ShapeError(op, "needs two 2-D operands", in[0]->shape(),
+                      in[1]->shape());
+  }
+  return MatmulView2(op, in);
+}
+
+absl::StatusOr<MatmulView> BmmView(std::string_view op,
+                                   absl::Span<const DTensorSpec* const> in) {
+  const Shape& a = in[0]->shape();
+  const Shape& b = in[1]->shape();
+  if (a.size() != 3 || b.size() != 3) {
+    return ShapeError(op, "needs two 3-D operands", a, b);
+  }
+  if (a[0] != b[0]) return ShapeError(op, "batch sizes differ", a, b);
+  return MatmulView2(op, in);
+}
+
+// linear(x, weight, bias). Loops: x's batch dims, then K (in), N (out).
+absl::StatusOr<MatmulView> LinearView(std::string_view op,
+                                      absl::Span<const DTensorSpec* const> in) {
+  const Shape& x = in[0]->shape();
+  const Shape& w = in[1]->shape();
+  if (x.empty() || w.size() != 2 || x.back() != w[1]) {
+    return ShapeError(op, "input [..., in] needs weight [out, in]", x, w);
+  }
+  if (in[2] != nullptr &&
+      (in[2]->ndim() != 1 || in[2]->shape()[0] != w[0])) {
+    return ShapeError(op, "bias must be [out] for weight [out, in]",
+                      in[2]->shape(), w);
+  }
+  const int nb = static_cast<int>(x.size()) - 1;
+  const int k = nb, n = nb + 1;
+  MatmulView view;
+  view.out = Shape(x.begin(), x.end() - 1);
+  view.out.push_back(w[0]);
+  view.spec.num_loops = nb + 2;
+  std::vector<int> x_loops = Iota(0, nb);
+  x_loops.push_back(k);
+  std::vector<int> out_loops = Iota(0, nb);
+  out_loops.push_back(n);
+  view.spec.loops.inputs = {std::move(x_loops), {n, k},
+                            in[2] != nullptr ? std::vector<int>{n}
+                                             : std::vector<int>{}};
+  view.spec.loops.outputs = {std::move(out_loops)};
+  view.spec.contraction = {ReduceOp::kSum};
+  view.spec.contraction_partners = {2};
+  view.spec.partial_rules = {{{0, 2}, kLinear}, {{1, 2}, kLinear}};
+  return view;
+}
+
+// addmm(bias, a, b). Loops: M, K, N.
+absl::StatusOr<MatmulView> AddmmView(std::string_view op,
+                                     absl::Span<const DTensorSpec* const> in) {
+  const Shape& a = in[1]->shape();
+  const Shape& b = in[2]->shape();
+  if (a.size() != 2 || b.size() != 2) {
+    return ShapeError(op, "needs two 2-D matrices", a, b);
+  }
+  if (a[1] != b[0]) return ShapeError(op, "inner dims differ", a, b);
+  const Shape out = {a[0], b[1]};
+  const Shape& bias = in[0]->shape();
+  absl::StatusOr<Shape> broadcast = BroadcastShapes(bias, out);
+  if (!broadcast.ok() || *broadcast != out) {
+    return ShapeError(op, "bias does not broadcast to the product", bias, out);
+  }
+  MatmulView view;
+  view.out = out;
+  view.spec.num_loops = 3;
+  // The product's dims 0 and 1 iterate loops M = 0 and N = 2.
+  std::vector<int> bias_loops = BroadcastLoops(bias, out);
+  for (int& loop : bias_loops) {
+    if (loop == 1) loop = 2;
+  }
+  view.spec.loops.inputs = {std::move(bias_loops), {0, 1}, {1, 2}};
+  view.spec.loops.outputs = {{0, 2}};
+  view.spec.contraction = {ReduceOp::kSum};
+  view.spec.contraction_partners = {0};
+  view.spec.partial_rules = {{{0, 1}, kLinear}, {{0, 2}, kLinear}};
+  return view;
+}
+
+absl::StatusOr<Tensor> AddmmLocal(absl::Span<const Tensor> in,
+                                  const OpArgs& args) {
+  const double beta = args.Scalar(0);
+  const double alpha = args.Scalar(1);
+  DT_ASSIGN_OR_RETURN(Tensor product, dtensor::Matmul(in[1], in[2]));
+  if (alpha != 1) {
+    DT_ASSIGN_OR_RETURN(product, dtensor::Mul(product, alpha));
+  }
+  if (beta == 0) {
+    // Checked like the bias term would be, then ignored.
+    DT_RETURN_IF_ERROR(dtensor::Add(in[0], product).status());
+    return product;
+  }
+  Tensor bias = in[0];
+  if (beta != 1) {
+    DT_ASSIGN_OR_RETURN(bias, dtensor::Mul(bias, beta));
+  }
+  return dtensor::Add(bias, product);
+}
+
+OpDef MakeMatmulOp(std::string_view name, std::string_view summary,
+                   int num_inputs, int num_optional, std::vector<ArgSpec> args,
+                   ViewFn view_fn, LocalFn fn) {
+  OpDef def;
+  def.name = name;
+  def.summary = summary;
+  def.num_inputs = num_inputs;
+  def.num_optional_inputs = num_optional;
+  def.args = std::move(args);
+  def.infer = [name, view_fn, fn](absl::Span<const DTensorSpec* const> inputs,
+                                  const OpArgs& args)
+      -> absl::StatusOr<std::vector<TensorMeta>> {
+    DT_ASSIGN_OR_RETURN(MatmulView view, view_fn(name, inputs));
+    DT_ASSIGN_OR_RETURN(DType dtype, ProbeDType(name, fn, inputs, args));
+    return std::vector<TensorMeta>{{std::move(view.out), dtype}};
+  };
+  def.strategies = [name, view_fn](const StrategyContext& ctx)
+      -> absl::StatusOr<std::vector<OpStrategy>> {
+    DT_ASSIGN_OR_RETURN(MatmulView view, view_fn(name, ctx.inputs));
+    return EinsumStrategies(ctx, view.spec);
+  };
+  def.kernel = LocalKernel(std::move(fn));
+  return def;
+}
+
+absl::StatusOr<Tensor> MatmulLocal(absl::Span<const Tensor> in,
+                                   const OpArgs&) {
+  return dtensor::Matmul(in[0], in[1]);
+}
+
+const OpDef& MatmulDef() {
+  static const OpDef* def =
+      new OpDef(MakeMatmulOp("matmul", "torch.matmul: 1-D..n-D, batch dims "
+                                       "broadcast",
+                             2, 0, {}, MatmulView2, MatmulLocal));
+  return *def;
+}
+
+const OpDef& MmDef() {
+  static const OpDef* def = new OpDef(MakeMatmulOp(
+      "mm", "[M, K] @ [K, N]", 2, 0, {}, MmView, MatmulLocal));
+  return *def;
+}
+
+const OpDef& BmmDef() {
+  static const OpDef* def = new OpDef(MakeMatmulOp(
+      "bmm", "[B, M, K] @ [B, K, N]", 2, 0, {}, BmmView, MatmulLocal));
+  return *def;
+}
+
+const OpDef& LinearDef() {
+  static const OpDef* def = new OpDef(MakeMatmulOp(
+      "linear", "x [..., in] @ weight [out, in]^T + bias [out] (optional)", 3,
+      1, {}, LinearView,
+      [](absl::Span<const Tensor> in, const OpArgs&) {
+        return dtensor::Linear(in[0], in[1], in[2]);
+      }));
+  return *def;
+}
+
+const OpDef& AddmmDef() {
+  static const OpDef* def = new OpDef(MakeMatmulOp(
+      "addmm", "beta * bias + alpha * (a @ b) (inputs bias, a, b)", 3, 0,
+      {{"beta", ArgKind::kScalar, "1"}, {"alpha", ArgKind::kScalar, "1"}},
+      AddmmView, AddmmLocal));
+  return *def;
+}
+
+}  // namespace
+
+absl::StatusOr<DTensor> Matmul(const DTensor& a, const DTensor& b) {
+  const DTensor* in[] = {&a, &b};
+  return DispatchOne(MatmulDef(), in, OpArgs());
+}
+
+absl::StatusOr<DTensor> Mm(const DTensor& a, const DTensor& b) {
+  const DTensor* in[] = {&a, &b};
+  return DispatchOne(MmDef(), in, OpArgs());
+}
+
+absl::StatusOr<DTensor> Bmm(const DTensor& a, const DTensor& b) {
+  const DTensor* in[] = {&a, &b};
+  return DispatchOne(BmmDef(), in, OpArgs());
+}
+
+absl::StatusOr<DTensor> Linear(const DTensor& x, const DTensor& weight,
+                               const DTensor& bias) {
+  const DTensor* in[] = {&x, &weight, &bias};
+  return DispatchOne(LinearDef(), in, OpArgs());
+}
+
+absl::StatusOr<DTensor> Addmm(const DTensor& bias, const DTensor& a,
+                              const DTensor& b, double beta, double alpha) {
+  const DTensor* in[] = {&bias, &a, &b};
+  OpArgs args;
+  args.AddScalar(beta).AddScalar(alpha);
+  return DispatchOne(AddmmDef(), in, args);
+}
+
+std::vector<const OpDef*> MatmulOps() {
+  return {&MatmulDef(), &MmDef(), &BmmDef(), &LinearDef(), &AddmmDef()};
+}
+
+}  // namespace ops
+}  // namespace dtensor

@@ -1,0 +1,126 @@
+#ifndef DTENSOR_OPS_OP_ARGS_H_
+#define DTENSOR_OPS_OP_ARGS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace dtensor {
+
+// What kind of value one argument of an op holds.
+//   kInt, kInts, kBool, kDouble  attributes: they may change the layouts
+//                                (dims, keepdim, ...), so they are part of
+//                                the propagation cache key;
+//   kScalar                      a number only the kernel reads (the other
+//                                operand of `mul_scalar`, addmm's alpha): not
+//                                part of the key, so a value that changes
+//                                every step does not miss the cache.
+enum class ArgKind : uint8_t { kInt, kInts, kBool, kDouble, kScalar };
+
+// "int", "ints", "bool", "double", "scalar".
+std::string_view ArgKindName(ArgKind kind);
+
+// One argument of an op's schema. `default_value` is text in the syntax of
+// ParseOpArgs ("" is the empty list for kInts); nullptr marks a required
+// argument.
+struct ArgSpec {
+  std::string_view name;
+  ArgKind kind;
+  const char* default_value = nullptr;
+};
+
+// The non-tensor arguments of one op call, in the order of the op's schema
+// (OpDef::args). Small and heap-free for the common cases (up to 4
+// arguments and 8 integers), because every dispatch builds one and hashes it.
+//
+//   OpArgs args;
+//   args.AddInts(dims).AddBool(keepdim);
+//   args.Ints(0), args.Bool(1)
+//
+// Accessors take the argument's position and require the kind it was added
+// with (the dispatcher checks a call's arguments against the op's schema
+// before its kernel reads them).
+class OpArgs {
+ public:
+  OpArgs& AddInt(int64_t value);
+  OpArgs& AddInts(absl::Span<const int64_t> values);
+  OpArgs& AddBool(bool value);
+  OpArgs& AddDouble(double value);
+  OpArgs& AddScalar(double value);
+
+  size_t size() const { return slots_.size(); }
+  ArgKind kind(size_t i) const { return slots_[i].kind; }
+
+  int64_t Int(size_t i) const { return words_[slots_[i].offset]; }
+  absl::Span<const int64_t> Ints(size_t i) const {
+    return absl::MakeConstSpan(words_.data() + slots_[i].offset,
+                               slots_[i].length);
+  }
+  bool Bool(size_t i) const { return words_[slots_[i].offset] != 0; }
+  double Double(size_t i) const;
+  double Scalar(size_t i) const { return scalars_[slots_[i].offset]; }
+
+  // "dims=[0, 1], keepdim=true" with the names of `schema` (positions past
+  // the schema are named by their index).
+  std::string ToString(absl::Span<const ArgSpec> schema) const;
+
+  // Equality and hash over the propagation key: every argument's kind and
+  // the values of all but the kScalar ones.
+  friend bool operator==(const OpArgs& a, const OpArgs& b) {
+    return a.slots_ == b.slots_ && a.words_ == b.words_;
+  }
+  friend bool operator!=(const OpArgs& a, const OpArgs& b) {
+    return !(a == b);
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const OpArgs& args) {
+    for (const Slot& slot : args.slots_) {
+      h = H::combine(std::move(h), slot.kind, slot.length);
+    }
+    return H::combine_contiguous(std::move(h), args.words_.data(),
+                                 args.words_.size());
+  }
+
+ private:
+  struct Slot {
+    ArgKind kind;
+    // Into words_ (attributes) or scalars_ (kScalar).
+    uint32_t offset;
+    uint32_t length;
+
+    friend bool operator==(const Slot& a, const Slot& b) {
+      // Scalar offsets follow from the kinds; comparing them is harmless.
+      return a.kind == b.kind && a.offset == b.offset && a.length == b.length;
+    }
+  };
+
+  absl::InlinedVector<Slot, 4> slots_;
+  // Integers, bools as 0/1, doubles bit-cast.
+  absl::InlinedVector<int64_t, 8> words_;
+  absl::InlinedVector<double, 2> scalars_;
+};
+
+// Whether `args` matches `schema`: one argument per entry, of its kind. An
+// error names `op`, the position, the expected and the given kind.
+absl::Status CheckOpArgs(std::string_view op, absl::Span<const ArgSpec> schema,
+                         const OpArgs& args);
+
+// Builds the arguments of `op` from named text values (a command line's
+// "--arg dims=0,1"), defaults filling the rest. Syntax by kind: kInt "-1";
+// kInts "0,1" ("" is empty); kBool "true"/"false"/"1"/"0"; kDouble and kScalar
+// "2.5". Errors name the argument: an unknown name, a malformed value, a
+// missing required argument.
+absl::StatusOr<OpArgs> ParseOpArgs(
+    std::string_view op, absl::Span<const ArgSpec> schema,
+    const std::map<std::string, std::string, std::less<>>& named);
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_OPS_OP_ARGS_H_

@@ -1,0 +1,77 @@
+#ifndef DTENSOR_OPS_OP_COUNTER_H_
+#define DTENSOR_OPS_OP_COUNTER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dtensor/dtensor_spec.h"
+
+namespace dtensor {
+
+// Counts the ops dispatched on this thread while the counter is active, the
+// way CommCounter counts collectives: which ops ran, their output layouts and
+// the bytes of this rank's output shards. Under a metadata-only runtime this
+// estimates each rank's activation memory without computing anything.
+//
+//   OpCounter ops;
+//   CommCounter comms;
+//   {
+//     OpCounter::Scope op_scope(ops);
+//     CommCounter::Scope comm_scope(comms);
+//     ... run a model on metadata-only DTensors ...
+//   }
+//   ops.total_local_bytes(), comms.count(CommKind::kAllReduce)
+//
+// Scopes nest; every active counter on the thread records.
+class OpCounter {
+ public:
+  struct Event {
+    std::string_view op;
+    std::vector<std::shared_ptr<const DTensorSpec>> outputs;
+    // Bytes of this rank's shards of the outputs.
+    int64_t local_bytes = 0;
+    // The propagation's estimated communication cost.
+    double cost_us = 0;
+  };
+
+  class Scope {
+   public:
+    explicit Scope(OpCounter& counter);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    OpCounter* counter_;
+  };
+
+  // Whether a counter is active on this thread (cheap: dispatch computes an
+  // event only then).
+  static bool AnyActive();
+  // Records `event` in every counter active on this thread.
+  static void RecordOnThread(const Event& event);
+
+  // Ops named `op` dispatched, and all ops.
+  int64_t count(std::string_view op) const;
+  int64_t total() const { return static_cast<int64_t>(events_.size()); }
+  // The sum over ops of their outputs' local bytes (what keeping every
+  // activation costs this rank), and the largest single op's.
+  int64_t total_local_bytes() const;
+  int64_t peak_local_bytes() const;
+  const std::vector<Event>& events() const { return events_; }
+  void Reset() { events_.clear(); }
+
+ private:
+  std::vector<Event> events_;
+};
+
+// Bytes of `rank`'s shard of a tensor laid out by `spec`; NotFound when the
+// mesh does not contain the rank.
+absl::StatusOr<int64_t> LocalBytes(const DTensorSpec& spec, int64_t rank);
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_OPS_OP_COUNTER_H_

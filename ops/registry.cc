@@ -1,0 +1,62 @@
+#include "ops/registry.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "ops/elementwise_ops.h"
+#include "ops/matmul_ops.h"
+#include "ops/reduction_ops.h"
+
+namespace dtensor {
+
+const OpRegistry& OpRegistry::Builtin() {
+  static const OpRegistry* registry = [] {
+    auto* r = new OpRegistry;
+    // One line per op family; a new family adds its list here.
+    for (const std::vector<const OpDef*>& family :
+         {ops::MatmulOps(), ops::ElementwiseOps(), ops::ReductionOps()}) {
+      for (const OpDef* op : family) {
+        // The built-in names are distinct (tests/ops/registry_test.cc).
+        r->Register(op).IgnoreError();
+      }
+    }
+    return r;
+  }();
+  return *registry;
+}
+
+absl::Status OpRegistry::Register(const OpDef* op) {
+  if (op == nullptr || op->name.empty()) {
+    return absl::InvalidArgumentError("an op needs a name");
+  }
+  if (!op->infer || !op->strategies || !op->kernel) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("op ", op->name,
+                     " needs infer, strategies and kernel functions"));
+  }
+  if (!ops_.try_emplace(op->name, op).second) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("an op named ", op->name, " is already registered"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const OpDef*> OpRegistry::Find(std::string_view name) const {
+  auto it = ops_.find(name);
+  if (it == ops_.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no op named '", name, "' (dtensor propagate --list names them)"));
+  }
+  return it->second;
+}
+
+std::vector<const OpDef*> OpRegistry::ops() const {
+  std::vector<const OpDef*> all;
+  for (const auto& [name, op] : ops_) all.push_back(op);
+  std::sort(all.begin(), all.end(), [](const OpDef* a, const OpDef* b) {
+    return a->name < b->name;
+  });
+  return all;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,56 @@
+#include "tensor/large_buffer_cache.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+
+namespace dtensor {
+
+LargeBufferCache& LargeBufferCache::Shared() {
+  // 1 GiB of idle buffers at most; never destroyed, so buffers released
+  // during static destruction stay valid to release.
+  static LargeBufferCache* cache = new LargeBufferCache(size_t{1} << 30);
+  return *cache;
+}
+
+LargeBufferCache::~LargeBufferCache() {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [bytes, buffer] : idle_) std::free(buffer);
+}
+
+void* LargeBufferCache::Allocate(size_t bytes) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = idle_.find(bytes);
+    if (it != idle_.end()) {
+      void* buffer = it->second;
+      idle_.erase(it);
+      idle_bytes_ -= bytes;
+      return buffer;
+    }
+  }
+  void* buffer = std::aligned_alloc(kMinBytes, bytes);
+  if (buffer != nullptr) {
+    madvise(buffer, bytes, MADV_HUGEPAGE);  // Advice only: failure is fine.
+  }
+  return buffer;
+}
+
+void LargeBufferCache::Release(void* buffer, size_t bytes) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (idle_bytes_ + bytes <= budget_bytes_) {
+      idle_.emplace(bytes, buffer);
+      idle_bytes_ += bytes;
+      return;
+    }
+  }
+  std::free(buffer);
+}
+
+size_t LargeBufferCache::idle_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return idle_bytes_;
+}
+
+}  // namespace dtensor
