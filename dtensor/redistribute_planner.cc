@@ -53,7 +53,37 @@ std::vector<MeshDims> PartialDimsByOp(const Sharding& sharding) {
   return by_op;
 }
 
-// Dijkstra over layouts. States are Shardings; edges are the steps listed in
+// The cheapest conceivable collective: one launch and one hop over the
+// fastest mesh dim of size > 1 (0 when every mesh dim has size 1).
+double MinCollectiveUs(absl::Span<const int64_t> mesh_shape,
+                       const CostModel& cost_model) {
+  double min_us = 0;
+  for (size_t m = 0; m < mesh_shape.size(); ++m) {
+    if (mesh_shape[m] == 1) continue;
+    const double us =
+        cost_model.launch_us() + cost_model.links()[m].hop_latency_us;
+    if (min_us == 0 || us < min_us) min_us = us;
+  }
+  return min_us;
+}
+
+// Whether every permute from a layout costs the same, whatever mesh dims it
+// crosses: all links equal and no mesh dim of size 1 (a permute that crosses
+// only those is free).
+bool UniformPermuteCosts(absl::Span<const int64_t> mesh_shape,
+                         const CostModel& cost_model) {
+  for (size_t m = 0; m < mesh_shape.size(); ++m) {
+    const MeshDimLink& link = cost_model.links()[m];
+    const MeshDimLink& first = cost_model.links()[0];
+    if (mesh_shape[m] == 1 || link.bandwidth_gbps != first.bandwidth_gbps ||
+        link.hop_latency_us != first.hop_latency_us) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A* over layouts. States are Shardings; edges are the steps listed in
 // the header; the first time the target is settled its path is optimal.
 class PlanSearch {
  public:
@@ -64,24 +94,9 @@ class PlanSearch {
         mesh_shape_(mesh_shape),
         global_shape_(global_shape),
         dtype_(dtype),
-        cost_model_(cost_model) {
-    // The cheapest conceivable collective: one launch and one hop over the
-    // fastest mesh dim of size > 1 (0 when every mesh dim has size 1).
-    for (size_t m = 0; m < mesh_shape.size(); ++m) {
-      const MeshDimLink& link = cost_model.links()[m];
-      const MeshDimLink& first = cost_model.links()[0];
-      if (mesh_shape[m] == 1 || link.bandwidth_gbps != first.bandwidth_gbps ||
-          link.hop_latency_us != first.hop_latency_us) {
-        uniform_permute_costs_ = false;
-      }
-      if (mesh_shape[m] == 1) continue;
-      const double cost =
-          cost_model.launch_us() + cost_model.links()[m].hop_latency_us;
-      if (min_collective_us_ == 0 || cost < min_collective_us_) {
-        min_collective_us_ = cost;
-      }
-    }
-  }
+        cost_model_(cost_model),
+        min_collective_us_(MinCollectiveUs(mesh_shape, cost_model)),
+        uniform_permute_costs_(UniformPermuteCosts(mesh_shape, cost_model)) {}
 
   RedistributePlan Run(const Sharding& from);
 
@@ -128,8 +143,8 @@ class PlanSearch {
   // Offers `next`, reached from `node` by a `kind` step.
   void Relax(int node, const Sharding& next, CommKind kind, MeshDims mesh_dims,
              MeshDims tensor_dims);
-  // Whether a permute from `from` to `to` is a bijection between equal blocks
-  // (same blocks per coordinate of the Partial mesh dims, same multiplicity).
+  // Whether a permute from `from` to `to` can deliver every block `to` needs
+  // (see the definition).
   bool HoldsSameBlocks(const Sharding& from, const Sharding& to) const;
   int64_t GroupSize(const MeshDims& mesh_dims) const;
   // A lower bound on the cost from `state` to the target (A*): the cheapest
@@ -146,10 +161,10 @@ class PlanSearch {
   std::vector<Node> nodes_;
   absl::flat_hash_map<Sharding, int> index_;
   absl::flat_hash_map<std::vector<int64_t>, PermuteClass> permute_classes_;
-  double min_collective_us_ = 0;
-  // Whether every permute from a layout costs the same (uniform links, no
-  // mesh dim of size 1).
-  bool uniform_permute_costs_ = true;
+  // The cheapest conceivable collective (the A* bound's unit).
+  const double min_collective_us_;
+  // Whether every permute from a layout costs the same.
+  const bool uniform_permute_costs_;
   // The ops Replicate -> Partial may introduce at the node being expanded.
   std::vector<ReduceOp> partial_ops_;
   // Padded local bytes of the node being expanded.
