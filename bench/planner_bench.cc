@@ -27,6 +27,8 @@ const Problem kProblems[] = {
     {{8}, {4096, 4096}, "S(0)", "S(1)"},
     {{4, 8}, {4096, 4096}, "S(0),S(1)", "S(1),S(0)"},
     {{2, 2, 2}, {64, 64, 64}, "S(0),S(1),P", "R,S(2),S(1)"},
+    {{2, 2, 2}, {1024, 1024}, "S(0),S(1),R", "R,S(0),S(1)"},
+    {{2, 4, 8}, {8192, 8192}, "R,S(0),S(1)", "S(0),R,S(1)"},
     {{2, 4, 4, 8}, {64, 4096, 4096}, "S(0),S(1),R,P", "R,S(2),S(1),S(0)"},
 };
 
@@ -43,7 +45,7 @@ void BM_PlanUncached(benchmark::State& state) {
   }
   state.SetLabel(std::string(p.from) + " -> " + p.to);
 }
-BENCHMARK(BM_PlanUncached)->DenseRange(1, 4)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PlanUncached)->DenseRange(1, 6)->Unit(benchmark::kMicrosecond);
 
 void BM_PlanCached(benchmark::State& state) {
   const Problem& p = kProblems[state.range(0) - 1];
@@ -59,7 +61,7 @@ void BM_PlanCached(benchmark::State& state) {
   }
   state.SetLabel(std::string(p.from) + " -> " + p.to);
 }
-BENCHMARK(BM_PlanCached)->DenseRange(1, 4)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_PlanCached)->DenseRange(1, 6)->Unit(benchmark::kNanosecond);
 
 // S(0) -> S(1) (one all-to-all) of a 2048x2048 f32 tensor on 4 in-process
 // ranks; bytes processed count the whole tensor.
