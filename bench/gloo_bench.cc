@@ -10,7 +10,9 @@
 // "backend" is the Communicator; "gloo" is the Gloo algorithm the backend
 // uses, called directly (reduce_scatter: Gloo's alltoallv, then the same
 // local reduction); "gloo_halving_doubling" is Gloo's legacy reduce-scatter,
-// for comparison.
+// for comparison. The "_1rank" variants run the same calls on a group of one
+// (rank 0 alone, no network): their difference is the backend's own cost
+// per call, free of the scheduling noise of two processes.
 //
 // The program forks a second process (rank 1) that mirrors every run of
 // rank 0: before each run rank 0 broadcasts what to run and how many
@@ -58,7 +60,17 @@ enum class Op : int64_t {
   kAllToAll,
   kQuit
 };
-enum class Impl : int64_t { kBackend, kGloo, kGlooHalvingDoubling };
+enum class Impl : int64_t {
+  kBackend,
+  kGloo,
+  kGlooHalvingDoubling,
+  kBackendOneRank,
+  kGlooOneRank
+};
+
+bool OneRank(Impl impl) {
+  return impl == Impl::kBackendOneRank || impl == Impl::kGlooOneRank;
+}
 
 const char* OpName(Op op) {
   switch (op) {
@@ -84,6 +96,10 @@ const char* ImplName(Impl impl) {
       return "gloo";
     case Impl::kGlooHalvingDoubling:
       return "gloo_halving_doubling";
+    case Impl::kBackendOneRank:
+      return "backend_1rank";
+    case Impl::kGlooOneRank:
+      return "gloo_1rank";
   }
   return "?";
 }
@@ -107,7 +123,11 @@ struct Job {
   int rank = 0;
   std::shared_ptr<Communicator> comm;
   std::shared_ptr<gloo::Context> raw;
+  // Groups of this rank alone.
+  std::shared_ptr<Communicator> local_comm;
+  std::shared_ptr<gloo::Context> local_raw;
   uint32_t next_tag = 1;
+  uint32_t local_tag = 1;
 };
 
 Job* job = nullptr;
@@ -120,10 +140,17 @@ float* Data(const Tensor& tensor) { return tensor.data<float>(); }
 
 // One iteration of `op` by `impl` on `bytes`, with its buffers.
 std::function<void()> MakeStep(Op op, Impl impl, int64_t bytes) {
+  const bool one_rank = OneRank(impl);
+  if (impl == Impl::kBackendOneRank) impl = Impl::kBackend;
+  if (impl == Impl::kGlooOneRank) impl = Impl::kGloo;
+  const int ranks = one_rank ? 1 : kRanks;
   const int64_t count = bytes / sizeof(float);
-  const int64_t half = count / kRanks;
-  Communicator& comm = *job->comm;
-  const std::shared_ptr<gloo::Context>& raw = job->raw;
+  const int64_t piece = count / ranks;
+  Communicator& comm = one_rank ? *job->local_comm : *job->comm;
+  const std::shared_ptr<gloo::Context> raw =
+      one_rank ? job->local_raw : job->raw;
+  // Each context numbers its own calls: the two ranks' counters must agree.
+  uint32_t* tag = one_rank ? &job->local_tag : &job->next_tag;
   switch (op) {
     case Op::kAllReduce: {
       Tensor tensor = Floats(count);
@@ -131,34 +158,34 @@ std::function<void()> MakeStep(Op op, Impl impl, int64_t bytes) {
         return
             [&comm, tensor] { Check(comm.AllReduce(tensor, ReduceOp::kSum)); };
       }
-      return [raw, tensor, count] {
+      return [raw, tag, tensor, count] {
         gloo::AllreduceOptions opts(raw);
         opts.setOutput<float>(Data(tensor), count);
         opts.setReduceFunction(
             static_cast<void (*)(void*, const void*, const void*, size_t)>(
                 &gloo::sum<float>));
-        opts.setTag(job->next_tag++);
+        opts.setTag((*tag)++);
         gloo::allreduce(opts);
       };
     }
     case Op::kAllGather: {
-      Tensor input = Floats(half);
+      Tensor input = Floats(piece);
       Tensor output = Floats(count);
       if (impl == Impl::kBackend) {
         return
             [&comm, input, output] { Check(comm.AllGather(input, output, 0)); };
       }
-      return [raw, input, output, half] {
+      return [raw, tag, input, output, piece, ranks] {
         gloo::AllgathervOptions opts(raw);
-        opts.setInput<float>(Data(input), half);
-        opts.setOutput<float>(Data(output), std::vector<size_t>(kRanks, half));
-        opts.setTag(job->next_tag++);
+        opts.setInput<float>(Data(input), piece);
+        opts.setOutput<float>(Data(output), std::vector<size_t>(ranks, piece));
+        opts.setTag((*tag)++);
         gloo::allgatherv(opts);
       };
     }
     case Op::kReduceScatter: {
       Tensor input = Floats(count);
-      Tensor output = Floats(half);
+      Tensor output = Floats(piece);
       if (impl == Impl::kBackend) {
         return [&comm, input, output] {
           Check(comm.ReduceScatter(input, output, 0, ReduceOp::kSum));
@@ -168,19 +195,22 @@ std::function<void()> MakeStep(Op op, Impl impl, int64_t bytes) {
         auto algorithm =
             std::make_shared<gloo::ReduceScatterHalvingDoubling<float>>(
                 raw, std::vector<float*>{Data(input)}, static_cast<int>(count),
-                std::vector<int>(kRanks, static_cast<int>(half)));
+                std::vector<int>(ranks, static_cast<int>(piece)));
         return [algorithm, input] { algorithm->run(); };
       }
       Tensor received = Floats(count);
-      return [raw, input, output, received, half] {
+      return [raw, tag, input, output, received, piece, ranks] {
         gloo::AlltoallvOptions opts(raw);
-        opts.setInput<float>(Data(input), std::vector<int64_t>(kRanks, half));
+        opts.setInput<float>(Data(input), std::vector<int64_t>(ranks, piece));
         opts.setOutput<float>(Data(received),
-                              std::vector<int64_t>(kRanks, half));
-        opts.setTag(job->next_tag++);
+                              std::vector<int64_t>(ranks, piece));
+        opts.setTag((*tag)++);
         gloo::alltoallv(opts);
-        const void* pieces[kRanks] = {Data(received), Data(received) + half};
-        ReduceInto(DType::kF32, ReduceOp::kSum, pieces, Data(output), half);
+        std::vector<const void*> pieces;
+        for (int r = 0; r < ranks; ++r) {
+          pieces.push_back(Data(received) + r * piece);
+        }
+        ReduceInto(DType::kF32, ReduceOp::kSum, pieces, Data(output), piece);
       };
     }
     case Op::kAllToAll: {
@@ -191,11 +221,11 @@ std::function<void()> MakeStep(Op op, Impl impl, int64_t bytes) {
           Check(comm.AllToAll(input, output, 0, 0));
         };
       }
-      return [raw, input, output, half] {
+      return [raw, tag, input, output, piece, ranks] {
         gloo::AlltoallvOptions opts(raw);
-        opts.setInput<float>(Data(input), std::vector<int64_t>(kRanks, half));
-        opts.setOutput<float>(Data(output), std::vector<int64_t>(kRanks, half));
-        opts.setTag(job->next_tag++);
+        opts.setInput<float>(Data(input), std::vector<int64_t>(ranks, piece));
+        opts.setOutput<float>(Data(output), std::vector<int64_t>(ranks, piece));
+        opts.setTag((*tag)++);
         gloo::alltoallv(opts);
       };
     }
@@ -217,10 +247,12 @@ void Announce(Op op, Impl impl, int64_t bytes, int64_t iterations) {
 
 void BM_Collective(benchmark::State& state, Op op, Impl impl) {
   const int64_t bytes = state.range(0);
-  Announce(op, impl, bytes, state.max_iterations);
+  // A group of one needs no mirror.
+  if (!OneRank(impl)) Announce(op, impl, bytes, state.max_iterations);
   std::function<void()> step = MakeStep(op, impl, bytes);
   for (auto _ : state) step();
   state.SetBytesProcessed(state.iterations() * bytes);
+  if (OneRank(impl)) return;
   state.counters["busbw"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * bytes * BusFactor(op),
       benchmark::Counter::kIsRate);
@@ -253,6 +285,16 @@ void RegisterAll() {
           })
           ->RangeMultiplier(4)
           ->Range(kMinBytes, kMaxBytes)
+          ->UseRealTime();
+    }
+    for (Impl impl : {Impl::kBackendOneRank, Impl::kGlooOneRank}) {
+      benchmark::RegisterBenchmark(
+          absl::StrCat(OpName(op), "/", ImplName(impl)).c_str(),
+          [op, impl](benchmark::State& state) {
+            BM_Collective(state, op, impl);
+          })
+          ->Arg(kMinBytes)
+          ->Arg(int64_t{1} << 20)
           ->UseRealTime();
     }
   }
@@ -297,6 +339,16 @@ int Main(int argc, char** argv) {
   GlooStore store(**client, "direct/", std::chrono::minutes(1));
   raw->connectFullMesh(store, device);
   this_job.raw = raw;
+  // This rank alone: a communicator and a Gloo context of one.
+  absl::StatusOr<std::shared_ptr<Communicator>> alone =
+      groups.ForRanks({this_job.rank});
+  if (!alone.ok()) Die(alone.status().ToString());
+  this_job.local_comm = *alone;
+  auto local_raw = std::make_shared<gloo::rendezvous::Context>(0, 1);
+  GlooStore local_store(**client, absl::StrCat("alone", this_job.rank, "/"),
+                        std::chrono::minutes(1));
+  local_raw->connectFullMesh(local_store, device);
+  this_job.local_raw = local_raw;
   job = &this_job;
   if (this_job.rank == 1) {
     Mirror();

@@ -81,6 +81,9 @@ class DTensor {
 
   bool defined() const { return runtime_ != nullptr; }
   const DTensorSpec& spec() const { return *spec_; }
+  // The spec, shared: DTensors made from one another (op outputs, copies)
+  // share one spec object, which caches keyed by specs compare by address.
+  const std::shared_ptr<const DTensorSpec>& spec_ptr() const { return spec_; }
   const DeviceMesh& mesh() const { return spec_->mesh(); }
   const Sharding& sharding() const { return spec_->sharding(); }
   std::vector<Placement> placements() const { return spec_->placements(); }

@@ -36,15 +36,18 @@ absl::StatusOr<OpOutputs> Dispatch(const OpDef& op,
                                    const OpArgs& args) {
   const std::shared_ptr<Runtime>* runtime = nullptr;
   absl::InlinedVector<const DTensorSpec*, 4> specs(inputs.size(), nullptr);
+  absl::InlinedVector<const std::shared_ptr<const DTensorSpec>*, 4> owners(
+      inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] == nullptr || !inputs[i]->defined()) continue;
     specs[i] = &inputs[i]->spec();
+    owners[i] = &inputs[i]->spec_ptr();
     if (runtime == nullptr) {
       runtime = &inputs[i]->runtime();
     } else if (inputs[i]->runtime() != *runtime) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op.name, ": input ", i,
-          " was made with another runtime than the first input"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op.name, ": input ", i,
+                       " was made with another runtime than the first input"));
     }
   }
   if (runtime == nullptr) {
@@ -52,8 +55,9 @@ absl::StatusOr<OpOutputs> Dispatch(const OpDef& op,
         absl::StrCat(op.name, ": no input given"));
   }
   Runtime& rt = **runtime;
-  DT_ASSIGN_OR_RETURN(std::shared_ptr<const Propagation> propagation,
-                      PropagationCache::Shared().Get(op, specs, args, rt));
+  DT_ASSIGN_OR_RETURN(
+      std::shared_ptr<const Propagation> propagation,
+      PropagationCache::Shared().Get(op, specs, args, rt, owners));
   const bool metadata = rt.metadata_only();
 
   absl::InlinedVector<Tensor, 4> locals(propagation->inputs.size());
@@ -93,8 +97,8 @@ absl::StatusOr<OpOutputs> Dispatch(const OpDef& op,
 
   OpOutputs outputs;
   for (size_t j = 0; j < results.size(); ++j) {
-    outputs.push_back(DTensor::WrapUnchecked(
-        *runtime, propagation->outputs[j], std::move(results[j])));
+    outputs.push_back(DTensor::WrapUnchecked(*runtime, propagation->outputs[j],
+                                             std::move(results[j])));
   }
   return outputs;
 }

@@ -48,8 +48,8 @@ std::vector<DimStrategy> EinsumDimStrategies(const EinsumSpec& spec,
       const int64_t d = DimOfLoop(loops.inputs[i], l);
       if (d >= 0) {
         c.inputs[i] = Placement::Shard(d);
-      } else if (contracted && Contains(spec.contraction_partners,
-                                        static_cast<int>(i))) {
+      } else if (contracted &&
+                 Contains(spec.contraction_partners, static_cast<int>(i))) {
         c.inputs[i] = Placement::Partial(ReduceOp::kSum);
       }
     }
@@ -82,18 +82,17 @@ absl::StatusOr<std::vector<OpStrategy>> EinsumStrategies(
   for (size_t i = 0; i < spec.loops.inputs.size(); ++i) {
     present.push_back(i < ctx.inputs.size() && ctx.inputs[i] != nullptr);
   }
-  const std::vector<DimStrategy> per_dim =
-      EinsumDimStrategies(spec, present);
-  const std::vector<std::vector<DimStrategy>> candidates(
-      ctx.mesh_shape.size(), per_dim);
+  const std::vector<DimStrategy> per_dim = EinsumDimStrategies(spec, present);
+  const std::vector<std::vector<DimStrategy>> candidates(ctx.mesh_shape.size(),
+                                                         per_dim);
   return CombineMeshDims(ctx, candidates, spec.loops);
 }
 
 std::vector<int> BroadcastLoops(absl::Span<const int64_t> shape,
                                 absl::Span<const int64_t> out_shape,
                                 int first_loop) {
-  const int64_t lead =
-      static_cast<int64_t>(out_shape.size()) - static_cast<int64_t>(shape.size());
+  const int64_t lead = static_cast<int64_t>(out_shape.size()) -
+                       static_cast<int64_t>(shape.size());
   std::vector<int> loops(shape.size());
   for (int64_t k = 0; k < static_cast<int64_t>(shape.size()); ++k) {
     loops[k] = shape[k] == out_shape[k + lead]

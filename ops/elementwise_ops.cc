@@ -2,9 +2,9 @@
 
 #include <initializer_list>
 #include <numeric>
-#include <string_view>
 #include <utility>
 
+#include "absl/strings/string_view.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
 #include "ops/local_fn.h"
@@ -47,16 +47,16 @@ std::vector<EinsumSpec::PartialRule> RulesOf(Linearity linearity) {
     case Linearity::kMinJoint:
       return {{{0, 1}, {ReduceOp::kMin}}};
     case Linearity::kSelect:
-      return {{{1, 2},
-               {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax,
-                ReduceOp::kMin}}};
+      return {
+          {{1, 2},
+           {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}}};
   }
   return {};
 }
 
 // The broadcast shape of the inputs; an error names the op and the shapes.
-absl::StatusOr<Shape> BroadcastAll(std::string_view op,
-                                   absl::Span<const DTensorSpec* const> inputs) {
+absl::StatusOr<Shape> BroadcastAll(
+    absl::string_view op, absl::Span<const DTensorSpec* const> inputs) {
   Shape shape = inputs[0]->shape();
   for (size_t i = 1; i < inputs.size(); ++i) {
     absl::StatusOr<Shape> next = BroadcastShapes(shape, inputs[i]->shape());
@@ -66,7 +66,7 @@ absl::StatusOr<Shape> BroadcastAll(std::string_view op,
   return shape;
 }
 
-OpDef MakeElementwise(std::string_view name, std::string_view summary,
+OpDef MakeElementwise(absl::string_view name, absl::string_view summary,
                       int arity, std::vector<ArgSpec> args, LocalFn fn,
                       Linearity linearity) {
   OpDef def;
@@ -74,9 +74,10 @@ OpDef MakeElementwise(std::string_view name, std::string_view summary,
   def.summary = summary;
   def.num_inputs = arity;
   def.args = std::move(args);
-  def.infer = [name, fn](absl::Span<const DTensorSpec* const> inputs,
-                         const OpArgs& args)
-      -> absl::StatusOr<std::vector<TensorMeta>> {
+  def.infer =
+      [name, fn](
+          absl::Span<const DTensorSpec* const> inputs,
+          const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
     DT_ASSIGN_OR_RETURN(Shape shape, BroadcastAll(name, inputs));
     DT_ASSIGN_OR_RETURN(DType dtype, ProbeDType(name, fn, inputs, args));
     return std::vector<TensorMeta>{{std::move(shape), dtype}};
@@ -143,15 +144,17 @@ using Binary = absl::StatusOr<Tensor> (*)(const Tensor&, const Tensor&);
 using WithScalar = absl::StatusOr<Tensor> (*)(const Tensor&, double);
 using Unary = absl::StatusOr<Tensor> (*)(const Tensor&);
 
-OpDef BinaryOp(std::string_view name, std::string_view summary, Binary f,
+OpDef BinaryOp(absl::string_view name, absl::string_view summary, Binary f,
                Linearity linearity) {
   return MakeElementwise(
       name, summary, 2, {},
-      [f](absl::Span<const Tensor> in, const OpArgs&) { return f(in[0], in[1]); },
+      [f](absl::Span<const Tensor> in, const OpArgs&) {
+        return f(in[0], in[1]);
+      },
       linearity);
 }
 
-OpDef ScalarOp(std::string_view name, std::string_view summary, WithScalar f,
+OpDef ScalarOp(absl::string_view name, absl::string_view summary, WithScalar f,
                Linearity linearity) {
   return MakeElementwise(
       name, summary, 1, {{"other", ArgKind::kScalar}},
@@ -161,7 +164,7 @@ OpDef ScalarOp(std::string_view name, std::string_view summary, WithScalar f,
       linearity);
 }
 
-OpDef UnaryOp(std::string_view name, std::string_view summary, Unary f,
+OpDef UnaryOp(absl::string_view name, absl::string_view summary, Unary f,
               Linearity linearity) {
   return MakeElementwise(
       name, summary, 1, {},
@@ -187,10 +190,10 @@ std::vector<OpDef> BuildDefs() {
   defs.push_back(BinaryOp("mul", "a * b", mul, Linearity::kSumEach));
   defs.push_back(BinaryOp("div", "a / b", div, Linearity::kSumFirst));
   defs.push_back(BinaryOp("pow", "a ** b", pow, Linearity::kNone));
-  defs.push_back(BinaryOp("maximum", "elementwise max(a, b)",
-                          dtensor::Maximum, Linearity::kMaxJoint));
-  defs.push_back(BinaryOp("minimum", "elementwise min(a, b)",
-                          dtensor::Minimum, Linearity::kMinJoint));
+  defs.push_back(BinaryOp("maximum", "elementwise max(a, b)", dtensor::Maximum,
+                          Linearity::kMaxJoint));
+  defs.push_back(BinaryOp("minimum", "elementwise min(a, b)", dtensor::Minimum,
+                          Linearity::kMinJoint));
   defs.push_back(BinaryOp("eq", "a == b (bool)", eq, Linearity::kNone));
   defs.push_back(BinaryOp("ne", "a != b (bool)", ne, Linearity::kNone));
   defs.push_back(BinaryOp("lt", "a < b (bool)", lt, Linearity::kNone));
@@ -220,8 +223,8 @@ std::vector<OpDef> BuildDefs() {
   defs.push_back(UnaryOp("sqrt", "sqrt(a)", dtensor::Sqrt, Linearity::kNone));
   defs.push_back(
       UnaryOp("rsqrt", "1 / sqrt(a)", dtensor::Rsqrt, Linearity::kNone));
-  defs.push_back(UnaryOp("relu", "max(a, 0)", dtensor::Relu,
-                         Linearity::kMonotoneFirst));
+  defs.push_back(
+      UnaryOp("relu", "max(a, 0)", dtensor::Relu, Linearity::kMonotoneFirst));
   defs.push_back(MakeElementwise(
       "gelu", "GELU (erf, or the tanh approximation with tanh=true)", 1,
       {{"tanh", ArgKind::kBool, "false"}},

@@ -52,9 +52,8 @@ absl::StatusOr<DTensor> Log(const DTensor& a);
 absl::StatusOr<DTensor> Sqrt(const DTensor& a);
 absl::StatusOr<DTensor> Rsqrt(const DTensor& a);
 absl::StatusOr<DTensor> Relu(const DTensor& a);
-absl::StatusOr<DTensor> Gelu(
-    const DTensor& a,
-    GeluApproximation approximation = GeluApproximation::kNone);
+absl::StatusOr<DTensor> Gelu(const DTensor& a, GeluApproximation approximation =
+                                                   GeluApproximation::kNone);
 absl::StatusOr<DTensor> Silu(const DTensor& a);
 absl::StatusOr<DTensor> Sigmoid(const DTensor& a);
 absl::StatusOr<DTensor> Tanh(const DTensor& a);

@@ -8,12 +8,12 @@
 
 namespace dtensor {
 
-absl::Status WithOpName(std::string_view op, const absl::Status& status) {
+absl::Status WithOpName(absl::string_view op, const absl::Status& status) {
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat(op, ": ", status.message()));
 }
 
-absl::StatusOr<DType> ProbeDType(std::string_view op, const LocalFn& fn,
+absl::StatusOr<DType> ProbeDType(absl::string_view op, const LocalFn& fn,
                                  absl::Span<const DTensorSpec* const> inputs,
                                  const OpArgs& args) {
   std::vector<Tensor> probes(inputs.size());
@@ -30,9 +30,9 @@ absl::StatusOr<DType> ProbeDType(std::string_view op, const LocalFn& fn,
 }
 
 KernelFn LocalKernel(LocalFn fn) {
-  return [fn = std::move(fn)](const KernelContext& ctx,
-                              absl::Span<const Tensor> inputs)
-             -> absl::StatusOr<OpLocals> {
+  return [fn = std::move(fn)](
+             const KernelContext& ctx,
+             absl::Span<const Tensor> inputs) -> absl::StatusOr<OpLocals> {
     DT_ASSIGN_OR_RETURN(Tensor out, fn(inputs, ctx.args()));
     return OpLocals{std::move(out)};
   };

@@ -2,9 +2,9 @@
 #define DTENSOR_OPS_LOCAL_FN_H_
 
 #include <functional>
-#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "dtensor/dtensor_spec.h"
 #include "ops/op_args.h"
@@ -23,7 +23,7 @@ using LocalFn = std::function<absl::StatusOr<Tensor>(
 // on tensors of ones with every size 1; absent inputs stay undefined), or the
 // error `fn` reports for them, prefixed with `op`. Lets an InferFn reject
 // under a metadata-only runtime exactly the dtypes the kernel rejects.
-absl::StatusOr<DType> ProbeDType(std::string_view op, const LocalFn& fn,
+absl::StatusOr<DType> ProbeDType(absl::string_view op, const LocalFn& fn,
                                  absl::Span<const DTensorSpec* const> inputs,
                                  const OpArgs& args);
 
@@ -31,7 +31,7 @@ absl::StatusOr<DType> ProbeDType(std::string_view op, const LocalFn& fn,
 KernelFn LocalKernel(LocalFn fn);
 
 // `status` with its message prefixed by "<op>: ".
-absl::Status WithOpName(std::string_view op, const absl::Status& status);
+absl::Status WithOpName(absl::string_view op, const absl::Status& status);
 
 }  // namespace dtensor
 

@@ -1,10 +1,10 @@
 #include "ops/matmul_ops.h"
 
 #include <functional>
-#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
 #include "ops/local_fn.h"
@@ -25,15 +25,14 @@ struct MatmulView {
 // Computes the view of a call from its input specs (null: absent); errors
 // name the op and the shapes.
 using ViewFn = std::function<absl::StatusOr<MatmulView>(
-    std::string_view op, absl::Span<const DTensorSpec* const> inputs)>;
+    absl::string_view op, absl::Span<const DTensorSpec* const> inputs)>;
 
 const std::vector<ReduceOp> kLinear = {ReduceOp::kSum, ReduceOp::kAvg};
 
-absl::Status ShapeError(std::string_view op, std::string_view what,
+absl::Status ShapeError(absl::string_view op, absl::string_view what,
                         const Shape& a, const Shape& b) {
-  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " (",
-                                                 ShapeToString(a), " and ",
-                                                 ShapeToString(b), ")"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": ", what, " (", ShapeToString(a), " and ", ShapeToString(b), ")"));
 }
 
 std::vector<int> Iota(int begin, int end) {
@@ -43,7 +42,7 @@ std::vector<int> Iota(int begin, int end) {
 }
 
 // torch.matmul. Loops: the output's batch dims, then M, K, N.
-absl::StatusOr<MatmulView> MatmulLoops(std::string_view op, const Shape& a,
+absl::StatusOr<MatmulView> MatmulLoops(absl::string_view op, const Shape& a,
                                        const Shape& b) {
   if (a.empty() || b.empty()) {
     return ShapeError(op, "both operands need at least one dim", a, b);
@@ -86,12 +85,12 @@ absl::StatusOr<MatmulView> MatmulLoops(std::string_view op, const Shape& a,
   return view;
 }
 
-absl::StatusOr<MatmulView> MatmulView2(std::string_view op,
-                                       absl::Span<const DTensorSpec* const> in) {
+absl::StatusOr<MatmulView> MatmulView2(
+    absl::string_view op, absl::Span<const DTensorSpec* const> in) {
   return MatmulLoops(op, in[0]->shape(), in[1]->shape());
 }
 
-absl::StatusOr<MatmulView> MmView(std::string_view op,
+absl::StatusOr<MatmulView> MmView(absl::string_view op,
                                   absl::Span<const DTensorSpec* const> in) {
   if (in[0]->ndim() != 2 || in[1]->ndim() != 2) {
     return ShapeError(op, "needs two 2-D operands", in[0]->shape(),
@@ -100,7 +99,7 @@ absl::StatusOr<MatmulView> MmView(std::string_view op,
   return MatmulView2(op, in);
 }
 
-absl::StatusOr<MatmulView> BmmView(std::string_view op,
+absl::StatusOr<MatmulView> BmmView(absl::string_view op,
                                    absl::Span<const DTensorSpec* const> in) {
   const Shape& a = in[0]->shape();
   const Shape& b = in[1]->shape();
@@ -112,15 +111,14 @@ absl::StatusOr<MatmulView> BmmView(std::string_view op,
 }
 
 // linear(x, weight, bias). Loops: x's batch dims, then K (in), N (out).
-absl::StatusOr<MatmulView> LinearView(std::string_view op,
+absl::StatusOr<MatmulView> LinearView(absl::string_view op,
                                       absl::Span<const DTensorSpec* const> in) {
   const Shape& x = in[0]->shape();
   const Shape& w = in[1]->shape();
   if (x.empty() || w.size() != 2 || x.back() != w[1]) {
     return ShapeError(op, "input [..., in] needs weight [out, in]", x, w);
   }
-  if (in[2] != nullptr &&
-      (in[2]->ndim() != 1 || in[2]->shape()[0] != w[0])) {
+  if (in[2] != nullptr && (in[2]->ndim() != 1 || in[2]->shape()[0] != w[0])) {
     return ShapeError(op, "bias must be [out] for weight [out, in]",
                       in[2]->shape(), w);
   }
@@ -134,9 +132,10 @@ absl::StatusOr<MatmulView> LinearView(std::string_view op,
   x_loops.push_back(k);
   std::vector<int> out_loops = Iota(0, nb);
   out_loops.push_back(n);
-  view.spec.loops.inputs = {std::move(x_loops), {n, k},
-                            in[2] != nullptr ? std::vector<int>{n}
-                                             : std::vector<int>{}};
+  view.spec.loops.inputs = {
+      std::move(x_loops),
+      {n, k},
+      in[2] != nullptr ? std::vector<int>{n} : std::vector<int>{}};
   view.spec.loops.outputs = {std::move(out_loops)};
   view.spec.contraction = {ReduceOp::kSum};
   view.spec.contraction_partners = {2};
@@ -145,7 +144,7 @@ absl::StatusOr<MatmulView> LinearView(std::string_view op,
 }
 
 // addmm(bias, a, b). Loops: M, K, N.
-absl::StatusOr<MatmulView> AddmmView(std::string_view op,
+absl::StatusOr<MatmulView> AddmmView(absl::string_view op,
                                      absl::Span<const DTensorSpec* const> in) {
   const Shape& a = in[1]->shape();
   const Shape& b = in[2]->shape();
@@ -195,7 +194,7 @@ absl::StatusOr<Tensor> AddmmLocal(absl::Span<const Tensor> in,
   return dtensor::Add(bias, product);
 }
 
-OpDef MakeMatmulOp(std::string_view name, std::string_view summary,
+OpDef MakeMatmulOp(absl::string_view name, absl::string_view summary,
                    int num_inputs, int num_optional, std::vector<ArgSpec> args,
                    ViewFn view_fn, LocalFn fn) {
   OpDef def;
@@ -204,9 +203,10 @@ OpDef MakeMatmulOp(std::string_view name, std::string_view summary,
   def.num_inputs = num_inputs;
   def.num_optional_inputs = num_optional;
   def.args = std::move(args);
-  def.infer = [name, view_fn, fn](absl::Span<const DTensorSpec* const> inputs,
-                                  const OpArgs& args)
-      -> absl::StatusOr<std::vector<TensorMeta>> {
+  def.infer =
+      [name, view_fn, fn](
+          absl::Span<const DTensorSpec* const> inputs,
+          const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
     DT_ASSIGN_OR_RETURN(MatmulView view, view_fn(name, inputs));
     DT_ASSIGN_OR_RETURN(DType dtype, ProbeDType(name, fn, inputs, args));
     return std::vector<TensorMeta>{{std::move(view.out), dtype}};
@@ -220,22 +220,22 @@ OpDef MakeMatmulOp(std::string_view name, std::string_view summary,
   return def;
 }
 
-absl::StatusOr<Tensor> MatmulLocal(absl::Span<const Tensor> in,
-                                   const OpArgs&) {
+absl::StatusOr<Tensor> MatmulLocal(absl::Span<const Tensor> in, const OpArgs&) {
   return dtensor::Matmul(in[0], in[1]);
 }
 
 const OpDef& MatmulDef() {
   static const OpDef* def =
-      new OpDef(MakeMatmulOp("matmul", "torch.matmul: 1-D..n-D, batch dims "
-                                       "broadcast",
+      new OpDef(MakeMatmulOp("matmul",
+                             "torch.matmul: 1-D..n-D, batch dims "
+                             "broadcast",
                              2, 0, {}, MatmulView2, MatmulLocal));
   return *def;
 }
 
 const OpDef& MmDef() {
-  static const OpDef* def = new OpDef(MakeMatmulOp(
-      "mm", "[M, K] @ [K, N]", 2, 0, {}, MmView, MatmulLocal));
+  static const OpDef* def = new OpDef(
+      MakeMatmulOp("mm", "[M, K] @ [K, N]", 2, 0, {}, MmView, MatmulLocal));
   return *def;
 }
 
@@ -248,8 +248,7 @@ const OpDef& BmmDef() {
 const OpDef& LinearDef() {
   static const OpDef* def = new OpDef(MakeMatmulOp(
       "linear", "x [..., in] @ weight [out, in]^T + bias [out] (optional)", 3,
-      1, {}, LinearView,
-      [](absl::Span<const Tensor> in, const OpArgs&) {
+      1, {}, LinearView, [](absl::Span<const Tensor> in, const OpArgs&) {
         return dtensor::Linear(in[0], in[1], in[2]);
       }));
   return *def;

@@ -11,7 +11,7 @@
 
 namespace dtensor {
 
-std::string_view ArgKindName(ArgKind kind) {
+absl::string_view ArgKindName(ArgKind kind) {
   switch (kind) {
     case ArgKind::kInt:
       return "int";
@@ -49,8 +49,7 @@ OpArgs& OpArgs::AddBool(bool value) {
 OpArgs& OpArgs::AddDouble(double value) {
   int64_t bits;
   std::memcpy(&bits, &value, sizeof(bits));
-  slots_.push_back(
-      {ArgKind::kDouble, static_cast<uint32_t>(words_.size()), 1});
+  slots_.push_back({ArgKind::kDouble, static_cast<uint32_t>(words_.size()), 1});
   words_.push_back(bits);
   return *this;
 }
@@ -96,12 +95,11 @@ std::string OpArgs::ToString(absl::Span<const ArgSpec> schema) const {
   return absl::StrJoin(items, ", ");
 }
 
-absl::Status CheckOpArgs(std::string_view op, absl::Span<const ArgSpec> schema,
+absl::Status CheckOpArgs(absl::string_view op, absl::Span<const ArgSpec> schema,
                          const OpArgs& args) {
   if (args.size() != schema.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, " takes ", schema.size(), " argument(s), got ",
-                     args.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, " takes ", schema.size(), " argument(s), got ", args.size()));
   }
   for (size_t i = 0; i < schema.size(); ++i) {
     if (args.kind(i) != schema[i].kind) {
@@ -116,14 +114,13 @@ absl::Status CheckOpArgs(std::string_view op, absl::Span<const ArgSpec> schema,
 namespace {
 
 // Adds `text` parsed as `spec.kind` to `args`; an error names the argument.
-absl::Status AddParsed(std::string_view op, const ArgSpec& spec,
-                       std::string_view text, OpArgs& args) {
+absl::Status AddParsed(absl::string_view op, const ArgSpec& spec,
+                       absl::string_view text, OpArgs& args) {
   const absl::string_view value =
       absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
-  const auto malformed = [&](std::string_view expected) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": argument ", spec.name, "='", value,
-                     "' is not ", expected));
+  const auto malformed = [&](absl::string_view expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": argument ", spec.name, "='", value, "' is not ", expected));
   };
   switch (spec.kind) {
     case ArgKind::kInt: {
@@ -170,13 +167,13 @@ absl::Status AddParsed(std::string_view op, const ArgSpec& spec,
 }  // namespace
 
 absl::StatusOr<OpArgs> ParseOpArgs(
-    std::string_view op, absl::Span<const ArgSpec> schema,
+    absl::string_view op, absl::Span<const ArgSpec> schema,
     const std::map<std::string, std::string, std::less<>>& named) {
   for (const auto& [name, value] : named) {
     bool known = false;
     for (const ArgSpec& spec : schema) known |= spec.name == name;
     if (!known) {
-      std::vector<std::string_view> names;
+      std::vector<absl::string_view> names;
       for (const ArgSpec& spec : schema) names.push_back(spec.name);
       return absl::InvalidArgumentError(absl::StrCat(
           op, " has no argument '", name, "' (arguments: ",
@@ -193,9 +190,9 @@ absl::StatusOr<OpArgs> ParseOpArgs(
       absl::Status status = AddParsed(op, spec, spec.default_value, args);
       if (!status.ok()) return status;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, " needs argument '", spec.name, "' (", ArgKindName(spec.kind),
-          ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, " needs argument '", spec.name, "' (",
+                       ArgKindName(spec.kind), ")"));
     }
   }
   return args;

@@ -4,12 +4,12 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <string_view>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace dtensor {
@@ -25,13 +25,13 @@ namespace dtensor {
 enum class ArgKind : uint8_t { kInt, kInts, kBool, kDouble, kScalar };
 
 // "int", "ints", "bool", "double", "scalar".
-std::string_view ArgKindName(ArgKind kind);
+absl::string_view ArgKindName(ArgKind kind);
 
 // One argument of an op's schema. `default_value` is text in the syntax of
 // ParseOpArgs ("" is the empty list for kInts); nullptr marks a required
 // argument.
 struct ArgSpec {
-  std::string_view name;
+  absl::string_view name;
   ArgKind kind;
   const char* default_value = nullptr;
 };
@@ -76,9 +76,7 @@ class OpArgs {
   friend bool operator==(const OpArgs& a, const OpArgs& b) {
     return a.slots_ == b.slots_ && a.words_ == b.words_;
   }
-  friend bool operator!=(const OpArgs& a, const OpArgs& b) {
-    return !(a == b);
-  }
+  friend bool operator!=(const OpArgs& a, const OpArgs& b) { return !(a == b); }
   template <typename H>
   friend H AbslHashValue(H h, const OpArgs& args) {
     for (const Slot& slot : args.slots_) {
@@ -109,7 +107,7 @@ class OpArgs {
 
 // Whether `args` matches `schema`: one argument per entry, of its kind. An
 // error names `op`, the position, the expected and the given kind.
-absl::Status CheckOpArgs(std::string_view op, absl::Span<const ArgSpec> schema,
+absl::Status CheckOpArgs(absl::string_view op, absl::Span<const ArgSpec> schema,
                          const OpArgs& args);
 
 // Builds the arguments of `op` from named text values (a command line's
@@ -118,7 +116,7 @@ absl::Status CheckOpArgs(std::string_view op, absl::Span<const ArgSpec> schema,
 // "2.5". Errors name the argument: an unknown name, a malformed value, a
 // missing required argument.
 absl::StatusOr<OpArgs> ParseOpArgs(
-    std::string_view op, absl::Span<const ArgSpec> schema,
+    absl::string_view op, absl::Span<const ArgSpec> schema,
     const std::map<std::string, std::string, std::less<>>& named);
 
 }  // namespace dtensor

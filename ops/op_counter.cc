@@ -33,7 +33,7 @@ void OpCounter::RecordOnThread(const Event& event) {
   }
 }
 
-int64_t OpCounter::count(std::string_view op) const {
+int64_t OpCounter::count(absl::string_view op) const {
   return std::count_if(events_.begin(), events_.end(),
                        [op](const Event& e) { return e.op == op; });
 }

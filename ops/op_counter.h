@@ -3,10 +3,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "dtensor/dtensor_spec.h"
 
 namespace dtensor {
@@ -29,7 +29,7 @@ namespace dtensor {
 class OpCounter {
  public:
   struct Event {
-    std::string_view op;
+    absl::string_view op;
     std::vector<std::shared_ptr<const DTensorSpec>> outputs;
     // Bytes of this rank's shards of the outputs.
     int64_t local_bytes = 0;
@@ -55,7 +55,7 @@ class OpCounter {
   static void RecordOnThread(const Event& event);
 
   // Ops named `op` dispatched, and all ops.
-  int64_t count(std::string_view op) const;
+  int64_t count(absl::string_view op) const;
   int64_t total() const { return static_cast<int64_t>(events_.size()); }
   // The sum over ops of their outputs' local bytes (what keeping every
   // activation costs this rank), and the largest single op's.

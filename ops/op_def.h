@@ -3,11 +3,11 @@
 
 #include <functional>
 #include <memory>
-#include <string_view>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/dtensor_spec.h"
@@ -92,8 +92,8 @@ using BackwardFn =
 // the functions may capture what the ops of one family differ in.
 struct OpDef {
   // The registry name ("mm", "add", "sum") and one line for listings.
-  std::string_view name;
-  std::string_view summary;
+  absl::string_view name;
+  absl::string_view summary;
   // Tensor inputs; the last `num_optional_inputs` may be absent.
   int num_inputs = 1;
   int num_optional_inputs = 0;

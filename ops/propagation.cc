@@ -1,5 +1,6 @@
 #include "ops/propagation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -62,17 +63,6 @@ bool SameMesh(const DeviceMesh& a, const DeviceMesh& b) {
           a.layout() == b.layout());
 }
 
-bool PartialAllowed(ReduceOp op, DType dtype) {
-  switch (op) {
-    case ReduceOp::kAvg:
-      return IsFloatingPoint(dtype);
-    case ReduceOp::kSum:
-      return dtype != DType::kBool;
-    default:
-      return true;
-  }
-}
-
 namespace {
 
 // Whether every Partial of `sharding` can reduce `dtype`.
@@ -107,8 +97,8 @@ struct Score {
 
   bool BetterThan(const Score& other) const {
     const double tolerance =
-        1e-9 * std::max(1.0, std::max(std::abs(cost_us),
-                                      std::abs(other.cost_us)));
+        1e-9 *
+        std::max(1.0, std::max(std::abs(cost_us), std::abs(other.cost_us)));
     if (cost_us < other.cost_us - tolerance) return true;
     if (cost_us > other.cost_us + tolerance) return false;
     if (changed_inputs != other.changed_inputs) {
@@ -125,12 +115,12 @@ absl::StatusOr<std::vector<const DTensorSpec*>> PadInputs(
   const size_t required = op.num_inputs - op.num_optional_inputs;
   if (given.size() > static_cast<size_t>(op.num_inputs) ||
       given.size() < required) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op.name, " takes ",
-        op.num_optional_inputs == 0
-            ? absl::StrCat(op.num_inputs)
-            : absl::StrCat(required, " to ", op.num_inputs),
-        " tensor input(s), got ", given.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op.name, " takes ",
+                     op.num_optional_inputs == 0
+                         ? absl::StrCat(op.num_inputs)
+                         : absl::StrCat(required, " to ", op.num_inputs),
+                     " tensor input(s), got ", given.size()));
   }
   std::vector<const DTensorSpec*> inputs(given.begin(), given.end());
   inputs.resize(op.num_inputs, nullptr);
@@ -153,9 +143,10 @@ absl::StatusOr<const DeviceMesh*> CommonMesh(
       mesh = &inputs[i]->mesh();
     } else if (!SameMesh(*mesh, inputs[i]->mesh()) &&
                *mesh != inputs[i]->mesh()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op.name, ": input ", i, " is on ", inputs[i]->mesh().ToString(),
-          ", the first input on ", mesh->ToString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op.name, ": input ", i, " is on another mesh (",
+                       inputs[i]->mesh().ToString(), ") than the first input (",
+                       mesh->ToString(), ")"));
     }
   }
   if (mesh == nullptr) {
@@ -182,14 +173,16 @@ absl::Status CheckStrategyShape(const OpDef& op, const OpStrategy& s,
     for (int64_t m : comm.mesh_dims) ok &= m >= 0 && m < mesh_ndim;
   }
   if (ok) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(
-      op.name, ": strategy ", s.ToString(),
-      " does not fit the call's inputs, outputs or mesh"));
+  return absl::InternalError(
+      absl::StrCat(op.name, ": strategy ", s.ToString(),
+                   " does not fit the call's inputs, outputs or mesh"));
 }
 
 // Builds the result for the chosen strategy.
 absl::StatusOr<std::shared_ptr<const Propagation>> Build(
-    const OpDef& op, const StrategyContext& ctx, OpStrategy strategy,
+    const OpDef& op, const StrategyContext& ctx,
+    absl::Span<const std::shared_ptr<const DTensorSpec>* const> owners,
+    OpStrategy strategy,
     std::vector<std::shared_ptr<const RedistributePlan>> plans,
     const CostModel& model, int64_t num_strategies, int64_t num_valid) {
   auto result = std::make_shared<Propagation>();
@@ -200,7 +193,9 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Build(
     InputRedistribution in;
     if (ctx.inputs[i] != nullptr) {
       const DTensorSpec& spec = *ctx.inputs[i];
-      in.from = std::make_shared<const DTensorSpec>(spec);
+      const bool owned = i < owners.size() && owners[i] != nullptr &&
+                         owners[i]->get() == &spec;
+      in.from = owned ? *owners[i] : std::make_shared<const DTensorSpec>(spec);
       in.to = in.from;
       in.plan = std::move(plans[i]);
       if (in.plan != nullptr) {
@@ -216,9 +211,10 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Build(
   for (size_t j = 0; j < ctx.outputs.size(); ++j) {
     DT_ASSIGN_OR_RETURN(
         DTensorSpec out,
-        DTensorSpec::Create(ctx.mesh, strategy.outputs[j],
-                            ctx.outputs[j].shape, ctx.outputs[j].dtype));
-    result->outputs.push_back(std::make_shared<const DTensorSpec>(std::move(out)));
+        DTensorSpec::Create(ctx.mesh, strategy.outputs[j], ctx.outputs[j].shape,
+                            ctx.outputs[j].dtype));
+    result->outputs.push_back(
+        std::make_shared<const DTensorSpec>(std::move(out)));
   }
   for (const KernelComm& comm : strategy.kernel_comms) {
     int64_t group = 1;
@@ -241,7 +237,8 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Build(
 
 absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
     const OpDef& op, absl::Span<const DTensorSpec* const> given,
-    const OpArgs& args, const Runtime& runtime) {
+    const OpArgs& args, const Runtime& runtime,
+    absl::Span<const std::shared_ptr<const DTensorSpec>* const> owners) {
   DT_ASSIGN_OR_RETURN(std::vector<const DTensorSpec*> inputs,
                       PadInputs(op, given));
   DT_ASSIGN_OR_RETURN(const DeviceMesh* mesh, CommonMesh(op, inputs));
@@ -259,10 +256,12 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
   const RedistributePlanner& planner = runtime.planner();
   // Plans per input and target layout (null: unreachable), so that the many
   // strategies sharing an input layout plan it once.
-  std::vector<absl::flat_hash_map<Sharding, std::shared_ptr<const RedistributePlan>>>
+  std::vector<
+      absl::flat_hash_map<Sharding, std::shared_ptr<const RedistributePlan>>>
       memo(inputs.size());
-  const auto plan_for = [&](size_t i, const Sharding& target)
-      -> std::shared_ptr<const RedistributePlan> {
+  const auto plan_for =
+      [&](size_t i,
+          const Sharding& target) -> std::shared_ptr<const RedistributePlan> {
     auto [it, inserted] = memo[i].try_emplace(target, nullptr);
     if (inserted) {
       const DTensorSpec& spec = *inputs[i];
@@ -316,10 +315,10 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
     for (const DTensorSpec* in : inputs) {
       layouts.push_back(in == nullptr ? "-" : in->sharding().ToString());
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        op.name, ": none of its ", strategies.size(),
-        " strategies can be reached from input layouts [",
-        absl::StrJoin(layouts, "] ["), "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op.name, ": none of its ", strategies.size(),
+                     " strategies can be reached from input layouts [",
+                     absl::StrJoin(layouts, "] ["), "]"));
   }
   OpStrategy& chosen = strategies[best];
   std::vector<std::shared_ptr<const RedistributePlan>> plans(inputs.size());
@@ -328,7 +327,7 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
       plans[i] = plan_for(i, chosen.inputs[i]);
     }
   }
-  return Build(op, ctx, std::move(chosen), std::move(plans), model,
+  return Build(op, ctx, owners, std::move(chosen), std::move(plans), model,
                static_cast<int64_t>(strategies.size()), num_valid);
 }
 

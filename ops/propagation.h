@@ -61,10 +61,6 @@ struct Propagation {
 // different layouts unequal, never two different meshes equal.
 bool SameMesh(const DeviceMesh& a, const DeviceMesh& b);
 
-// Whether a Partial(op) tensor of `dtype` can be reduced: avg needs a
-// floating dtype, sum and avg are not for bool.
-bool PartialAllowed(ReduceOp op, DType dtype);
-
 // Propagates one call of `op` with inputs of the given specs (null for an
 // absent optional input; the trailing absent ones may be left out) and
 // arguments, without the cache: every strategy is generated, those the
@@ -81,9 +77,15 @@ bool PartialAllowed(ReduceOp op, DType dtype);
 // generated. Errors name the op: a wrong number of inputs, a required input
 // absent, inputs on different meshes, arguments that do not match the
 // schema, the op's own shape and dtype errors, no valid strategy.
+//
+// `owners`, when given, holds for each input the shared pointer owning its
+// spec (or null): the result then refers to those spec objects instead of
+// copies, so that a cache comparing later calls' specs finds them equal by
+// address.
 absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
     const OpDef& op, absl::Span<const DTensorSpec* const> inputs,
-    const OpArgs& args, const Runtime& runtime);
+    const OpArgs& args, const Runtime& runtime,
+    absl::Span<const std::shared_ptr<const DTensorSpec>* const> owners = {});
 
 }  // namespace dtensor
 

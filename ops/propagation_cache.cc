@@ -71,7 +71,8 @@ bool PropagationCache::Matches(const Entry& entry, const OpDef& op,
 
 absl::StatusOr<std::shared_ptr<const Propagation>> PropagationCache::Get(
     const OpDef& op, absl::Span<const DTensorSpec* const> inputs,
-    const OpArgs& args, const Runtime& runtime) {
+    const OpArgs& args, const Runtime& runtime,
+    absl::Span<const std::shared_ptr<const DTensorSpec>* const> owners) {
   if (inputs.size() > static_cast<size_t>(op.num_inputs)) {
     return Propagate(op, inputs, args, runtime);  // reports the error
   }
@@ -99,7 +100,7 @@ absl::StatusOr<std::shared_ptr<const Propagation>> PropagationCache::Get(
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
   DT_ASSIGN_OR_RETURN(std::shared_ptr<const Propagation> propagation,
-                      Propagate(op, inputs, args, runtime));
+                      Propagate(op, inputs, args, runtime, owners));
   absl::MutexLock lock(&mu_);
   if (size_ >= kMaxEntries) {
     buckets_.clear();

@@ -26,7 +26,9 @@ namespace dtensor {
 // propagation (strategy, redistribution plans, output specs) without
 // generating or costing anything. The key is hashed without allocating: the
 // specs' layouts, shapes and dtypes and a few words of their meshes; equality
-// is exact (the same spec object, or an equal layout, shape, dtype and mesh).
+// is exact: the same spec object (the cheap case: op outputs and DTensors
+// passed again share the spec objects the cache holds), or an equal layout,
+// shape, dtype and mesh.
 // Results do not depend on the calling rank, so one cache serves every rank
 // of a process. Thread-safe; a hit takes a reader lock.
 class PropagationCache {
@@ -37,11 +39,12 @@ class PropagationCache {
   // The cache shared by the whole process.
   static PropagationCache& Shared();
 
-  // The propagation of the call (inputs as for Propagate), from the cache or
-  // computed and cached. Errors are Propagate's (not cached).
+  // The propagation of the call (inputs and owners as for Propagate), from
+  // the cache or computed and cached. Errors are Propagate's (not cached).
   absl::StatusOr<std::shared_ptr<const Propagation>> Get(
       const OpDef& op, absl::Span<const DTensorSpec* const> inputs,
-      const OpArgs& args, const Runtime& runtime);
+      const OpArgs& args, const Runtime& runtime,
+      absl::Span<const std::shared_ptr<const DTensorSpec>* const> owners = {});
 
   // Drops every entry (the propagations stay alive while DTensors use them).
   void Clear();

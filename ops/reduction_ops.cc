@@ -2,10 +2,10 @@
 
 #include <limits>
 #include <numeric>
-#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
 #include "ops/local_fn.h"
@@ -77,8 +77,9 @@ absl::StatusOr<Tensor> IdentityOf(ReduceOp op, Shape shape, DType dtype) {
       DT_RETURN_IF_ERROR(out.Fill(max ? 0 : 1));
       break;
     default:
-      DT_RETURN_IF_ERROR(out.Fill(max ? -std::numeric_limits<double>::infinity()
-                                      : std::numeric_limits<double>::infinity()));
+      DT_RETURN_IF_ERROR(
+          out.Fill(max ? -std::numeric_limits<double>::infinity()
+                       : std::numeric_limits<double>::infinity()));
   }
   return out;
 }
@@ -183,7 +184,7 @@ absl::StatusOr<OpLocals> ReduceLocal(Kind kind, const KernelContext& ctx,
   return absl::InternalError("unknown reduction");
 }
 
-OpDef MakeReduction(std::string_view name, std::string_view summary,
+OpDef MakeReduction(absl::string_view name, absl::string_view summary,
                     Kind kind) {
   OpDef def;
   def.name = name;
@@ -191,18 +192,19 @@ OpDef MakeReduction(std::string_view name, std::string_view summary,
   def.num_inputs = 1;
   def.num_outputs = kind == Kind::kMinMax ? 2 : 1;
   def.args = kArgs;
-  def.infer = [name, kind, probe = ProbeOf(kind)](
-                  absl::Span<const DTensorSpec* const> inputs,
-                  const OpArgs& args)
-      -> absl::StatusOr<std::vector<TensorMeta>> {
+  def.infer =
+      [name, kind, probe = ProbeOf(kind)](
+          absl::Span<const DTensorSpec* const> inputs,
+          const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
     DT_ASSIGN_OR_RETURN(DType dtype, ProbeDType(name, probe, inputs, args));
     const Shape& shape = inputs[0]->shape();
     const std::vector<bool> mask = ReducedMask(args.Ints(0), inputs[0]->ndim());
     const bool extreme = kind != Kind::kSum && kind != Kind::kMean;
     if (extreme && ReducedCount(shape, mask) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ": the reduced extent (dims [", absl::StrJoin(args.Ints(0), ", "),
-          "] of shape ", ShapeToString(shape), ") is empty"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": the reduced extent (dims [",
+                       absl::StrJoin(args.Ints(0), ", "), "] of shape ",
+                       ShapeToString(shape), ") is empty"));
     }
     const TensorMeta out{ReducedShape(shape, mask, args.Bool(1)), dtype};
     return std::vector<TensorMeta>(kind == Kind::kMinMax ? 2 : 1, out);

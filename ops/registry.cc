@@ -3,9 +3,16 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "ops/cast_ops.h"
 #include "ops/elementwise_ops.h"
+#include "ops/join_ops.h"
 #include "ops/matmul_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/random_ops.h"
 #include "ops/reduction_ops.h"
+#include "ops/slice_ops.h"
+#include "ops/view_ops.h"
+#include "ops/vocab_ops.h"
 
 namespace dtensor {
 
@@ -14,7 +21,9 @@ const OpRegistry& OpRegistry::Builtin() {
     auto* r = new OpRegistry;
     // One line per op family; a new family adds its list here.
     for (const std::vector<const OpDef*>& family :
-         {ops::MatmulOps(), ops::ElementwiseOps(), ops::ReductionOps()}) {
+         {ops::MatmulOps(), ops::ElementwiseOps(), ops::ReductionOps(),
+          ops::NnOps(), ops::VocabOps(), ops::ViewOps(), ops::JoinOps(),
+          ops::SliceOps(), ops::CastOps(), ops::RandomOps()}) {
       for (const OpDef* op : family) {
         // The built-in names are distinct (tests/ops/registry_test.cc).
         r->Register(op).IgnoreError();
@@ -30,9 +39,8 @@ absl::Status OpRegistry::Register(const OpDef* op) {
     return absl::InvalidArgumentError("an op needs a name");
   }
   if (!op->infer || !op->strategies || !op->kernel) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("op ", op->name,
-                     " needs infer, strategies and kernel functions"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "op ", op->name, " needs infer, strategies and kernel functions"));
   }
   if (!ops_.try_emplace(op->name, op).second) {
     return absl::AlreadyExistsError(
@@ -41,7 +49,7 @@ absl::Status OpRegistry::Register(const OpDef* op) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<const OpDef*> OpRegistry::Find(std::string_view name) const {
+absl::StatusOr<const OpDef*> OpRegistry::Find(absl::string_view name) const {
   auto it = ops_.find(name);
   if (it == ops_.end()) {
     return absl::NotFoundError(absl::StrCat(
@@ -53,9 +61,8 @@ absl::StatusOr<const OpDef*> OpRegistry::Find(std::string_view name) const {
 std::vector<const OpDef*> OpRegistry::ops() const {
   std::vector<const OpDef*> all;
   for (const auto& [name, op] : ops_) all.push_back(op);
-  std::sort(all.begin(), all.end(), [](const OpDef* a, const OpDef* b) {
-    return a->name < b->name;
-  });
+  std::sort(all.begin(), all.end(),
+            [](const OpDef* a, const OpDef* b) { return a->name < b->name; });
   return all;
 }
 

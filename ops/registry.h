@@ -1,12 +1,12 @@
 #ifndef DTENSOR_OPS_REGISTRY_H_
 #define DTENSOR_OPS_REGISTRY_H_
 
-#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ops/op_def.h"
 
 namespace dtensor {
@@ -24,12 +24,12 @@ class OpRegistry {
   // kernel function.
   absl::Status Register(const OpDef* op);
   // The op called `name`; NotFound naming it.
-  absl::StatusOr<const OpDef*> Find(std::string_view name) const;
+  absl::StatusOr<const OpDef*> Find(absl::string_view name) const;
   // Every op, sorted by name.
   std::vector<const OpDef*> ops() const;
 
  private:
-  absl::flat_hash_map<std::string_view, const OpDef*> ops_;
+  absl::flat_hash_map<absl::string_view, const OpDef*> ops_;
 };
 
 }  // namespace dtensor

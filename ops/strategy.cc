@@ -13,8 +13,8 @@ namespace dtensor {
 std::string OpStrategy::ToString() const {
   std::vector<std::string> ins;
   for (const Sharding& s : inputs) {
-    ins.push_back(absl::StrCat("[", s.mesh_ndim() == 0 ? "-" : s.ToString(),
-                               "]"));
+    ins.push_back(
+        absl::StrCat("[", s.mesh_ndim() == 0 ? "-" : s.ToString(), "]"));
   }
   std::vector<std::string> outs;
   for (const Sharding& s : outputs) {
@@ -24,7 +24,40 @@ std::string OpStrategy::ToString() const {
                       absl::StrJoin(outs, " "));
 }
 
+bool PartialAllowed(ReduceOp op, DType dtype) {
+  switch (op) {
+    case ReduceOp::kAvg:
+      return IsFloatingPoint(dtype);
+    case ReduceOp::kSum:
+      return dtype != DType::kBool;
+    default:
+      return true;
+  }
+}
+
 namespace {
+
+// Whether option `c` of mesh dim `m` can be part of a valid strategy: every
+// input can reach its placement there and every Partial can be reduced.
+bool OptionViable(const StrategyContext& ctx, const DimStrategy& c, int64_t m) {
+  for (size_t i = 0; i < c.inputs.size() && i < ctx.inputs.size(); ++i) {
+    const Placement& required = c.inputs[i];
+    if (ctx.inputs[i] == nullptr || !required.is_partial()) continue;
+    const Placement& current = ctx.inputs[i]->sharding().placement(m);
+    if ((current != required && !current.is_replicate()) ||
+        !PartialAllowed(required.reduce_op(), ctx.inputs[i]->dtype())) {
+      return false;
+    }
+  }
+  for (size_t j = 0; j < c.outputs.size() && j < ctx.outputs.size(); ++j) {
+    const Placement& p = c.outputs[j];
+    if (p.is_partial() &&
+        !PartialAllowed(p.reduce_op(), ctx.outputs[j].dtype)) {
+      return false;
+    }
+  }
+  return true;
+}
 
 // One tensor of the op seen by the combination: its loop dims and, for an
 // input, the layout it arrives with (null for outputs and absent inputs).
@@ -145,12 +178,16 @@ absl::StatusOr<Sharding> SlotSharding(
 
 absl::StatusOr<std::vector<OpStrategy>> CombineMeshDims(
     const StrategyContext& ctx,
-    absl::Span<const std::vector<DimStrategy>> candidates,
+    absl::Span<const std::vector<DimStrategy>> all_candidates,
     const LoopDims& loops) {
-  const int64_t mesh_ndim = static_cast<int64_t>(candidates.size());
+  const int64_t mesh_ndim = static_cast<int64_t>(all_candidates.size());
+  std::vector<std::vector<const DimStrategy*>> candidates(mesh_ndim);
   int64_t combinations = 1;
-  for (const std::vector<DimStrategy>& options : candidates) {
-    combinations *= static_cast<int64_t>(options.size());
+  for (int64_t m = 0; m < mesh_ndim; ++m) {
+    for (const DimStrategy& c : all_candidates[m]) {
+      if (OptionViable(ctx, c, m)) candidates[m].push_back(&c);
+    }
+    combinations *= static_cast<int64_t>(candidates[m].size());
     if (combinations > kMaxStrategies) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "more than ", kMaxStrategies, " strategy combinations over ",
@@ -168,11 +205,12 @@ absl::StatusOr<std::vector<OpStrategy>> CombineMeshDims(
   }
 
   std::vector<OpStrategy> strategies;
+  strategies.reserve(combinations);
   std::vector<size_t> choice(mesh_ndim, 0);
   std::vector<const DimStrategy*> combination(mesh_ndim);
   for (int64_t n = 0; n < combinations; ++n) {
     for (int64_t m = 0; m < mesh_ndim; ++m) {
-      combination[m] = &candidates[m][choice[m]];
+      combination[m] = candidates[m][choice[m]];
     }
     DT_ASSIGN_OR_RETURN(LoopMeshDims per_loop,
                         MeshDimsPerLoop(combination, slots));

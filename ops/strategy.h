@@ -95,9 +95,17 @@ struct LoopDims {
   std::vector<std::vector<int>> outputs;
 };
 
+// Whether a Partial(op) tensor of `dtype` can be reduced: avg needs a
+// floating dtype, sum and avg are not for bool.
+bool PartialAllowed(ReduceOp op, DType dtype);
+
 // The strategies over the whole mesh from per-mesh-dim candidates:
 // `candidates[m]` lists the options of mesh dim m, and every combination
-// (one option per mesh dim) is a strategy. Where several mesh dims shard one
+// (one option per mesh dim) is a strategy. Options that cannot be valid on
+// their mesh dim are dropped before combining (the engine would drop every
+// strategy made with them): an input Partial that the input's placement
+// cannot become (it is Shard or another Partial), a Partial the tensor's
+// dtype cannot reduce. Where several mesh dims shard one
 // loop dim, their nesting order is one an input already has on that loop dim
 // (restricted to those mesh dims, the others appended ascending), or the
 // default (ascending): one strategy per distinct order, so that an input

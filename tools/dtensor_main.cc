@@ -7,6 +7,7 @@
 
 #include "tools/layout_command.h"
 #include "tools/plan_command.h"
+#include "tools/propagate_command.h"
 #include "tools/subcommand.h"
 
 namespace dtensor {
@@ -17,6 +18,8 @@ constexpr Subcommand kSubcommands[] = {
      RunLayoutCommand},
     {"plan", "the cheapest collectives from one layout to another",
      RunPlanCommand},
+    {"propagate", "the strategy, redistributions and output layout of an op",
+     RunPropagateCommand},
 };
 
 void PrintUsage(std::ostream& os) {

@@ -750,57 +750,76 @@ std::shared_ptr<Work> NcclCommunicator::StartBarrier(const CallInfo& call) {
       });
 }
 
+absl::Status NcclCommunicator::RunPointToPoint(const CallInfo& call,
+                                               const Tensor& tensor,
+                                               int64_t peer, bool sending) {
+  const absl::Time deadline = absl::Now() + call.deadline;
+  const int64_t src = sending ? rank() : peer;
+  const int64_t dst = sending ? peer : rank();
+  absl::StatusOr<NcclChannel*> channel =
+      PointToPointChannel(src, dst, deadline);
+  if (!channel.ok()) {
+    if (channel.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(Describe(call), ": ranks [", group_ranks()[peer], "] ",
+                       sending ? "did not receive" : "did not send", " within ",
+                       absl::FormatDuration(call.deadline)));
+    }
+    return absl::Status(
+        channel.status().code(),
+        absl::StrCat(Describe(call), ": ", channel.status().message()));
+  }
+  absl::StatusOr<Tensor> buffer = ContiguousBuffer(tensor);
+  if (!buffer.ok()) return buffer.status();
+  const Tensor staged = *buffer;
+  // The channel's ranks: 0 sends, 1 receives.
+  std::shared_ptr<Work> work = Launch(
+      Launched{call, deadline, *channel, peer, sending}, {tensor, staged},
+      [tensor, staged, sending](ncclComm_t comm,
+                                cudaStream_t stream) -> absl::Status {
+        if (staged.nbytes() == 0) return absl::OkStatus();
+        const bool copied = !Same(staged, tensor);
+        if (sending) {
+          if (copied) {
+            DT_RETURN_IF_ERROR(CopyViewOnDevice(staged, tensor, stream));
+          }
+          return FromNccl(ncclSend(Ptr(staged), staged.nbytes(), ncclUint8, 1,
+                                   comm, stream),
+                          "ncclSend");
+        }
+        DT_RETURN_IF_ERROR(FromNccl(
+            ncclRecv(Ptr(staged), staged.nbytes(), ncclUint8, 0, comm, stream),
+            "ncclRecv"));
+        if (!copied) return absl::OkStatus();
+        return CopyViewOnDevice(tensor, staged, stream);
+      });
+  return work->Wait();
+}
+
+std::shared_ptr<Work> NcclCommunicator::SubmitPointToPoint(const CallInfo& call,
+                                                           const Tensor& tensor,
+                                                           int64_t peer,
+                                                           bool sending) {
+  std::unique_ptr<OpQueue>& queue =
+      (sending ? send_queues_ : recv_queues_)[peer];
+  if (queue == nullptr) queue = std::make_unique<OpQueue>();
+  auto run = [this, call, tensor, peer, sending] {
+    return RunPointToPoint(call, tensor, peer, sending);
+  };
+  if (call.blocking && queue->Idle()) return CompletedWork(run());
+  return queue->Submit(std::move(run));
+}
+
 std::shared_ptr<Work> NcclCommunicator::StartSend(const Tensor& tensor,
                                                   int64_t dst,
                                                   const CallInfo& call) {
-  const absl::Time deadline = absl::Now() + call.deadline;
-  absl::StatusOr<NcclChannel*> channel =
-      PointToPointChannel(rank(), dst, deadline);
-  absl::StatusOr<Tensor> buffer =
-      channel.ok() ? ContiguousBuffer(tensor) : channel.status();
-  if (!buffer.ok()) {
-    return CompletedWork(absl::Status(
-        buffer.status().code(),
-        absl::StrCat(Describe(call), ": ", buffer.status().message())));
-  }
-  return Launch(
-      Launched{call, deadline, *channel, dst, true}, {tensor, *buffer},
-      [tensor, staged = *buffer](ncclComm_t comm,
-                                 cudaStream_t stream) -> absl::Status {
-        if (!Same(staged, tensor)) {
-          DT_RETURN_IF_ERROR(CopyViewOnDevice(staged, tensor, stream));
-        }
-        if (staged.nbytes() == 0) return absl::OkStatus();
-        return FromNccl(
-            ncclSend(Ptr(staged), staged.nbytes(), ncclUint8, 1, comm, stream),
-            "ncclSend");
-      });
+  return SubmitPointToPoint(call, tensor, dst, true);
 }
 
 std::shared_ptr<Work> NcclCommunicator::StartRecv(const Tensor& tensor,
                                                   int64_t src,
                                                   const CallInfo& call) {
-  const absl::Time deadline = absl::Now() + call.deadline;
-  absl::StatusOr<NcclChannel*> channel =
-      PointToPointChannel(src, rank(), deadline);
-  absl::StatusOr<Tensor> buffer =
-      channel.ok() ? ContiguousBuffer(tensor) : channel.status();
-  if (!buffer.ok()) {
-    return CompletedWork(absl::Status(
-        buffer.status().code(),
-        absl::StrCat(Describe(call), ": ", buffer.status().message())));
-  }
-  return Launch(
-      Launched{call, deadline, *channel, src, false}, {tensor, *buffer},
-      [tensor, staged = *buffer](ncclComm_t comm,
-                                 cudaStream_t stream) -> absl::Status {
-        if (staged.nbytes() == 0) return absl::OkStatus();
-        DT_RETURN_IF_ERROR(FromNccl(
-            ncclRecv(Ptr(staged), staged.nbytes(), ncclUint8, 0, comm, stream),
-            "ncclRecv"));
-        if (Same(staged, tensor)) return absl::OkStatus();
-        return CopyViewOnDevice(tensor, staged, stream);
-      });
+  return SubmitPointToPoint(call, tensor, src, false);
 }
 
 }  // namespace dtensor

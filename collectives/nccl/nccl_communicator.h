@@ -23,6 +23,7 @@
 #include "collectives/gloo/group_failures.h"
 #include "collectives/gloo/rendezvous_session.h"
 #include "collectives/nccl/nccl_channel.h"
+#include "collectives/op_queue.h"
 
 namespace dtensor {
 
@@ -120,6 +121,14 @@ class NcclCommunicator final
   // on first use by both.
   absl::StatusOr<NcclChannel*> PointToPointChannel(int64_t src, int64_t dst,
                                                    absl::Time deadline);
+  // A send to or receive from `peer`, to its end. Runs on the queue of its
+  // peer and direction: making a channel waits for the peer to make it too,
+  // which must not hold up the caller's other calls.
+  absl::Status RunPointToPoint(const CallInfo& call, const Tensor& tensor,
+                               int64_t peer, bool sending);
+  std::shared_ptr<Work> SubmitPointToPoint(const CallInfo& call,
+                                           const Tensor& tensor, int64_t peer,
+                                           bool sending);
 
   absl::Status Broken();
   // Breaks the communicator (the first break wins and is returned): posts
@@ -138,6 +147,10 @@ class NcclCommunicator final
   absl::Mutex channels_mu_;
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<NcclChannel>>
       point_to_point_ ABSL_GUARDED_BY(channels_mu_);
+  // Declared last: destroyed first, so queued sends and receives finish
+  // before the rest.
+  std::map<int64_t, std::unique_ptr<OpQueue>> send_queues_;
+  std::map<int64_t, std::unique_ptr<OpQueue>> recv_queues_;
 };
 
 }  // namespace dtensor

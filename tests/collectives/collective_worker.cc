@@ -303,8 +303,7 @@ absl::Status TestRooted(Cases& c) {
       const Shape shape = RandomShape(c.rng);
       ++c.call;
       const HostTensor source = RandomHost(shape, dtype, c.Seed(root));
-      Tensor tensor =
-          c.Make(me == root ? source : Zeros(shape), dtype, k != 1);
+      Tensor tensor = c.Make(me == root ? source : Zeros(shape), dtype, k != 1);
       DT_RETURN_IF_ERROR(c.comm.Broadcast(tensor, root));
       DT_RETURN_IF_ERROR(
           ExpectMatch(tensor, source, Name("broadcast", dtype, shape, c.call)));
@@ -317,8 +316,7 @@ absl::Status TestRooted(Cases& c) {
       ++c.call;
       const HostTensor whole =
           RandomHost(WithDim(base, dim, SumOf(sizes)), dtype, c.Seed(root));
-      const Tensor input =
-          me == root ? c.Make(whole, dtype, k != 2) : Tensor();
+      const Tensor input = me == root ? c.Make(whole, dtype, k != 2) : Tensor();
       const Tensor piece =
           c.Make(Zeros(WithDim(base, dim, sizes[me])), dtype, k != 1);
       DT_RETURN_IF_ERROR(c.comm.Scatter(input, piece, dim, root, sizes));
@@ -605,8 +603,8 @@ absl::Status PointToPointDeadline(ProcessGroups& groups) {
 
 absl::Status MissingMember(ProcessGroups& groups) {
   if (groups.rank() == 2) {
-    // Alive, but never joins the group.
-    absl::SleepFor(absl::Seconds(2));
+    // Alive (so not "exited") while the others give up, but never joins.
+    absl::SleepFor(absl::Seconds(1));
     return absl::OkStatus();
   }
   return ExpectError(groups.World().status(),

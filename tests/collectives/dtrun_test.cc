@@ -146,8 +146,11 @@ TEST(DtrunTest, OneFailureTerminatesTheOthersAndGivesItsExitCode) {
 TEST(DtrunTest, ProcessesThatIgnoreTerminationAreKilled) {
   const DtrunRun run = RunDtrun(
       {"--nproc", "2", "--", "/bin/sh", "-c",
-       "if [ \"$RANK\" = 0 ]; then exit 5; fi; trap '' TERM; sleep 30"});
+       "if [ \"$RANK\" = 0 ]; then sleep 0.5; exit 5; fi; trap '' TERM; "
+       "sleep 30"});
   EXPECT_EQ(run.exit_code, 5);
+  // SIGTERM was ignored: SIGKILL ended the other after the 3 s grace.
+  EXPECT_GE(run.took, absl::Seconds(3));
   EXPECT_LT(run.took, absl::Seconds(10));
 }
 
@@ -180,9 +183,9 @@ TEST(DtrunTest, BadArgumentsGiveOneLineAndExitCode2) {
 }
 
 TEST(DtrunTest, RunsAGlooJob) {
-  const DtrunRun run = RunDtrun(
-      {"--nproc", "2", "--", "tests/collectives/collective_worker", "gloo",
-       "smoke"});
+  const DtrunRun run =
+      RunDtrun({"--nproc", "2", "--", "tests/collectives/collective_worker",
+                "gloo", "smoke"});
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_TRUE(HasLine(run.out, "[rank 0] rank 0 of 2: sum 3")) << run.out;
   EXPECT_TRUE(HasLine(run.out, "[rank 1] rank 1 of 2: sum 3")) << run.out;

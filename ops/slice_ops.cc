@@ -1,0 +1,150 @@
+#include "ops/slice_ops.h"
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "ops/dispatch.h"
+#include "ops/einsum_strategy.h"
+#include "ops/local_fn.h"
+#include "ops/propagation_cache.h"
+#include "ops/rule_helpers.h"
+#include "tensor/status_macros.h"
+
+namespace dtensor {
+namespace ops {
+namespace {
+
+// Both ops take the dim as argument 0.
+OpDef MakeSliceOp(absl::string_view name, absl::string_view summary,
+                  std::vector<ArgSpec> args, LocalFn fn) {
+  OpDef def;
+  def.name = name;
+  def.summary = summary;
+  def.args = std::move(args);
+  def.infer = InferByShapeProbe(name, fn);
+  def.strategies = [](const StrategyContext& ctx) {
+    const int64_t rank = ctx.inputs[0]->ndim();
+    // Checked by infer.
+    const std::vector<int> loops =
+        IdentityLoops(rank, {*NormalizeDim(ctx.args.Int(0), rank)});
+    EinsumSpec spec;
+    spec.num_loops = static_cast<int>(rank);
+    spec.loops = {{loops}, {loops}};
+    spec.partial_rules = {{{0}, AnyReduceOps()}};
+    return EinsumStrategies(ctx, spec);
+  };
+  def.kernel = LocalKernel(std::move(fn));
+  return def;
+}
+
+const OpDef& NarrowDef() {
+  static const OpDef* def = new OpDef(
+      MakeSliceOp("narrow", "elements [start, start + length) of dim",
+                  {{"dim", ArgKind::kInt},
+                   {"start", ArgKind::kInt},
+                   {"length", ArgKind::kInt}},
+                  [](absl::Span<const Tensor> in, const OpArgs& args) {
+                    return in[0].Narrow(args.Int(0), args.Int(1), args.Int(2));
+                  }));
+  return *def;
+}
+
+const OpDef& SliceDef() {
+  static const OpDef* def = new OpDef(MakeSliceOp(
+      "slice", "elements [start, end) of dim by step",
+      {{"dim", ArgKind::kInt},
+       {"start", ArgKind::kInt},
+       {"end", ArgKind::kInt},
+       {"step", ArgKind::kInt, "1"}},
+      [](absl::Span<const Tensor> in, const OpArgs& args) {
+        return in[0].Slice(args.Int(0), args.Int(1), args.Int(2), args.Int(3));
+      }));
+  return *def;
+}
+
+OpArgs NarrowArgs(int64_t dim, int64_t start, int64_t length) {
+  OpArgs args;
+  args.AddInt(dim).AddInt(start).AddInt(length);
+  return args;
+}
+
+// The parts of `x` along `dim` that the tensor layer's `parts` of a probe of
+// x's shape have, narrowed from one layout of x that suits them all.
+absl::StatusOr<std::vector<DTensor>> NarrowParts(
+    absl::string_view op, const DTensor& x, int64_t dim,
+    const absl::StatusOr<std::vector<Tensor>>& parts) {
+  if (!parts.ok()) return WithOpName(op, parts.status());
+  std::vector<DTensor> out;
+  if (parts->empty()) return out;
+  // `parts` succeeded, so the dim is valid.
+  const int64_t d = *NormalizeDim(dim, x.spec().ndim());
+  const DTensorSpec* spec[] = {&x.spec()};
+  DT_ASSIGN_OR_RETURN(
+      std::shared_ptr<const Propagation> first,
+      PropagationCache::Shared().Get(NarrowDef(), spec,
+                                     NarrowArgs(d, 0, (*parts)[0].shape()[d]),
+                                     *x.runtime()));
+  DTensor source = x;
+  if (first->strategy.inputs[0] != x.sharding()) {
+    DT_ASSIGN_OR_RETURN(source, x.Redistribute(first->strategy.inputs[0]));
+  }
+  int64_t start = 0;
+  for (const Tensor& part : *parts) {
+    const int64_t length = part.shape()[d];
+    DT_ASSIGN_OR_RETURN(DTensor piece, Narrow(source, d, start, length));
+    out.push_back(std::move(piece));
+    start += length;
+  }
+  return out;
+}
+
+// A probe of x's shape; an error naming `op` when x is undefined.
+absl::StatusOr<Tensor> ProbeOf(absl::string_view op, const DTensor& x) {
+  if (!x.defined()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": x is undefined"));
+  }
+  return ShapeProbe(x.shape(), x.dtype());
+}
+
+}  // namespace
+
+absl::StatusOr<DTensor> Narrow(const DTensor& x, int64_t dim, int64_t start,
+                               int64_t length) {
+  const DTensor* in[] = {&x};
+  return DispatchOne(NarrowDef(), in, NarrowArgs(dim, start, length));
+}
+
+absl::StatusOr<DTensor> Slice(const DTensor& x, int64_t dim, int64_t start,
+                              int64_t end, int64_t step) {
+  const DTensor* in[] = {&x};
+  OpArgs args;
+  args.AddInt(dim).AddInt(start).AddInt(end).AddInt(step);
+  return DispatchOne(SliceDef(), in, args);
+}
+
+absl::StatusOr<std::vector<DTensor>> Split(const DTensor& x, int64_t split_size,
+                                           int64_t dim) {
+  DT_ASSIGN_OR_RETURN(Tensor probe, ProbeOf("split", x));
+  return NarrowParts("split", x, dim, probe.Split(split_size, dim));
+}
+
+absl::StatusOr<std::vector<DTensor>> Split(const DTensor& x,
+                                           absl::Span<const int64_t> sizes,
+                                           int64_t dim) {
+  DT_ASSIGN_OR_RETURN(Tensor probe, ProbeOf("split", x));
+  return NarrowParts("split", x, dim, probe.Split(sizes, dim));
+}
+
+absl::StatusOr<std::vector<DTensor>> Chunk(const DTensor& x, int64_t chunks,
+                                           int64_t dim) {
+  DT_ASSIGN_OR_RETURN(Tensor probe, ProbeOf("chunk", x));
+  return NarrowParts("chunk", x, dim, probe.Chunk(chunks, dim));
+}
+
+std::vector<const OpDef*> SliceOps() { return {&NarrowDef(), &SliceDef()}; }
+
+}  // namespace ops
+}  // namespace dtensor

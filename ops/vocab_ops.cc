@@ -1,0 +1,433 @@
+#include "ops/vocab_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "collectives/communicator.h"
+#include "ops/dispatch.h"
+#include "ops/einsum_strategy.h"
+#include "ops/local_fn.h"
+#include "ops/rule_helpers.h"
+#include "tensor/elementwise.h"
+#include "tensor/kernel_checks.h"
+#include "tensor/status_macros.h"
+
+namespace dtensor {
+namespace ops {
+namespace {
+
+using internal::CheckIndexInRange;
+using internal::ReadIndices;
+
+// ---- embedding. ----
+
+// Loops: the indices' dims, then the table's rows (contracted: a row-sharded
+// table gives Partial(sum)) and columns.
+// The tensor layer's checks (a probe of ones would look up a row out of
+// range).
+absl::StatusOr<std::vector<TensorMeta>> EmbeddingInfer(
+    absl::Span<const DTensorSpec* const> inputs, const OpArgs&) {
+  const DTensorSpec& indices = *inputs[0];
+  const DTensorSpec& table = *inputs[1];
+  if (!IsFloatingPoint(table.dtype()) || table.ndim() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("embedding: table must be a floating [num, dim], got ",
+                     std::string(DTypeName(table.dtype())), " ",
+                     ShapeToString(table.shape())));
+  }
+  if (indices.dtype() != DType::kI32 && indices.dtype() != DType::kI64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "embedding: indices have dtype ",
+        std::string(DTypeName(indices.dtype())), "; i32 or i64 is required"));
+  }
+  Shape out = indices.shape();
+  out.push_back(table.shape()[1]);
+  return std::vector<TensorMeta>{{std::move(out), table.dtype()}};
+}
+
+absl::StatusOr<std::vector<OpStrategy>> EmbeddingStrategies(
+    const StrategyContext& ctx) {
+  const int k = static_cast<int>(ctx.inputs[0]->ndim());
+  EinsumSpec spec;
+  spec.num_loops = k + 2;
+  std::vector<int> out_loops = IdentityLoops(k);
+  out_loops.push_back(k + 1);
+  spec.loops.inputs = {IdentityLoops(k), {k, k + 1}};
+  spec.loops.outputs = {std::move(out_loops)};
+  spec.contraction = {ReduceOp::kSum};
+  // A lookup selects table elements: it commutes with every reduction.
+  spec.partial_rules = {{{1}, AnyReduceOps()}};
+  return EinsumStrategies(ctx, spec);
+}
+
+// Rows of this rank's table block [first, first + rows) for the indices
+// inside it, zero rows for the others; indices are checked against the
+// global row count.
+absl::StatusOr<Tensor> MaskedEmbedding(const Tensor& indices,
+                                       const Tensor& table, int64_t first,
+                                       int64_t num) {
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> values,
+                      ReadIndices(indices, "embedding", "indices"));
+  for (int64_t v : values) {
+    DT_RETURN_IF_ERROR(CheckIndexInRange(v, num, "embedding"));
+  }
+  Shape out_shape = indices.shape();
+  out_shape.push_back(table.size(1));
+  const int64_t rows = table.size(0);
+  if (rows == 0) return Tensor::Zeros(out_shape, table.dtype());
+  Shape mask_shape = indices.shape();
+  mask_shape.push_back(1);
+  DT_ASSIGN_OR_RETURN(Tensor mask, Tensor::Empty(mask_shape, DType::kBool));
+  std::vector<int64_t> local(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const bool inside = values[i] >= first && values[i] < first + rows;
+    mask.data<bool>()[i] = inside;
+    local[i] = inside ? values[i] - first : 0;
+  }
+  DT_ASSIGN_OR_RETURN(Tensor local_indices,
+                      Tensor::FromVector(local, indices.shape()));
+  DT_ASSIGN_OR_RETURN(Tensor rows_found,
+                      dtensor::Embedding(local_indices, table));
+  return dtensor::Where(mask, rows_found, Tensor::Scalar(0, table.dtype()));
+}
+
+absl::StatusOr<OpLocals> EmbeddingKernel(const KernelContext& ctx,
+                                         absl::Span<const Tensor> inputs) {
+  const DTensorSpec& table_spec = *ctx.input(1);
+  const int64_t num = table_spec.shape()[0];
+  DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, table_spec));
+  Tensor out;
+  if (block.shape[0] == num) {
+    DT_ASSIGN_OR_RETURN(out, dtensor::Embedding(inputs[0], inputs[1]));
+  } else {
+    DT_ASSIGN_OR_RETURN(
+        out, MaskedEmbedding(inputs[0], inputs[1], block.offset[0], num));
+  }
+  return OpLocals{std::move(out)};
+}
+
+OpDef MakeEmbedding() {
+  OpDef def;
+  def.name = "embedding";
+  def.summary = "rows of table [num, dim] at integer indices";
+  def.num_inputs = 2;
+  def.infer = EmbeddingInfer;
+  def.strategies = EmbeddingStrategies;
+  def.kernel = EmbeddingKernel;
+  return def;
+}
+
+// ---- cross_entropy. ----
+
+constexpr absl::string_view kCrossEntropy = "cross_entropy";
+
+Reduction ReductionOf(const OpArgs& args) {
+  return static_cast<Reduction>(args.Int(0));
+}
+
+// Float for f32 and the 16-bit formats, double for f64: what the kernel
+// computes and communicates in.
+DType ComputeDType(DType logits) {
+  return logits == DType::kF64 ? DType::kF64 : DType::kF32;
+}
+
+absl::StatusOr<std::vector<TensorMeta>> CrossEntropyInfer(
+    absl::Span<const DTensorSpec* const> inputs, const OpArgs& args) {
+  const DTensorSpec& logits = *inputs[0];
+  const DTensorSpec& target = *inputs[1];
+  if (!IsFloatingPoint(logits.dtype())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kCrossEntropy, ": logits must have a floating dtype, got ",
+                     std::string(DTypeName(logits.dtype()))));
+  }
+  if (target.dtype() != DType::kI32 && target.dtype() != DType::kI64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kCrossEntropy, ": target has dtype ",
+        std::string(DTypeName(target.dtype())), "; i32 or i64 is required"));
+  }
+  const int64_t rank = logits.ndim();
+  if (rank < 1 || rank > 2 || target.ndim() != rank - 1 ||
+      (rank == 2 && target.shape()[0] != logits.shape()[0])) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kCrossEntropy, ": logits ", ShapeToString(logits.shape()),
+                     " and target ", ShapeToString(target.shape()),
+                     " must be [N, C] and [N], or [C] and []"));
+  }
+  const int64_t reduction = args.Int(0);
+  if (reduction < 0 || reduction > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kCrossEntropy, ": reduction ", reduction,
+                     " is not 0 (none), 1 (mean) or 2 (sum)"));
+  }
+  const Shape out =
+      ReductionOf(args) == Reduction::kNone ? target.shape() : Shape{};
+  return std::vector<TensorMeta>{{out, logits.dtype()}};
+}
+
+// The mesh dims a cross-entropy kernel with logits laid out by `logits`
+// reduces over: those sharding the classes (loss parallel) and those
+// sharding the batch (the count of a mean), each ascending.
+struct LossGroups {
+  std::vector<int64_t> class_dims;
+  std::vector<int64_t> batch_dims;
+};
+
+LossGroups LossGroupsOf(const Sharding& logits) {
+  const int64_t rank = logits.tensor_rank();
+  return {MeshDimsOf(logits, rank - 1),
+          rank == 2 ? MeshDimsOf(logits, 0) : std::vector<int64_t>{}};
+}
+
+// The collectives of the kernel below for logits of `spec_shape` laid out by
+// `logits`: the max and the (sum of exp, target logit) all-reduces over the
+// class dims, sized by the largest local batch, and the 8-byte count of a
+// mean over the batch dims.
+std::vector<KernelComm> CrossEntropyComms(
+    const Sharding& logits, const Shape& shape, DType dtype,
+    Reduction reduction, absl::Span<const int64_t> mesh_shape) {
+  const LossGroups groups = LossGroupsOf(logits);
+  std::vector<KernelComm> comms;
+  if (!groups.class_dims.empty()) {
+    const std::vector<int64_t> origin(mesh_shape.size(), 0);
+    const MeshDimList batch_nesting =
+        shape.size() == 2 ? logits.MeshDimsSharding(0) : MeshDimList{};
+    const int64_t batch =
+        shape.size() == 2
+            ? NestedChunk(shape[0], batch_nesting, mesh_shape, origin).size
+            : 1;
+    const double bytes =
+        static_cast<double>(batch * ElementSize(ComputeDType(dtype)));
+    comms.push_back({CommKind::kAllReduce, groups.class_dims, bytes});
+    comms.push_back({CommKind::kAllReduce, groups.class_dims, 2 * bytes});
+  }
+  if (reduction == Reduction::kMean && !groups.batch_dims.empty()) {
+    comms.push_back({CommKind::kAllReduce, groups.batch_dims,
+                     static_cast<double>(sizeof(int64_t))});
+  }
+  return comms;
+}
+
+// Per mesh dim: replicate; shard the batch (target alike; the output sharded,
+// or Partial(sum) once reduced); shard the classes (target Replicate, output
+// complete).
+absl::StatusOr<std::vector<OpStrategy>> CrossEntropyStrategies(
+    const StrategyContext& ctx) {
+  const DTensorSpec& logits = *ctx.inputs[0];
+  const int64_t rank = logits.ndim();
+  const Reduction reduction = ReductionOf(ctx.args);
+  const bool per_sample = reduction == Reduction::kNone;
+  LoopDims loops;
+  loops.inputs = {rank == 2 ? std::vector<int>{0, 1} : std::vector<int>{1},
+                  rank == 2 ? std::vector<int>{0} : std::vector<int>{}};
+  loops.outputs = {per_sample && rank == 2 ? std::vector<int>{0}
+                                           : std::vector<int>{}};
+  const Placement r = Placement::Replicate();
+  std::vector<DimStrategy> options = {{{r, r}, {r}, {}}};
+  if (rank == 2) {
+    options.push_back({{Placement::Shard(0), Placement::Shard(0)},
+                       {per_sample ? Placement::Shard(0)
+                                   : Placement::Partial(ReduceOp::kSum)},
+                       {}});
+  }
+  options.push_back({{Placement::Shard(rank - 1), r}, {r}, {}});
+  const std::vector<std::vector<DimStrategy>> candidates(ctx.mesh_shape.size(),
+                                                         options);
+  DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> strategies,
+                      CombineMeshDims(ctx, candidates, loops));
+  for (OpStrategy& s : strategies) {
+    s.kernel_comms = CrossEntropyComms(
+        s.inputs[0], logits.shape(), logits.dtype(), reduction, ctx.mesh_shape);
+  }
+  return strategies;
+}
+
+// All-reduces the CPU tensor `values` in place over `comm`, through the
+// communicator's device when it is another.
+absl::Status AllReduceFromCpu(Communicator& comm, const Tensor& values,
+                              ReduceOp op) {
+  if (comm.device() == values.device()) return comm.AllReduce(values, op);
+  DT_ASSIGN_OR_RETURN(Tensor on_device, values.To(comm.device()));
+  DT_RETURN_IF_ERROR(comm.AllReduce(on_device, op));
+  DT_ASSIGN_OR_RETURN(Tensor back, on_device.To(Device::CPU()));
+  Tensor target = values;
+  return target.CopyFrom(back);
+}
+
+// Per-sample losses of this rank's rows, complete over the classes.
+template <typename C>
+absl::StatusOr<std::vector<double>> SampleLosses(
+    const KernelContext& ctx, const Tensor& logits,
+    const std::vector<int64_t>& targets, int64_t class_offset,
+    const LossGroups& groups) {
+  const int64_t ignore_index = ctx.args().Int(1);
+  const int64_t n = logits.size(0);
+  const int64_t c = logits.size(1);
+  const C* x = logits.data<C>();
+  const DType dtype = CppToDType<C>();
+  std::shared_ptr<Communicator> class_group;
+  if (!groups.class_dims.empty()) {
+    DT_ASSIGN_OR_RETURN(
+        class_group, ctx.runtime().groups()->ForMeshDims(ctx.input(0)->mesh(),
+                                                         groups.class_dims));
+  }
+  DT_ASSIGN_OR_RETURN(Tensor row_max, Tensor::Empty({n}, dtype));
+  C* max = row_max.data<C>();
+  for (int64_t i = 0; i < n; ++i) {
+    max[i] = -std::numeric_limits<C>::infinity();
+    for (int64_t j = 0; j < c; ++j) max[i] = std::max(max[i], x[i * c + j]);
+  }
+  if (class_group != nullptr) {
+    DT_RETURN_IF_ERROR(AllReduceFromCpu(*class_group, row_max, ReduceOp::kMax));
+  }
+  // Row 0: sum of exp(logit - max) over this rank's classes; row 1: the
+  // target logit where this rank owns the target class, else 0.
+  DT_ASSIGN_OR_RETURN(Tensor sums, Tensor::Zeros({2, n}, dtype));
+  C* sum_exp = sums.data<C>();
+  C* picked = sum_exp + n;
+  for (int64_t i = 0; i < n; ++i) {
+    if (targets[i] == ignore_index) continue;
+    double sum = 0;
+    for (int64_t j = 0; j < c; ++j) sum += std::exp(x[i * c + j] - max[i]);
+    sum_exp[i] = static_cast<C>(sum);
+    const int64_t local = targets[i] - class_offset;
+    if (local >= 0 && local < c) picked[i] = x[i * c + local];
+  }
+  if (class_group != nullptr) {
+    DT_RETURN_IF_ERROR(AllReduceFromCpu(*class_group, sums, ReduceOp::kSum));
+  }
+  std::vector<double> losses(n, 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (targets[i] == ignore_index) continue;
+    losses[i] = static_cast<double>(max[i]) +
+                std::log(static_cast<double>(sum_exp[i])) -
+                static_cast<double>(picked[i]);
+  }
+  return losses;
+}
+
+// The number of non-ignored targets of the whole batch.
+absl::StatusOr<int64_t> GlobalCount(const KernelContext& ctx,
+                                    const std::vector<int64_t>& targets,
+                                    const LossGroups& groups) {
+  const int64_t ignore_index = ctx.args().Int(1);
+  const int64_t count =
+      std::count_if(targets.begin(), targets.end(),
+                    [ignore_index](int64_t t) { return t != ignore_index; });
+  if (groups.batch_dims.empty()) return count;
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> batch_group,
+                      ctx.runtime().groups()->ForMeshDims(ctx.input(0)->mesh(),
+                                                          groups.batch_dims));
+  DT_ASSIGN_OR_RETURN(Tensor total, Tensor::FromVector<int64_t>({count}, {1}));
+  DT_RETURN_IF_ERROR(AllReduceFromCpu(*batch_group, total, ReduceOp::kSum));
+  return total.data<int64_t>()[0];
+}
+
+absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
+                                            absl::Span<const Tensor> inputs) {
+  const DTensorSpec& spec = *ctx.input(0);
+  const int64_t rank = spec.ndim();
+  const int64_t classes = spec.shape()[rank - 1];
+  const int64_t ignore_index = ctx.args().Int(1);
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> targets,
+                      ReadIndices(inputs[1], kCrossEntropy, "target"));
+  // Checked before any collective, so that every rank sharing these targets
+  // fails alike.
+  for (int64_t t : targets) {
+    if (t != ignore_index) {
+      DT_RETURN_IF_ERROR(CheckIndexInRange(t, classes, kCrossEntropy));
+    }
+  }
+  DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, spec));
+  Tensor logits = inputs[0];
+  if (rank == 1) {
+    DT_ASSIGN_OR_RETURN(logits, logits.Unsqueeze(0));
+  }
+  const DType compute = ComputeDType(spec.dtype());
+  DT_ASSIGN_OR_RETURN(logits, logits.To(Device::CPU()));
+  DT_ASSIGN_OR_RETURN(logits, logits.To(compute));
+  logits = logits.Contiguous();
+  const LossGroups groups = LossGroupsOf(spec.sharding());
+  const int64_t class_offset = block.offset[rank - 1];
+  absl::StatusOr<std::vector<double>> losses =
+      compute == DType::kF64
+          ? SampleLosses<double>(ctx, logits, targets, class_offset, groups)
+          : SampleLosses<float>(ctx, logits, targets, class_offset, groups);
+  DT_RETURN_IF_ERROR(losses.status());
+  const DType dtype = spec.dtype();
+  double total = 0;
+  for (double loss : *losses) total += loss;
+  switch (ReductionOf(ctx.args())) {
+    case Reduction::kNone: {
+      DT_ASSIGN_OR_RETURN(
+          Tensor out, Tensor::FromVector<double>(*losses, inputs[1].shape()));
+      DT_ASSIGN_OR_RETURN(out, out.To(dtype));
+      return OpLocals{std::move(out)};
+    }
+    case Reduction::kSum:
+      return OpLocals{Tensor::Scalar(total, dtype)};
+    case Reduction::kMean: {
+      DT_ASSIGN_OR_RETURN(const int64_t count,
+                          GlobalCount(ctx, targets, groups));
+      // This rank's share of the mean; 0 / 0 is NaN, like the tensor layer.
+      return OpLocals{Tensor::Scalar(
+          count == 0 ? std::nan("") : total / static_cast<double>(count),
+          dtype)};
+    }
+  }
+  return absl::InternalError("cross_entropy: unknown reduction");
+}
+
+OpDef MakeCrossEntropy() {
+  OpDef def;
+  def.name = kCrossEntropy;
+  def.summary =
+      "cross entropy of logits [N, C] against targets [N] (loss parallel on "
+      "sharded C)";
+  def.num_inputs = 2;
+  def.args = {{"reduction", ArgKind::kInt, "1"},
+              {"ignore_index", ArgKind::kInt, "-100"}};
+  def.infer = CrossEntropyInfer;
+  def.strategies = CrossEntropyStrategies;
+  def.kernel = CrossEntropyKernel;
+  return def;
+}
+
+const OpDef& EmbeddingDef() {
+  static const OpDef* def = new OpDef(MakeEmbedding());
+  return *def;
+}
+
+const OpDef& CrossEntropyDef() {
+  static const OpDef* def = new OpDef(MakeCrossEntropy());
+  return *def;
+}
+
+}  // namespace
+
+absl::StatusOr<DTensor> Embedding(const DTensor& indices,
+                                  const DTensor& table) {
+  const DTensor* in[] = {&indices, &table};
+  return DispatchOne(EmbeddingDef(), in, OpArgs());
+}
+
+absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,
+                                     const DTensor& target, Reduction reduction,
+                                     int64_t ignore_index) {
+  const DTensor* in[] = {&logits, &target};
+  OpArgs args;
+  args.AddInt(static_cast<int64_t>(reduction)).AddInt(ignore_index);
+  return DispatchOne(CrossEntropyDef(), in, args);
+}
+
+std::vector<const OpDef*> VocabOps() {
+  return {&EmbeddingDef(), &CrossEntropyDef()};
+}
+
+}  // namespace ops
+}  // namespace dtensor

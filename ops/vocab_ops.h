@@ -1,0 +1,63 @@
+#ifndef DTENSOR_OPS_VOCAB_OPS_H_
+#define DTENSOR_OPS_VOCAB_OPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dtensor/dtensor.h"
+#include "ops/op_def.h"
+#include "tensor/nn_functional.h"
+
+namespace dtensor {
+namespace ops {
+
+// Ops over a vocabulary that may be sharded, with the tensor layer's
+// semantics (tensor/nn_functional.h), on DTensors.
+//
+// embedding (indices, table [num, dim]) -> [indices..., dim]:
+//   indices sharded on any dim    -> the output sharded on that dim;
+//   table S(1) (columns)          -> S(last);
+//   table S(0) (rows), indices R  -> Partial(sum), no communication: each rank
+//                                    looks up the indices inside its row
+//                                    block (offset by the block's start) and
+//                                    gives zero rows for the others;
+//   table Partial(any op), indices R -> the same Partial.
+//
+// cross_entropy (logits [N, C] or [C], target [N] or []) with reduction
+// none / mean / sum and ignore_index:
+//   C sharded ("loss parallel")   the logits are never gathered: the kernel
+//                                 all-reduces the rows' max (N values) and
+//                                 then the sum of exp(logit - max) together
+//                                 with the target logit, which only the rank
+//                                 owning the target class picks (2N values),
+//                                 over the mesh dims sharding C; target
+//                                 Replicate there, the output complete
+//                                 (Replicate) there.
+//   N sharded                     target sharded alike; none gives per-sample
+//                                 losses sharded alike; sum gives
+//                                 Partial(sum); mean gives Partial(sum) of
+//                                 local sums over the GLOBAL count of
+//                                 non-ignored targets (unbiased for uneven
+//                                 shards), which one all-reduce of 8 bytes
+//                                 over the mesh dims sharding N learns.
+// These collectives are the strategy's kernel collectives: costed, and
+// recorded in the active CommCounters.
+//
+// Registry names and arguments: embedding (indices, table); cross_entropy
+// (logits, target; "reduction", int: 0 none, 1 mean, 2 sum, default 1;
+// "ignore_index", int, default -100).
+
+absl::StatusOr<DTensor> Embedding(const DTensor& indices, const DTensor& table);
+absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,
+                                     const DTensor& target,
+                                     Reduction reduction = Reduction::kMean,
+                                     int64_t ignore_index = -100);
+
+// The OpDefs of this family, for the registry.
+std::vector<const OpDef*> VocabOps();
+
+}  // namespace ops
+}  // namespace dtensor
+
+#endif  // DTENSOR_OPS_VOCAB_OPS_H_

@@ -1,0 +1,108 @@
+#ifndef DTENSOR_TESTS_OPS_FAMILY_TEST_UTIL_H_
+#define DTENSOR_TESTS_OPS_FAMILY_TEST_UTIL_H_
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "dtensor/comm_counter.h"
+#include "dtensor/dtensor.h"
+#include "ops/op_args.h"
+#include "ops/op_def.h"
+#include "tensor/tensor.h"
+#include "tests/ops/op_test_util.h"
+
+// Drivers of the op family tests, on top of op_test_util.h.
+namespace dtensor {
+namespace testing_util {
+
+// One call of an op, in the two forms the family tests run it: through its
+// typed function (`call`, e.g. ops::Softmax) and as the registry op `op`
+// with `args`; `reference` computes it on the full inputs (undefined for an
+// absent optional input).
+struct OpCall {
+  std::string op;
+  std::vector<Tensor> inputs;
+  OpArgs args;
+  DTensorCall call;
+  ReferenceCall reference;
+  std::string description;
+};
+
+// Draws one call.
+using OpCallMaker = std::function<OpCall(std::mt19937& rng)>;
+
+// The property test over layouts: `rounds` random meshes (RandomMeshShape:
+// 1-D to 3-D), `calls_per_mesh` calls each, every input in a RandomLayout
+// (Partial with the ops its dtype allows), checked by CheckCases through the
+// typed call. All drawn from `seed`.
+absl::Status CheckOnRandomLayouts(uint32_t seed, int rounds, int calls_per_mesh,
+                                  const OpCallMaker& make, double rtol,
+                                  double atol);
+
+// The property test over strategies: `calls` random calls, each on a random
+// mesh, checked by CheckEveryStrategy (at most `max_strategies` each).
+absl::Status CheckRandomStrategies(uint32_t seed, int calls, int max_strategies,
+                                   const OpCallMaker& make, double rtol,
+                                   double atol);
+
+// One call of an op whose every strategy is to be checked: the full inputs
+// (undefined for an absent optional input), the arguments and the reference.
+struct StrategyCase {
+  const OpDef* op = nullptr;
+  std::vector<Tensor> inputs;
+  OpArgs args;
+  ReferenceCall reference;
+  std::string description;
+};
+
+// Runs the op's kernel under every strategy the op offers for the call on a
+// mesh of `mesh_shape` (those whose Partials the dtypes allow; at most
+// `max_strategies`, drawn with `seed` when there are more), bypassing the
+// cost-based choice: the inputs are laid out as the strategy says (Partial
+// terms as in DistributeWithTerms), the kernel's outputs are wrapped in the
+// strategy's output layouts, checked for their local shapes, gathered and
+// compared with the reference. Returns the first failure, naming the case
+// and the strategy.
+absl::Status CheckEveryStrategy(const std::vector<int64_t>& mesh_shape,
+                                const StrategyCase& c, int max_strategies,
+                                uint32_t seed, double rtol, double atol);
+
+// Adapters for ops with one output.
+DTensorCall OneOutput(
+    std::function<absl::StatusOr<DTensor>(const std::vector<DTensor>&)> call);
+ReferenceCall OneReference(
+    std::function<absl::StatusOr<Tensor>(const std::vector<Tensor>&)> call);
+
+// One metadata-only input: its global shape, layout (Sharding::Parse text)
+// and dtype.
+struct MetaInput {
+  Shape shape;
+  std::string layout;
+  DType dtype = DType::kF32;
+};
+
+// What one call did on metadata-only DTensors: its status, the first
+// output's layout (Sharding text) and the collectives counted.
+struct MetaOutcome {
+  absl::Status status;
+  std::string layout;
+  CommCounter comms;
+};
+
+// Calls `call` on metadata-only DTensors of `inputs` (an undefined DTensor
+// where the layout is "-") on a mesh of `mesh_shape`, seen by rank 0.
+MetaOutcome RunOnMeta(
+    const std::vector<int64_t>& mesh_shape,
+    const std::vector<MetaInput>& inputs,
+    const std::function<absl::StatusOr<DTensor>(const std::vector<DTensor>&)>&
+        call);
+
+}  // namespace testing_util
+}  // namespace dtensor
+
+#endif  // DTENSOR_TESTS_OPS_FAMILY_TEST_UTIL_H_

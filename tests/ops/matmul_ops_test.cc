@@ -1,0 +1,315 @@
+// Matrix products on DTensors: randomized property tests (the gathered result
+// equals the tensor layer's product of the gathered inputs) and the layouts
+// users expect, with their communication counted.
+#include "ops/matmul_ops.h"
+
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dtensor/comm_counter.h"
+#include "gtest/gtest.h"
+#include "ops/propagation_cache.h"
+#include "tensor/elementwise.h"
+#include "tensor/matmul.h"
+#include "tests/ops/op_test_util.h"
+
+namespace dtensor {
+namespace {
+
+using testing_util::CheckCases;
+using testing_util::MetaTensor;
+using testing_util::OpCase;
+using testing_util::PartialOpsFor;
+using testing_util::RandomLayout;
+using testing_util::RandomMeshShape;
+using testing_util::RandomShape;
+using testing_util::RandomTensor;
+
+constexpr double kTol = 1e-4;
+
+// A case with inputs of `shapes` (an empty optional marks an absent input),
+// random values and random layouts (Partial included).
+OpCase MakeCase(const std::vector<std::optional<Shape>>& shapes, DType dtype,
+                int64_t mesh_ndim, std::mt19937& rng) {
+  OpCase c;
+  for (const std::optional<Shape>& shape : shapes) {
+    if (!shape.has_value()) {
+      c.inputs.emplace_back();
+      c.layouts.emplace_back();
+      continue;
+    }
+    c.inputs.push_back(RandomTensor(*shape, dtype, -2, 2, rng));
+    c.layouts.push_back(RandomLayout(mesh_ndim,
+                                     static_cast<int64_t>(shape->size()),
+                                     PartialOpsFor(dtype), rng));
+  }
+  return c;
+}
+
+// Runs `make_case` on several random meshes; each case on every rank.
+void CheckRandom(const std::function<OpCase(int64_t, std::mt19937&)>& make_case,
+                 const testing_util::DTensorCall& call,
+                 const testing_util::ReferenceCall& reference, uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (int mesh_round = 0; mesh_round < 6; ++mesh_round) {
+    const std::vector<int64_t> mesh_shape = RandomMeshShape(rng);
+    std::vector<OpCase> cases;
+    for (int k = 0; k < 12; ++k) {
+      cases.push_back(make_case(static_cast<int64_t>(mesh_shape.size()), rng));
+    }
+    const absl::Status status =
+        CheckCases(mesh_shape, cases, call, reference, kTol, kTol);
+    ASSERT_TRUE(status.ok()) << status;
+  }
+}
+
+testing_util::DTensorCall Wrap(
+    std::function<absl::StatusOr<DTensor>(const std::vector<DTensor>&)> f) {
+  return [f](const std::vector<DTensor>& in)
+             -> absl::StatusOr<std::vector<DTensor>> {
+    absl::StatusOr<DTensor> out = f(in);
+    if (!out.ok()) return out.status();
+    return std::vector<DTensor>{*std::move(out)};
+  };
+}
+
+testing_util::ReferenceCall WrapRef(
+    std::function<absl::StatusOr<Tensor>(const std::vector<Tensor>&)> f) {
+  return [f](const std::vector<Tensor>& in)
+             -> absl::StatusOr<std::vector<Tensor>> {
+    absl::StatusOr<Tensor> out = f(in);
+    if (!out.ok()) return out.status();
+    return std::vector<Tensor>{*std::move(out)};
+  };
+}
+
+TEST(MatmulPropertyTest, MatmulWithBatchDimsMatchesTheTensorLayer) {
+  CheckRandom(
+      [](int64_t mesh_ndim, std::mt19937& rng) {
+        const int64_t ra = 1 + rng() % 4, rb = 1 + rng() % 4;
+        const int64_t m = 1 + rng() % 5, k = rng() % 6, n = 1 + rng() % 5;
+        // Batch dims: the longer operand's, some broadcast (size 1) in one.
+        const Shape batch = RandomShape(
+            std::max(ra, rb) - 2 > 0 ? std::max(ra, rb) - 2 : 0, 3, rng);
+        const auto operand = [&](int64_t rank, Shape tail) {
+          Shape shape;
+          const int64_t nbatch = std::max<int64_t>(rank - 2, 0);
+          for (int64_t d = 0; d < nbatch; ++d) {
+            const int64_t full = batch[batch.size() - nbatch + d];
+            shape.push_back(rng() % 3 == 0 ? 1 : full);
+          }
+          shape.insert(shape.end(), tail.begin(), tail.end());
+          return shape;
+        };
+        const Shape a = ra == 1 ? Shape{k} : operand(ra, {m, k});
+        const Shape b = rb == 1 ? Shape{k} : operand(rb, {k, n});
+        return MakeCase({a, b}, rng() % 4 == 0 ? DType::kF64 : DType::kF32,
+                        mesh_ndim, rng);
+      },
+      Wrap([](const std::vector<DTensor>& in) {
+        return ops::Matmul(in[0], in[1]);
+      }),
+      WrapRef(
+          [](const std::vector<Tensor>& in) { return Matmul(in[0], in[1]); }),
+      11);
+}
+
+TEST(MatmulPropertyTest, MmAndBmmMatchTheTensorLayer) {
+  CheckRandom(
+      [](int64_t mesh_ndim, std::mt19937& rng) {
+        const int64_t m = 1 + rng() % 6, k = rng() % 7, n = 1 + rng() % 6;
+        if (rng() % 2 == 0) {
+          return MakeCase({Shape{m, k}, Shape{k, n}}, DType::kF32, mesh_ndim,
+                          rng);
+        }
+        const int64_t b = 1 + rng() % 4;
+        return MakeCase({Shape{b, m, k}, Shape{b, k, n}}, DType::kF32,
+                        mesh_ndim, rng);
+      },
+      Wrap([](const std::vector<DTensor>& in) {
+        return in[0].shape().size() == 2 ? ops::Mm(in[0], in[1])
+                                         : ops::Bmm(in[0], in[1]);
+      }),
+      WrapRef(
+          [](const std::vector<Tensor>& in) { return Matmul(in[0], in[1]); }),
+      12);
+}
+
+TEST(MatmulPropertyTest, LinearWithAndWithoutBiasMatchesTheTensorLayer) {
+  CheckRandom(
+      [](int64_t mesh_ndim, std::mt19937& rng) {
+        Shape x = RandomShape(rng() % 3, 4, rng);
+        const int64_t in = 1 + rng() % 6, out = 1 + rng() % 6;
+        x.push_back(in);
+        std::optional<Shape> bias;
+        if (rng() % 2 == 0) bias = Shape{out};
+        return MakeCase({x, Shape{out, in}, bias}, DType::kF32, mesh_ndim, rng);
+      },
+      Wrap([](const std::vector<DTensor>& in) {
+        return ops::Linear(in[0], in[1], in[2]);
+      }),
+      WrapRef([](const std::vector<Tensor>& in) {
+        return Linear(in[0], in[1], in[2]);
+      }),
+      13);
+}
+
+TEST(MatmulPropertyTest, AddmmMatchesTheTensorLayer) {
+  CheckRandom(
+      [](int64_t mesh_ndim, std::mt19937& rng) {
+        const int64_t m = 1 + rng() % 5, k = rng() % 6, n = 1 + rng() % 5;
+        const std::vector<Shape> biases = {{n}, {m, n}, {1, n}, {m, 1}, {}};
+        return MakeCase(
+            {biases[rng() % biases.size()], Shape{m, k}, Shape{k, n}},
+            DType::kF32, mesh_ndim, rng);
+      },
+      Wrap([](const std::vector<DTensor>& in) {
+        // A bias of odd rank takes beta 0.5 and alpha 2, the others the
+        // defaults (the reference decides alike).
+        const bool scaled = in[0].shape().size() % 2 == 1;
+        return scaled ? ops::Addmm(in[0], in[1], in[2], 0.5, 2.0)
+                      : ops::Addmm(in[0], in[1], in[2]);
+      }),
+      WrapRef([](const std::vector<Tensor>& in) -> absl::StatusOr<Tensor> {
+        const bool scaled = in[0].dim() % 2 == 1;
+        absl::StatusOr<Tensor> product = Matmul(in[1], in[2]);
+        if (!product.ok()) return product;
+        if (!scaled) return Add(in[0], *product);
+        absl::StatusOr<Tensor> bias = Mul(in[0], 0.5);
+        absl::StatusOr<Tensor> scaled_product = Mul(*product, 2.0);
+        return Add(*bias, *scaled_product);
+      }),
+      14);
+}
+
+// ---- The layouts users expect (1-D mesh of 4 unless said). ----
+
+struct Outcome {
+  std::string layout;
+  int64_t collectives = 0;
+};
+
+// Runs `call` on metadata-only DTensors of (shape, layout) pairs; the output
+// layout and the collectives the call ran.
+Outcome RunMeta(
+    const std::vector<int64_t>& mesh_shape,
+    const std::vector<std::pair<Shape, std::string>>& inputs,
+    const std::function<absl::StatusOr<DTensor>(const std::vector<DTensor>&)>&
+        call) {
+  auto runtime = Runtime::MetadataOnly(0);
+  const DeviceMesh mesh = *DeviceMesh::Create(mesh_shape);
+  std::vector<DTensor> tensors;
+  for (const auto& [shape, layout] : inputs) {
+    absl::StatusOr<DTensor> t = MetaTensor(runtime, mesh, shape, layout);
+    EXPECT_TRUE(t.ok()) << t.status();
+    tensors.push_back(*t);
+  }
+  CommCounter counter;
+  absl::StatusOr<DTensor> out;
+  {
+    CommCounter::Scope scope(counter);
+    out = call(tensors);
+  }
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (!out.ok()) return {};
+  return {out->sharding().ToString(), counter.total_collectives()};
+}
+
+std::function<absl::StatusOr<DTensor>(const std::vector<DTensor>&)> MmCall() {
+  return [](const std::vector<DTensor>& in) { return ops::Mm(in[0], in[1]); };
+}
+
+TEST(MatmulLayoutTest, RowShardedTimesReplicatedIsRowSharded) {
+  const Outcome o = RunMeta({4}, {{{12, 8}, "S(0)"}, {{8, 4}, "R"}}, MmCall());
+  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.collectives, 0);
+}
+
+TEST(MatmulLayoutTest, ReplicatedTimesColumnShardedIsColumnSharded) {
+  const Outcome o = RunMeta({4}, {{{12, 8}, "R"}, {{8, 4}, "S(1)"}}, MmCall());
+  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.collectives, 0);
+}
+
+TEST(MatmulLayoutTest, ContractionShardedIsPartialSumWithoutCommunication) {
+  const Outcome o =
+      RunMeta({4}, {{{12, 8}, "S(1)"}, {{8, 4}, "S(0)"}}, MmCall());
+  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.collectives, 0);
+}
+
+TEST(MatmulLayoutTest, ReplicatedTimesReplicatedStaysReplicated) {
+  const Outcome o = RunMeta({4}, {{{12, 8}, "R"}, {{8, 4}, "R"}}, MmCall());
+  EXPECT_EQ(o.layout, "R");
+  EXPECT_EQ(o.collectives, 0);
+}
+
+TEST(MatmulLayoutTest, PartialTimesReplicatedStaysPartial) {
+  EXPECT_EQ(RunMeta({4}, {{{12, 8}, "P"}, {{8, 4}, "R"}}, MmCall()).layout,
+            "P(sum)");
+  EXPECT_EQ(RunMeta({4}, {{{12, 8}, "R"}, {{8, 4}, "P(avg)"}}, MmCall()).layout,
+            "P(avg)");
+}
+
+TEST(MatmulLayoutTest, BatchDimsShardedAlikeStaySharded) {
+  const Outcome o = RunMeta(
+      {4}, {{{8, 6, 5}, "S(0)"}, {{8, 5, 3}, "S(0)"}},
+      [](const std::vector<DTensor>& in) { return ops::Bmm(in[0], in[1]); });
+  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.collectives, 0);
+  // A broadcast batch dim is Replicate in the operand that broadcasts it.
+  const Outcome b = RunMeta(
+      {4}, {{{8, 6, 5}, "S(0)"}, {{1, 5, 3}, "R"}},
+      [](const std::vector<DTensor>& in) { return ops::Matmul(in[0], in[1]); });
+  EXPECT_EQ(b.layout, "S(0)");
+  EXPECT_EQ(b.collectives, 0);
+}
+
+TEST(MatmulLayoutTest, ChoosesPerMeshDimOnATwoDimMesh) {
+  // dp x tp: rows on dp, the weight's columns on tp.
+  const Outcome o =
+      RunMeta({2, 4}, {{{16, 8}, "S(0),R"}, {{8, 12}, "R,S(1)"}}, MmCall());
+  EXPECT_EQ(o.layout, "S(0),S(1)");
+  EXPECT_EQ(o.collectives, 0);
+}
+
+TEST(MatmulLayoutTest, RowwiseLinearIsPartialWithALocalBias) {
+  // x sharded on in-features, weight [out, in] sharded on in: the product is
+  // a partial sum; the replicated bias joins it locally (one rank keeps it).
+  const Outcome o =
+      RunMeta({4}, {{{6, 8}, "S(1)"}, {{5, 8}, "S(1)"}, {{5}, "R"}},
+              [](const std::vector<DTensor>& in) {
+                return ops::Linear(in[0], in[1], in[2]);
+              });
+  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.collectives, 0);
+  // Colwise: weight sharded on out features, bias alike: S(last).
+  const Outcome c =
+      RunMeta({4}, {{{6, 8}, "R"}, {{5, 8}, "S(0)"}, {{5}, "S(0)"}},
+              [](const std::vector<DTensor>& in) {
+                return ops::Linear(in[0], in[1], in[2]);
+              });
+  EXPECT_EQ(c.layout, "S(1)");
+  EXPECT_EQ(c.collectives, 0);
+}
+
+TEST(MatmulLayoutTest, MismatchedInnerDimsAreAnErrorNamingTheShapes) {
+  auto runtime = Runtime::MetadataOnly(0);
+  const DeviceMesh mesh = *DeviceMesh::Create({2});
+  const DTensor a = *MetaTensor(runtime, mesh, {4, 3}, "R");
+  const DTensor b = *MetaTensor(runtime, mesh, {4, 2}, "R");
+  const absl::StatusOr<DTensor> out = ops::Mm(a, b);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("[4, 3]"), std::string::npos)
+      << out.status();
+  const absl::StatusOr<DTensor> integer =
+      ops::Mm(*MetaTensor(runtime, mesh, {4, 3}, "R", DType::kI64),
+              *MetaTensor(runtime, mesh, {3, 2}, "R", DType::kI64));
+  EXPECT_FALSE(integer.ok());
+}
+
+}  // namespace
+}  // namespace dtensor

@@ -1,0 +1,351 @@
+// The nn ops on DTensors (softmax, log_softmax, rms_norm, layer_norm,
+// scaled_dot_product_attention, rotary_embedding): randomized property tests
+// (random meshes, even and uneven shards, nested orders, Partial inputs)
+// against the tensor layer on the gathered inputs; and the layouts users
+// expect, with communication counted.
+#include "ops/nn_ops.h"
+
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dtensor/comm_counter.h"
+#include "gtest/gtest.h"
+#include "tensor/nn_functional.h"
+#include "tests/ops/family_test_util.h"
+#include "tests/ops/op_test_util.h"
+
+namespace dtensor {
+namespace {
+
+using testing_util::CheckOnRandomLayouts;
+using testing_util::CheckRandomStrategies;
+using testing_util::MetaOutcome;
+using testing_util::OneOutput;
+using testing_util::OneReference;
+using testing_util::OpCall;
+using testing_util::RandomShape;
+using testing_util::RandomTensor;
+using testing_util::RunOnMeta;
+
+using In = std::vector<DTensor>;
+using Full = std::vector<Tensor>;
+
+// Well-conditioned ops; the norms divide by a spread that can be small.
+constexpr double kTol = 1e-4;
+constexpr double kNormTol = 1e-3;
+
+DType RandomFloat(std::mt19937& rng) {
+  return rng() % 3 == 0 ? DType::kF64 : DType::kF32;
+}
+
+// A dim of a rank-`rank` tensor, negative half the time (0 or -1 for 0-d).
+int64_t RandomDim(int64_t rank, std::mt19937& rng) {
+  if (rank == 0) return rng() % 2 == 0 ? 0 : -1;
+  return static_cast<int64_t>(rng() % (2 * rank)) - rank;
+}
+
+// `shape` with leading dims dropped and dims set to 1 at random.
+Shape BroadcastingShape(const Shape& shape, std::mt19937& rng) {
+  const size_t drop = rng() % 3 == 0 ? rng() % (shape.size() + 1) : 0;
+  Shape out(shape.begin() + drop, shape.end());
+  for (int64_t& size : out) {
+    if (rng() % 4 == 0) size = 1;
+  }
+  return out;
+}
+
+Shape Concat(Shape a, const Shape& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// ---- Property tests: random layouts through the typed functions, and
+// every strategy of the registry op. ----
+
+// Both checks of one op.
+void CheckOp(uint32_t seed, const testing_util::OpCallMaker& make, double tol) {
+  absl::Status status = CheckOnRandomLayouts(seed, 4, 10, make, tol, tol);
+  EXPECT_TRUE(status.ok()) << status;
+  status = CheckRandomStrategies(seed + 1000, 12, 24, make, tol, tol);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+OpCall SoftmaxCall(bool log, std::mt19937& rng) {
+  const Shape shape = RandomShape(rng() % 4, 6, rng);
+  const int64_t dim = RandomDim(static_cast<int64_t>(shape.size()), rng);
+  OpCall c;
+  c.op = log ? "log_softmax" : "softmax";
+  c.description = absl::StrCat(c.op, " dim ", dim);
+  c.inputs = {RandomTensor(shape, RandomFloat(rng), -3, 3, rng)};
+  c.args.AddInt(dim);
+  c.call = OneOutput([log, dim](const In& in) {
+    return log ? ops::LogSoftmax(in[0], dim) : ops::Softmax(in[0], dim);
+  });
+  c.reference = OneReference([log, dim](const Full& in) {
+    return log ? LogSoftmax(in[0], dim) : Softmax(in[0], dim);
+  });
+  return c;
+}
+
+TEST(NnPropertyTest, SoftmaxMatchesTheTensorLayer) {
+  CheckOp(
+      1, [](std::mt19937& rng) { return SoftmaxCall(false, rng); }, kTol);
+}
+
+TEST(NnPropertyTest, LogSoftmaxMatchesTheTensorLayer) {
+  CheckOp(
+      2, [](std::mt19937& rng) { return SoftmaxCall(true, rng); }, kTol);
+}
+
+OpCall NormCall(bool layer_norm, std::mt19937& rng) {
+  const Shape shape = RandomShape(1 + rng() % 3, 6, rng);
+  const DType dtype = RandomFloat(rng);
+  const Shape param = {shape.back()};
+  const double eps = rng() % 2 == 0 ? 1e-5 : 0.1;
+  OpCall c;
+  c.op = layer_norm ? "layer_norm" : "rms_norm";
+  c.description = absl::StrCat(c.op, " eps ", eps);
+  c.inputs = {
+      RandomTensor(shape, dtype, -3, 3, rng),
+      rng() % 3 != 0 ? RandomTensor(param, dtype, 0.5, 2, rng) : Tensor()};
+  if (layer_norm) {
+    c.inputs.push_back(rng() % 3 != 0 ? RandomTensor(param, dtype, -1, 1, rng)
+                                      : Tensor());
+  }
+  c.args.AddScalar(eps);
+  c.call = OneOutput([layer_norm, eps](const In& in) {
+    return layer_norm ? ops::LayerNorm(in[0], in[1], in[2], eps)
+                      : ops::RmsNorm(in[0], in[1], eps);
+  });
+  c.reference = OneReference([layer_norm, eps](const Full& in) {
+    return layer_norm ? LayerNorm(in[0], in[1], in[2], eps)
+                      : RmsNorm(in[0], in[1], eps);
+  });
+  return c;
+}
+
+TEST(NnPropertyTest, RmsNormMatchesTheTensorLayer) {
+  CheckOp(
+      3, [](std::mt19937& rng) { return NormCall(false, rng); }, kNormTol);
+}
+
+TEST(NnPropertyTest, LayerNormMatchesTheTensorLayer) {
+  CheckOp(
+      4, [](std::mt19937& rng) { return NormCall(true, rng); }, kNormTol);
+}
+
+OpCall AttentionCall(std::mt19937& rng) {
+  const Shape batch = RandomShape(rng() % 3, 3, rng);
+  const int64_t lq = rng() % 8 == 0 ? 0 : 1 + rng() % 5;
+  const int64_t lk = rng() % 5;
+  const int64_t e = 1 + rng() % 4;
+  const int64_t ev = 1 + rng() % 4;
+  const Shape k_batch = BroadcastingShape(batch, rng);
+  const Shape v_batch =
+      rng() % 2 == 0 ? k_batch : BroadcastingShape(batch, rng);
+  const DType dtype = RandomFloat(rng);
+  const bool causal = rng() % 2 == 0;
+  const double scale = rng() % 2 == 0 ? 0.0 : 0.5;
+  OpCall c;
+  c.op = "scaled_dot_product_attention";
+  c.description = absl::StrCat(c.op, " causal ", causal, " scale ", scale);
+  c.inputs = {RandomTensor(Concat(BroadcastingShape(batch, rng), {lq, e}),
+                           dtype, -1, 1, rng),
+              RandomTensor(Concat(k_batch, {lk, e}), dtype, -1, 1, rng),
+              RandomTensor(Concat(v_batch, {lk, ev}), dtype, -1, 1, rng)};
+  c.args.AddBool(causal).AddScalar(scale);
+  c.call = OneOutput([causal, scale](const In& in) {
+    return ops::ScaledDotProductAttention(in[0], in[1], in[2], causal, scale);
+  });
+  c.reference = OneReference([causal, scale](const Full& in) {
+    return ScaledDotProductAttention(in[0], in[1], in[2], causal, scale);
+  });
+  return c;
+}
+
+TEST(NnPropertyTest, AttentionMatchesTheTensorLayer) {
+  CheckOp(5, AttentionCall, kTol);
+}
+
+OpCall RotaryCall(std::mt19937& rng) {
+  const int64_t seq = rng() % 8 == 0 ? 0 : 1 + rng() % 7;
+  const Shape shape = Concat(RandomShape(rng() % 3, 3, rng),
+                             {seq, 1 + static_cast<int64_t>(rng() % 3),
+                              2 * (1 + static_cast<int64_t>(rng() % 3))});
+  const bool with_positions = rng() % 2 == 0;
+  const double theta = rng() % 2 == 0 ? 10000.0 : 500.0;
+  OpCall c;
+  c.op = "rotary_embedding";
+  c.description = absl::StrCat(c.op, " theta ", theta);
+  c.inputs = {
+      RandomTensor(shape, RandomFloat(rng), -2, 2, rng),
+      with_positions
+          ? RandomTensor({seq}, rng() % 2 == 0 ? DType::kI64 : DType::kI32, 0,
+                         20, rng)
+          : Tensor()};
+  c.args.AddScalar(theta);
+  c.call = OneOutput([theta](const In& in) {
+    return ops::RotaryEmbedding(in[0], in[1], theta);
+  });
+  c.reference = OneReference(
+      [theta](const Full& in) { return RotaryEmbedding(in[0], in[1], theta); });
+  return c;
+}
+
+TEST(NnPropertyTest, RotaryEmbeddingMatchesTheTensorLayer) {
+  CheckOp(6, RotaryCall, kTol);
+}
+
+TEST(NnCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
+  const std::set<std::string> tested = {"softmax",
+                                        "log_softmax",
+                                        "rms_norm",
+                                        "layer_norm",
+                                        "scaled_dot_product_attention",
+                                        "rotary_embedding"};
+  for (const OpDef* op : ops::NnOps()) {
+    EXPECT_TRUE(tested.count(std::string(op->name))) << op->name;
+  }
+}
+
+// ---- The layouts users expect. ----
+
+TEST(NnLayoutTest, SoftmaxOverAShardedDimMovesItsShardsAway) {
+  for (bool log : {false, true}) {
+    const auto softmax = [log](int64_t dim) {
+      return [log, dim](const In& in) {
+        return log ? ops::LogSoftmax(in[0], dim) : ops::Softmax(in[0], dim);
+      };
+    };
+    // The softmax dim is gathered; all-to-all onto the other dim is the
+    // cheapest way there.
+    MetaOutcome o = RunOnMeta({4}, {{{8, 6}, "S(1)"}}, softmax(1));
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.layout, "S(0)");
+    EXPECT_EQ(o.comms.count(CommKind::kAllToAll), 1);
+    EXPECT_EQ(o.comms.total_collectives(), 1);
+    // With no other dim to move to: an all-gather.
+    o = RunOnMeta({4}, {{{8}, "S(0)"}}, softmax(0));
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.layout, "R");
+    EXPECT_EQ(o.comms.count(CommKind::kAllGather), 1);
+    EXPECT_EQ(o.comms.total_collectives(), 1);
+    // Other dims stay sharded, nested orders included.
+    o = RunOnMeta({2, 2}, {{{8, 6, 5}, "S(0)[1],S(0)[0]"}}, softmax(-1));
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.layout, "S(0)[1],S(0)[0]");
+    EXPECT_EQ(o.comms.total_collectives(), 0);
+  }
+}
+
+TEST(NnLayoutTest, NormsRunOnSequenceShardsWithReplicatedWeights) {
+  const auto layer_norm = [](const In& in) {
+    return ops::LayerNorm(in[0], in[1], in[2]);
+  };
+  MetaOutcome o = RunOnMeta(
+      {4}, {{{2, 8, 16}, "S(1)"}, {{16}, "R"}, {{16}, "R"}}, layer_norm);
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.comms.total_collectives(), 0);
+  // The normalized dim cannot stay sharded.
+  o = RunOnMeta({4}, {{{2, 8, 16}, "S(2)"}, {{16}, "R"}, {{16}, "R"}},
+                layer_norm);
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_NE(o.layout, "S(2)");
+  EXPECT_GE(o.comms.total_collectives(), 1);
+  // A Partial weight with a replicated x gives a Partial output.
+  o = RunOnMeta({4}, {{{2, 8, 16}, "R"}, {{16}, "P"}},
+                [](const In& in) { return ops::RmsNorm(in[0], in[1]); });
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.comms.total_collectives(), 0);
+}
+
+TEST(NnLayoutTest, AttentionShardedOnHeadsOrBatchDoesNotCommunicate) {
+  for (bool causal : {false, true}) {
+    const auto attention = [causal](const In& in) {
+      return ops::ScaledDotProductAttention(in[0], in[1], in[2], causal);
+    };
+    const Shape qkv = {2, 4, 8, 16};  // [batch, heads, seq, head_dim]
+    for (const char* layout : {"S(1)", "S(0)"}) {
+      const MetaOutcome o = RunOnMeta(
+          {2}, {{qkv, layout}, {qkv, layout}, {qkv, layout}}, attention);
+      ASSERT_TRUE(o.status.ok()) << o.status;
+      EXPECT_EQ(o.layout, layout);
+      EXPECT_EQ(o.comms.total_collectives(), 0);
+    }
+    MetaOutcome o = RunOnMeta(
+        {2, 2}, {{qkv, "S(0),S(1)"}, {qkv, "S(0),S(1)"}, {qkv, "S(0),S(1)"}},
+        attention);
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.layout, "S(0),S(1)");
+    EXPECT_EQ(o.comms.total_collectives(), 0);
+    // Queries sharded on the sequence, keys and values whole.
+    o = RunOnMeta({4}, {{qkv, "S(2)"}, {qkv, "R"}, {qkv, "R"}}, attention);
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.layout, "S(2)");
+    EXPECT_EQ(o.comms.total_collectives(), 0);
+  }
+}
+
+TEST(NnLayoutTest, RotaryEmbeddingKeepsSequenceShards) {
+  const auto rotary = [](const In& in) { return ops::RotaryEmbedding(in[0]); };
+  MetaOutcome o = RunOnMeta({4}, {{{2, 8, 4, 16}, "S(1)"}}, rotary);
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.comms.total_collectives(), 0);
+  // head_dim holds rotation pairs: never sharded.
+  o = RunOnMeta({4}, {{{2, 8, 4, 16}, "S(3)"}}, rotary);
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_NE(o.layout, "S(3)");
+  EXPECT_GE(o.comms.total_collectives(), 1);
+}
+
+// ---- Errors. ----
+
+void ExpectErrorNaming(const MetaOutcome& o, const std::string& text) {
+  ASSERT_FALSE(o.status.ok());
+  EXPECT_NE(o.status.message().find(text), std::string::npos) << o.status;
+}
+
+TEST(NnErrorTest, BadInputsAreErrorsNamingTheOpAndValue) {
+  ExpectErrorNaming(
+      RunOnMeta({2}, {{{4, 3}, "R"}},
+                [](const In& in) { return ops::Softmax(in[0], 2); }),
+      "softmax");
+  ExpectErrorNaming(
+      RunOnMeta({2}, {{{4, 3}, "R", DType::kI64}},
+                [](const In& in) { return ops::Softmax(in[0], 0); }),
+      "softmax");
+  ExpectErrorNaming(
+      RunOnMeta({2}, {{{4, 3}, "R"}, {{4}, "R"}},
+                [](const In& in) { return ops::RmsNorm(in[0], in[1]); }),
+      "[4]");
+  ExpectErrorNaming(
+      RunOnMeta({2}, {{{2, 5, 4}, "R"}, {{2, 6, 3}, "R"}, {{2, 6, 4}, "R"}},
+                [](const In& in) {
+                  return ops::ScaledDotProductAttention(in[0], in[1], in[2]);
+                }),
+      "scaled_dot_product_attention");
+  ExpectErrorNaming(
+      RunOnMeta({2}, {{{2, 5, 3}, "R"}},
+                [](const In& in) { return ops::RotaryEmbedding(in[0]); }),
+      "[2, 5, 3]");
+  ExpectErrorNaming(RunOnMeta({2}, {{{2, 5, 2, 4}, "R"}},
+                              [](const In& in) {
+                                return ops::RotaryEmbedding(in[0], DTensor(),
+                                                            -1);
+                              }),
+                    "theta");
+  ExpectErrorNaming(
+      RunOnMeta(
+          {2}, {{{2, 5, 2, 4}, "R"}, {{4}, "R", DType::kI64}},
+          [](const In& in) { return ops::RotaryEmbedding(in[0], in[1]); }),
+      "positions");
+}
+
+}  // namespace
+}  // namespace dtensor

@@ -1,0 +1,340 @@
+// embedding and cross_entropy on DTensors: randomized property tests (random
+// meshes, even and uneven shards, ignored targets, Partial inputs) against
+// the tensor layer on the gathered inputs; the row-sharded embedding's
+// Partial result; loss parallel communicating batch-sized reductions only.
+#include "ops/vocab_ops.h"
+
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/comm_counter.h"
+#include "gtest/gtest.h"
+#include "tensor/nn_functional.h"
+#include "tensor/status_macros.h"
+#include "tests/ops/family_test_util.h"
+#include "tests/ops/op_test_util.h"
+
+namespace dtensor {
+namespace {
+
+using testing_util::CheckOnRandomLayouts;
+using testing_util::CheckRandomStrategies;
+using testing_util::MetaOutcome;
+using testing_util::OneOutput;
+using testing_util::OneReference;
+using testing_util::OpCall;
+using testing_util::RandomShape;
+using testing_util::RandomTensor;
+using testing_util::RunOnMeta;
+
+using In = std::vector<DTensor>;
+using Full = std::vector<Tensor>;
+
+constexpr double kTol = 1e-4;
+
+DType RandomIndexType(std::mt19937& rng) {
+  return rng() % 2 == 0 ? DType::kI64 : DType::kI32;
+}
+
+// ---- Property tests: random layouts through the typed functions, and
+// every strategy of the registry op. ----
+
+void CheckOp(uint32_t seed, const testing_util::OpCallMaker& make) {
+  absl::Status status = CheckOnRandomLayouts(seed, 5, 10, make, kTol, kTol);
+  EXPECT_TRUE(status.ok()) << status;
+  status = CheckRandomStrategies(seed + 1000, 16, 32, make, kTol, kTol);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+OpCall EmbeddingCall(std::mt19937& rng) {
+  const int64_t num = 1 + rng() % 7;
+  const int64_t dim = 1 + rng() % 5;
+  OpCall c;
+  c.op = "embedding";
+  c.description = c.op;
+  c.inputs = {
+      RandomTensor(RandomShape(rng() % 3, 4, rng), RandomIndexType(rng), 0,
+                   num - 1, rng),
+      RandomTensor({num, dim}, rng() % 3 == 0 ? DType::kF64 : DType::kF32, -2,
+                   2, rng)};
+  c.call = OneOutput([](const In& in) { return ops::Embedding(in[0], in[1]); });
+  c.reference =
+      OneReference([](const Full& in) { return Embedding(in[0], in[1]); });
+  return c;
+}
+
+TEST(VocabPropertyTest, EmbeddingMatchesTheTensorLayer) {
+  CheckOp(21, EmbeddingCall);
+}
+
+// Targets in [0, classes), a quarter of them `ignore_index`.
+Tensor RandomTargets(const Shape& shape, int64_t classes, int64_t ignore_index,
+                     DType dtype, std::mt19937& rng) {
+  std::vector<int64_t> values(NumElements(shape));
+  for (int64_t& v : values) {
+    v = rng() % 4 == 0 ? ignore_index : static_cast<int64_t>(rng() % classes);
+  }
+  return *Tensor::FromVector(values, shape)->To(dtype);
+}
+
+OpCall CrossEntropyCall(std::mt19937& rng) {
+  const bool batched = rng() % 4 != 0;
+  const int64_t n = rng() % 8;
+  const int64_t classes = 1 + rng() % 7;
+  const Reduction reduction = static_cast<Reduction>(rng() % 3);
+  // The default, or a real class (which then counts as ignored).
+  const int64_t ignore_index =
+      rng() % 2 == 0 ? -100 : static_cast<int64_t>(rng() % classes);
+  OpCall c;
+  c.op = "cross_entropy";
+  c.description = absl::StrCat(c.op, " reduction ", static_cast<int>(reduction),
+                               " ignore_index ", ignore_index);
+  c.inputs = {
+      RandomTensor(batched ? Shape{n, classes} : Shape{classes},
+                   rng() % 3 == 0 ? DType::kF64 : DType::kF32, -3, 3, rng),
+      RandomTargets(batched ? Shape{n} : Shape{}, classes, ignore_index,
+                    RandomIndexType(rng), rng)};
+  c.args.AddInt(static_cast<int64_t>(reduction)).AddInt(ignore_index);
+  c.call = OneOutput([reduction, ignore_index](const In& in) {
+    return ops::CrossEntropy(in[0], in[1], reduction, ignore_index);
+  });
+  c.reference = OneReference([reduction, ignore_index](const Full& in) {
+    return CrossEntropy(in[0], in[1], reduction, ignore_index);
+  });
+  return c;
+}
+
+TEST(VocabPropertyTest, CrossEntropyMatchesTheTensorLayer) {
+  CheckOp(22, CrossEntropyCall);
+}
+
+TEST(VocabCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
+  const std::set<std::string> tested = {"embedding", "cross_entropy"};
+  for (const OpDef* op : ops::VocabOps()) {
+    EXPECT_TRUE(tested.count(std::string(op->name))) << op->name;
+  }
+}
+
+// ---- Embedding layouts. ----
+
+MetaOutcome EmbeddingOnMeta(const std::vector<int64_t>& mesh,
+                            const std::string& indices,
+                            const std::string& table) {
+  return RunOnMeta(mesh, {{{4, 6}, indices, DType::kI64}, {{32, 16}, table}},
+                   [](const In& in) { return ops::Embedding(in[0], in[1]); });
+}
+
+TEST(VocabLayoutTest, RowShardedTableGivesAPartialSumWithoutCommunication) {
+  MetaOutcome o = EmbeddingOnMeta({4}, "R", "S(0)");
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.comms.total_collectives(), 0);
+  // Columns give the last dim; sharded indices their dims.
+  o = EmbeddingOnMeta({4}, "R", "S(1)");
+  EXPECT_EQ(o.layout, "S(2)");
+  EXPECT_EQ(o.comms.total_collectives(), 0);
+  o = EmbeddingOnMeta({4}, "S(1)", "R");
+  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.comms.total_collectives(), 0);
+  o = EmbeddingOnMeta({2, 2}, "S(0),R", "R,S(0)");
+  EXPECT_EQ(o.layout, "S(0),P(sum)");
+  EXPECT_EQ(o.comms.total_collectives(), 0);
+}
+
+TEST(VocabLayoutTest, RowShardedLookupIsCompletedByOneAllReduce) {
+  // Rows 0..9 on 4 ranks (3, 3, 3, 1): each index found on one rank only.
+  LocalCluster cluster(4);
+  const DeviceMesh mesh = *DeviceMesh::Create({4});
+  std::mt19937 rng(3);
+  const Tensor table = RandomTensor({10, 3}, DType::kF32, -1, 1, rng);
+  const Tensor indices =
+      *Tensor::FromVector<int64_t>({9, 0, 3, 3, 8, 2}, {2, 3});
+  const Tensor expected = *Embedding(indices, table);
+  const absl::Status status =
+      cluster.Run([&](ProcessGroups& groups) -> absl::Status {
+        auto runtime = Runtime::ForRank(groups);
+        DT_ASSIGN_OR_RETURN(
+            DTensor t,
+            DTensor::Distribute(runtime, table, mesh, {Placement::Shard(0)}));
+        DT_ASSIGN_OR_RETURN(DTensor i,
+                            DTensor::Distribute(runtime, indices, mesh,
+                                                {Placement::Replicate()}));
+        CommCounter counter;
+        DTensor out;
+        {
+          CommCounter::Scope scope(counter);
+          DT_ASSIGN_OR_RETURN(out, ops::Embedding(i, t));
+        }
+        if (counter.total_collectives() != 0 ||
+            !out.placements()[0].is_partial()) {
+          return absl::InternalError(out.spec().ToString());
+        }
+        DT_ASSIGN_OR_RETURN(DTensor reduced,
+                            out.Redistribute({Placement::Replicate()}));
+        if (!AllClose(reduced.local(), expected)) {
+          return absl::InternalError(reduced.local().ToString());
+        }
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// ---- Loss parallel. ----
+
+// Bytes a rank receives in a ring all-reduce of `bytes` over `n` ranks.
+double AllReduceBytes(int64_t n, double bytes) {
+  return 2.0 * (n - 1) / n * bytes;
+}
+
+MetaOutcome CrossEntropyOnMeta(const std::vector<int64_t>& mesh,
+                               const Shape& logits_shape,
+                               const std::string& logits,
+                               const std::string& target, Reduction reduction) {
+  return RunOnMeta(
+      mesh, {{logits_shape, logits}, {{logits_shape[0]}, target, DType::kI64}},
+      [reduction](const In& in) {
+        return ops::CrossEntropy(in[0], in[1], reduction);
+      });
+}
+
+// Logits of realistic size, where moving them would cost far more than the
+// two collective launches of loss parallel.
+TEST(VocabLayoutTest, LossParallelReducesBatchSizedVectorsNotLogits) {
+  for (Reduction reduction :
+       {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+    // 1024 tokens, 32000 classes on 4 ranks: a max of 1024 floats, then 1024
+    // sums of exp with 1024 target logits.
+    const MetaOutcome o =
+        CrossEntropyOnMeta({4}, {1024, 32000}, "S(1)", "R", reduction);
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.layout, "R");
+    EXPECT_EQ(o.comms.count(CommKind::kAllGather), 0);
+    EXPECT_EQ(o.comms.count(CommKind::kAllToAll), 0);
+    EXPECT_EQ(o.comms.count(CommKind::kAllReduce), 2);
+    EXPECT_DOUBLE_EQ(o.comms.total_bytes(),
+                     AllReduceBytes(4, 1024 * 4) + AllReduceBytes(4, 2048 * 4));
+  }
+}
+
+TEST(VocabLayoutTest, BatchShardedMeanCountsTargetsWithOneSmallAllReduce) {
+  // 1025 tokens (513, 512) on mesh dim 0, 32000 classes on mesh dim 1.
+  const Shape shape = {1025, 32000};
+  MetaOutcome o = CrossEntropyOnMeta({2, 2}, shape, "S(0),S(1)", "S(0),R",
+                                     Reduction::kMean);
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.layout, "P(sum),R");
+  EXPECT_EQ(o.comms.count(CommKind::kAllReduce), 3);
+  EXPECT_EQ(o.comms.total_collectives(), 3);
+  EXPECT_DOUBLE_EQ(o.comms.total_bytes(), AllReduceBytes(2, 513 * 4) +
+                                              AllReduceBytes(2, 1026 * 4) +
+                                              AllReduceBytes(2, 8));
+  // A sum needs no count; per-sample losses stay sharded.
+  o = CrossEntropyOnMeta({2, 2}, shape, "S(0),S(1)", "S(0),R", Reduction::kSum);
+  EXPECT_EQ(o.layout, "P(sum),R");
+  EXPECT_EQ(o.comms.total_collectives(), 2);
+  o = CrossEntropyOnMeta({2, 2}, shape, "S(0),S(1)", "S(0),R",
+                         Reduction::kNone);
+  EXPECT_EQ(o.layout, "S(0),R");
+  EXPECT_EQ(o.comms.total_collectives(), 2);
+  o = CrossEntropyOnMeta({4}, shape, "S(0)", "S(0)", Reduction::kNone);
+  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.comms.total_collectives(), 0);
+}
+
+TEST(VocabLayoutTest, LossParallelOnRanksCommunicatesOnlyTheReductions) {
+  // Uneven: 62 classes on 4 ranks (16, 16, 16, 14), 4 samples, one ignored.
+  // A slow link makes bytes dominate, as they do at realistic sizes.
+  LocalCluster cluster(4);
+  const DeviceMesh mesh = *DeviceMesh::Create({4});
+  std::mt19937 rng(4);
+  const Tensor logits = RandomTensor({4, 62}, DType::kF32, -3, 3, rng);
+  const Tensor target = *Tensor::FromVector<int64_t>({61, 0, -100, 47}, {4});
+  const Tensor expected = *CrossEntropy(logits, target);
+  const absl::Status status =
+      cluster.Run([&](ProcessGroups& groups) -> absl::Status {
+        auto runtime = Runtime::ForRank(groups);
+        MeshDimLink slow;
+        slow.bandwidth_gbps = 0.001;
+        DT_RETURN_IF_ERROR(runtime->SetLinks(mesh, {slow}));
+        DT_ASSIGN_OR_RETURN(
+            DTensor x,
+            DTensor::Distribute(runtime, logits, mesh, {Placement::Shard(1)}));
+        DT_ASSIGN_OR_RETURN(DTensor t,
+                            DTensor::Distribute(runtime, target, mesh,
+                                                {Placement::Replicate()}));
+        CommCounter counter;
+        DTensor loss;
+        {
+          CommCounter::Scope scope(counter);
+          DT_ASSIGN_OR_RETURN(loss, ops::CrossEntropy(x, t));
+        }
+        if (counter.count(CommKind::kAllReduce) != 2 ||
+            counter.total_collectives() != 2) {
+          return absl::InternalError(
+              absl::StrCat(counter.total_collectives(), " collectives"));
+        }
+        if (!loss.placements()[0].is_replicate() ||
+            !AllClose(loss.local(), expected, 1e-5, 1e-6)) {
+          return absl::InternalError(loss.local().ToString());
+        }
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// ---- Errors. ----
+
+TEST(VocabErrorTest, BadInputsAreErrorsNamingTheOpAndValue) {
+  const auto embedding = [](const In& in) {
+    return ops::Embedding(in[0], in[1]);
+  };
+  MetaOutcome o =
+      RunOnMeta({2}, {{{4}, "R"}, {{8, 3}, "R"}}, embedding);  // f32 indices
+  ASSERT_FALSE(o.status.ok());
+  EXPECT_NE(o.status.message().find("embedding"), std::string::npos);
+  o = RunOnMeta({2}, {{{4}, "R", DType::kI64}, {{8}, "R"}}, embedding);
+  EXPECT_FALSE(o.status.ok());
+  const auto loss = [](Reduction r) {
+    return [r](const In& in) { return ops::CrossEntropy(in[0], in[1], r); };
+  };
+  o = RunOnMeta({2}, {{{4, 5}, "R"}, {{3}, "R", DType::kI64}},
+                loss(Reduction::kMean));
+  ASSERT_FALSE(o.status.ok());
+  EXPECT_NE(o.status.message().find("[3]"), std::string::npos) << o.status;
+  o = RunOnMeta({2}, {{{4, 5}, "R"}, {{4}, "R", DType::kI64}},
+                loss(static_cast<Reduction>(7)));
+  ASSERT_FALSE(o.status.ok());
+  EXPECT_NE(o.status.message().find("7"), std::string::npos) << o.status;
+  o = RunOnMeta({2}, {{{4, 5}, "R"}, {{4}, "R"}}, loss(Reduction::kSum));
+  EXPECT_FALSE(o.status.ok());  // float targets
+}
+
+TEST(VocabErrorTest, OutOfRangeIndicesAreErrorsOnEveryRankThatHoldsThem) {
+  LocalCluster cluster(2);
+  const DeviceMesh mesh = *DeviceMesh::Create({2});
+  const std::vector<absl::Status> statuses =
+      cluster.RunPerRank([&](ProcessGroups& groups) -> absl::Status {
+        auto runtime = Runtime::ForRank(groups);
+        DT_ASSIGN_OR_RETURN(Tensor table, Tensor::Ones({6, 2}, DType::kF32));
+        DT_ASSIGN_OR_RETURN(Tensor indices,
+                            Tensor::FromVector<int64_t>({1, 6}, {2}));
+        DT_ASSIGN_OR_RETURN(
+            DTensor t,
+            DTensor::Distribute(runtime, table, mesh, {Placement::Shard(0)}));
+        DT_ASSIGN_OR_RETURN(DTensor i,
+                            DTensor::Distribute(runtime, indices, mesh,
+                                                {Placement::Replicate()}));
+        return ops::Embedding(i, t).status();
+      });
+  for (const absl::Status& status : statuses) {
+    ASSERT_FALSE(status.ok());
+    EXPECT_NE(status.message().find("index 6"), std::string::npos) << status;
+  }
+}
+
+}  // namespace
+}  // namespace dtensor
