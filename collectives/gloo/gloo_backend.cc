@@ -7,7 +7,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "collectives/gloo/gloo_communicator.h"
 #include "collectives/gloo/gloo_store.h"
 #include "collectives/gloo/group_failures.h"

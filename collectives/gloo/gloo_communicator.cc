@@ -6,10 +6,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "collectives/argument_checks.h"
 #include "collectives/gloo/piece_layout.h"
 #include "collectives/gloo/tensor_transfer.h"

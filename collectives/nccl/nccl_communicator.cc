@@ -4,7 +4,6 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collectives/argument_checks.h"
 #include "collectives/gloo/piece_geometry.h"

@@ -130,7 +130,8 @@ struct Cases {
   std::vector<Shape> Same(const Shape& shape) const {
     return std::vector<Shape>(comm.size(), shape);
   }
-  DType AnyDType() { return AllDTypes()[Pick(rng, 0, 6)]; }
+  // Case `k`'s dtype: every dtype in turn.
+  static DType DTypeOf(int64_t k) { return AllDTypes()[k % 7]; }
   Tensor Make(const HostTensor& host, DType dtype, bool contiguous = true) {
     return Place(host, dtype, device, contiguous);
   }
@@ -177,7 +178,7 @@ absl::Status TestAllGather(Cases& c) {
   const int64_t n = c.comm.size();
   const int64_t me = c.comm.rank();
   for (int k = 0; k < 24; ++k) {
-    const DType dtype = c.AnyDType();
+    const DType dtype = Cases::DTypeOf(k);
     const Shape base = RandomShape(c.rng);
     const int64_t dim = Pick(c.rng, 0, base.size() - 1);
     const bool equal = k % 4 == 0;
@@ -241,7 +242,7 @@ absl::Status TestAllToAll(Cases& c) {
   const int64_t n = c.comm.size();
   const int64_t me = c.comm.rank();
   for (int k = 0; k < 16; ++k) {
-    const DType dtype = c.AnyDType();
+    const DType dtype = Cases::DTypeOf(k);
     Shape base = RandomShape(c.rng);
     if (base.size() == 1) base.push_back(Pick(c.rng, 1, 3));
     const int64_t split = Pick(c.rng, 0, base.size() - 1);
@@ -298,7 +299,7 @@ absl::Status TestRooted(Cases& c) {
   const int64_t me = c.comm.rank();
   for (int64_t root = 0; root < n; ++root) {
     for (int k = 0; k < 3; ++k) {
-      const DType dtype = c.AnyDType();
+      const DType dtype = Cases::DTypeOf(root * 3 + k);
       // Broadcast.
       const Shape shape = RandomShape(c.rng);
       ++c.call;
@@ -346,8 +347,8 @@ absl::Status TestRooted(Cases& c) {
 absl::Status TestPointToPoint(Cases& c) {
   const int64_t n = c.comm.size();
   const int64_t me = c.comm.rank();
-  for (int k = 0; k < 6; ++k) {
-    const DType dtype = c.AnyDType();
+  for (int k = 0; k < 7; ++k) {
+    const DType dtype = Cases::DTypeOf(k);
     // Permute: a random permutation, some ranks left out (self pairs
     // allowed).
     std::vector<int64_t> targets(n);
@@ -380,8 +381,8 @@ absl::Status TestPointToPoint(Cases& c) {
   }
   if (n < 2) return absl::OkStatus();
   // A ring of sends and receives: each rank sends first (asynchronously).
-  for (int k = 0; k < 4; ++k) {
-    const DType dtype = c.AnyDType();
+  for (int k = 0; k < 7; ++k) {
+    const DType dtype = Cases::DTypeOf(k);
     std::vector<Shape> shapes(n);
     for (Shape& shape : shapes) shape = RandomShape(c.rng);
     ++c.call;
