@@ -137,7 +137,7 @@ TEST(PropagationCostTest, TiesGoToNoRedistributionThenToTheFirstStrategy) {
   EXPECT_EQ((*p)->outputs[0]->sharding().ToString(), "R");
   EXPECT_EQ((*p)->num_valid_strategies, 2);
   // Equal in every respect: the first generated wins.
-  for (const std::string& first : {"R", "P(sum)"}) {
+  for (const std::string first : {"R", "P(sum)"}) {
     const std::string second = first == "R" ? "P(sum)" : "R";
     const auto op = TestOp({{"R", first, {}}, {"R", second, {}}});
     p = PropagateOne(*op, {8}, "R");

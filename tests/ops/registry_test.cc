@@ -36,7 +36,9 @@ TEST(OpRegistryTest, EveryBuiltinOpIsCompleteAndListedByName) {
     EXPECT_TRUE(op->infer && op->strategies && op->kernel) << op->name;
     EXPECT_FALSE(op->summary.empty()) << op->name;
     EXPECT_EQ(*OpRegistry::Builtin().Find(op->name), op) << op->name;
-    if (i > 0) EXPECT_LT(all[i - 1]->name, op->name);
+    if (i > 0) {
+      EXPECT_LT(all[i - 1]->name, op->name);
+    }
   }
 }
 
