@@ -1,0 +1,74 @@
+#include "nn/optim_adamw.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "tensor/elementwise.h"
+#include "tensor/status_macros.h"
+
+namespace dtensor {
+namespace nn {
+
+absl::StatusOr<std::unique_ptr<AdamW>> AdamW::Create(
+    std::vector<DTensor> params, const AdamWOptions& options) {
+  const std::pair<const char*, double> nonnegative[] = {
+      {"learning rate", options.learning_rate},
+      {"eps", options.eps},
+      {"weight decay", options.weight_decay}};
+  for (const auto& [name, value] : nonnegative) {
+    if (!(value >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AdamW: ", name, " ", value, " must be >= 0"));
+    }
+  }
+  for (double beta : {options.beta1, options.beta2}) {
+    if (!(beta >= 0 && beta < 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AdamW: beta ", beta, " is outside [0, 1)"));
+    }
+  }
+  return std::unique_ptr<AdamW>(new AdamW(std::move(params), options));
+}
+
+AdamW::AdamW(std::vector<DTensor> params, const AdamWOptions& options)
+    : Optimizer(std::move(params), options.learning_rate),
+      options_(options),
+      exp_avg_(this->params().size()),
+      exp_avg_sq_(this->params().size()),
+      steps_(this->params().size(), 0) {}
+
+absl::Status AdamW::Update(size_t i, const Tensor& grad) {
+  const Tensor& p = params()[i].local();
+  if (!exp_avg_[i].defined()) {
+    DT_ASSIGN_OR_RETURN(exp_avg_[i], ZerosLikeParam(i));
+    DT_ASSIGN_OR_RETURN(exp_avg_sq_[i], ZerosLikeParam(i));
+  }
+  const Tensor& m = exp_avg_[i].local();
+  const Tensor& v = exp_avg_sq_[i].local();
+  const double t = static_cast<double>(++steps_[i]);
+  const double lr = learning_rate();
+  const double b1 = options_.beta1, b2 = options_.beta2;
+
+  DT_ASSIGN_OR_RETURN(Tensor m_kept, Mul(m, b1));
+  DT_ASSIGN_OR_RETURN(Tensor m_added, Mul(grad, 1 - b1));
+  DT_ASSIGN_OR_RETURN(Tensor m_next, Add(m_kept, m_added));
+  DT_RETURN_IF_ERROR(Assign(m, m_next));
+  DT_ASSIGN_OR_RETURN(Tensor v_kept, Mul(v, b2));
+  DT_ASSIGN_OR_RETURN(Tensor g2, Mul(grad, grad));
+  DT_ASSIGN_OR_RETURN(Tensor v_added, Mul(g2, 1 - b2));
+  DT_ASSIGN_OR_RETURN(Tensor v_next, Add(v_kept, v_added));
+  DT_RETURN_IF_ERROR(Assign(v, v_next));
+
+  DT_ASSIGN_OR_RETURN(Tensor denom, Sqrt(v));
+  DT_ASSIGN_OR_RETURN(denom, Div(denom, std::sqrt(1 - std::pow(b2, t))));
+  DT_ASSIGN_OR_RETURN(denom, Add(denom, options_.eps));
+  DT_ASSIGN_OR_RETURN(Tensor step, Div(m, denom));
+  DT_ASSIGN_OR_RETURN(step, Mul(step, lr / (1 - std::pow(b1, t))));
+  DT_ASSIGN_OR_RETURN(Tensor decayed, Mul(p, 1 - lr * options_.weight_decay));
+  DT_ASSIGN_OR_RETURN(Tensor updated, Sub(decayed, step));
+  return Assign(p, updated);
+}
+
+}  // namespace nn
+}  // namespace dtensor

@@ -1,0 +1,57 @@
+#ifndef DTENSOR_NN_OPTIM_ADAMW_H_
+#define DTENSOR_NN_OPTIM_ADAMW_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "dtensor/dtensor.h"
+#include "nn/optim.h"
+#include "tensor/tensor.h"
+
+namespace dtensor {
+namespace nn {
+
+struct AdamWOptions {
+  double learning_rate = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+// Adam with decoupled weight decay, as torch.optim.AdamW: at step t of a
+// parameter, p *= 1 - lr * weight_decay; m = beta1 m + (1 - beta1) g;
+// v = beta2 v + (1 - beta2) g^2; p -= lr / (1 - beta1^t) * m /
+// (sqrt(v) / sqrt(1 - beta2^t) + eps).
+class AdamW : public Optimizer {
+ public:
+  // Errors: a negative learning rate, eps or weight decay; a beta outside
+  // [0, 1).
+  static absl::StatusOr<std::unique_ptr<AdamW>> Create(
+      std::vector<DTensor> params, const AdamWOptions& options);
+
+  // The moments m and v, in the parameters' layouts (undefined until the
+  // parameter's first step), and the steps taken per parameter.
+  const std::vector<DTensor>& exp_avg() const { return exp_avg_; }
+  const std::vector<DTensor>& exp_avg_sq() const { return exp_avg_sq_; }
+  const std::vector<int64_t>& steps() const { return steps_; }
+
+ private:
+  AdamW(std::vector<DTensor> params, const AdamWOptions& options);
+
+  absl::Status Update(size_t i, const Tensor& grad) override;
+
+  AdamWOptions options_;
+  std::vector<DTensor> exp_avg_;
+  std::vector<DTensor> exp_avg_sq_;
+  std::vector<int64_t> steps_;
+};
+
+}  // namespace nn
+}  // namespace dtensor
+
+#endif  // DTENSOR_NN_OPTIM_ADAMW_H_

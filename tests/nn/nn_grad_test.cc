@@ -1,0 +1,163 @@
+// Gradients of the nn ops (softmax, norms, attention, rotary embedding) and
+// the vocabulary ops (embedding, cross entropy): against finite differences
+// in f64 on one rank, and on random layouts of in-process meshes against the
+// one-rank gradients (tests/nn/grad_test_util.h). Every op of both families
+// is covered.
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "ops/nn_ops.h"
+#include "ops/vocab_ops.h"
+#include "tensor/status_macros.h"
+#include "tests/nn/grad_test_util.h"
+
+namespace dtensor {
+namespace {
+
+using grad_testing::CheckGradCases;
+using grad_testing::GradCase;
+using grad_testing::Random64;
+using grad_testing::RandomIndices;
+using In = std::vector<DTensor>;
+
+constexpr double kTol = 1e-8;
+
+std::vector<GradCase> NnCases() {
+  std::mt19937 rng(23);
+  std::vector<GradCase> cases;
+  for (int64_t dim : {0, -1}) {
+    cases.push_back({"softmax", "dim " + std::to_string(dim),
+                     {Random64({3, 4}, -2, 2, rng)},
+                     [dim](const In& in) { return ops::Softmax(in[0], dim); }});
+    cases.push_back(
+        {"log_softmax", "dim " + std::to_string(dim),
+         {Random64({2, 3, 4}, -2, 2, rng)},
+         [dim](const In& in) { return ops::LogSoftmax(in[0], dim); }});
+  }
+  const auto rms = [](const In& in) { return ops::RmsNorm(in[0], in[1], 1e-3); };
+  cases.push_back({"rms_norm",
+                   "with weight",
+                   {Random64({2, 3, 4}, -2, 2, rng), Random64({4}, 0.5, 2, rng)},
+                   rms});
+  cases.push_back(
+      {"rms_norm", "no weight", {Random64({3, 5}, -2, 2, rng), Tensor()}, rms});
+  const auto layer = [](const In& in) {
+    return ops::LayerNorm(in[0], in[1], in[2], 1e-3);
+  };
+  cases.push_back({"layer_norm",
+                   "weight and bias",
+                   {Random64({2, 3, 4}, -2, 2, rng), Random64({4}, 0.5, 2, rng),
+                    Random64({4}, -1, 1, rng)},
+                   layer});
+  cases.push_back({"layer_norm",
+                   "bias only",
+                   {Random64({3, 5}, -2, 2, rng), Tensor(),
+                    Random64({5}, -1, 1, rng)},
+                   layer});
+  cases.push_back({"layer_norm",
+                   "neither",
+                   {Random64({4, 3}, -2, 2, rng), Tensor(), Tensor()},
+                   layer});
+  struct Attention {
+    Shape q, k, v;
+    bool causal;
+    double scale;
+  };
+  for (const Attention& a : std::vector<Attention>{
+           {{2, 3, 4}, {2, 3, 4}, {2, 3, 2}, false, 0},
+           {{2, 3, 4}, {2, 3, 4}, {2, 3, 2}, true, 0},
+           // Broadcast batch dims, Lq != Lk.
+           {{2, 2, 2, 3}, {1, 4, 3}, {2, 1, 4, 2}, true, 0.7},
+           // Causal with Lq > Lk: the first queries see no key.
+           {{4, 2}, {2, 2}, {2, 3}, true, 0}}) {
+    cases.push_back(
+        {"scaled_dot_product_attention",
+         "q " + ShapeToString(a.q) + " k " + ShapeToString(a.k) + " v " +
+             ShapeToString(a.v) + (a.causal ? " causal" : ""),
+         {Random64(a.q, -1, 1, rng), Random64(a.k, -1, 1, rng),
+          Random64(a.v, -1, 1, rng)},
+         [a](const In& in) {
+           return ops::ScaledDotProductAttention(in[0], in[1], in[2], a.causal,
+                                                 a.scale);
+         }});
+  }
+  const auto rotary = [](const In& in) {
+    return ops::RotaryEmbedding(in[0], in[1], 500.0);
+  };
+  cases.push_back({"rotary_embedding",
+                   "default positions",
+                   {Random64({2, 5, 2, 4}, -1, 1, rng), Tensor()},
+                   rotary});
+  cases.push_back(
+      {"rotary_embedding",
+       "given i32 positions",
+       {Random64({4, 1, 6}, -1, 1, rng), RandomIndices({4}, 30, DType::kI32, rng)},
+       rotary});
+  return cases;
+}
+
+std::vector<GradCase> VocabCases() {
+  std::mt19937 rng(29);
+  std::vector<GradCase> cases;
+  const auto embedding = [](const In& in) {
+    return ops::Embedding(in[0], in[1]);
+  };
+  // Repeated indices add their rows' gradients.
+  cases.push_back({"embedding",
+                   "i64 indices [2, 3], repeats",
+                   {*Tensor::FromVector<int64_t>({1, 4, 1, 0, 4, 4}, {2, 3}),
+                    Random64({5, 3}, -1, 1, rng)},
+                   embedding});
+  cases.push_back({"embedding",
+                   "i32 indices [4]",
+                   {RandomIndices({4}, 6, DType::kI32, rng),
+                    Random64({6, 2}, -1, 1, rng)},
+                   embedding});
+  cases.push_back({"embedding",
+                   "0-d index",
+                   {*Tensor::FromVector<int64_t>({2}, {}),
+                    Random64({3, 2}, -1, 1, rng)},
+                   embedding});
+  const Tensor targets =
+      *Tensor::FromVector<int64_t>({2, -100, 0, 3, 3, -100}, {6});
+  for (Reduction reduction :
+       {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
+    cases.push_back({"cross_entropy",
+                     "[6, 4] with ignored targets, reduction " +
+                         std::to_string(static_cast<int>(reduction)),
+                     {Random64({6, 4}, -2, 2, rng), targets},
+                     [reduction](const In& in) {
+                       return ops::CrossEntropy(in[0], in[1], reduction);
+                     }});
+  }
+  cases.push_back({"cross_entropy",
+                   "[5] logits, 0-d i32 target",
+                   {Random64({5}, -2, 2, rng),
+                    *Tensor::FromVector<int32_t>({3}, {})},
+                   [](const In& in) { return ops::CrossEntropy(in[0], in[1]); }});
+  return cases;
+}
+
+TEST(NnGradTest, EveryOpIsCovered) {
+  std::vector<std::string> missing =
+      grad_testing::Uncovered(ops::NnOps(), NnCases());
+  EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
+  missing = grad_testing::Uncovered(ops::VocabOps(), VocabCases());
+  EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
+}
+
+TEST(NnGradTest, NnOpGradients) {
+  const absl::Status status = CheckGradCases(NnCases(), 71, 2, kTol);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST(NnGradTest, VocabOpGradients) {
+  const absl::Status status = CheckGradCases(VocabCases(), 81, 2, kTol);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+}  // namespace
+}  // namespace dtensor
