@@ -1,5 +1,6 @@
 #include "dtensor/dtensor.h"
 
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -146,7 +147,28 @@ absl::StatusOr<std::pair<DType, Shape>> BroadcastHeader(Communicator& comm,
                         shape.ToVector<int64_t>());
 }
 
+thread_local RedistributeObserver redistribute_observer = nullptr;
+
 }  // namespace
+
+RedistributeObserver SetThreadRedistributeObserver(
+    RedistributeObserver observer) {
+  RedistributeObserver previous = redistribute_observer;
+  redistribute_observer = observer;
+  return previous;
+}
+
+uint64_t DTensor::NewId() {
+  constexpr uint64_t kBlock = 1 << 16;
+  static std::atomic<uint64_t> next_block{1};
+  thread_local uint64_t next = 0;
+  thread_local uint64_t end = 0;
+  if (next == end) {
+    next = next_block.fetch_add(kBlock, std::memory_order_relaxed);
+    end = next + kBlock;
+  }
+  return next++;
+}
 
 absl::StatusOr<DTensor> DTensor::FromLocal(
     std::shared_ptr<Runtime> runtime, Tensor local, DeviceMesh mesh,
@@ -287,8 +309,10 @@ absl::StatusOr<DTensor> DTensor::Redistribute(const Sharding& target) const {
                         ExecuteRedistribution(*plan, local_, mesh(), shape(),
                                               *runtime_->groups()));
   }
-  return DTensor(runtime_, std::make_shared<const DTensorSpec>(std::move(spec)),
-                 std::move(local));
+  DTensor out(runtime_, std::make_shared<const DTensorSpec>(std::move(spec)),
+              std::move(local));
+  if (redistribute_observer != nullptr) redistribute_observer(*this, out);
+  return out;
 }
 
 absl::StatusOr<Tensor> DTensor::FullTensor() const {

@@ -17,6 +17,18 @@
 
 namespace dtensor {
 
+class DTensor;
+
+// Sees every DTensor::Redistribute on this thread that changed the layout,
+// after it succeeded, with its input and output (autograd's tape records
+// redistributions through it: nn/autograd.h).
+using RedistributeObserver = void (*)(const DTensor& input,
+                                      const DTensor& output);
+// Installs `observer` for the calling thread (null: none); returns the one it
+// replaces.
+RedistributeObserver SetThreadRedistributeObserver(
+    RedistributeObserver observer);
+
 // Options of DTensor::FromLocal.
 struct FromLocalOptions {
   // The global shape. Unset: learned from the peers' local shapes (one
@@ -80,6 +92,10 @@ class DTensor {
   }
 
   bool defined() const { return runtime_ != nullptr; }
+  // Which tensor this is: unique in the process to every DTensor made (by
+  // FromLocal, Distribute, an op, a redistribution, ...) and shared by its
+  // copies; 0 when undefined. Autograd keys gradients by it.
+  uint64_t id() const { return id_; }
   const DTensorSpec& spec() const { return *spec_; }
   // The spec, shared: DTensors made from one another (op outputs, copies)
   // share one spec object, which caches keyed by specs compare by address.
@@ -112,11 +128,17 @@ class DTensor {
           std::shared_ptr<const DTensorSpec> spec, Tensor local)
       : runtime_(std::move(runtime)),
         spec_(std::move(spec)),
-        local_(std::move(local)) {}
+        local_(std::move(local)),
+        id_(NewId()) {}
+
+  // A fresh id (ids are handed to each thread in blocks, so this is a
+  // thread-local increment almost always).
+  static uint64_t NewId();
 
   std::shared_ptr<Runtime> runtime_;
   std::shared_ptr<const DTensorSpec> spec_;
   Tensor local_;
+  uint64_t id_ = 0;
 };
 
 }  // namespace dtensor

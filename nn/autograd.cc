@@ -1,6 +1,7 @@
 #include "nn/autograd.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"

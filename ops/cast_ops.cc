@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
 #include "ops/local_fn.h"
@@ -69,6 +70,15 @@ const OpDef& ToDef() {
       DT_ASSIGN_OR_RETURN(DType dtype, TargetDType(args));
       return in[0].To(dtype);
     });
+    // The gradient converted back; none through a non-floating dtype.
+    d->backward = [](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
+      const DType from = call.inputs[0].dtype();
+      if (!IsFloatingPoint(from) || !IsFloatingPoint(call.outputs[0].dtype())) {
+        return InputGrads(1);
+      }
+      DT_ASSIGN_OR_RETURN(DTensor dx, To(call.grad_outputs[0], from));
+      return InputGrads{std::move(dx)};
+    };
     return d;
   }();
   return *def;

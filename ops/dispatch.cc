@@ -29,7 +29,15 @@ absl::Status RecordOp(const OpDef& op, const Propagation& propagation,
   return absl::OkStatus();
 }
 
+thread_local DispatchObserver dispatch_observer = nullptr;
+
 }  // namespace
+
+DispatchObserver SetThreadDispatchObserver(DispatchObserver observer) {
+  DispatchObserver previous = dispatch_observer;
+  dispatch_observer = observer;
+  return previous;
+}
 
 absl::StatusOr<OpOutputs> Dispatch(const OpDef& op,
                                    absl::Span<const DTensor* const> inputs,
@@ -99,6 +107,9 @@ absl::StatusOr<OpOutputs> Dispatch(const OpDef& op,
   for (size_t j = 0; j < results.size(); ++j) {
     outputs.push_back(DTensor::WrapUnchecked(*runtime, propagation->outputs[j],
                                              std::move(results[j])));
+  }
+  if (dispatch_observer != nullptr) {
+    dispatch_observer(op, inputs, args, outputs);
   }
   return outputs;
 }

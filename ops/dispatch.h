@@ -30,6 +30,17 @@ absl::StatusOr<OpOutputs> Dispatch(const OpDef& op,
                                    absl::Span<const DTensor* const> inputs,
                                    const OpArgs& args);
 
+// Sees every op call dispatched on this thread, after it succeeded: the op,
+// the inputs as given to Dispatch, the arguments and the outputs (autograd's
+// tape records calls through it: nn/autograd.h).
+using DispatchObserver = void (*)(const OpDef& op,
+                                  absl::Span<const DTensor* const> inputs,
+                                  const OpArgs& args,
+                                  absl::Span<const DTensor> outputs);
+// Installs `observer` for the calling thread (null: none); returns the one it
+// replaces.
+DispatchObserver SetThreadDispatchObserver(DispatchObserver observer);
+
 // Dispatch for an op with one output.
 absl::StatusOr<DTensor> DispatchOne(const OpDef& op,
                                     absl::Span<const DTensor* const> inputs,

@@ -1,10 +1,13 @@
 #include "ops/elementwise_ops.h"
 
+#include <cmath>
 #include <initializer_list>
 #include <numeric>
 #include <utility>
 
 #include "absl/strings/string_view.h"
+#include "ops/backward_helpers.h"
+#include "ops/cast_ops.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
 #include "ops/local_fn.h"
@@ -68,7 +71,7 @@ absl::StatusOr<Shape> BroadcastAll(
 
 OpDef MakeElementwise(absl::string_view name, absl::string_view summary,
                       int arity, std::vector<ArgSpec> args, LocalFn fn,
-                      Linearity linearity) {
+                      Linearity linearity, BackwardFn backward) {
   OpDef def;
   def.name = name;
   def.summary = summary;
@@ -96,7 +99,145 @@ OpDef MakeElementwise(absl::string_view name, absl::string_view summary,
     return EinsumStrategies(ctx, spec);
   };
   def.kernel = LocalKernel(std::move(fn));
+  def.backward = std::move(backward);
   return def;
+}
+
+// ---- Backward definitions. ----
+
+// d out / d a times the output's gradient `g`, for a one-input op.
+using UnaryGrad = std::function<absl::StatusOr<DTensor>(
+    const DTensor& a, const DTensor& out, const DTensor& g,
+    const OpArgs& args)>;
+// The gradients of both inputs (undefined: none) before they are summed back
+// over broadcast dims.
+using BinaryGrad = std::function<absl::StatusOr<InputGrads>(
+    const DTensor& a, const DTensor& b, const DTensor& out, const DTensor& g)>;
+
+BackwardFn UnaryBackward(UnaryGrad grad) {
+  return [grad](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
+    DT_ASSIGN_OR_RETURN(DTensor da, grad(call.inputs[0], call.outputs[0],
+                                         call.grad_outputs[0], call.args));
+    return InputGrads{std::move(da)};
+  };
+}
+
+BackwardFn BinaryBackward(BinaryGrad grad) {
+  return [grad](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
+    DT_ASSIGN_OR_RETURN(InputGrads grads,
+                        grad(call.inputs[0], call.inputs[1], call.outputs[0],
+                             call.grad_outputs[0]));
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      DT_ASSIGN_OR_RETURN(grads[i],
+                          SumToShape(grads[i], call.inputs[i].shape()));
+    }
+    return grads;
+  };
+}
+
+// Comparisons are piecewise constant: no input gets a gradient.
+absl::StatusOr<InputGrads> NoGradient(const BackwardCall& call) {
+  return InputGrads(call.inputs.size());
+}
+
+// `cond` as 0 / 1 in the dtype of `like`.
+absl::StatusOr<DTensor> MaskAs(const DTensor& cond, const DTensor& like) {
+  return To(cond, like.dtype());
+}
+
+// 1 - x.
+absl::StatusOr<DTensor> OneMinus(const DTensor& x) {
+  DT_ASSIGN_OR_RETURN(DTensor negated, Neg(x));
+  return Add(negated, 1.0);
+}
+
+// d/da and d/db of maximum (`max`) or minimum: the gradient goes to the
+// larger (smaller) input, split evenly on ties, as in PyTorch.
+BinaryGrad ExtremeGrad(bool max) {
+  return [max](const DTensor& a, const DTensor& b, const DTensor&,
+               const DTensor& g) -> absl::StatusOr<InputGrads> {
+    DT_ASSIGN_OR_RETURN(DTensor tie, Eq(a, b));
+    DT_ASSIGN_OR_RETURN(DTensor half, MaskAs(tie, g));
+    DT_ASSIGN_OR_RETURN(half, Mul(half, 0.5));
+    DT_ASSIGN_OR_RETURN(DTensor a_wins, max ? Gt(a, b) : Lt(a, b));
+    DT_ASSIGN_OR_RETURN(DTensor b_wins, max ? Lt(a, b) : Gt(a, b));
+    InputGrads grads;
+    for (const DTensor& wins : {a_wins, b_wins}) {
+      DT_ASSIGN_OR_RETURN(DTensor weight, MaskAs(wins, g));
+      DT_ASSIGN_OR_RETURN(weight, Add(weight, half));
+      DT_ASSIGN_OR_RETURN(DTensor grad, Mul(g, weight));
+      grads.push_back(std::move(grad));
+    }
+    return grads;
+  };
+}
+
+absl::StatusOr<InputGrads> PowGrad(const DTensor& a, const DTensor& b,
+                                   const DTensor& out, const DTensor& g) {
+  // d/da = b * a^(b - 1); d/db = out * ln a, taken as 0 where a = 0 (as
+  // PyTorch does for the 0^b of nonnegative b).
+  DT_ASSIGN_OR_RETURN(DTensor b_minus_one, Sub(b, 1.0));
+  DT_ASSIGN_OR_RETURN(DTensor power, Pow(a, b_minus_one));
+  DT_ASSIGN_OR_RETURN(DTensor da, Mul(b, power));
+  DT_ASSIGN_OR_RETURN(da, Mul(g, da));
+  DT_ASSIGN_OR_RETURN(DTensor log_a, Log(a));
+  DT_ASSIGN_OR_RETURN(DTensor db, Mul(out, log_a));
+  DT_ASSIGN_OR_RETURN(db, Mul(g, db));
+  DT_ASSIGN_OR_RETURN(DTensor zero_base, Eq(a, 0.0));
+  DT_ASSIGN_OR_RETURN(DTensor zero, ScalarLike(g, 0));
+  DT_ASSIGN_OR_RETURN(db, Where(zero_base, zero, db));
+  return InputGrads{std::move(da), std::move(db)};
+}
+
+absl::StatusOr<DTensor> GeluGrad(const DTensor& a, const DTensor& out,
+                                 const DTensor& g, const OpArgs& args) {
+  DT_ASSIGN_OR_RETURN(DTensor a2, Mul(a, a));
+  DTensor d;
+  if (args.Bool(0)) {
+    // gelu = a/2 (1 + tanh u), u = k (a + c a^3): d = (1 + t)/2 +
+    // a/2 (1 - t^2) k (1 + 3 c a^2).
+    const double k = std::sqrt(2.0 / M_PI);
+    const double c = 0.044715;
+    DT_ASSIGN_OR_RETURN(DTensor u, Mul(a2, c));
+    DT_ASSIGN_OR_RETURN(u, Add(u, 1.0));
+    DT_ASSIGN_OR_RETURN(u, Mul(u, a));
+    DT_ASSIGN_OR_RETURN(u, Mul(u, k));
+    DT_ASSIGN_OR_RETURN(DTensor t, Tanh(u));
+    DT_ASSIGN_OR_RETURN(DTensor du, Mul(a2, 3 * c * k));
+    DT_ASSIGN_OR_RETURN(du, Add(du, k));
+    DT_ASSIGN_OR_RETURN(DTensor t2, Mul(t, t));
+    DT_ASSIGN_OR_RETURN(DTensor sech2, OneMinus(t2));
+    DT_ASSIGN_OR_RETURN(DTensor inner, Mul(sech2, du));
+    DT_ASSIGN_OR_RETURN(inner, Mul(inner, a));
+    DT_ASSIGN_OR_RETURN(d, Add(inner, t));
+    DT_ASSIGN_OR_RETURN(d, Add(d, 1.0));
+    DT_ASSIGN_OR_RETURN(d, Mul(d, 0.5));
+  } else {
+    // gelu = a Phi(a): d = Phi(a) + a phi(a), with Phi(a) = out / a (1/2 at
+    // a = 0) and phi the normal density.
+    DT_ASSIGN_OR_RETURN(DTensor at_zero, Eq(a, 0.0));
+    DT_ASSIGN_OR_RETURN(DTensor half, ScalarLike(g, 0.5));
+    DT_ASSIGN_OR_RETURN(DTensor ratio, Div(out, a));
+    DT_ASSIGN_OR_RETURN(DTensor cdf, Where(at_zero, half, ratio));
+    DT_ASSIGN_OR_RETURN(DTensor pdf, Mul(a2, -0.5));
+    DT_ASSIGN_OR_RETURN(pdf, Exp(pdf));
+    DT_ASSIGN_OR_RETURN(pdf, Mul(pdf, 1.0 / std::sqrt(2.0 * M_PI)));
+    DT_ASSIGN_OR_RETURN(pdf, Mul(pdf, a));
+    DT_ASSIGN_OR_RETURN(d, Add(cdf, pdf));
+  }
+  return Mul(g, d);
+}
+
+absl::StatusOr<DTensor> SiluGrad(const DTensor& a, const DTensor&,
+                                 const DTensor& g, const OpArgs&) {
+  // s (1 + a (1 - s)) with s = sigmoid(a).
+  DT_ASSIGN_OR_RETURN(DTensor s, Sigmoid(a));
+  DT_ASSIGN_OR_RETURN(DTensor d, OneMinus(s));
+  DT_ASSIGN_OR_RETURN(d, Mul(d, a));
+  DT_ASSIGN_OR_RETURN(d, Add(d, 1.0));
+  DT_ASSIGN_OR_RETURN(d, Mul(d, s));
+  return Mul(g, d);
 }
 
 // The ops of the family, in this order (Defs()[kAdd] is add).
@@ -145,31 +286,31 @@ using WithScalar = absl::StatusOr<Tensor> (*)(const Tensor&, double);
 using Unary = absl::StatusOr<Tensor> (*)(const Tensor&);
 
 OpDef BinaryOp(absl::string_view name, absl::string_view summary, Binary f,
-               Linearity linearity) {
+               Linearity linearity, BackwardFn backward) {
   return MakeElementwise(
       name, summary, 2, {},
       [f](absl::Span<const Tensor> in, const OpArgs&) {
         return f(in[0], in[1]);
       },
-      linearity);
+      linearity, std::move(backward));
 }
 
 OpDef ScalarOp(absl::string_view name, absl::string_view summary, WithScalar f,
-               Linearity linearity) {
+               Linearity linearity, BackwardFn backward) {
   return MakeElementwise(
       name, summary, 1, {{"other", ArgKind::kScalar}},
       [f](absl::Span<const Tensor> in, const OpArgs& args) {
         return f(in[0], args.Scalar(0));
       },
-      linearity);
+      linearity, std::move(backward));
 }
 
 OpDef UnaryOp(absl::string_view name, absl::string_view summary, Unary f,
-              Linearity linearity) {
+              Linearity linearity, BackwardFn backward) {
   return MakeElementwise(
       name, summary, 1, {},
       [f](absl::Span<const Tensor> in, const OpArgs&) { return f(in[0]); },
-      linearity);
+      linearity, std::move(backward));
 }
 
 std::vector<OpDef> BuildDefs() {
@@ -185,46 +326,143 @@ std::vector<OpDef> BuildDefs() {
                    pow_s = dtensor::Pow;
   const WithScalar eq_s = dtensor::Eq, ne_s = dtensor::Ne, lt_s = dtensor::Lt,
                    le_s = dtensor::Le, gt_s = dtensor::Gt, ge_s = dtensor::Ge;
-  defs.push_back(BinaryOp("add", "a + b", add, Linearity::kSumJoint));
-  defs.push_back(BinaryOp("sub", "a - b", sub, Linearity::kSumJoint));
-  defs.push_back(BinaryOp("mul", "a * b", mul, Linearity::kSumEach));
-  defs.push_back(BinaryOp("div", "a / b", div, Linearity::kSumFirst));
-  defs.push_back(BinaryOp("pow", "a ** b", pow, Linearity::kNone));
+  using Out = absl::StatusOr<DTensor>;
+  using Grads = absl::StatusOr<InputGrads>;
+  const BackwardFn none = NoGradient;
+  defs.push_back(
+      BinaryOp("add", "a + b", add, Linearity::kSumJoint,
+               BinaryBackward([](const DTensor&, const DTensor&, const DTensor&,
+                                 const DTensor& g) -> Grads {
+                 return InputGrads{g, g};
+               })));
+  defs.push_back(
+      BinaryOp("sub", "a - b", sub, Linearity::kSumJoint,
+               BinaryBackward([](const DTensor&, const DTensor&, const DTensor&,
+                                 const DTensor& g) -> Grads {
+                 DT_ASSIGN_OR_RETURN(DTensor db, Neg(g));
+                 return InputGrads{g, std::move(db)};
+               })));
+  defs.push_back(
+      BinaryOp("mul", "a * b", mul, Linearity::kSumEach,
+               BinaryBackward([](const DTensor& a, const DTensor& b,
+                                 const DTensor&, const DTensor& g) -> Grads {
+                 DT_ASSIGN_OR_RETURN(DTensor da, Mul(g, b));
+                 DT_ASSIGN_OR_RETURN(DTensor db, Mul(g, a));
+                 return InputGrads{std::move(da), std::move(db)};
+               })));
+  defs.push_back(BinaryOp(
+      "div", "a / b", div, Linearity::kSumFirst,
+      BinaryBackward([](const DTensor&, const DTensor& b, const DTensor& out,
+                        const DTensor& g) -> Grads {
+        // d/db (a / b) = -out / b.
+        DT_ASSIGN_OR_RETURN(DTensor da, Div(g, b));
+        DT_ASSIGN_OR_RETURN(DTensor db, Mul(da, out));
+        DT_ASSIGN_OR_RETURN(db, Neg(db));
+        return InputGrads{std::move(da), std::move(db)};
+      })));
+  defs.push_back(BinaryOp("pow", "a ** b", pow, Linearity::kNone,
+                          BinaryBackward(PowGrad)));
   defs.push_back(BinaryOp("maximum", "elementwise max(a, b)", dtensor::Maximum,
-                          Linearity::kMaxJoint));
+                          Linearity::kMaxJoint,
+                          BinaryBackward(ExtremeGrad(/*max=*/true))));
   defs.push_back(BinaryOp("minimum", "elementwise min(a, b)", dtensor::Minimum,
-                          Linearity::kMinJoint));
-  defs.push_back(BinaryOp("eq", "a == b (bool)", eq, Linearity::kNone));
-  defs.push_back(BinaryOp("ne", "a != b (bool)", ne, Linearity::kNone));
-  defs.push_back(BinaryOp("lt", "a < b (bool)", lt, Linearity::kNone));
-  defs.push_back(BinaryOp("le", "a <= b (bool)", le, Linearity::kNone));
-  defs.push_back(BinaryOp("gt", "a > b (bool)", gt, Linearity::kNone));
-  defs.push_back(BinaryOp("ge", "a >= b (bool)", ge, Linearity::kNone));
+                          Linearity::kMinJoint,
+                          BinaryBackward(ExtremeGrad(/*max=*/false))));
+  defs.push_back(BinaryOp("eq", "a == b (bool)", eq, Linearity::kNone, none));
+  defs.push_back(BinaryOp("ne", "a != b (bool)", ne, Linearity::kNone, none));
+  defs.push_back(BinaryOp("lt", "a < b (bool)", lt, Linearity::kNone, none));
+  defs.push_back(BinaryOp("le", "a <= b (bool)", le, Linearity::kNone, none));
+  defs.push_back(BinaryOp("gt", "a > b (bool)", gt, Linearity::kNone, none));
+  defs.push_back(BinaryOp("ge", "a >= b (bool)", ge, Linearity::kNone, none));
+  const BackwardFn pass =
+      UnaryBackward([](const DTensor&, const DTensor&, const DTensor& g,
+                       const OpArgs&) -> Out { return g; });
+  defs.push_back(ScalarOp("add_scalar", "a + other", add_s,
+                          Linearity::kAffineFirst, pass));
+  defs.push_back(ScalarOp("sub_scalar", "a - other", sub_s,
+                          Linearity::kAffineFirst, pass));
   defs.push_back(
-      ScalarOp("add_scalar", "a + other", add_s, Linearity::kAffineFirst));
+      ScalarOp("mul_scalar", "a * other", mul_s, Linearity::kSumFirst,
+               UnaryBackward(
+                   [](const DTensor&, const DTensor&, const DTensor& g,
+                      const OpArgs& args) { return Mul(g, args.Scalar(0)); })));
   defs.push_back(
-      ScalarOp("sub_scalar", "a - other", sub_s, Linearity::kAffineFirst));
+      ScalarOp("div_scalar", "a / other", div_s, Linearity::kSumFirst,
+               UnaryBackward(
+                   [](const DTensor&, const DTensor&, const DTensor& g,
+                      const OpArgs& args) { return Div(g, args.Scalar(0)); })));
   defs.push_back(
-      ScalarOp("mul_scalar", "a * other", mul_s, Linearity::kSumFirst));
+      ScalarOp("pow_scalar", "a ** other", pow_s, Linearity::kNone,
+               UnaryBackward([](const DTensor& a, const DTensor&,
+                                const DTensor& g, const OpArgs& args) -> Out {
+                 // other * a^(other - 1); 0 for other = 0 (a^0 is constant,
+                 // 0^-1 is not finite).
+                 const double exponent = args.Scalar(0);
+                 if (exponent == 0) return Mul(g, 0.0);
+                 DT_ASSIGN_OR_RETURN(DTensor d, Pow(a, exponent - 1));
+                 DT_ASSIGN_OR_RETURN(d, Mul(d, exponent));
+                 return Mul(g, d);
+               })));
   defs.push_back(
-      ScalarOp("div_scalar", "a / other", div_s, Linearity::kSumFirst));
-  defs.push_back(ScalarOp("pow_scalar", "a ** other", pow_s, Linearity::kNone));
-  defs.push_back(ScalarOp("eq_scalar", "a == other", eq_s, Linearity::kNone));
-  defs.push_back(ScalarOp("ne_scalar", "a != other", ne_s, Linearity::kNone));
-  defs.push_back(ScalarOp("lt_scalar", "a < other", lt_s, Linearity::kNone));
-  defs.push_back(ScalarOp("le_scalar", "a <= other", le_s, Linearity::kNone));
-  defs.push_back(ScalarOp("gt_scalar", "a > other", gt_s, Linearity::kNone));
-  defs.push_back(ScalarOp("ge_scalar", "a >= other", ge_s, Linearity::kNone));
-  defs.push_back(UnaryOp("neg", "-a", dtensor::Neg, Linearity::kSumFirst));
-  defs.push_back(UnaryOp("abs", "|a|", dtensor::Abs, Linearity::kNone));
+      ScalarOp("eq_scalar", "a == other", eq_s, Linearity::kNone, none));
   defs.push_back(
-      UnaryOp("exp", "e ** a", dtensor::Exp, Linearity::kMonotoneFirst));
-  defs.push_back(UnaryOp("log", "ln a", dtensor::Log, Linearity::kNone));
-  defs.push_back(UnaryOp("sqrt", "sqrt(a)", dtensor::Sqrt, Linearity::kNone));
+      ScalarOp("ne_scalar", "a != other", ne_s, Linearity::kNone, none));
   defs.push_back(
-      UnaryOp("rsqrt", "1 / sqrt(a)", dtensor::Rsqrt, Linearity::kNone));
+      ScalarOp("lt_scalar", "a < other", lt_s, Linearity::kNone, none));
   defs.push_back(
-      UnaryOp("relu", "max(a, 0)", dtensor::Relu, Linearity::kMonotoneFirst));
+      ScalarOp("le_scalar", "a <= other", le_s, Linearity::kNone, none));
+  defs.push_back(
+      ScalarOp("gt_scalar", "a > other", gt_s, Linearity::kNone, none));
+  defs.push_back(
+      ScalarOp("ge_scalar", "a >= other", ge_s, Linearity::kNone, none));
+  defs.push_back(
+      UnaryOp("neg", "-a", dtensor::Neg, Linearity::kSumFirst,
+              UnaryBackward([](const DTensor&, const DTensor&, const DTensor& g,
+                               const OpArgs&) { return Neg(g); })));
+  defs.push_back(
+      UnaryOp("abs", "|a|", dtensor::Abs, Linearity::kNone,
+              UnaryBackward([](const DTensor& a, const DTensor&,
+                               const DTensor& g, const OpArgs&) -> Out {
+                // sign(a): 0 at 0.
+                DT_ASSIGN_OR_RETURN(DTensor positive, Gt(a, 0.0));
+                DT_ASSIGN_OR_RETURN(DTensor negative, Lt(a, 0.0));
+                DT_ASSIGN_OR_RETURN(positive, MaskAs(positive, g));
+                DT_ASSIGN_OR_RETURN(negative, MaskAs(negative, g));
+                DT_ASSIGN_OR_RETURN(DTensor sign, Sub(positive, negative));
+                return Mul(g, sign);
+              })));
+  defs.push_back(UnaryOp(
+      "exp", "e ** a", dtensor::Exp, Linearity::kMonotoneFirst,
+      UnaryBackward([](const DTensor&, const DTensor& out, const DTensor& g,
+                       const OpArgs&) { return Mul(g, out); })));
+  defs.push_back(UnaryOp(
+      "log", "ln a", dtensor::Log, Linearity::kNone,
+      UnaryBackward([](const DTensor& a, const DTensor&, const DTensor& g,
+                       const OpArgs&) { return Div(g, a); })));
+  defs.push_back(
+      UnaryOp("sqrt", "sqrt(a)", dtensor::Sqrt, Linearity::kNone,
+              UnaryBackward([](const DTensor&, const DTensor& out,
+                               const DTensor& g, const OpArgs&) -> Out {
+                DT_ASSIGN_OR_RETURN(DTensor twice, Mul(out, 2.0));
+                return Div(g, twice);
+              })));
+  defs.push_back(
+      UnaryOp("rsqrt", "1 / sqrt(a)", dtensor::Rsqrt, Linearity::kNone,
+              UnaryBackward([](const DTensor&, const DTensor& out,
+                               const DTensor& g, const OpArgs&) -> Out {
+                // -out^3 / 2.
+                DT_ASSIGN_OR_RETURN(DTensor d, Pow(out, 3.0));
+                DT_ASSIGN_OR_RETURN(d, Mul(d, -0.5));
+                return Mul(g, d);
+              })));
+  defs.push_back(
+      UnaryOp("relu", "max(a, 0)", dtensor::Relu, Linearity::kMonotoneFirst,
+              UnaryBackward([](const DTensor& a, const DTensor&,
+                               const DTensor& g, const OpArgs&) -> Out {
+                DT_ASSIGN_OR_RETURN(DTensor positive, Gt(a, 0.0));
+                DT_ASSIGN_OR_RETURN(positive, MaskAs(positive, g));
+                return Mul(g, positive);
+              })));
   defs.push_back(MakeElementwise(
       "gelu", "GELU (erf, or the tanh approximation with tanh=true)", 1,
       {{"tanh", ArgKind::kBool, "false"}},
@@ -232,19 +470,42 @@ std::vector<OpDef> BuildDefs() {
         return dtensor::Gelu(in[0], args.Bool(0) ? GeluApproximation::kTanh
                                                  : GeluApproximation::kNone);
       },
-      Linearity::kNone));
+      Linearity::kNone, UnaryBackward(GeluGrad)));
+  defs.push_back(UnaryOp("silu", "a * sigmoid(a)", dtensor::Silu,
+                         Linearity::kNone, UnaryBackward(SiluGrad)));
   defs.push_back(
-      UnaryOp("silu", "a * sigmoid(a)", dtensor::Silu, Linearity::kNone));
-  defs.push_back(UnaryOp("sigmoid", "1 / (1 + e ** -a)", dtensor::Sigmoid,
-                         Linearity::kMonotoneFirst));
+      UnaryOp("sigmoid", "1 / (1 + e ** -a)", dtensor::Sigmoid,
+              Linearity::kMonotoneFirst,
+              UnaryBackward([](const DTensor&, const DTensor& out,
+                               const DTensor& g, const OpArgs&) -> Out {
+                DT_ASSIGN_OR_RETURN(DTensor d, OneMinus(out));
+                DT_ASSIGN_OR_RETURN(d, Mul(d, out));
+                return Mul(g, d);
+              })));
   defs.push_back(
-      UnaryOp("tanh", "tanh(a)", dtensor::Tanh, Linearity::kMonotoneFirst));
+      UnaryOp("tanh", "tanh(a)", dtensor::Tanh, Linearity::kMonotoneFirst,
+              UnaryBackward([](const DTensor&, const DTensor& out,
+                               const DTensor& g, const OpArgs&) -> Out {
+                DT_ASSIGN_OR_RETURN(DTensor d, Mul(out, out));
+                DT_ASSIGN_OR_RETURN(d, OneMinus(d));
+                return Mul(g, d);
+              })));
   defs.push_back(MakeElementwise(
       "where", "cond ? a : b (inputs cond, a, b)", 3, {},
       [](absl::Span<const Tensor> in, const OpArgs&) {
         return dtensor::Where(in[0], in[1], in[2]);
       },
-      Linearity::kSelect));
+      Linearity::kSelect,
+      [](const BackwardCall& call) -> Grads {
+        const DTensor& cond = call.inputs[0];
+        const DTensor& g = call.grad_outputs[0];
+        DT_ASSIGN_OR_RETURN(DTensor zero, ScalarLike(g, 0));
+        DT_ASSIGN_OR_RETURN(DTensor da, Where(cond, g, zero));
+        DT_ASSIGN_OR_RETURN(DTensor db, Where(cond, zero, g));
+        DT_ASSIGN_OR_RETURN(da, SumToShape(da, call.inputs[1].shape()));
+        DT_ASSIGN_OR_RETURN(db, SumToShape(db, call.inputs[2].shape()));
+        return InputGrads{DTensor(), std::move(da), std::move(db)};
+      }));
   return defs;
 }
 

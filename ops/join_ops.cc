@@ -6,10 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
 #include "ops/local_fn.h"
 #include "ops/rule_helpers.h"
+#include "ops/slice_ops.h"
 #include "ops/view_ops.h"
 #include "tensor/status_macros.h"
 
@@ -85,6 +87,29 @@ absl::StatusOr<std::vector<OpStrategy>> JoinStrategies(
   return EinsumStrategies(ctx, spec);
 }
 
+// Each given input's part of the output's gradient: its range of the cat dim
+// (the new dim of a stack, removed). Split lays the gradient out once for
+// all parts.
+absl::StatusOr<InputGrads> JoinBackward(bool stack, const BackwardCall& call) {
+  const DTensor& g = call.grad_outputs[0];
+  const int64_t d = *NormalizeDim(call.args.Int(0), g.spec().ndim());
+  std::vector<int64_t> sizes;
+  for (const DTensor& in : call.inputs) {
+    if (in.defined()) sizes.push_back(stack ? 1 : in.shape()[d]);
+  }
+  DT_ASSIGN_OR_RETURN(std::vector<DTensor> parts, Split(g, sizes, d));
+  InputGrads grads(call.inputs.size());
+  size_t next = 0;
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    if (!call.inputs[i].defined()) continue;
+    grads[i] = std::move(parts[next++]);
+    if (stack) {
+      DT_ASSIGN_OR_RETURN(grads[i], Reshape(grads[i], call.inputs[i].shape()));
+    }
+  }
+  return grads;
+}
+
 OpDef MakeJoin(absl::string_view name, absl::string_view summary, bool stack) {
   OpDef def;
   def.name = name;
@@ -108,6 +133,9 @@ OpDef MakeJoin(absl::string_view name, absl::string_view summary, bool stack) {
         return stack ? dtensor::Stack(given, args.Int(0))
                      : dtensor::Cat(given, args.Int(0));
       });
+  def.backward = [stack](const BackwardCall& call) {
+    return JoinBackward(stack, call);
+  };
   return def;
 }
 

@@ -5,9 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
+#include "ops/elementwise_ops.h"
 #include "ops/local_fn.h"
+#include "ops/reduction_ops.h"
+#include "ops/view_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/matmul.h"
 #include "tensor/status_macros.h"
@@ -194,9 +198,82 @@ absl::StatusOr<Tensor> AddmmLocal(absl::Span<const Tensor> in,
   return dtensor::Add(bias, product);
 }
 
+// ---- Backward definitions. ----
+
+// x with its last two dims swapped.
+absl::StatusOr<DTensor> SwapLast(const DTensor& x) {
+  return Transpose(x, -2, -1);
+}
+
+// torch.matmul's gradients: 1-D operands promoted to matrices (a [K] as
+// [1, K], b [K] as [K, 1], the gradient given the dims they drop), then
+// da = g b^T and db = a^T g, summed over broadcast batch dims.
+absl::StatusOr<InputGrads> MatmulBackward(const BackwardCall& call) {
+  const DTensor& a = call.inputs[0];
+  const DTensor& b = call.inputs[1];
+  DTensor a2 = a, b2 = b, g = call.grad_outputs[0];
+  if (a.spec().ndim() == 1) {
+    DT_ASSIGN_OR_RETURN(a2, Unsqueeze(a, 0));
+    DT_ASSIGN_OR_RETURN(g, Unsqueeze(g, b.spec().ndim() == 1 ? 0 : -2));
+  }
+  if (b.spec().ndim() == 1) {
+    DT_ASSIGN_OR_RETURN(b2, Unsqueeze(b, 1));
+    DT_ASSIGN_OR_RETURN(g, Unsqueeze(g, -1));
+  }
+  DT_ASSIGN_OR_RETURN(DTensor b2_t, SwapLast(b2));
+  DT_ASSIGN_OR_RETURN(DTensor da, Matmul(g, b2_t));
+  DT_ASSIGN_OR_RETURN(DTensor a2_t, SwapLast(a2));
+  DT_ASSIGN_OR_RETURN(DTensor db, Matmul(a2_t, g));
+  DT_ASSIGN_OR_RETURN(da, SumToShape(da, a2.shape()));
+  DT_ASSIGN_OR_RETURN(db, SumToShape(db, b2.shape()));
+  if (a2.shape() != a.shape()) {
+    DT_ASSIGN_OR_RETURN(da, Reshape(da, a.shape()));
+  }
+  if (b2.shape() != b.shape()) {
+    DT_ASSIGN_OR_RETURN(db, Reshape(db, b.shape()));
+  }
+  return InputGrads{std::move(da), std::move(db)};
+}
+
+// linear: dx = g W; dW = g^T x over the rows of all leading dims; dbias = g
+// summed over them.
+absl::StatusOr<InputGrads> LinearBackward(const BackwardCall& call) {
+  const DTensor& x = call.inputs[0];
+  const DTensor& w = call.inputs[1];
+  const DTensor& g = call.grad_outputs[0];
+  DT_ASSIGN_OR_RETURN(DTensor dx, Matmul(g, w));
+  DT_ASSIGN_OR_RETURN(DTensor g_rows, FlattenLeading(g));
+  DT_ASSIGN_OR_RETURN(DTensor x_rows, FlattenLeading(x));
+  DT_ASSIGN_OR_RETURN(DTensor g_cols, SwapLast(g_rows));
+  DT_ASSIGN_OR_RETURN(DTensor dw, Mm(g_cols, x_rows));
+  InputGrads grads = {std::move(dx), std::move(dw), DTensor()};
+  if (call.inputs[2].defined()) {
+    DT_ASSIGN_OR_RETURN(grads[2], SumToShape(g, call.inputs[2].shape()));
+  }
+  return grads;
+}
+
+// addmm: dbias = beta g (summed to its shape), da = alpha g b^T,
+// db = alpha a^T g.
+absl::StatusOr<InputGrads> AddmmBackward(const BackwardCall& call) {
+  const double beta = call.args.Scalar(0);
+  const double alpha = call.args.Scalar(1);
+  DTensor g = call.grad_outputs[0];
+  DT_ASSIGN_OR_RETURN(DTensor dbias, Mul(g, beta));
+  DT_ASSIGN_OR_RETURN(dbias, SumToShape(dbias, call.inputs[0].shape()));
+  if (alpha != 1) {
+    DT_ASSIGN_OR_RETURN(g, Mul(g, alpha));
+  }
+  DT_ASSIGN_OR_RETURN(DTensor b_t, SwapLast(call.inputs[2]));
+  DT_ASSIGN_OR_RETURN(DTensor da, Mm(g, b_t));
+  DT_ASSIGN_OR_RETURN(DTensor a_t, SwapLast(call.inputs[1]));
+  DT_ASSIGN_OR_RETURN(DTensor db, Mm(a_t, g));
+  return InputGrads{std::move(dbias), std::move(da), std::move(db)};
+}
+
 OpDef MakeMatmulOp(absl::string_view name, absl::string_view summary,
                    int num_inputs, int num_optional, std::vector<ArgSpec> args,
-                   ViewFn view_fn, LocalFn fn) {
+                   ViewFn view_fn, LocalFn fn, BackwardFn backward) {
   OpDef def;
   def.name = name;
   def.summary = summary;
@@ -217,6 +294,7 @@ OpDef MakeMatmulOp(absl::string_view name, absl::string_view summary,
     return EinsumStrategies(ctx, view.spec);
   };
   def.kernel = LocalKernel(std::move(fn));
+  def.backward = std::move(backward);
   return def;
 }
 
@@ -225,32 +303,35 @@ absl::StatusOr<Tensor> MatmulLocal(absl::Span<const Tensor> in, const OpArgs&) {
 }
 
 const OpDef& MatmulDef() {
-  static const OpDef* def =
-      new OpDef(MakeMatmulOp("matmul",
-                             "torch.matmul: 1-D..n-D, batch dims "
-                             "broadcast",
-                             2, 0, {}, MatmulView2, MatmulLocal));
+  static const OpDef* def = new OpDef(
+      MakeMatmulOp("matmul",
+                   "torch.matmul: 1-D..n-D, batch dims "
+                   "broadcast",
+                   2, 0, {}, MatmulView2, MatmulLocal, MatmulBackward));
   return *def;
 }
 
 const OpDef& MmDef() {
-  static const OpDef* def = new OpDef(
-      MakeMatmulOp("mm", "[M, K] @ [K, N]", 2, 0, {}, MmView, MatmulLocal));
+  static const OpDef* def = new OpDef(MakeMatmulOp(
+      "mm", "[M, K] @ [K, N]", 2, 0, {}, MmView, MatmulLocal, MatmulBackward));
   return *def;
 }
 
 const OpDef& BmmDef() {
-  static const OpDef* def = new OpDef(MakeMatmulOp(
-      "bmm", "[B, M, K] @ [B, K, N]", 2, 0, {}, BmmView, MatmulLocal));
+  static const OpDef* def =
+      new OpDef(MakeMatmulOp("bmm", "[B, M, K] @ [B, K, N]", 2, 0, {}, BmmView,
+                             MatmulLocal, MatmulBackward));
   return *def;
 }
 
 const OpDef& LinearDef() {
   static const OpDef* def = new OpDef(MakeMatmulOp(
       "linear", "x [..., in] @ weight [out, in]^T + bias [out] (optional)", 3,
-      1, {}, LinearView, [](absl::Span<const Tensor> in, const OpArgs&) {
+      1, {}, LinearView,
+      [](absl::Span<const Tensor> in, const OpArgs&) {
         return dtensor::Linear(in[0], in[1], in[2]);
-      }));
+      },
+      LinearBackward));
   return *def;
 }
 
@@ -258,7 +339,7 @@ const OpDef& AddmmDef() {
   static const OpDef* def = new OpDef(MakeMatmulOp(
       "addmm", "beta * bias + alpha * (a @ b) (inputs bias, a, b)", 3, 0,
       {{"beta", ArgKind::kScalar, "1"}, {"alpha", ArgKind::kScalar, "1"}},
-      AddmmView, AddmmLocal));
+      AddmmView, AddmmLocal, AddmmBackward));
   return *def;
 }
 

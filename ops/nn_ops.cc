@@ -1,18 +1,25 @@
 #include "ops/nn_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
+#include "ops/elementwise_ops.h"
 #include "ops/local_fn.h"
+#include "ops/matmul_ops.h"
+#include "ops/reduction_ops.h"
 #include "ops/rule_helpers.h"
+#include "ops/view_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/nn_functional.h"
 #include "tensor/status_macros.h"
@@ -49,6 +56,27 @@ InferFn SameShapeInfer(absl::string_view op, LocalFn fn,
 
 // ---- softmax, log_softmax. ----
 
+// softmax: dx = y (g - sum(g y)); log_softmax: dx = g - e^y sum(g), the
+// sums along dim.
+absl::StatusOr<InputGrads> SoftmaxBackward(bool log, const BackwardCall& call) {
+  const DTensor& y = call.outputs[0];
+  const DTensor& g = call.grad_outputs[0];
+  const int64_t dims[] = {call.args.Int(0)};
+  DTensor dx;
+  if (log) {
+    DT_ASSIGN_OR_RETURN(DTensor total, Sum(g, dims, /*keepdim=*/true));
+    DT_ASSIGN_OR_RETURN(DTensor p, Exp(y));
+    DT_ASSIGN_OR_RETURN(DTensor spread, Mul(p, total));
+    DT_ASSIGN_OR_RETURN(dx, Sub(g, spread));
+  } else {
+    DT_ASSIGN_OR_RETURN(DTensor gy, Mul(g, y));
+    DT_ASSIGN_OR_RETURN(DTensor total, Sum(gy, dims, /*keepdim=*/true));
+    DT_ASSIGN_OR_RETURN(DTensor centered, Sub(g, total));
+    DT_ASSIGN_OR_RETURN(dx, Mul(y, centered));
+  }
+  return InputGrads{std::move(dx)};
+}
+
 OpDef MakeSoftmax(absl::string_view name, absl::string_view summary, bool log) {
   LocalFn fn = [log](absl::Span<const Tensor> in, const OpArgs& args) {
     return log ? dtensor::LogSoftmax(in[0], args.Int(0))
@@ -73,6 +101,9 @@ OpDef MakeSoftmax(absl::string_view name, absl::string_view summary, bool log) {
     return EinsumStrategies(ctx, spec);
   };
   def.kernel = LocalKernel(std::move(fn));
+  def.backward = [log](const BackwardCall& call) {
+    return SoftmaxBackward(log, call);
+  };
   return def;
 }
 
@@ -93,6 +124,53 @@ absl::Status CheckNormParams(absl::string_view op,
     }
   }
   return absl::OkStatus();
+}
+
+// The mean over the last dim, kept as size 1.
+absl::StatusOr<DTensor> RowMean(const DTensor& x) {
+  const int64_t last[] = {-1};
+  return Mean(x, last, /*keepdim=*/true);
+}
+
+// With xh the normalized x (x r for rms_norm, (x - mean) r for layer_norm,
+// r = 1 / sqrt(mean(...) + eps)) and gh = g weight: dweight = sum(g xh),
+// dbias = sum(g) over the leading dims; dx = r (gh - mean(gh xh) xh), less
+// mean(gh) for layer_norm.
+absl::StatusOr<InputGrads> NormBackward(bool layer_norm,
+                                        const BackwardCall& call) {
+  const DTensor& x = call.inputs[0];
+  const DTensor& weight = call.inputs[1];
+  const DTensor& g = call.grad_outputs[0];
+  DTensor centered = x;
+  if (layer_norm) {
+    DT_ASSIGN_OR_RETURN(DTensor mean, RowMean(x));
+    DT_ASSIGN_OR_RETURN(centered, Sub(x, mean));
+  }
+  DT_ASSIGN_OR_RETURN(DTensor square, Mul(centered, centered));
+  DT_ASSIGN_OR_RETURN(DTensor r, RowMean(square));
+  DT_ASSIGN_OR_RETURN(r, Add(r, call.args.Scalar(0)));
+  DT_ASSIGN_OR_RETURN(r, Rsqrt(r));
+  DT_ASSIGN_OR_RETURN(DTensor xh, Mul(centered, r));
+  InputGrads grads(call.inputs.size());
+  DTensor gh = g;
+  if (weight.defined()) {
+    DT_ASSIGN_OR_RETURN(DTensor g_xh, Mul(g, xh));
+    DT_ASSIGN_OR_RETURN(grads[1], SumToShape(g_xh, weight.shape()));
+    DT_ASSIGN_OR_RETURN(gh, Mul(g, weight));
+  }
+  if (layer_norm && call.inputs[2].defined()) {
+    DT_ASSIGN_OR_RETURN(grads[2], SumToShape(g, call.inputs[2].shape()));
+  }
+  DT_ASSIGN_OR_RETURN(DTensor gh_xh, Mul(gh, xh));
+  DT_ASSIGN_OR_RETURN(DTensor projection, RowMean(gh_xh));
+  DT_ASSIGN_OR_RETURN(projection, Mul(xh, projection));
+  DT_ASSIGN_OR_RETURN(DTensor inner, Sub(gh, projection));
+  if (layer_norm) {
+    DT_ASSIGN_OR_RETURN(DTensor gh_mean, RowMean(gh));
+    DT_ASSIGN_OR_RETURN(inner, Sub(inner, gh_mean));
+  }
+  DT_ASSIGN_OR_RETURN(grads[0], Mul(r, inner));
+  return grads;
 }
 
 OpDef MakeNorm(absl::string_view name, absl::string_view summary,
@@ -130,6 +208,9 @@ OpDef MakeNorm(absl::string_view name, absl::string_view summary,
     return EinsumStrategies(ctx, spec);
   };
   def.kernel = LocalKernel(std::move(fn));
+  def.backward = [layer_norm](const BackwardCall& call) {
+    return NormBackward(layer_norm, call);
+  };
   return def;
 }
 
@@ -226,6 +307,64 @@ absl::StatusOr<OpLocals> AttentionKernel(const KernelContext& ctx,
   return OpLocals{std::move(out)};
 }
 
+// Recomputes the attention weights p = softmax(s) of the scores
+// s = q k^T * scale (keys a causal query does not see at -inf, and p 0 there,
+// so that a query seeing no key has p = 0, like its zero output row), then
+// dv = p^T g, dp = g v^T, ds = p (dp - sum(dp p)), dq = ds k * scale,
+// dk = ds^T q * scale, each summed over the batch dims it was broadcast on.
+absl::StatusOr<InputGrads> AttentionBackward(const BackwardCall& call) {
+  const DTensor& q = call.inputs[0];
+  const DTensor& k = call.inputs[1];
+  const DTensor& v = call.inputs[2];
+  const DTensor& g = call.grad_outputs[0];
+  const bool causal = call.args.Bool(0);
+  const double scale =
+      call.args.Scalar(1) > 0
+          ? call.args.Scalar(1)
+          : 1.0 / std::sqrt(static_cast<double>(q.shape().back()));
+  const int64_t last[] = {-1};
+  DT_ASSIGN_OR_RETURN(DTensor k_t, Transpose(k, -2, -1));
+  DT_ASSIGN_OR_RETURN(DTensor scores, Matmul(q, k_t));
+  DT_ASSIGN_OR_RETURN(scores, Mul(scores, scale));
+  DTensor visible;
+  if (causal) {
+    // Query i sees keys j <= i + (lk - lq).
+    const int64_t lq = q.shape()[q.spec().ndim() - 2];
+    const int64_t lk = k.shape()[k.spec().ndim() - 2];
+    DT_ASSIGN_OR_RETURN(Tensor mask, Tensor::Empty({lq, lk}, DType::kBool));
+    bool* seen = mask.data<bool>();
+    for (int64_t i = 0; i < lq; ++i) {
+      for (int64_t j = 0; j < lk; ++j) seen[i * lk + j] = j <= i + lk - lq;
+    }
+    DT_ASSIGN_OR_RETURN(visible, ReplicatedConstant(q, mask));
+    DT_ASSIGN_OR_RETURN(
+        DTensor hidden,
+        ScalarLike(scores, -std::numeric_limits<double>::infinity()));
+    DT_ASSIGN_OR_RETURN(scores, Where(visible, scores, hidden));
+  }
+  DT_ASSIGN_OR_RETURN(DTensor p, Softmax(scores, -1));
+  if (causal) {
+    DT_ASSIGN_OR_RETURN(DTensor zero, ScalarLike(p, 0));
+    DT_ASSIGN_OR_RETURN(p, Where(visible, p, zero));
+  }
+  DT_ASSIGN_OR_RETURN(DTensor p_t, Transpose(p, -2, -1));
+  DT_ASSIGN_OR_RETURN(DTensor dv, Matmul(p_t, g));
+  DT_ASSIGN_OR_RETURN(DTensor v_t, Transpose(v, -2, -1));
+  DT_ASSIGN_OR_RETURN(DTensor dp, Matmul(g, v_t));
+  DT_ASSIGN_OR_RETURN(DTensor dp_p, Mul(dp, p));
+  DT_ASSIGN_OR_RETURN(DTensor total, Sum(dp_p, last, /*keepdim=*/true));
+  DT_ASSIGN_OR_RETURN(DTensor ds, Sub(dp, total));
+  DT_ASSIGN_OR_RETURN(ds, Mul(ds, p));
+  DT_ASSIGN_OR_RETURN(ds, Mul(ds, scale));
+  DT_ASSIGN_OR_RETURN(DTensor dq, Matmul(ds, k));
+  DT_ASSIGN_OR_RETURN(DTensor ds_t, Transpose(ds, -2, -1));
+  DT_ASSIGN_OR_RETURN(DTensor dk, Matmul(ds_t, q));
+  DT_ASSIGN_OR_RETURN(dq, SumToShape(dq, q.shape()));
+  DT_ASSIGN_OR_RETURN(dk, SumToShape(dk, k.shape()));
+  DT_ASSIGN_OR_RETURN(dv, SumToShape(dv, v.shape()));
+  return InputGrads{std::move(dq), std::move(dk), std::move(dv)};
+}
+
 OpDef MakeAttention() {
   OpDef def;
   def.name = "scaled_dot_product_attention";
@@ -244,6 +383,7 @@ OpDef MakeAttention() {
   };
   def.strategies = AttentionStrategies;
   def.kernel = AttentionKernel;
+  def.backward = AttentionBackward;
   return def;
 }
 
@@ -310,6 +450,25 @@ absl::StatusOr<OpLocals> RotaryKernel(const KernelContext& ctx,
   return OpLocals{std::move(out)};
 }
 
+// The embedding rotates each pair by an angle proportional to its position;
+// the transpose of a rotation is the rotation by minus the angle, so
+// dx = rotary_embedding(g, -positions).
+absl::StatusOr<InputGrads> RotaryBackward(const BackwardCall& call) {
+  const DTensor& x = call.inputs[0];
+  DTensor positions = call.inputs[1];
+  if (!positions.defined()) {
+    const int64_t seq = x.shape()[x.spec().ndim() - 3];
+    DT_ASSIGN_OR_RETURN(Tensor all, Tensor::Arange(0, static_cast<double>(seq),
+                                                   1, DType::kI64));
+    DT_ASSIGN_OR_RETURN(positions, ReplicatedConstant(x, all));
+  }
+  DT_ASSIGN_OR_RETURN(DTensor reversed, Neg(positions));
+  DT_ASSIGN_OR_RETURN(
+      DTensor dx,
+      RotaryEmbedding(call.grad_outputs[0], reversed, call.args.Scalar(0)));
+  return InputGrads{std::move(dx), DTensor()};
+}
+
 OpDef MakeRotary() {
   OpDef def;
   def.name = "rotary_embedding";
@@ -337,6 +496,7 @@ OpDef MakeRotary() {
     return EinsumStrategies(ctx, spec);
   };
   def.kernel = RotaryKernel;
+  def.backward = RotaryBackward;
   return def;
 }
 

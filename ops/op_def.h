@@ -83,7 +83,11 @@ struct BackwardCall {
 
 // The gradients of an op's inputs, one per input (undefined where an input
 // gets none), written with ops, so that they are sharded and propagated like
-// any other call. Autograd (a later layer) calls it.
+// any other call. Autograd (nn/autograd.h) calls it with at least one output
+// gradient defined (so the only one of a one-output op), each of its
+// output's shape and dtype; the returned gradients must have their inputs'
+// shapes and dtypes (the helpers of ops/backward_helpers.h sum broadcast
+// dims back).
 using BackwardFn =
     std::function<absl::StatusOr<std::vector<DTensor>>(const BackwardCall&)>;
 

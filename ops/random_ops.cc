@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
 #include "ops/rule_helpers.h"
@@ -108,6 +109,16 @@ const OpDef& DropoutDef() {
       DT_ASSIGN_OR_RETURN(Tensor out, DropoutBlock(inputs[0], ctx.args(),
                                                    spec.shape(), block.offset));
       return OpLocals{std::move(out)};
+    };
+    // The same mask (it depends on the seed and the global positions only)
+    // scales the gradient.
+    d->backward = [](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
+      const OpArgs& args = call.args;
+      DT_ASSIGN_OR_RETURN(DTensor dx,
+                          Dropout(call.grad_outputs[0], args.Scalar(0),
+                                  static_cast<uint64_t>(args.Int(1)),
+                                  static_cast<uint64_t>(args.Scalar(2))));
+      return InputGrads{std::move(dx)};
     };
     return d;
   }();

@@ -6,9 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "ops/backward_helpers.h"
+#include "ops/cast_ops.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
+#include "ops/elementwise_ops.h"
 #include "ops/local_fn.h"
+#include "ops/view_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/reduction.h"
 #include "tensor/status_macros.h"
@@ -184,6 +188,63 @@ absl::StatusOr<OpLocals> ReduceLocal(Kind kind, const KernelContext& ctx,
   return absl::InternalError("unknown reduction");
 }
 
+// ---- Backward definitions. ----
+
+// The gradient `g` of a reduction's output with the reduced dims of x back as
+// size 1 (the keepdim shape), so that it broadcasts against x.
+absl::StatusOr<DTensor> WithKeptDims(const DTensor& g, const DTensor& x,
+                                     const OpArgs& args) {
+  if (args.Bool(1)) return g;
+  const std::vector<bool> mask = ReducedMask(args.Ints(0), x.spec().ndim());
+  return Reshape(g, ReducedShape(x.shape(), mask, /*keepdim=*/true));
+}
+
+// d x of an extreme (max or min) `out` whose gradient is `g`: g goes to the
+// elements equal to the extreme, split evenly among ties (as PyTorch's amax).
+absl::StatusOr<DTensor> ExtremeGrad(const DTensor& x, const DTensor& out,
+                                    const DTensor& g, const OpArgs& args) {
+  DT_ASSIGN_OR_RETURN(DTensor kept_out, WithKeptDims(out, x, args));
+  DT_ASSIGN_OR_RETURN(DTensor kept_g, WithKeptDims(g, x, args));
+  DT_ASSIGN_OR_RETURN(DTensor hit, Eq(x, kept_out));
+  DT_ASSIGN_OR_RETURN(hit, To(hit, x.dtype()));
+  DT_ASSIGN_OR_RETURN(DTensor ties, Sum(hit, args.Ints(0), /*keepdim=*/true));
+  DT_ASSIGN_OR_RETURN(DTensor share, Div(kept_g, ties));
+  return Mul(hit, share);
+}
+
+absl::StatusOr<InputGrads> ReduceBackward(Kind kind, const BackwardCall& call) {
+  const DTensor& x = call.inputs[0];
+  if (kind == Kind::kMinMax) {
+    DTensor dx;
+    for (size_t j = 0; j < 2; ++j) {
+      if (!call.grad_outputs[j].defined()) continue;
+      DT_ASSIGN_OR_RETURN(
+          DTensor part,
+          ExtremeGrad(x, call.outputs[j], call.grad_outputs[j], call.args));
+      if (dx.defined()) {
+        DT_ASSIGN_OR_RETURN(dx, Add(dx, part));
+      } else {
+        dx = std::move(part);
+      }
+    }
+    return InputGrads{std::move(dx)};
+  }
+  const DTensor& g = call.grad_outputs[0];
+  if (kind == Kind::kMax || kind == Kind::kMin) {
+    DT_ASSIGN_OR_RETURN(DTensor dx,
+                        ExtremeGrad(x, call.outputs[0], g, call.args));
+    return InputGrads{std::move(dx)};
+  }
+  DT_ASSIGN_OR_RETURN(DTensor kept, WithKeptDims(g, x, call.args));
+  if (kind == Kind::kMean) {
+    const int64_t count = ReducedCount(
+        x.shape(), ReducedMask(call.args.Ints(0), x.spec().ndim()));
+    DT_ASSIGN_OR_RETURN(kept, Div(kept, static_cast<double>(count)));
+  }
+  DT_ASSIGN_OR_RETURN(DTensor dx, Expand(kept, x.shape()));
+  return InputGrads{std::move(dx)};
+}
+
 OpDef MakeReduction(absl::string_view name, absl::string_view summary,
                     Kind kind) {
   OpDef def;
@@ -234,6 +295,9 @@ OpDef MakeReduction(absl::string_view name, absl::string_view summary,
   def.kernel = [kind](const KernelContext& ctx,
                       absl::Span<const Tensor> inputs) {
     return ReduceLocal(kind, ctx, inputs[0]);
+  };
+  def.backward = [kind](const BackwardCall& call) {
+    return ReduceBackward(kind, call);
   };
   return def;
 }

@@ -1,25 +1,103 @@
 #include "ops/slice_ops.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
+#include "ops/join_ops.h"
 #include "ops/local_fn.h"
 #include "ops/propagation_cache.h"
 #include "ops/rule_helpers.h"
+#include "ops/view_ops.h"
 #include "tensor/status_macros.h"
 
 namespace dtensor {
 namespace ops {
 namespace {
 
+// ---- Backward definitions. ----
+
+// Zeros shaped like `like` but for `size` along `dim`, laid out like `like`
+// with `dim` unsharded (so that they concatenate with it along `dim`).
+absl::StatusOr<DTensor> ZerosAlong(const DTensor& like, int64_t dim,
+                                   int64_t size) {
+  Shape shape = like.shape();
+  shape[dim] = size;
+  const MeshDimList sharding_dim = like.sharding().MeshDimsSharding(dim);
+  const Sharding layout = like.sharding().WithReplicated(
+      std::vector<int64_t>(sharding_dim.begin(), sharding_dim.end()));
+  return FullWithLayout(like, shape, layout, 0, like.dtype());
+}
+
+// The gradient of x, of `size` along `dim`, from the gradient `part` of its
+// elements [start, start + part's extent): zeros elsewhere.
+absl::StatusOr<DTensor> PadAlong(const DTensor& part, int64_t dim,
+                                 int64_t start, int64_t size) {
+  const int64_t after = size - start - part.shape()[dim];
+  if (start == 0 && after == 0) return part;
+  std::vector<DTensor> pieces;
+  if (start > 0) {
+    DT_ASSIGN_OR_RETURN(DTensor before, ZerosAlong(part, dim, start));
+    pieces.push_back(std::move(before));
+  }
+  pieces.push_back(part);
+  if (after > 0) {
+    DT_ASSIGN_OR_RETURN(DTensor rest, ZerosAlong(part, dim, after));
+    pieces.push_back(std::move(rest));
+  }
+  return Cat(pieces, dim);
+}
+
+absl::StatusOr<InputGrads> NarrowBackward(const BackwardCall& call) {
+  const DTensor& x = call.inputs[0];
+  const int64_t d = *NormalizeDim(call.args.Int(0), x.spec().ndim());
+  const int64_t size = x.shape()[d];
+  int64_t start = call.args.Int(1);
+  if (start < 0) start += size;
+  DT_ASSIGN_OR_RETURN(DTensor dx,
+                      PadAlong(call.grad_outputs[0], d, start, size));
+  return InputGrads{std::move(dx)};
+}
+
+// The elements start, start + step, ... of x get the gradient's; the others
+// zero: the gradient interleaved with step - 1 zeros after each element, cut
+// to x and padded.
+absl::StatusOr<InputGrads> SliceBackward(const BackwardCall& call) {
+  const DTensor& x = call.inputs[0];
+  const DTensor& g = call.grad_outputs[0];
+  const int64_t d = *NormalizeDim(call.args.Int(0), x.spec().ndim());
+  const int64_t size = x.shape()[d];
+  const int64_t step = call.args.Int(3);
+  // The tensor layer's clamping of start.
+  int64_t start = call.args.Int(1);
+  if (start < 0) start += size;
+  start = std::clamp<int64_t>(start, 0, size);
+  const int64_t count = g.shape()[d];
+  DTensor spread = g;
+  if (step > 1 && count > 0) {
+    DT_ASSIGN_OR_RETURN(DTensor column, Unsqueeze(g, d + 1));
+    DT_ASSIGN_OR_RETURN(DTensor gaps, ZerosAlong(column, d + 1, step - 1));
+    const DTensor pair[] = {column, gaps};
+    DT_ASSIGN_OR_RETURN(DTensor interleaved, Cat(pair, d + 1));
+    Shape shape = g.shape();
+    shape[d] = count * step;
+    DT_ASSIGN_OR_RETURN(spread, Reshape(interleaved, shape));
+    DT_ASSIGN_OR_RETURN(
+        spread, Narrow(spread, d, 0, std::min(count * step, size - start)));
+  }
+  DT_ASSIGN_OR_RETURN(DTensor dx, PadAlong(spread, d, start, size));
+  return InputGrads{std::move(dx)};
+}
+
 // Both ops take the dim as argument 0.
 OpDef MakeSliceOp(absl::string_view name, absl::string_view summary,
-                  std::vector<ArgSpec> args, LocalFn fn) {
+                  std::vector<ArgSpec> args, LocalFn fn, BackwardFn backward) {
   OpDef def;
   def.name = name;
   def.summary = summary;
@@ -37,18 +115,20 @@ OpDef MakeSliceOp(absl::string_view name, absl::string_view summary,
     return EinsumStrategies(ctx, spec);
   };
   def.kernel = LocalKernel(std::move(fn));
+  def.backward = std::move(backward);
   return def;
 }
 
 const OpDef& NarrowDef() {
-  static const OpDef* def = new OpDef(
-      MakeSliceOp("narrow", "elements [start, start + length) of dim",
-                  {{"dim", ArgKind::kInt},
-                   {"start", ArgKind::kInt},
-                   {"length", ArgKind::kInt}},
-                  [](absl::Span<const Tensor> in, const OpArgs& args) {
-                    return in[0].Narrow(args.Int(0), args.Int(1), args.Int(2));
-                  }));
+  static const OpDef* def = new OpDef(MakeSliceOp(
+      "narrow", "elements [start, start + length) of dim",
+      {{"dim", ArgKind::kInt},
+       {"start", ArgKind::kInt},
+       {"length", ArgKind::kInt}},
+      [](absl::Span<const Tensor> in, const OpArgs& args) {
+        return in[0].Narrow(args.Int(0), args.Int(1), args.Int(2));
+      },
+      NarrowBackward));
   return *def;
 }
 
@@ -61,7 +141,8 @@ const OpDef& SliceDef() {
        {"step", ArgKind::kInt, "1"}},
       [](absl::Span<const Tensor> in, const OpArgs& args) {
         return in[0].Slice(args.Int(0), args.Int(1), args.Int(2), args.Int(3));
-      }));
+      },
+      SliceBackward));
   return *def;
 }
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
 #include "ops/local_fn.h"
@@ -133,6 +134,11 @@ OpDef MakeReshape(absl::string_view name, absl::string_view summary,
   def.infer = InferByShapeProbe(name, std::move(fn));
   def.strategies = ReshapeStrategies;
   def.kernel = ToOutputBlock(/*expand=*/false);
+  def.backward = [](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
+    DT_ASSIGN_OR_RETURN(DTensor dx,
+                        Reshape(call.grad_outputs[0], call.inputs[0].shape()));
+    return InputGrads{std::move(dx)};
+  };
   return def;
 }
 
@@ -201,6 +207,16 @@ OpDef MakePermutation(absl::string_view name, absl::string_view summary,
     return EinsumStrategies(ctx, spec);
   };
   def.kernel = LocalKernel(std::move(fn));
+  // The inverse permutation moves the gradient's dims back.
+  def.backward =
+      [permutation](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
+    const std::vector<int64_t> forward =
+        permutation(call.inputs[0].spec().ndim(), call.args);
+    std::vector<int64_t> inverse(forward.size());
+    for (size_t d = 0; d < forward.size(); ++d) inverse[forward[d]] = d;
+    DT_ASSIGN_OR_RETURN(DTensor dx, Permute(call.grad_outputs[0], inverse));
+    return InputGrads{std::move(dx)};
+  };
   return def;
 }
 
@@ -254,6 +270,11 @@ OpDef MakeExpand() {
       });
   def.strategies = ExpandStrategies;
   def.kernel = ToOutputBlock(/*expand=*/true);
+  def.backward = [](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
+    DT_ASSIGN_OR_RETURN(
+        DTensor dx, SumToShape(call.grad_outputs[0], call.inputs[0].shape()));
+    return InputGrads{std::move(dx)};
+  };
   return def;
 }
 

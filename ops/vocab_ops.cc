@@ -10,10 +10,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/communicator.h"
+#include "ops/backward_helpers.h"
+#include "ops/cast_ops.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
+#include "ops/elementwise_ops.h"
 #include "ops/local_fn.h"
+#include "ops/matmul_ops.h"
+#include "ops/reduction_ops.h"
 #include "ops/rule_helpers.h"
+#include "ops/view_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/kernel_checks.h"
 #include "tensor/status_macros.h"
@@ -112,6 +118,31 @@ absl::StatusOr<OpLocals> EmbeddingKernel(const KernelContext& ctx,
   return OpLocals{std::move(out)};
 }
 
+// The one-hot rows of `indices` over `count` classes, in `dtype`: element
+// [..., c] is 1 where index == c. The classes are laid out like dim `dim` of
+// `like` (a row-sharded table, class-sharded logits), so that the one-hot
+// matrix is sharded like them.
+absl::StatusOr<DTensor> OneHot(const DTensor& indices, const DTensor& like,
+                               int64_t dim, DType dtype) {
+  DT_ASSIGN_OR_RETURN(DTensor classes, ArangeAlong(like, dim, indices.dtype()));
+  DT_ASSIGN_OR_RETURN(DTensor column, Unsqueeze(indices, -1));
+  DT_ASSIGN_OR_RETURN(DTensor hit, Eq(column, classes));
+  return To(hit, dtype);
+}
+
+// dtable = onehot(indices)^T g over all looked-up rows: the scatter-add of
+// the output rows' gradients, as a matrix product (no scatter op exists).
+absl::StatusOr<InputGrads> EmbeddingBackward(const BackwardCall& call) {
+  const DTensor& indices = call.inputs[0];
+  const DTensor& table = call.inputs[1];
+  DT_ASSIGN_OR_RETURN(DTensor onehot, OneHot(indices, table, 0, table.dtype()));
+  DT_ASSIGN_OR_RETURN(DTensor hits, FlattenLeading(onehot));
+  DT_ASSIGN_OR_RETURN(DTensor rows, FlattenLeading(call.grad_outputs[0]));
+  DT_ASSIGN_OR_RETURN(DTensor hits_t, Transpose(hits, 0, 1));
+  DT_ASSIGN_OR_RETURN(DTensor dtable, Mm(hits_t, rows));
+  return InputGrads{DTensor(), std::move(dtable)};
+}
+
 OpDef MakeEmbedding() {
   OpDef def;
   def.name = "embedding";
@@ -120,6 +151,7 @@ OpDef MakeEmbedding() {
   def.infer = EmbeddingInfer;
   def.strategies = EmbeddingStrategies;
   def.kernel = EmbeddingKernel;
+  def.backward = EmbeddingBackward;
   return def;
 }
 
@@ -383,6 +415,38 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
   return absl::InternalError("cross_entropy: unknown reduction");
 }
 
+// dlogits = (softmax(logits) - onehot(target)) w per sample, w the loss's
+// gradient (per sample for none; for mean over the count of non-ignored
+// targets), 0 for ignored targets. The softmax is spelled out (max, exp, sum
+// over the classes) so that class-sharded logits stay sharded: its
+// reductions become all-reduces of N values, as in the forward.
+absl::StatusOr<InputGrads> CrossEntropyBackward(const BackwardCall& call) {
+  const DTensor& logits = call.inputs[0];
+  const DTensor& target = call.inputs[1];
+  const DTensor& g = call.grad_outputs[0];
+  const DType dtype = logits.dtype();
+  const int64_t last[] = {-1};
+  DT_ASSIGN_OR_RETURN(DTensor max, Amax(logits, last, /*keepdim=*/true));
+  DT_ASSIGN_OR_RETURN(DTensor shifted, Sub(logits, max));
+  DT_ASSIGN_OR_RETURN(DTensor e, Exp(shifted));
+  DT_ASSIGN_OR_RETURN(DTensor total, Sum(e, last, /*keepdim=*/true));
+  DT_ASSIGN_OR_RETURN(DTensor p, Div(e, total));
+  DT_ASSIGN_OR_RETURN(DTensor onehot,
+                      OneHot(target, logits, logits.spec().ndim() - 1, dtype));
+  DT_ASSIGN_OR_RETURN(DTensor dlogits, Sub(p, onehot));
+  DT_ASSIGN_OR_RETURN(DTensor counted,
+                      Ne(target, static_cast<double>(call.args.Int(1))));
+  DT_ASSIGN_OR_RETURN(counted, To(counted, dtype));
+  DT_ASSIGN_OR_RETURN(DTensor weight, Mul(counted, g));
+  if (ReductionOf(call.args) == Reduction::kMean) {
+    DT_ASSIGN_OR_RETURN(DTensor count, Sum(counted));
+    DT_ASSIGN_OR_RETURN(weight, Div(weight, count));
+  }
+  DT_ASSIGN_OR_RETURN(weight, Unsqueeze(weight, -1));
+  DT_ASSIGN_OR_RETURN(dlogits, Mul(dlogits, weight));
+  return InputGrads{std::move(dlogits), DTensor()};
+}
+
 OpDef MakeCrossEntropy() {
   OpDef def;
   def.name = kCrossEntropy;
@@ -395,6 +459,7 @@ OpDef MakeCrossEntropy() {
   def.infer = CrossEntropyInfer;
   def.strategies = CrossEntropyStrategies;
   def.kernel = CrossEntropyKernel;
+  def.backward = CrossEntropyBackward;
   return def;
 }
 

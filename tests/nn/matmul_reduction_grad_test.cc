@@ -31,11 +31,12 @@ std::vector<GradCase> MatmulCases() {
   // torch.matmul's forms: vector.vector, matrix.vector, vector.matrix,
   // batched with broadcast batch dims.
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{4}, {4}},          {{3, 4}, {4}},       {{4}, {4, 2}},
-      {{3, 4}, {4, 2}},    {{2, 3, 4}, {4, 2}}, {{2, 1, 3, 4}, {3, 4, 2}},
-      {{4}, {2, 4, 3}},    {{2, 3, 4}, {4}}};
+      {{4}, {4}},       {{3, 4}, {4}},       {{4}, {4, 2}},
+      {{3, 4}, {4, 2}}, {{2, 3, 4}, {4, 2}}, {{2, 1, 3, 4}, {3, 4, 2}},
+      {{4}, {2, 4, 3}}, {{2, 3, 4}, {4}}};
   for (const auto& [a, b] : shapes) {
-    cases.push_back({"matmul", ShapeToString(a) + " @ " + ShapeToString(b),
+    cases.push_back({"matmul",
+                     ShapeToString(a) + " @ " + ShapeToString(b),
                      {Random64(a, -1, 1, rng), Random64(b, -1, 1, rng)},
                      matmul});
   }
@@ -52,7 +53,8 @@ std::vector<GradCase> MatmulCases() {
     return ops::Linear(in[0], in[1], in[2]);
   };
   for (const Shape& x : {Shape{3}, Shape{4, 3}, Shape{2, 4, 3}}) {
-    cases.push_back({"linear", "x " + ShapeToString(x) + " with bias",
+    cases.push_back({"linear",
+                     "x " + ShapeToString(x) + " with bias",
                      {Random64(x, -1, 1, rng), Random64({5, 3}, -1, 1, rng),
                       Random64({5}, -1, 1, rng)},
                      linear});
@@ -66,15 +68,15 @@ std::vector<GradCase> MatmulCases() {
        {std::tuple<Shape, double, double>{{4, 5}, 1, 1},
         {{5}, 0.5, -2},
         {{4, 1}, 0, 1.5}}) {
-    cases.push_back(
-        {"addmm",
-         "bias " + ShapeToString(bias) + " beta " + std::to_string(beta) +
-             " alpha " + std::to_string(alpha),
-         {Random64(bias, -1, 1, rng), Random64({4, 3}, -1, 1, rng),
-          Random64({3, 5}, -1, 1, rng)},
-         [beta = beta, alpha = alpha](const In& in) {
-           return ops::Addmm(in[0], in[1], in[2], beta, alpha);
-         }});
+    cases.push_back({"addmm",
+                     "bias " + ShapeToString(bias) + " beta " +
+                         std::to_string(beta) + " alpha " +
+                         std::to_string(alpha),
+                     {Random64(bias, -1, 1, rng), Random64({4, 3}, -1, 1, rng),
+                      Random64({3, 5}, -1, 1, rng)},
+                     [beta = beta, alpha = alpha](const In& in) {
+                       return ops::Addmm(in[0], in[1], in[2], beta, alpha);
+                     }});
   }
   return cases;
 }
@@ -92,14 +94,13 @@ std::vector<GradCase> ReductionCases() {
   for (const auto& [name, f] : reductions) {
     for (const std::vector<int64_t>& dims : dim_sets) {
       for (bool keepdim : {false, true}) {
-        cases.push_back(
-            {name,
-             "dims [" + absl::StrJoin(dims, ",") + "] keepdim " +
-                 std::to_string(keepdim),
-             {Random64({3, 4, 2}, -2, 2, rng)},
-             [f = f, dims = dims, keepdim](const In& in) {
-               return f(in[0], dims, keepdim);
-             }});
+        cases.push_back({name,
+                         "dims [" + absl::StrJoin(dims, ",") + "] keepdim " +
+                             std::to_string(keepdim),
+                         {Random64({3, 4, 2}, -2, 2, rng)},
+                         [f = f, dims = dims, keepdim](const In& in) {
+                           return f(in[0], dims, keepdim);
+                         }});
       }
     }
   }

@@ -29,19 +29,24 @@ std::vector<GradCase> NnCases() {
   std::mt19937 rng(23);
   std::vector<GradCase> cases;
   for (int64_t dim : {0, -1}) {
-    cases.push_back({"softmax", "dim " + std::to_string(dim),
+    cases.push_back({"softmax",
+                     "dim " + std::to_string(dim),
                      {Random64({3, 4}, -2, 2, rng)},
                      [dim](const In& in) { return ops::Softmax(in[0], dim); }});
     cases.push_back(
-        {"log_softmax", "dim " + std::to_string(dim),
+        {"log_softmax",
+         "dim " + std::to_string(dim),
          {Random64({2, 3, 4}, -2, 2, rng)},
          [dim](const In& in) { return ops::LogSoftmax(in[0], dim); }});
   }
-  const auto rms = [](const In& in) { return ops::RmsNorm(in[0], in[1], 1e-3); };
-  cases.push_back({"rms_norm",
-                   "with weight",
-                   {Random64({2, 3, 4}, -2, 2, rng), Random64({4}, 0.5, 2, rng)},
-                   rms});
+  const auto rms = [](const In& in) {
+    return ops::RmsNorm(in[0], in[1], 1e-3);
+  };
+  cases.push_back(
+      {"rms_norm",
+       "with weight",
+       {Random64({2, 3, 4}, -2, 2, rng), Random64({4}, 0.5, 2, rng)},
+       rms});
   cases.push_back(
       {"rms_norm", "no weight", {Random64({3, 5}, -2, 2, rng), Tensor()}, rms});
   const auto layer = [](const In& in) {
@@ -52,11 +57,11 @@ std::vector<GradCase> NnCases() {
                    {Random64({2, 3, 4}, -2, 2, rng), Random64({4}, 0.5, 2, rng),
                     Random64({4}, -1, 1, rng)},
                    layer});
-  cases.push_back({"layer_norm",
-                   "bias only",
-                   {Random64({3, 5}, -2, 2, rng), Tensor(),
-                    Random64({5}, -1, 1, rng)},
-                   layer});
+  cases.push_back(
+      {"layer_norm",
+       "bias only",
+       {Random64({3, 5}, -2, 2, rng), Tensor(), Random64({5}, -1, 1, rng)},
+       layer});
   cases.push_back({"layer_norm",
                    "neither",
                    {Random64({4, 3}, -2, 2, rng), Tensor(), Tensor()},
@@ -73,16 +78,16 @@ std::vector<GradCase> NnCases() {
            {{2, 2, 2, 3}, {1, 4, 3}, {2, 1, 4, 2}, true, 0.7},
            // Causal with Lq > Lk: the first queries see no key.
            {{4, 2}, {2, 2}, {2, 3}, true, 0}}) {
-    cases.push_back(
-        {"scaled_dot_product_attention",
-         "q " + ShapeToString(a.q) + " k " + ShapeToString(a.k) + " v " +
-             ShapeToString(a.v) + (a.causal ? " causal" : ""),
-         {Random64(a.q, -1, 1, rng), Random64(a.k, -1, 1, rng),
-          Random64(a.v, -1, 1, rng)},
-         [a](const In& in) {
-           return ops::ScaledDotProductAttention(in[0], in[1], in[2], a.causal,
-                                                 a.scale);
-         }});
+    cases.push_back({"scaled_dot_product_attention",
+                     "q " + ShapeToString(a.q) + " k " + ShapeToString(a.k) +
+                         " v " + ShapeToString(a.v) +
+                         (a.causal ? " causal" : ""),
+                     {Random64(a.q, -1, 1, rng), Random64(a.k, -1, 1, rng),
+                      Random64(a.v, -1, 1, rng)},
+                     [a](const In& in) {
+                       return ops::ScaledDotProductAttention(
+                           in[0], in[1], in[2], a.causal, a.scale);
+                     }});
   }
   const auto rotary = [](const In& in) {
     return ops::RotaryEmbedding(in[0], in[1], 500.0);
@@ -91,11 +96,11 @@ std::vector<GradCase> NnCases() {
                    "default positions",
                    {Random64({2, 5, 2, 4}, -1, 1, rng), Tensor()},
                    rotary});
-  cases.push_back(
-      {"rotary_embedding",
-       "given i32 positions",
-       {Random64({4, 1, 6}, -1, 1, rng), RandomIndices({4}, 30, DType::kI32, rng)},
-       rotary});
+  cases.push_back({"rotary_embedding",
+                   "given i32 positions",
+                   {Random64({4, 1, 6}, -1, 1, rng),
+                    RandomIndices({4}, 30, DType::kI32, rng)},
+                   rotary});
   return cases;
 }
 
@@ -111,16 +116,16 @@ std::vector<GradCase> VocabCases() {
                    {*Tensor::FromVector<int64_t>({1, 4, 1, 0, 4, 4}, {2, 3}),
                     Random64({5, 3}, -1, 1, rng)},
                    embedding});
-  cases.push_back({"embedding",
-                   "i32 indices [4]",
-                   {RandomIndices({4}, 6, DType::kI32, rng),
-                    Random64({6, 2}, -1, 1, rng)},
-                   embedding});
-  cases.push_back({"embedding",
-                   "0-d index",
-                   {*Tensor::FromVector<int64_t>({2}, {}),
-                    Random64({3, 2}, -1, 1, rng)},
-                   embedding});
+  cases.push_back(
+      {"embedding",
+       "i32 indices [4]",
+       {RandomIndices({4}, 6, DType::kI32, rng), Random64({6, 2}, -1, 1, rng)},
+       embedding});
+  cases.push_back(
+      {"embedding",
+       "0-d index",
+       {*Tensor::FromVector<int64_t>({2}, {}), Random64({3, 2}, -1, 1, rng)},
+       embedding});
   const Tensor targets =
       *Tensor::FromVector<int64_t>({2, -100, 0, 3, 3, -100}, {6});
   for (Reduction reduction :
@@ -133,11 +138,11 @@ std::vector<GradCase> VocabCases() {
                        return ops::CrossEntropy(in[0], in[1], reduction);
                      }});
   }
-  cases.push_back({"cross_entropy",
-                   "[5] logits, 0-d i32 target",
-                   {Random64({5}, -2, 2, rng),
-                    *Tensor::FromVector<int32_t>({3}, {})},
-                   [](const In& in) { return ops::CrossEntropy(in[0], in[1]); }});
+  cases.push_back(
+      {"cross_entropy",
+       "[5] logits, 0-d i32 target",
+       {Random64({5}, -2, 2, rng), *Tensor::FromVector<int32_t>({3}, {})},
+       [](const In& in) { return ops::CrossEntropy(in[0], in[1]); }});
   return cases;
 }
 

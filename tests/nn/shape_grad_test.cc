@@ -30,21 +30,26 @@ constexpr double kTol = 1e-8;
 std::vector<GradCase> ViewCases() {
   std::mt19937 rng(13);
   std::vector<GradCase> cases;
-  const auto one = [&](const std::string& op, const std::string& description,
-                       const Shape& shape,
-                       std::function<absl::StatusOr<DTensor>(const DTensor&)>
-                           f) {
-    cases.push_back({op, description, {Random64(shape, -1, 1, rng)},
-                     [f](const In& in) { return f(in[0]); }});
-  };
-  one("view", "[4, 6] -> [2, 12]", {4, 6},
-      [](const DTensor& x) { return ops::View(x, {2, 12}); });
-  one("reshape", "[2, 3, 4] -> [6, -1]", {2, 3, 4},
-      [](const DTensor& x) { return ops::Reshape(x, {6, -1}); });
+  const auto one =
+      [&](const std::string& op, const std::string& description,
+          const Shape& shape,
+          std::function<absl::StatusOr<DTensor>(const DTensor&)> f) {
+        cases.push_back(
+            {op, description, {Random64(shape, -1, 1, rng)}, [f](const In& in) {
+               return f(in[0]);
+             }});
+      };
+  one("view", "[4, 6] -> [2, 12]", {4, 6}, [](const DTensor& x) {
+    return ops::View(x, {2, 12});
+  });
+  one("reshape", "[2, 3, 4] -> [6, -1]", {2, 3, 4}, [](const DTensor& x) {
+    return ops::Reshape(x, {6, -1});
+  });
   one("flatten", "dims 1..2", {2, 3, 2},
       [](const DTensor& x) { return ops::Flatten(x, 1, 2); });
-  one("unflatten", "dim 1 -> [2, -1]", {3, 4},
-      [](const DTensor& x) { return ops::Unflatten(x, 1, {2, -1}); });
+  one("unflatten", "dim 1 -> [2, -1]", {3, 4}, [](const DTensor& x) {
+    return ops::Unflatten(x, 1, {2, -1});
+  });
   one("squeeze", "all size-1 dims", {3, 1, 4, 1},
       [](const DTensor& x) { return ops::Squeeze(x); });
   one("squeeze", "dim 1", {3, 1, 4, 1},
@@ -53,12 +58,15 @@ std::vector<GradCase> ViewCases() {
       [](const DTensor& x) { return ops::Unsqueeze(x, -1); });
   one("transpose", "0, 2", {2, 3, 4},
       [](const DTensor& x) { return ops::Transpose(x, 0, 2); });
-  one("permute", "[2, 0, 1]", {2, 3, 4},
-      [](const DTensor& x) { return ops::Permute(x, {2, 0, 1}); });
-  one("expand", "[3, 1] -> [2, 3, 4]", {3, 1},
-      [](const DTensor& x) { return ops::Expand(x, {2, 3, 4}); });
-  one("expand", "[4] -> [3, -1]", {4},
-      [](const DTensor& x) { return ops::Expand(x, {3, -1}); });
+  one("permute", "[2, 0, 1]", {2, 3, 4}, [](const DTensor& x) {
+    return ops::Permute(x, {2, 0, 1});
+  });
+  one("expand", "[3, 1] -> [2, 3, 4]", {3, 1}, [](const DTensor& x) {
+    return ops::Expand(x, {2, 3, 4});
+  });
+  one("expand", "[4] -> [3, -1]", {4}, [](const DTensor& x) {
+    return ops::Expand(x, {3, -1});
+  });
   return cases;
 }
 
@@ -81,13 +89,15 @@ std::vector<GradCase> JoinSliceCases() {
                    "two tensors, new dim -1",
                    {Random64({2, 3}, -1, 1, rng), Random64({2, 3}, -1, 1, rng)},
                    [](const In& in) { return ops::Stack(in, -1); }});
-  const auto one = [&](const std::string& op, const std::string& description,
-                       const Shape& shape,
-                       std::function<absl::StatusOr<DTensor>(const DTensor&)>
-                           f) {
-    cases.push_back({op, description, {Random64(shape, -1, 1, rng)},
-                     [f](const In& in) { return f(in[0]); }});
-  };
+  const auto one =
+      [&](const std::string& op, const std::string& description,
+          const Shape& shape,
+          std::function<absl::StatusOr<DTensor>(const DTensor&)> f) {
+        cases.push_back(
+            {op, description, {Random64(shape, -1, 1, rng)}, [f](const In& in) {
+               return f(in[0]);
+             }});
+      };
   one("narrow", "dim 1 [1, 3)", {3, 5},
       [](const DTensor& x) { return ops::Narrow(x, 1, 1, 2); });
   one("narrow", "dim 0 from -2", {4, 2},
@@ -128,20 +138,21 @@ std::vector<GradCase> CastRandomCases() {
                                          ops::To(in[0], DType::kF64));
                      return ops::Mul(same, in[0]);
                    }});
-  cases.push_back({"to",
-                   "through i64: no gradient on that path",
-                   {Random64({4}, -3, 3, rng)},
-                   [](const In& in) -> absl::StatusOr<DTensor> {
-                     DT_ASSIGN_OR_RETURN(DTensor truncated,
-                                         ops::To(in[0], DType::kI64));
-                     DT_ASSIGN_OR_RETURN(truncated,
-                                         ops::To(truncated, DType::kF64));
-                     return ops::Add(truncated, in[0]);
-                   }});
+  cases.push_back(
+      {"to",
+       "through i64: no gradient on that path",
+       {Random64({4}, -3, 3, rng)},
+       [](const In& in) -> absl::StatusOr<DTensor> {
+         DT_ASSIGN_OR_RETURN(DTensor truncated, ops::To(in[0], DType::kI64));
+         DT_ASSIGN_OR_RETURN(truncated, ops::To(truncated, DType::kF64));
+         return ops::Add(truncated, in[0]);
+       }});
   for (double p : {0.0, 0.4, 1.0}) {
-    cases.push_back({"dropout", "p " + std::to_string(p),
-                     {Random64({3, 5}, -1, 1, rng)},
-                     [p](const In& in) { return ops::Dropout(in[0], p, 99, 7); }});
+    cases.push_back(
+        {"dropout",
+         "p " + std::to_string(p),
+         {Random64({3, 5}, -1, 1, rng)},
+         [p](const In& in) { return ops::Dropout(in[0], p, 99, 7); }});
   }
   return cases;
 }
