@@ -1,0 +1,96 @@
+#ifndef DTENSOR_PARALLEL_PLAN_H_
+#define DTENSOR_PARALLEL_PLAN_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "mesh/device_mesh.h"
+#include "nn/module.h"
+
+namespace dtensor {
+namespace parallel {
+
+// How one module is split over the tensor-parallel mesh dim.
+enum class Style {
+  kColwise,           // Linear/Embedding: weight split on output features.
+  kRowwise,           // Linear/Embedding: weight split on input features.
+  kSequenceParallel,  // Norm/Dropout: runs on sequence-sharded activations.
+  kPrepareInput,      // Any module: redistributes its input.
+  kPrepareOutput,     // Any module: redistributes its output.
+  kLossParallel,      // The final Linear: logits stay sharded on vocab.
+};
+
+// "colwise", "rowwise", ... as written in plan files.
+absl::string_view StyleName(Style style);
+
+// One entry of the "tp" object: a style with its options. Layouts are the
+// placement on the tp mesh dim ("R", "S(1)", "S(-1)"), parsed against the
+// tensor when the plan is applied.
+struct StyleSpec {
+  Style style = Style::kColwise;
+  std::optional<std::string> input_layouts;
+  std::optional<std::string> output_layouts;
+  // Whether the module's output is handed on as the local shard (true, the
+  // default for colwise/rowwise as in PyTorch) or as a DTensor (false).
+  bool use_local_output = true;
+};
+
+enum class DataParallel { kNone, kReplicate, kFsdp };
+absl::string_view DataParallelName(DataParallel dp);
+
+// A parsed plan file:
+//   {"tp_dim": "tp", "dp_dim": "dp",
+//    "tp": {"layers.*.attention.wq": "colwise",
+//           "output": {"style": "colwise", "output_layouts": "S(-1)",
+//                      "use_local_output": false}},
+//    "dp": "fsdp" | "replicate" | "none"}
+// "tp_dim"/"dp_dim" default to "tp"/"dp"; "tp" defaults to {} and "dp" to
+// "none". Entries keep file order.
+struct PlanEntry {
+  std::string pattern;
+  StyleSpec spec;
+};
+struct Plan {
+  std::string tp_dim = "tp";
+  std::string dp_dim = "dp";
+  std::vector<PlanEntry> tp;
+  DataParallel dp = DataParallel::kNone;
+};
+
+// Parses plan text. Errors (InvalidArgument) name the bad key or value:
+// unknown top-level keys, styles, options or dp modes, wrong JSON types.
+absl::StatusOr<Plan> ParsePlan(absl::string_view json);
+// Reads and parses a file; NotFound names the path.
+absl::StatusOr<Plan> LoadPlanFile(const std::string& path);
+
+// Whether `pattern` matches the fully-qualified module name `fqn`. Both are
+// split at "."; a "*" component matches exactly one component (any name,
+// never zero or several), any other component must be equal. So
+// "layers.*.attention.wq" matches "layers.3.attention.wq" but not
+// "layers.attention.wq" or "layers.3.x.attention.wq".
+bool MatchPattern(absl::string_view pattern, absl::string_view fqn);
+
+// A plan entry bound to the module it applies to.
+struct ResolvedEntry {
+  std::string fqn;
+  nn::Module* module;
+  const PlanEntry* entry;
+};
+
+// Binds every entry of `plan.tp` to the modules of `root` it matches, in
+// pre-order. Errors name the value: a pattern matching no module, a module
+// matched by two patterns, a style that does not fit the module's type
+// (colwise/rowwise/loss_parallel need Linear, colwise/rowwise also accept
+// Embedding; sequence_parallel needs RMSNorm, LayerNorm or Dropout), and
+// tp_dim/dp_dim that are not dims of `mesh` (dp_dim only when dp is used).
+absl::StatusOr<std::vector<ResolvedEntry>> ResolvePlan(const Plan& plan,
+                                                       nn::Module& root,
+                                                       const DeviceMesh& mesh);
+
+}  // namespace parallel
+}  // namespace dtensor
+
+#endif  // DTENSOR_PARALLEL_PLAN_H_
