@@ -1,0 +1,53 @@
+// Every plan shipped in parallel/plans/ parses and binds to the Llama tree:
+// each pattern matches modules of the right type, none twice.
+#include <cstdlib>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "mesh/device_mesh.h"
+#include "nn/llama.h"
+#include "nn/llama_config.h"
+#include "parallel/plan.h"
+
+namespace dtensor {
+namespace parallel {
+namespace {
+
+class ShippedPlanTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShippedPlanTest, ParsesAndBindsToTheLlamaTree) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  ASSERT_NE(srcdir, nullptr);
+  const std::string path =
+      std::string(srcdir) + "/dtensor/parallel/plans/" + GetParam() + ".json";
+  absl::StatusOr<Plan> plan = LoadPlanFile(path);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  nn::LlamaConfig config;
+  config.dim = 32;
+  config.n_layers = 2;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.vocab_size = 64;
+  config.multiple_of = 32;
+  config.max_seq_len = 16;
+  auto model = nn::Transformer::Create(config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const DeviceMesh mesh = *DeviceMesh::Create({2, 2}, {"dp", "tp"});
+  absl::StatusOr<std::vector<ResolvedEntry>> resolved =
+      ResolvePlan(*plan, **model, mesh);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  // Seven projections per block, at least.
+  EXPECT_GE(resolved->size(), 7u * config.n_layers);
+  const bool fsdp = GetParam().find("fsdp") != std::string::npos;
+  EXPECT_EQ(plan->dp, fsdp ? DataParallel::kFsdp : DataParallel::kReplicate);
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, ShippedPlanTest,
+                         ::testing::Values("tp_dp", "tp_fsdp", "tp_sp_dp",
+                                           "tp_sp_fsdp",
+                                           "tp_sp_loss_parallel_dp",
+                                           "tp_sp_loss_parallel_fsdp"));
+
+}  // namespace
+}  // namespace parallel
+}  // namespace dtensor
