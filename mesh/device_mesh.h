@@ -70,9 +70,9 @@ class DeviceMesh {
                                      std::string new_name) const;
   // The mesh with dim `name` split into dims `names` of `sizes` (row-major),
   // in its place. The sizes must multiply to the dim's size.
-  absl::StatusOr<DeviceMesh> Unflatten(std::string_view name,
-                                       absl::Span<const int64_t> sizes,
-                                       absl::Span<const std::string> names) const;
+  absl::StatusOr<DeviceMesh> Unflatten(
+      std::string_view name, absl::Span<const int64_t> sizes,
+      absl::Span<const std::string> names) const;
 
   // "DeviceMesh((dp=2, tp=4), ranks=[0, 1, ...])".
   std::string ToString() const;

@@ -29,23 +29,67 @@ bool IsFloatingPoint(DType dtype);
 std::ostream& operator<<(std::ostream& os, DType dtype);
 
 // The C++ type stored for a DType, and back.
-template <DType D> struct DTypeToCpp;
-template <> struct DTypeToCpp<DType::kF32> { using type = float; };
-template <> struct DTypeToCpp<DType::kF64> { using type = double; };
-template <> struct DTypeToCpp<DType::kBF16> { using type = BFloat16; };
-template <> struct DTypeToCpp<DType::kF16> { using type = Half; };
-template <> struct DTypeToCpp<DType::kI32> { using type = int32_t; };
-template <> struct DTypeToCpp<DType::kI64> { using type = int64_t; };
-template <> struct DTypeToCpp<DType::kBool> { using type = bool; };
+template <DType D>
+struct DTypeToCpp;
+template <>
+struct DTypeToCpp<DType::kF32> {
+  using type = float;
+};
+template <>
+struct DTypeToCpp<DType::kF64> {
+  using type = double;
+};
+template <>
+struct DTypeToCpp<DType::kBF16> {
+  using type = BFloat16;
+};
+template <>
+struct DTypeToCpp<DType::kF16> {
+  using type = Half;
+};
+template <>
+struct DTypeToCpp<DType::kI32> {
+  using type = int32_t;
+};
+template <>
+struct DTypeToCpp<DType::kI64> {
+  using type = int64_t;
+};
+template <>
+struct DTypeToCpp<DType::kBool> {
+  using type = bool;
+};
 
-template <typename T> constexpr DType CppToDType();
-template <> constexpr DType CppToDType<float>() { return DType::kF32; }
-template <> constexpr DType CppToDType<double>() { return DType::kF64; }
-template <> constexpr DType CppToDType<BFloat16>() { return DType::kBF16; }
-template <> constexpr DType CppToDType<Half>() { return DType::kF16; }
-template <> constexpr DType CppToDType<int32_t>() { return DType::kI32; }
-template <> constexpr DType CppToDType<int64_t>() { return DType::kI64; }
-template <> constexpr DType CppToDType<bool>() { return DType::kBool; }
+template <typename T>
+constexpr DType CppToDType();
+template <>
+constexpr DType CppToDType<float>() {
+  return DType::kF32;
+}
+template <>
+constexpr DType CppToDType<double>() {
+  return DType::kF64;
+}
+template <>
+constexpr DType CppToDType<BFloat16>() {
+  return DType::kBF16;
+}
+template <>
+constexpr DType CppToDType<Half>() {
+  return DType::kF16;
+}
+template <>
+constexpr DType CppToDType<int32_t>() {
+  return DType::kI32;
+}
+template <>
+constexpr DType CppToDType<int64_t>() {
+  return DType::kI64;
+}
+template <>
+constexpr DType CppToDType<bool>() {
+  return DType::kBool;
+}
 
 }  // namespace dtensor
 

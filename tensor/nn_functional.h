@@ -52,8 +52,7 @@ absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
 // with the rotate-half convention of Llama: pairs (i, i + head_dim/2) rotate by
 // angle position * theta^(-2i/head_dim). `positions` [seq] (integer) gives each
 // row's position; pass an undefined Tensor for 0..seq-1.
-absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x,
-                                       const Tensor& positions,
+absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x, const Tensor& positions,
                                        double theta = 10000.0);
 
 }  // namespace dtensor

@@ -6,10 +6,10 @@
 
 // DT_RETURN_IF_ERROR(expr): returns the status of `expr` from the enclosing
 // function when it is not OK.
-#define DT_RETURN_IF_ERROR(expr)                       \
-  do {                                                 \
-    ::absl::Status dt_status_ = (expr);                \
-    if (!dt_status_.ok()) return dt_status_;           \
+#define DT_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status dt_status_ = (expr);      \
+    if (!dt_status_.ok()) return dt_status_; \
   } while (false)
 
 // DT_ASSIGN_OR_RETURN(lhs, expr): evaluates `expr` (an absl::StatusOr<T>);
