@@ -355,6 +355,36 @@ std::shared_ptr<Work> Communicator::BroadcastAsync(
 
 // ---- scatter ----
 
+absl::StatusOr<Communicator::RootedPieces> Communicator::CheckRootedPieces(
+    absl::string_view op, const Tensor& input, const Tensor& output,
+    bool piece_is_output, int64_t dim, int64_t root,
+    absl::Span<const int64_t> sizes) const {
+  const Tensor& piece = piece_is_output ? output : input;
+  const Tensor& whole = piece_is_output ? input : output;
+  const char* piece_name = piece_is_output ? "output" : "input";
+  const char* whole_name = piece_is_output ? "input" : "output";
+  DT_RETURN_IF_ERROR(CheckGroupRank(root, size(), "root", op));
+  DT_RETURN_IF_ERROR(CheckTensor(piece, piece_name, device(), op));
+  DT_ASSIGN_OR_RETURN(dim, NormalizeCollectiveDim(dim, piece.dim(), op));
+  DT_ASSIGN_OR_RETURN(std::vector<int64_t> all_sizes,
+                      CompletePieceSizes(sizes, size(), piece.size(dim), op));
+  if (all_sizes[rank_] != piece.size(dim)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": sizes ", SizesText(all_sizes), " give rank ", rank_, " size ",
+        all_sizes[rank_], " but its ", piece_name, " ", TensorText(piece),
+        " has ", piece.size(dim), " along dim ", dim));
+  }
+  if (rank_ == root) {
+    DT_RETURN_IF_ERROR(CheckTensor(whole, whole_name, device(), op));
+    DT_RETURN_IF_ERROR(CheckSameDType(input, output, op));
+    DT_RETURN_IF_ERROR(
+        CheckShape(whole, WithDimSize(piece.shape(), dim, SumOf(all_sizes)),
+                   whole_name, op));
+    DT_RETURN_IF_ERROR(CheckDisjoint(input, output, op));
+  }
+  return RootedPieces{dim, std::move(all_sizes)};
+}
+
 WorkOrError Communicator::IssueScatter(const Tensor& input,
                                        const Tensor& output, int64_t dim,
                                        int64_t root,
@@ -362,25 +392,12 @@ WorkOrError Communicator::IssueScatter(const Tensor& input,
                                        const CollectiveOptions& options,
                                        bool blocking) {
   constexpr absl::string_view kOp = "scatter";
-  DT_RETURN_IF_ERROR(CheckGroupRank(root, size(), "root", kOp));
-  DT_RETURN_IF_ERROR(CheckTensor(output, "output", device(), kOp));
-  DT_ASSIGN_OR_RETURN(dim, NormalizeCollectiveDim(dim, output.dim(), kOp));
-  DT_ASSIGN_OR_RETURN(std::vector<int64_t> all_sizes,
-                      CompletePieceSizes(sizes, size(), output.size(dim), kOp));
-  if (all_sizes[rank_] != output.size(dim)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kOp, ": sizes ", SizesText(all_sizes), " give rank ", rank_, " size ",
-        all_sizes[rank_], " but its output ", TensorText(output), " has ",
-        output.size(dim), " along dim ", dim));
-  }
-  if (rank_ == root) {
-    DT_RETURN_IF_ERROR(CheckTensor(input, "input", device(), kOp));
-    DT_RETURN_IF_ERROR(CheckSameDType(input, output, kOp));
-    DT_RETURN_IF_ERROR(
-        CheckShape(input, WithDimSize(output.shape(), dim, SumOf(all_sizes)),
-                   "input", kOp));
-    DT_RETURN_IF_ERROR(CheckDisjoint(input, output, kOp));
-  }
+  DT_ASSIGN_OR_RETURN(
+      RootedPieces pieces,
+      CheckRootedPieces(kOp, input, output,
+                        /*piece_is_output=*/true, dim, root, sizes));
+  dim = pieces.dim;
+  std::vector<int64_t> all_sizes = std::move(pieces.sizes);
   DT_ASSIGN_OR_RETURN(CallInfo call, NewCall(kOp, options, blocking, true));
   if (options_.debug) {
     call.signature =
@@ -418,25 +435,12 @@ WorkOrError Communicator::IssueGather(const Tensor& input, const Tensor& output,
                                       const CollectiveOptions& options,
                                       bool blocking) {
   constexpr absl::string_view kOp = "gather";
-  DT_RETURN_IF_ERROR(CheckGroupRank(root, size(), "root", kOp));
-  DT_RETURN_IF_ERROR(CheckTensor(input, "input", device(), kOp));
-  DT_ASSIGN_OR_RETURN(dim, NormalizeCollectiveDim(dim, input.dim(), kOp));
-  DT_ASSIGN_OR_RETURN(std::vector<int64_t> all_sizes,
-                      CompletePieceSizes(sizes, size(), input.size(dim), kOp));
-  if (all_sizes[rank_] != input.size(dim)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kOp, ": sizes ", SizesText(all_sizes), " give rank ", rank_, " size ",
-        all_sizes[rank_], " but its input ", TensorText(input), " has ",
-        input.size(dim), " along dim ", dim));
-  }
-  if (rank_ == root) {
-    DT_RETURN_IF_ERROR(CheckTensor(output, "output", device(), kOp));
-    DT_RETURN_IF_ERROR(CheckSameDType(input, output, kOp));
-    DT_RETURN_IF_ERROR(
-        CheckShape(output, WithDimSize(input.shape(), dim, SumOf(all_sizes)),
-                   "output", kOp));
-    DT_RETURN_IF_ERROR(CheckDisjoint(input, output, kOp));
-  }
+  DT_ASSIGN_OR_RETURN(
+      RootedPieces pieces,
+      CheckRootedPieces(kOp, input, output,
+                        /*piece_is_output=*/false, dim, root, sizes));
+  dim = pieces.dim;
+  std::vector<int64_t> all_sizes = std::move(pieces.sizes);
   DT_ASSIGN_OR_RETURN(CallInfo call, NewCall(kOp, options, blocking, true));
   if (options_.debug) {
     call.signature =

@@ -295,6 +295,20 @@ class Communicator {
 
   // The CallInfo of a new call: resolves the deadline (an error when not
   // positive) and numbers collectives.
+  // What scatter and gather check alike: a valid root; on every rank its
+  // piece along `dim` (scatter's output, gather's input: `piece_is_output`)
+  // of the size the complete piece sizes give it; on the root the whole
+  // tensor (the other one) of the same dtype, the pieces' sum along `dim`,
+  // not overlapping. Returns the normalized dim and the complete sizes.
+  struct RootedPieces {
+    int64_t dim;
+    std::vector<int64_t> sizes;
+  };
+  absl::StatusOr<RootedPieces> CheckRootedPieces(
+      absl::string_view op, const Tensor& input, const Tensor& output,
+      bool piece_is_output, int64_t dim, int64_t root,
+      absl::Span<const int64_t> sizes) const;
+
   absl::StatusOr<CallInfo> NewCall(absl::string_view op,
                                    const CollectiveOptions& options,
                                    bool blocking, bool collective);
