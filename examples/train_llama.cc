@@ -4,6 +4,8 @@
 //   ./bazelw run //examples:train_llama -- [--mesh dp=2,tp=2]
 //       [--plan parallel/plans/tp_dp.json] [--steps 40] [--seed 0]
 //       [--backend inprocess]
+//   bazel-bin/tools/dtrun --nproc 4 -- bazel-bin/examples/train_llama \
+//       --backend gloo          (one process per rank, over TCP)
 //
 // Prints a progress line per step (loss, tokens/s) and, at the end, the
 // collectives rank 0 issued, by kind and bytes.
@@ -20,17 +22,18 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "collectives/gloo/gloo_backend.h"
 #include "collectives/inprocess/local_cluster.h"
+#include "collectives/process_groups.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
-#include "nn/autograd.h"
 #include "nn/llama.h"
-#include "nn/optim_adamw.h"
-#include "ops/view_ops.h"
-#include "ops/vocab_ops.h"
-#include "parallel/parallelize.h"
+#include "nn/llama_config.h"
+#include "parallel/llama_trainer.h"
 #include "parallel/plan.h"
+#include "tensor/generator.h"
 #include "tensor/status_macros.h"
+#include "tensor/tensor.h"
 #include "tools/arg_parser.h"
 #include "tools/mesh_flag.h"
 
@@ -57,7 +60,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   if (parsed.Has("help")) {
     return absl::CancelledError(
         "usage: train_llama [--mesh dp=2,tp=2] [--plan FILE] [--steps N] "
-        "[--seed S] [--backend inprocess]");
+        "[--seed S] [--backend inprocess|gloo]");
   }
   options.mesh = parsed.ValueOr("mesh", options.mesh);
   options.plan = parsed.ValueOr("plan", options.plan);
@@ -69,10 +72,10 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   if (!absl::SimpleAtoi(parsed.ValueOr("seed", "0"), &options.seed)) {
     return absl::InvalidArgumentError("--seed needs a non-negative integer");
   }
-  if (options.backend != "inprocess") {
-    return absl::UnimplementedError(
+  if (options.backend != "inprocess" && options.backend != "gloo") {
+    return absl::InvalidArgumentError(
         absl::StrCat("--backend ", options.backend,
-                     ": this example runs on in-process ranks only so far"));
+                     ": expected inprocess or gloo (under dtrun)"));
   }
   return options;
 }
@@ -115,105 +118,75 @@ void MakeBatch(const std::string& corpus, const Options& options, int64_t step,
   }
 }
 
-// What rank 0 reports.
-struct Report {
-  std::mutex mu;
-  CommCounter comms;
-};
-
-absl::Status TrainRank(ProcessGroups& groups, const Options& options,
-                       const DeviceMesh& mesh, const parallel::Plan& plan,
-                       const std::string& corpus, Report& report) {
-  auto runtime = Runtime::ForRank(groups);
-  nn::InitOptions init;
-  init.seed = options.seed;
-  DT_ASSIGN_OR_RETURN(auto model,
-                      nn::BuildLlama(ModelConfig(), runtime, mesh, init));
-  DT_RETURN_IF_ERROR(parallel::ParallelizeModule(*model, mesh, plan));
-  std::vector<DTensor> params;
-  for (const nn::NamedSlot& named : model->NamedParameters()) {
-    params.push_back(named.slot->value);
-  }
-  nn::AdamWOptions adamw;
-  adamw.learning_rate = 3e-3;
-  DT_ASSIGN_OR_RETURN(auto optimizer, nn::AdamW::Create(params, adamw));
-
-  // Data parallel over the "dp" dim when the mesh has one.
-  std::vector<Placement> batch_layout(mesh.ndim(), Placement::Replicate());
-  if (mesh.DimIndex("dp").ok())
-    batch_layout[*mesh.DimIndex("dp")] = Placement::Shard(0);
-  CommCounter comms;
+// Tokens and targets of one step as [batch, seq] tensors.
+absl::StatusOr<std::pair<Tensor, Tensor>> BatchTensors(
+    const std::string& corpus, const Options& options, int64_t step) {
   std::vector<int64_t> inputs, targets;
+  MakeBatch(corpus, options, step, &inputs, &targets);
+  DT_ASSIGN_OR_RETURN(Tensor tokens,
+                      Tensor::FromVector(inputs, {options.batch, options.seq}));
+  DT_ASSIGN_OR_RETURN(
+      Tensor next, Tensor::FromVector(targets, {options.batch, options.seq}));
+  return std::make_pair(std::move(tokens), std::move(next));
+}
+
+// The progress bar rank 0 redraws after each step.
+void PrintProgress(const Options& options, int64_t step, double loss,
+                   double seconds) {
+  const double tokens_per_s =
+      static_cast<double>(step * options.batch * options.seq) / seconds;
+  const int width = 30;
+  const int done = static_cast<int>(width * step / options.steps);
+  std::printf("\r[%s%s] step %3lld/%lld  loss %.4f  %.0f tokens/s",
+              std::string(done, '#').c_str(),
+              std::string(width - done, '.').c_str(),
+              static_cast<long long>(step),
+              static_cast<long long>(options.steps), loss, tokens_per_s);
+  if (step == options.steps) std::printf("\n");
+  std::fflush(stdout);
+}
+
+// Trains on the rank `groups` belongs to; returns the collectives it issued.
+absl::StatusOr<CommCounter> TrainRank(ProcessGroups& groups,
+                                      const Options& options,
+                                      const DeviceMesh& mesh,
+                                      const parallel::Plan& plan,
+                                      const std::string& corpus) {
+  parallel::LlamaTrainerOptions trainer_options;
+  trainer_options.config = ModelConfig();
+  trainer_options.seed = options.seed;
+  trainer_options.adamw.learning_rate = 3e-3;
+  DT_ASSIGN_OR_RETURN(
+      std::unique_ptr<parallel::LlamaTrainer> trainer,
+      parallel::LlamaTrainer::Create(Runtime::ForRank(groups), mesh, plan,
+                                     trainer_options));
+  CommCounter comms;
   const auto start = std::chrono::steady_clock::now();
   for (int64_t step = 1; step <= options.steps; ++step) {
-    MakeBatch(corpus, options, step, &inputs, &targets);
-    DT_ASSIGN_OR_RETURN(
-        Tensor input_full,
-        Tensor::FromVector(inputs, {options.batch, options.seq}));
-    DT_ASSIGN_OR_RETURN(
-        Tensor target_full,
-        Tensor::FromVector(targets, {options.batch * options.seq}));
-    // Every rank holds the whole batch; FromLocal of its block needs no
-    // communication.
-    DT_ASSIGN_OR_RETURN(
-        DTensorSpec spec,
-        DTensorSpec::Create(mesh, batch_layout, {options.batch, options.seq},
-                            DType::kI64));
-    DT_ASSIGN_OR_RETURN(ShardBlock block, spec.BlockOf(groups.rank()));
-    DT_ASSIGN_OR_RETURN(Tensor input_local,
-                        input_full.Narrow(0, block.offset[0], block.shape[0]));
-    DT_ASSIGN_OR_RETURN(Tensor target_local,
-                        target_full.Narrow(0, block.offset[0] * options.seq,
-                                           block.shape[0] * options.seq));
-    FromLocalOptions input_options;
-    input_options.global_shape = Shape{options.batch, options.seq};
-    DT_ASSIGN_OR_RETURN(DTensor tokens,
-                        DTensor::FromLocal(runtime, input_local.Contiguous(),
-                                           mesh, batch_layout, input_options));
-    FromLocalOptions target_options;
-    target_options.global_shape = Shape{options.batch * options.seq};
-    DT_ASSIGN_OR_RETURN(DTensor labels,
-                        DTensor::FromLocal(runtime, target_local.Contiguous(),
-                                           mesh, batch_layout, target_options));
-    nn::GradientTape tape;
-    DTensor loss;
-    std::vector<DTensor> grads;
-    {
-      CommCounter::Scope comm_scope(comms);
-      {
-        nn::GradientTape::Scope tape_scope(tape);
-        DT_ASSIGN_OR_RETURN(DTensor logits, (*model)(tokens));
-        DT_ASSIGN_OR_RETURN(logits,
-                            ops::Reshape(logits, {options.batch * options.seq,
-                                                  ModelConfig().vocab_size}));
-        DT_ASSIGN_OR_RETURN(loss, ops::CrossEntropy(logits, labels));
-      }
-      DT_ASSIGN_OR_RETURN(grads, tape.Gradient(loss, params));
-      DT_RETURN_IF_ERROR(optimizer->Step(grads));
-      DT_ASSIGN_OR_RETURN(Tensor loss_value, loss.FullTensor());
-      if (groups.rank() == 0) {
-        const double seconds = std::chrono::duration<double>(
-                                   std::chrono::steady_clock::now() - start)
-                                   .count();
-        const double tokens_per_s =
-            static_cast<double>(step * options.batch * options.seq) / seconds;
-        const int width = 30;
-        const int done = static_cast<int>(width * step / options.steps);
-        std::printf("\r[%s%s] step %3lld/%lld  loss %.4f  %.0f tokens/s",
-                    std::string(done, '#').c_str(),
-                    std::string(width - done, '.').c_str(),
-                    static_cast<long long>(step),
-                    static_cast<long long>(options.steps),
-                    loss_value.Item().value_or(0), tokens_per_s);
-        if (step == options.steps) std::printf("\n");
-        std::fflush(stdout);
-      }
+    DT_ASSIGN_OR_RETURN(auto tensors, BatchTensors(corpus, options, step));
+    DT_ASSIGN_OR_RETURN(parallel::LlamaTrainer::Batch batch,
+                        trainer->MakeBatch(tensors.first, tensors.second));
+    CommCounter::Scope comm_scope(comms);
+    DT_ASSIGN_OR_RETURN(DTensor loss, trainer->Step(batch));
+    DT_ASSIGN_OR_RETURN(Tensor loss_value, loss.FullTensor());
+    if (groups.rank() == 0) {
+      PrintProgress(options, step, loss_value.Item().value_or(0),
+                    std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count());
     }
   }
-  if (groups.rank() == 0) {
-    std::lock_guard<std::mutex> lock(report.mu);
-    report.comms = comms;
-  }
+  return comms;
+}
+
+absl::Status PrintHeader(const Options& options, const DeviceMesh& mesh,
+                         const std::string& corpus) {
+  DT_ASSIGN_OR_RETURN(auto shape_only, nn::Transformer::Create(ModelConfig()));
+  std::printf(
+      "training a %.2fM-parameter Llama on %zu bytes of text, mesh %s, "
+      "plan %s\n",
+      static_cast<double>(shape_only->NumParameters()) / 1e6, corpus.size(),
+      mesh.ToString().c_str(), options.plan.c_str());
   return absl::OkStatus();
 }
 
@@ -239,18 +212,35 @@ absl::Status Main(const std::vector<std::string>& args) {
   DT_ASSIGN_OR_RETURN(parallel::Plan plan,
                       parallel::LoadPlanFile(options.plan));
   DT_ASSIGN_OR_RETURN(std::string corpus, ReadFile(kCorpus));
-  DT_ASSIGN_OR_RETURN(auto shape_only, nn::Transformer::Create(ModelConfig()));
-  std::printf(
-      "training a %.2fM-parameter Llama on %zu bytes of text, mesh %s, "
-      "plan %s\n",
-      static_cast<double>(shape_only->NumParameters()) / 1e6, corpus.size(),
-      mesh.ToString().c_str(), options.plan.c_str());
-  Report report;
-  LocalCluster cluster(mesh.size());
-  DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) {
-    return TrainRank(groups, options, mesh, plan, corpus, report);
-  }));
-  PrintCollectives(report.comms, options.steps);
+  CommCounter rank0_comms;
+  if (options.backend == "gloo") {
+    // One process per rank, started by dtrun.
+    DT_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, GlooBackendFromEnv());
+    if (backend->world_size() != mesh.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mesh ", options.mesh, " has ", mesh.size(),
+                       " ranks but dtrun started ", backend->world_size()));
+    }
+    ProcessGroups groups(backend);
+    if (groups.rank() == 0) {
+      DT_RETURN_IF_ERROR(PrintHeader(options, mesh, corpus));
+    }
+    DT_ASSIGN_OR_RETURN(rank0_comms,
+                        TrainRank(groups, options, mesh, plan, corpus));
+    if (groups.rank() != 0) return absl::OkStatus();
+  } else {
+    DT_RETURN_IF_ERROR(PrintHeader(options, mesh, corpus));
+    std::mutex mu;
+    LocalCluster cluster(mesh.size());
+    DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) -> absl::Status {
+      DT_ASSIGN_OR_RETURN(CommCounter comms,
+                          TrainRank(groups, options, mesh, plan, corpus));
+      std::lock_guard<std::mutex> lock(mu);
+      if (groups.rank() == 0) rank0_comms = comms;
+      return absl::OkStatus();
+    }));
+  }
+  PrintCollectives(rank0_comms, options.steps);
   return absl::OkStatus();
 }
 

@@ -1,0 +1,131 @@
+#include "parallel/llama_trainer.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "nn/init.h"
+#include "ops/view_ops.h"
+#include "ops/vocab_ops.h"
+#include "parallel/parallelize.h"
+#include "tensor/status_macros.h"
+
+namespace dtensor {
+namespace parallel {
+namespace {
+
+// Dim 0 of the batch on the plan's dp dim when the mesh has it.
+std::vector<Placement> BatchLayout(const DeviceMesh& mesh, const Plan& plan) {
+  std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
+  absl::StatusOr<int64_t> dp = mesh.DimIndex(plan.dp_dim);
+  if (dp.ok()) layout[*dp] = Placement::Shard(0);
+  return layout;
+}
+
+}  // namespace
+
+LlamaTrainer::LlamaTrainer(std::shared_ptr<Runtime> runtime, DeviceMesh mesh,
+                           std::vector<Placement> batch_layout)
+    : runtime_(std::move(runtime)),
+      mesh_(std::move(mesh)),
+      batch_layout_(std::move(batch_layout)) {}
+
+absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(
+    std::shared_ptr<Runtime> runtime, const DeviceMesh& mesh, const Plan& plan,
+    const LlamaTrainerOptions& options) {
+  std::unique_ptr<LlamaTrainer> trainer(
+      new LlamaTrainer(runtime, mesh, BatchLayout(mesh, plan)));
+  nn::InitOptions init;
+  init.seed = options.seed;
+  init.dtype = options.dtype;
+  DT_ASSIGN_OR_RETURN(trainer->model_,
+                      nn::BuildLlama(options.config, runtime, mesh, init));
+  DT_RETURN_IF_ERROR(ParallelizeModule(*trainer->model_, mesh, plan));
+  for (const nn::NamedSlot& named : trainer->model_->NamedParameters()) {
+    trainer->parameters_.push_back(named.slot->value);
+  }
+  DT_ASSIGN_OR_RETURN(trainer->optimizer_,
+                      nn::AdamW::Create(trainer->parameters_, options.adamw));
+  return trainer;
+}
+
+absl::StatusOr<DTensor> LlamaTrainer::Wrap(const Tensor& full,
+                                           Shape shape) const {
+  DT_ASSIGN_OR_RETURN(
+      DTensorSpec spec,
+      DTensorSpec::Create(mesh_, batch_layout_, shape, DType::kI64));
+  if (runtime_->metadata_only()) return DTensor::FromSpec(runtime_, spec);
+  DT_ASSIGN_OR_RETURN(ShardBlock block, spec.BlockOf(runtime_->rank()));
+  DT_ASSIGN_OR_RETURN(Tensor local,
+                      full.Narrow(0, block.offset[0], block.shape[0]));
+  FromLocalOptions from_local;
+  from_local.global_shape = std::move(shape);
+  return DTensor::FromLocal(runtime_, local.Contiguous(), mesh_, batch_layout_,
+                            from_local);
+}
+
+absl::StatusOr<LlamaTrainer::Batch> LlamaTrainer::MakeBatch(
+    const Tensor& tokens, const Tensor& targets) const {
+  if (tokens.dtype() != DType::kI64 || targets.dtype() != DType::kI64 ||
+      tokens.dim() != 2 || tokens.shape() != targets.shape()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("training batch: tokens ", ShapeToString(tokens.shape()),
+                     " ", std::string(DTypeName(tokens.dtype())),
+                     " and targets ", ShapeToString(targets.shape()), " ",
+                     std::string(DTypeName(targets.dtype())),
+                     " must be int64 [batch, seq] of the same shape"));
+  }
+  if (tokens.size(1) > model_->config().max_seq_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("training batch: sequence length ", tokens.size(1),
+                     " exceeds max_seq_len ", model_->config().max_seq_len));
+  }
+  Batch batch;
+  DT_ASSIGN_OR_RETURN(batch.tokens, Wrap(tokens, tokens.shape()));
+  DT_ASSIGN_OR_RETURN(batch.targets, Wrap(targets, targets.shape()));
+  return batch;
+}
+
+absl::StatusOr<LlamaTrainer::Batch> LlamaTrainer::MakeBatchMetadata(
+    int64_t batch_size, int64_t seq) const {
+  if (!runtime_->metadata_only()) {
+    return absl::FailedPreconditionError(
+        "MakeBatchMetadata needs a metadata-only runtime");
+  }
+  Batch batch;
+  DT_ASSIGN_OR_RETURN(batch.tokens, Wrap(Tensor(), {batch_size, seq}));
+  DT_ASSIGN_OR_RETURN(batch.targets, Wrap(Tensor(), {batch_size, seq}));
+  return batch;
+}
+
+absl::StatusOr<DTensor> LlamaTrainer::Forward(const Batch& batch) {
+  tape_.Clear();
+  nn::GradientTape::Scope scope(tape_);
+  DT_ASSIGN_OR_RETURN(DTensor logits, (*model_)(batch.tokens));
+  const int64_t rows = logits.shape()[0] * logits.shape()[1];
+  DT_ASSIGN_OR_RETURN(
+      logits, ops::Reshape(logits, {rows, model_->config().vocab_size}));
+  DT_ASSIGN_OR_RETURN(DTensor labels, ops::Reshape(batch.targets, {rows}));
+  return ops::CrossEntropy(logits, labels);
+}
+
+absl::StatusOr<std::vector<DTensor>> LlamaTrainer::Backward(
+    const DTensor& loss) {
+  absl::StatusOr<std::vector<DTensor>> grads =
+      tape_.Gradient(loss, parameters_);
+  tape_.Clear();
+  return grads;
+}
+
+absl::Status LlamaTrainer::Update(absl::Span<const DTensor> grads) {
+  return optimizer_->Step(grads);
+}
+
+absl::StatusOr<DTensor> LlamaTrainer::Step(const Batch& batch) {
+  DT_ASSIGN_OR_RETURN(DTensor loss, Forward(batch));
+  DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, Backward(loss));
+  DT_RETURN_IF_ERROR(Update(grads));
+  return loss;
+}
+
+}  // namespace parallel
+}  // namespace dtensor
