@@ -29,8 +29,11 @@ CommCounter::Scope::~Scope() {
 }
 
 void CommCounter::RecordOnThread(const Event& event) {
+  if (active_counters.empty()) return;
+  Event owned = event;
+  owned.owner = CommOwner::Current();
   for (CommCounter* counter : active_counters) {
-    counter->events_.push_back(event);
+    counter->events_.push_back(owned);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "dtensor/comm_owner.h"
 #include "dtensor/cost_model.h"
 
 namespace dtensor {
@@ -39,6 +40,8 @@ class CommCounter {
     double duration_us = 0;
     // "S(0),R -> R,R".
     std::string label;
+    // CommOwner::Current() when recorded (RecordOnThread sets it).
+    const void* owner = nullptr;
   };
 
   // Makes `counter` record on this thread until destroyed.
@@ -53,7 +56,8 @@ class CommCounter {
     CommCounter* counter_;
   };
 
-  // Records `event` in every counter active on this thread.
+  // Records `event`, stamped with CommOwner::Current(), in every counter
+  // active on this thread.
   static void RecordOnThread(const Event& event);
 
   // Collectives of `kind` (local steps are counted under kLocal).

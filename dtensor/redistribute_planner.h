@@ -29,7 +29,9 @@ absl::Status CheckRedistribution(const Sharding& from, const Sharding& to,
 
 // The cheapest sequence of steps from `from` to `to` under `cost_model`,
 // found by an exact shortest-path search (A* with a consistent lower bound)
-// over layouts. The moves:
+// over layouts. Meshes of at most 8 dims and tensors of rank at most 31 (the
+// search packs a layout into 64 bits); larger ones get an InvalidArgument
+// error naming both. The moves:
 //   - all-gather of the innermost mesh dim(s) of a tensor dim;
 //   - all-to-all moving the innermost mesh dim(s) of one tensor dim to the
 //     innermost position of another, landing in any order;

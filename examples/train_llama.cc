@@ -29,6 +29,8 @@
 #include "dtensor/dtensor.h"
 #include "nn/llama.h"
 #include "nn/llama_config.h"
+#include "nn/state_dict.h"
+#include "parallel/checkpoint.h"
 #include "parallel/llama_trainer.h"
 #include "parallel/plan.h"
 #include "tensor/generator.h"
@@ -36,6 +38,7 @@
 #include "tensor/tensor.h"
 #include "tools/arg_parser.h"
 #include "tools/mesh_flag.h"
+#include "tools/user_path.h"
 
 namespace dtensor {
 namespace {
@@ -48,23 +51,32 @@ struct Options {
   int64_t steps = 40;
   uint64_t seed = 0;
   std::string backend = "inprocess";
+  // Checkpoint directories (empty: none): resume from one before training,
+  // save to one after the last step.
+  std::string save;
+  std::string resume;
   int64_t batch = 8;
   int64_t seq = 64;
 };
 
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
-  constexpr FlagSpec kFlags[] = {{"mesh"}, {"plan"},    {"steps"},
-                                 {"seed"}, {"backend"}, {"help", false}};
+  constexpr FlagSpec kFlags[] = {{"mesh"},   {"plan"},       {"steps"},
+                                 {"seed"},   {"backend"},    {"save"},
+                                 {"resume"}, {"help", false}};
   DT_ASSIGN_OR_RETURN(ParsedArgs parsed, ParseArgs(args, kFlags));
   Options options;
   if (parsed.Has("help")) {
     return absl::CancelledError(
         "usage: train_llama [--mesh dp=2,tp=2] [--plan FILE] [--steps N] "
-        "[--seed S] [--backend inprocess|gloo]");
+        "[--seed S] [--backend inprocess|gloo] [--save DIR] [--resume DIR]\n"
+        "--steps counts from the start of training: a run resumed at step k "
+        "runs steps k+1..N");
   }
   options.mesh = parsed.ValueOr("mesh", options.mesh);
-  options.plan = parsed.ValueOr("plan", options.plan);
+  options.plan = UserPath(parsed.ValueOr("plan", options.plan));
   options.backend = parsed.ValueOr("backend", options.backend);
+  options.save = UserPath(parsed.ValueOr("save", ""));
+  options.resume = UserPath(parsed.ValueOr("resume", ""));
   if (!absl::SimpleAtoi(parsed.ValueOr("steps", "40"), &options.steps) ||
       options.steps < 1) {
     return absl::InvalidArgumentError("--steps needs a positive integer");
@@ -131,10 +143,11 @@ absl::StatusOr<std::pair<Tensor, Tensor>> BatchTensors(
 }
 
 // The progress bar rank 0 redraws after each step.
-void PrintProgress(const Options& options, int64_t step, double loss,
-                   double seconds) {
+void PrintProgress(const Options& options, int64_t first, int64_t step,
+                   double loss, double seconds) {
   const double tokens_per_s =
-      static_cast<double>(step * options.batch * options.seq) / seconds;
+      static_cast<double>((step - first + 1) * options.batch * options.seq) /
+      seconds;
   const int width = 30;
   const int done = static_cast<int>(width * step / options.steps);
   std::printf("\r[%s%s] step %3lld/%lld  loss %.4f  %.0f tokens/s",
@@ -160,9 +173,18 @@ absl::StatusOr<CommCounter> TrainRank(ProcessGroups& groups,
       std::unique_ptr<parallel::LlamaTrainer> trainer,
       parallel::LlamaTrainer::Create(Runtime::ForRank(groups), mesh, plan,
                                      trainer_options));
+  if (!options.resume.empty()) {
+    DT_ASSIGN_OR_RETURN(nn::StateDict state, trainer->State());
+    DT_RETURN_IF_ERROR(parallel::LoadCheckpoint(options.resume, state));
+    if (groups.rank() == 0) {
+      std::printf("resumed from %s after step %lld\n", options.resume.c_str(),
+                  static_cast<long long>(trainer->steps_taken()));
+    }
+  }
   CommCounter comms;
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t step = 1; step <= options.steps; ++step) {
+  const int64_t first = trainer->steps_taken() + 1;
+  for (int64_t step = first; step <= options.steps; ++step) {
     DT_ASSIGN_OR_RETURN(auto tensors, BatchTensors(corpus, options, step));
     DT_ASSIGN_OR_RETURN(parallel::LlamaTrainer::Batch batch,
                         trainer->MakeBatch(tensors.first, tensors.second));
@@ -170,10 +192,19 @@ absl::StatusOr<CommCounter> TrainRank(ProcessGroups& groups,
     DT_ASSIGN_OR_RETURN(DTensor loss, trainer->Step(batch));
     DT_ASSIGN_OR_RETURN(Tensor loss_value, loss.FullTensor());
     if (groups.rank() == 0) {
-      PrintProgress(options, step, loss_value.Item().value_or(0),
+      PrintProgress(options, first, step, loss_value.Item().value_or(0),
                     std::chrono::duration<double>(
                         std::chrono::steady_clock::now() - start)
                         .count());
+    }
+  }
+  if (!options.save.empty()) {
+    DT_ASSIGN_OR_RETURN(nn::StateDict state, trainer->State());
+    DT_RETURN_IF_ERROR(parallel::SaveCheckpoint(options.save, state));
+    if (groups.rank() == 0) {
+      std::printf("saved step %lld to %s\n",
+                  static_cast<long long>(trainer->steps_taken()),
+                  options.save.c_str());
     }
   }
   return comms;

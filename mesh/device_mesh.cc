@@ -359,8 +359,28 @@ std::string DeviceMesh::ToString() const {
   for (int64_t d = 0; d < ndim(); ++d) {
     dims.push_back(absl::StrCat(dim_names_[d], "=", size(d)));
   }
+  const std::vector<int64_t> ranks = Ranks();
+  // Meshes of thousands of ranks print in a line: 0..n-1 in order is the
+  // common case, and a long list is cut in the middle.
+  std::string listed;
+  bool arange = true;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    arange = arange && ranks[i] == static_cast<int64_t>(i);
+  }
+  if (ranks.size() <= kMaxListedRanks) {
+    listed = Bracketed(ranks);
+  } else if (arange) {
+    listed = absl::StrCat("0..", ranks.size() - 1);
+  } else {
+    listed = absl::StrCat(
+        "[",
+        absl::StrJoin(ranks.begin(), ranks.begin() + kMaxListedRanks / 2, ", "),
+        ", ..., ",
+        absl::StrJoin(ranks.end() - kMaxListedRanks / 2, ranks.end(), ", "),
+        "]");
+  }
   return absl::StrCat("DeviceMesh((", absl::StrJoin(dims, ", "),
-                      "), ranks=", Bracketed(Ranks()), ")");
+                      "), ranks=", listed, ")");
 }
 
 bool operator==(const DeviceMesh& a, const DeviceMesh& b) {

@@ -74,8 +74,11 @@ class DeviceMesh {
       std::string_view name, absl::Span<const int64_t> sizes,
       absl::Span<const std::string> names) const;
 
-  // "DeviceMesh((dp=2, tp=4), ranks=[0, 1, ...])".
+  // "DeviceMesh((dp=2, tp=4), ranks=[0, 1, 2, 3, 4, 5, 6, 7])". Beyond
+  // kMaxListedRanks ranks: "ranks=0..511" when they are 0..n-1 in order, else
+  // the first and last kMaxListedRanks / 2 around "...".
   std::string ToString() const;
+  static constexpr size_t kMaxListedRanks = 16;
 
   // Two meshes are equal when they have the same names, shape and rank at
   // every coordinate.

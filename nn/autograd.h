@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "dtensor/dtensor.h"
@@ -53,11 +55,11 @@ struct GradientOptions {
 // gradients; integer and bool ones (indices, masks) are constants.
 //
 // The tape keeps every recorded input and output alive until it is
-// destroyed or cleared. A tape belongs to one thread (each rank records its
-// own); a Scope must not outlive its tape. Ops that the backward definitions
-// run are not recorded (no higher-order gradients). Do not update a recorded
-// tensor's local data in place (optimizer steps) before the gradients are
-// taken.
+// destroyed or cleared, except tensors declared RecomputeInBackward. A tape
+// belongs to one thread (each rank records its own); a Scope must not outlive
+// its tape. Ops that the backward definitions run are not recorded (no
+// higher-order gradients). Do not update a recorded tensor's local data in
+// place (optimizer steps) before the gradients are taken.
 class GradientTape {
  public:
   // Records on the calling thread while alive. Scopes nest, of one tape or
@@ -90,17 +92,93 @@ class GradientTape {
 
   // The calls recorded so far.
   size_t num_records() const { return records_.size(); }
-  // Forgets every recorded call (and the tensors it kept alive).
-  void Clear() { records_.clear(); }
+  // The distinct tensors the records hold (inputs and outputs), in record
+  // order, for memory estimates: those whose storage the tape keeps alive,
+  // and the data-less stand-ins of tensors declared RecomputeInBackward
+  // (`recomputed`, rebuilt in backward).
+  struct HeldTensor {
+    DTensor tensor;
+    bool recomputed = false;
+  };
+  std::vector<HeldTensor> HeldTensors() const;
+  // Forgets every recorded call (and the tensors it kept alive) and every
+  // RecomputeInBackward declaration.
+  void Clear() {
+    records_.clear();
+    recomputed_.clear();
+  }
+
+  // Records a call of a differentiable function computed outside op
+  // dispatch (one that moves a tensor to another mesh, for instance) on every
+  // tape recording on this thread, like ops that Dispatch records: `def`
+  // needs a name, num_inputs == inputs.size() and a backward; `inputs` may
+  // hold nulls for absent inputs. `def` must outlive the tapes (a static).
+  // Nothing happens when no tape records.
+  static void RecordFunction(const OpDef& def,
+                             absl::Span<const DTensor* const> inputs,
+                             const OpArgs& args,
+                             absl::Span<const DTensor> outputs);
+
+  // Recompute in backward ("activation checkpointing" of one tensor):
+  // declares, to every tape with an active scope on this thread (recording
+  // or paused by NoGrad), that `value` can be rebuilt by redistributing
+  // `source` to value's layout. Those tapes then keep, wherever a record holds
+  // `value` (as an input or an output: the record that made it, and every
+  // later one), a stand-in with its id and spec but no data, so that the
+  // tapes no longer keep value's storage alive (a later recorded
+  // redistribution of `value`, possibly a view of it, is recomputed from
+  // `source` likewise); Gradient() rebuilds `value`
+  // (one redistribution of `source`, with the same communication as in
+  // forward) when, walking backward, it first runs the backward of a record
+  // that holds it (recorded redistributions excepted: their backward reads
+  // only layouts), shares the rebuilt tensor with the earlier records that
+  // hold it and drops it after the earliest. FSDP gathers parameters this way
+  // (parallel/parallelize.h): the gathered copy is freed after the module's
+  // forward and gathered again in backward.
+  //
+  // Contract: `value` is source.Redistribute(value.sharding()) (or equal to
+  // it), and neither source's data nor the meaning of value changes before
+  // the gradients are taken (the rule for every recorded tensor). Views of
+  // `value` that ops made are recorded as they are and keep its storage.
+  // Errors (InvalidArgument, nothing declared): an undefined tensor, or a
+  // source of another mesh, global shape or dtype (naming both specs). A
+  // value that is the source itself (same id) is a no-op.
+  static absl::Status RecomputeInBackward(const DTensor& value,
+                                          const DTensor& source);
 
  private:
   struct Record {
     const OpDef* op;
-    // One per op input; undefined where an optional one was absent.
+    // One per op input; undefined where an optional one was absent. A
+    // recomputed tensor is held as its stand-in (see RecomputeInBackward).
     std::vector<DTensor> inputs;
     OpArgs args;
     std::vector<DTensor> outputs;
+    // The ids of the inputs and outputs (a stand-in's id is not its
+    // tensor's).
+    std::vector<uint64_t> input_ids;
+    std::vector<uint64_t> output_ids;
+    // CommOwner::Current() when recorded: the owner of the backward's
+    // collectives.
+    const void* comm_owner = nullptr;
   };
+  // How to rebuild a tensor recomputed in backward, and the data-less
+  // stand-in the records hold instead.
+  struct Recompute {
+    DTensor source;
+    DTensor stand_in;
+  };
+  // Puts the stand-ins of recomputed tensors into a new record; the output
+  // of a redistribution of a recomputed tensor becomes recomputed too.
+  void UseStandIns(Record& record);
+  // Replaces `value` by its stand-in in the records, from the last back to
+  // the one that made it.
+  void UseStandIn(uint64_t id, const DTensor& stand_in);
+  // Replaces the stand-ins among `tensors` (with `ids`) by their rebuilt
+  // tensors, rebuilding those not yet in `rebuilt`.
+  absl::Status Rebuild(absl::Span<const uint64_t> ids,
+                       std::vector<DTensor>& tensors,
+                       absl::flat_hash_map<uint64_t, DTensor>& rebuilt) const;
 
   // The observers installed while a scope is active (ops/dispatch.h,
   // dtensor/dtensor.h).
@@ -116,6 +194,8 @@ class GradientTape {
                              absl::Span<const DTensor> outputs);
 
   std::vector<Record> records_;
+  // By the recomputed tensor's id.
+  absl::flat_hash_map<uint64_t, Recompute> recomputed_;
 };
 
 // Pauses recording on this thread while alive (every tape): for updates,

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "dtensor/comm_owner.h"
 #include "tensor/status_macros.h"
 
 namespace dtensor {
@@ -17,6 +18,8 @@ std::string Join(const std::string& prefix, absl::string_view name) {
 }  // namespace
 
 absl::StatusOr<DTensor> Module::operator()(const DTensor& input) {
+  // The hooks' and Forward's collectives are this module's (innermost wins).
+  CommOwner::Scope owner(this);
   DTensor x = input;
   for (const Hook& hook : input_hooks_) {
     DT_ASSIGN_OR_RETURN(x, hook(x));

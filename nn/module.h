@@ -79,7 +79,10 @@ class Module {
   virtual absl::string_view type_name() const = 0;
 
   // Runs the input hooks in order, Forward, then the output hooks in order.
-  // Modules call their children this way, so hooks apply inside a tree.
+  // Modules call their children this way, so hooks apply inside a tree. The
+  // collectives issued meanwhile are owned by this module (CommOwner; the
+  // innermost module's when nested), in forward and, through the gradient
+  // tape, in backward.
   absl::StatusOr<DTensor> operator()(const DTensor& input);
 
   void AddInputHook(Hook hook) { input_hooks_.push_back(std::move(hook)); }

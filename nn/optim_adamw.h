@@ -4,10 +4,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "dtensor/dtensor.h"
 #include "nn/optim.h"
 #include "tensor/tensor.h"
@@ -35,10 +38,26 @@ class AdamW : public Optimizer {
       std::vector<DTensor> params, const AdamWOptions& options);
 
   // The moments m and v, in the parameters' layouts (undefined until the
-  // parameter's first step), and the steps taken per parameter.
+  // parameter's first step or MaterializeState), and the steps taken per
+  // parameter.
   const std::vector<DTensor>& exp_avg() const { return exp_avg_; }
   const std::vector<DTensor>& exp_avg_sq() const { return exp_avg_sq_; }
-  const std::vector<int64_t>& steps() const { return steps_; }
+  std::vector<int64_t> steps() const;
+
+  // Gives every parameter's moments a value (zeros, as its first step would),
+  // so that the whole state exists before a checkpoint is loaded into it.
+  // Errors as for the creation of a DTensor of zeros.
+  absl::Status MaterializeState();
+
+  // The optimizer state as DTensors keyed by name, parameter i called
+  // `param_names[i]`: "<name>.exp_avg" and "<name>.exp_avg_sq" in the
+  // parameter's layout, and "<name>.step", the i64 step count as a 0-d
+  // DTensor replicated over the parameter's mesh. The state is materialized
+  // first. The DTensors share storage with the optimizer, so writing their
+  // local shards (a checkpoint load) sets its state. Errors: a name count
+  // other than the parameter count, a repeated name.
+  absl::StatusOr<absl::btree_map<std::string, DTensor>> State(
+      absl::Span<const std::string> param_names);
 
  private:
   AdamW(std::vector<DTensor> params, const AdamWOptions& options);
@@ -48,7 +67,8 @@ class AdamW : public Optimizer {
   AdamWOptions options_;
   std::vector<DTensor> exp_avg_;
   std::vector<DTensor> exp_avg_sq_;
-  std::vector<int64_t> steps_;
+  // One 0-d i64 CPU tensor per parameter: the storage State shares.
+  std::vector<Tensor> steps_;
 };
 
 }  // namespace nn

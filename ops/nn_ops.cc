@@ -307,6 +307,28 @@ absl::StatusOr<OpLocals> AttentionKernel(const KernelContext& ctx,
   return OpLocals{std::move(out)};
 }
 
+// The replicated mask [lq, lk] of the keys each query sees under causal
+// attention: query i sees keys j <= i + (lk - lq). Without data under a
+// metadata-only runtime (filling lq * lk elements would dominate a
+// metadata-only training step at long sequences).
+absl::StatusOr<DTensor> CausalMask(const DTensor& like, int64_t lq,
+                                   int64_t lk) {
+  if (like.runtime()->metadata_only()) {
+    DT_ASSIGN_OR_RETURN(
+        DTensorSpec spec,
+        DTensorSpec::Create(like.mesh(),
+                            std::vector<Placement>(like.mesh().ndim()),
+                            {lq, lk}, DType::kBool));
+    return DTensor::FromSpec(like.runtime(), std::move(spec));
+  }
+  DT_ASSIGN_OR_RETURN(Tensor mask, Tensor::Empty({lq, lk}, DType::kBool));
+  bool* seen = mask.data<bool>();
+  for (int64_t i = 0; i < lq; ++i) {
+    for (int64_t j = 0; j < lk; ++j) seen[i * lk + j] = j <= i + lk - lq;
+  }
+  return ReplicatedConstant(like, mask);
+}
+
 // Recomputes the attention weights p = softmax(s) of the scores
 // s = q k^T * scale (keys a causal query does not see at -inf, and p 0 there,
 // so that a query seeing no key has p = 0, like its zero output row), then
@@ -331,12 +353,7 @@ absl::StatusOr<InputGrads> AttentionBackward(const BackwardCall& call) {
     // Query i sees keys j <= i + (lk - lq).
     const int64_t lq = q.shape()[q.spec().ndim() - 2];
     const int64_t lk = k.shape()[k.spec().ndim() - 2];
-    DT_ASSIGN_OR_RETURN(Tensor mask, Tensor::Empty({lq, lk}, DType::kBool));
-    bool* seen = mask.data<bool>();
-    for (int64_t i = 0; i < lq; ++i) {
-      for (int64_t j = 0; j < lk; ++j) seen[i * lk + j] = j <= i + lk - lq;
-    }
-    DT_ASSIGN_OR_RETURN(visible, ReplicatedConstant(q, mask));
+    DT_ASSIGN_OR_RETURN(visible, CausalMask(q, lq, lk));
     DT_ASSIGN_OR_RETURN(
         DTensor hidden,
         ScalarLike(scores, -std::numeric_limits<double>::infinity()));

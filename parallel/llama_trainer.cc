@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nn/init.h"
+#include "nn/optim.h"
 #include "ops/view_ops.h"
 #include "ops/vocab_ops.h"
 #include "parallel/parallelize.h"
@@ -27,7 +28,8 @@ LlamaTrainer::LlamaTrainer(std::shared_ptr<Runtime> runtime, DeviceMesh mesh,
                            std::vector<Placement> batch_layout)
     : runtime_(std::move(runtime)),
       mesh_(std::move(mesh)),
-      batch_layout_(std::move(batch_layout)) {}
+      batch_layout_(std::move(batch_layout)),
+      steps_(Tensor::Scalar(0, DType::kI64)) {}
 
 absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(
     std::shared_ptr<Runtime> runtime, const DeviceMesh& mesh, const Plan& plan,
@@ -117,7 +119,37 @@ absl::StatusOr<std::vector<DTensor>> LlamaTrainer::Backward(
 }
 
 absl::Status LlamaTrainer::Update(absl::Span<const DTensor> grads) {
-  return optimizer_->Step(grads);
+  DT_RETURN_IF_ERROR(optimizer_->Step(grads));
+  return nn::Assign(
+      steps_,
+      Tensor::Scalar(static_cast<double>(steps_taken() + 1), DType::kI64));
+}
+
+int64_t LlamaTrainer::steps_taken() const {
+  return static_cast<int64_t>(steps_.Item().value_or(0));
+}
+
+absl::StatusOr<nn::StateDict> LlamaTrainer::State() {
+  nn::StateDict state;
+  DT_ASSIGN_OR_RETURN(nn::StateDict model, nn::GetStateDict(*model_));
+  std::vector<std::string> names;
+  for (auto& [name, value] : model) state.emplace("model." + name, value);
+  for (const nn::NamedSlot& named : model_->NamedParameters()) {
+    names.push_back(named.name);
+  }
+  DT_ASSIGN_OR_RETURN(nn::StateDict optimizer, optimizer_->State(names));
+  for (auto& [name, value] : optimizer) {
+    state.emplace("optimizer." + name, value);
+  }
+  FromLocalOptions scalar;
+  scalar.global_shape = Shape{};
+  DT_ASSIGN_OR_RETURN(
+      state["trainer.steps"],
+      DTensor::FromLocal(
+          runtime_, runtime_->metadata_only() ? Tensor() : steps_, mesh_,
+          std::vector<Placement>(mesh_.ndim(), Placement::Replicate()),
+          scalar));
+  return state;
 }
 
 absl::StatusOr<DTensor> LlamaTrainer::Step(const Batch& batch) {

@@ -12,6 +12,7 @@
 #include "nn/autograd.h"
 #include "nn/llama.h"
 #include "nn/optim_adamw.h"
+#include "nn/state_dict.h"
 #include "parallel/plan.h"
 #include "tensor/tensor.h"
 
@@ -63,6 +64,16 @@ class LlamaTrainer {
   absl::Status Update(absl::Span<const DTensor> grads);
   absl::StatusOr<DTensor> Step(const Batch& batch);
 
+  // The steps Update has taken (or a loaded checkpoint says were taken).
+  int64_t steps_taken() const;
+  // Everything a checkpoint needs to resume training (parallel/
+  // checkpoint.h): "model.<fqn>" for every parameter and buffer,
+  // "optimizer.<fqn>.exp_avg", ".exp_avg_sq" and ".step" (AdamW::State),
+  // and "trainer.steps" (0-d int64, replicated). The DTensors share storage
+  // with the trainer, so loading a checkpoint into them restores it, on any
+  // mesh and plan. Materializes the optimizer state.
+  absl::StatusOr<nn::StateDict> State();
+
   nn::Transformer& model() { return *model_; }
   nn::AdamW& optimizer() { return *optimizer_; }
   // The parameters, in the model's order (NamedParameters).
@@ -81,6 +92,9 @@ class LlamaTrainer {
   std::unique_ptr<nn::AdamW> optimizer_;
   std::vector<DTensor> parameters_;
   nn::GradientTape tape_;
+  // 0-d int64 on the CPU: State() shares it with a checkpoint. Metadata-only
+  // runtimes count in it too.
+  Tensor steps_;
 };
 
 }  // namespace parallel

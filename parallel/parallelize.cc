@@ -1,13 +1,18 @@
 #include "parallel/parallelize.h"
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/placement.h"
+#include "dtensor/sharding.h"
+#include "nn/autograd.h"
+#include "parallel/tp_local.h"
 #include "tensor/status_macros.h"
 
 namespace dtensor {
@@ -41,25 +46,61 @@ absl::StatusOr<Placement> ParseLayout(const std::string& fqn,
   return placement;
 }
 
-// A hook that moves an activation to `target` on mesh dim `tp`, keeping its
-// other mesh dims.
-nn::Module::Hook RedistributeOnDim(int64_t tp, Placement target) {
-  return [tp, target](const DTensor& x) -> absl::StatusOr<DTensor> {
-    std::vector<Placement> placements = x.placements();
-    if (tp >= static_cast<int64_t>(placements.size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parallelize: activation has ", placements.size(),
-                       " mesh dims, tp dim is ", tp));
+// Moves an activation to `target` on mesh dim `tp`, keeping its other mesh
+// dims.
+absl::StatusOr<DTensor> RedistributeOnDim(const DTensor& x, int64_t tp,
+                                          const Placement& target) {
+  std::vector<Placement> placements = x.placements();
+  if (tp >= static_cast<int64_t>(placements.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parallelize: activation has ", placements.size(),
+                     " mesh dims, tp dim is ", tp));
+  }
+  placements[tp] = target;
+  return x.Redistribute(placements);
+}
+
+// The input hook of an entry: a tp-local input (parallel/tp_local.h) is
+// wrapped onto `mesh` with `local_layout` on the tp dim, then moved to
+// `target` (when set). Without a local layout a tp-local input passes as it
+// is.
+nn::Module::Hook InputHook(const DeviceMesh& mesh, int64_t tp,
+                           std::optional<Placement> local_layout,
+                           std::optional<Placement> target) {
+  return [mesh, tp, local_layout,
+          target](const DTensor& input) -> absl::StatusOr<DTensor> {
+    DTensor x = input;
+    if (IsTpLocal(x, mesh, tp)) {
+      if (!local_layout) return x;
+      DT_ASSIGN_OR_RETURN(x, FromTpLocal(x, mesh, tp, *local_layout));
     }
-    placements[tp] = target;
-    return x.Redistribute(placements);
+    if (!target) return x;
+    return RedistributeOnDim(x, tp, *target);
   };
 }
 
-// The hooks of one entry: (input target, output target) on the tp dim.
+// The output hook of an entry: to `target` on the tp dim (when set), then to
+// the tp-local value when `local_output`.
+nn::Module::Hook OutputHook(int64_t tp, std::optional<Placement> target,
+                            bool local_output) {
+  return [tp, target,
+          local_output](const DTensor& output) -> absl::StatusOr<DTensor> {
+    DTensor y = output;
+    if (target) {
+      DT_ASSIGN_OR_RETURN(y, RedistributeOnDim(y, tp, *target));
+    }
+    if (local_output) return ToTpLocal(y, tp);
+    return y;
+  };
+}
+
+// The hooks of one entry: (input target, output target) on the tp dim, and
+// the layout that a tp-local input has on it (input_layouts, else the style's
+// input target).
 struct HookTargets {
   std::optional<Placement> input;
   std::optional<Placement> output;
+  std::optional<Placement> local_input;
 };
 
 absl::StatusOr<HookTargets> Targets(const ResolvedEntry& r) {
@@ -97,7 +138,94 @@ absl::StatusOr<HookTargets> Targets(const ResolvedEntry& r) {
       t.output = out;
       break;
   }
+  t.local_input = in ? in : t.input;
   return t;
+}
+
+// FSDP for one module that owns parameters: before its Forward, each
+// parameter sharded on the dp dim is all-gathered there (its other mesh dims
+// kept) and the slot holds the gathered copy; after Forward the slot holds the
+// sharded parameter again, so the copy is freed. The gathered copy is declared
+// RecomputeInBackward, so an autograd tape does not keep it either: backward
+// gathers again, and the recorded gather's backward reduce-scatters the
+// gradient to the sharded parameter.
+class FsdpUnit {
+ public:
+  FsdpUnit(nn::Module* module, int64_t dp) : module_(module), dp_(dp) {}
+
+  // The input hook: gathers. Slots left gathered by a Forward that failed are
+  // released first.
+  absl::Status Gather() {
+    Release();
+    std::vector<std::pair<size_t, DTensor>> gathered;
+    absl::Span<nn::TensorSlot> slots = module_->slots();
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const DTensor& sharded = slots[i].value;
+      if (!slots[i].is_parameter || !sharded.defined() ||
+          !sharded.sharding().placement(dp_).is_shard()) {
+        continue;
+      }
+      DT_ASSIGN_OR_RETURN(
+          DTensor full,
+          sharded.Redistribute(sharded.sharding().WithReplicated({dp_})));
+      DT_RETURN_IF_ERROR(nn::GradientTape::RecomputeInBackward(full, sharded));
+      gathered.emplace_back(i, std::move(full));
+    }
+    for (auto& [i, full] : gathered) {
+      sharded_.emplace_back(i, slots[i].value);
+      slots[i].value = std::move(full);
+    }
+    return absl::OkStatus();
+  }
+
+  // The output hook: the slots get their sharded parameters back.
+  void Release() {
+    for (auto& [i, sharded] : sharded_) {
+      module_->slots()[i].value = std::move(sharded);
+    }
+    sharded_.clear();
+  }
+
+ private:
+  nn::Module* module_;
+  int64_t dp_;
+  // While Forward runs: the sharded parameters, by slot index.
+  std::vector<std::pair<size_t, DTensor>> sharded_;
+};
+
+void AddFsdpHooks(nn::Module& module, int64_t dp) {
+  auto unit = std::make_shared<FsdpUnit>(&module, dp);
+  module.AddInputHook([unit](const DTensor& x) -> absl::StatusOr<DTensor> {
+    DT_RETURN_IF_ERROR(unit->Gather());
+    return x;
+  });
+  module.AddOutputHook([unit](const DTensor& y) -> absl::StatusOr<DTensor> {
+    unit->Release();
+    return y;
+  });
+}
+
+bool OwnsParameters(const nn::Module& module) {
+  for (const nn::TensorSlot& slot : module.slots()) {
+    if (slot.is_parameter) return true;
+  }
+  return false;
+}
+
+// The layout of a parameter: `placements`, and with FSDP dim 0 sharded on
+// the dp dim as well, innermost (FSDP2's strided sharding with tp): so the
+// all-gather on dp alone rebuilds the tp shard, and the gradient's
+// reduce-scatter on dp alone shards it again.
+absl::StatusOr<Sharding> ParameterLayout(std::vector<Placement> placements,
+                                         int64_t tensor_rank,
+                                         std::optional<int64_t> fsdp_dim) {
+  if (fsdp_dim) placements[*fsdp_dim] = Placement::Replicate();
+  DT_ASSIGN_OR_RETURN(Sharding sharding,
+                      Sharding::FromPlacements(placements, tensor_rank));
+  if (fsdp_dim && tensor_rank > 0) {
+    sharding = sharding.WithShardsAppended({*fsdp_dim}, 0);
+  }
+  return sharding;
 }
 
 }  // namespace
@@ -116,9 +244,15 @@ absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
   // Hooks first (they can fail on a bad layout), then the parameters.
   for (const ResolvedEntry& r : resolved) {
     DT_ASSIGN_OR_RETURN(HookTargets t, Targets(r));
-    if (t.input) r.module->AddInputHook(RedistributeOnDim(*tp, *t.input));
-    if (t.output) r.module->AddOutputHook(RedistributeOnDim(*tp, *t.output));
+    if (t.input || t.local_input) {
+      r.module->AddInputHook(InputHook(mesh, *tp, t.local_input, t.input));
+    }
+    const bool local_output = r.entry->spec.use_local_output;
+    if (t.output || local_output) {
+      r.module->AddOutputHook(OutputHook(*tp, t.output, local_output));
+    }
   }
+  const bool fsdp = dp && plan.dp == DataParallel::kFsdp;
   for (const nn::NamedModule& named : root.NamedModules()) {
     const PlanEntry* entry = nullptr;
     for (const ResolvedEntry& r : resolved) {
@@ -131,13 +265,17 @@ absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
         placements[*tp] = TpPlacement(entry->spec.style,
                                       named.module->type_name(), slot.name);
       }
-      if (dp && plan.dp == DataParallel::kFsdp) {
-        placements[*dp] = Placement::Shard(0);
-      } else if (dp) {
-        placements[*dp] = Placement::Replicate();
-      }
-      DT_ASSIGN_OR_RETURN(DTensor moved, slot.value.Redistribute(placements));
+      if (dp) placements[*dp] = Placement::Replicate();
+      DT_ASSIGN_OR_RETURN(
+          Sharding layout,
+          ParameterLayout(std::move(placements),
+                          static_cast<int64_t>(slot.shape.size()),
+                          fsdp ? dp : std::nullopt));
+      DT_ASSIGN_OR_RETURN(DTensor moved, slot.value.Redistribute(layout));
       slot.value = std::move(moved);
+    }
+    if (fsdp && OwnsParameters(*named.module)) {
+      AddFsdpHooks(*named.module, *dp);
     }
   }
   return absl::OkStatus();

@@ -12,20 +12,29 @@ namespace parallel {
 // Applies `plan` to the initialized tree `root` whose parameters live on
 // `mesh`: every parameter is re-laid out (SetSlot) and hooks that
 // redistribute activations are added. On the tp dim (plan.tp_dim):
-//   colwise    Linear weight [out,in] S(0), bias S(0); input -> R
-//              (input_layouts), output as output_layouts if given (else the
-//              propagated S(-1)). Embedding weight S(1).
+//   colwise    Linear weight [out,in] S(0), bias S(0); input -> R; output as
+//              output_layouts if given (else the propagated S(-1)).
+//              Embedding weight S(1).
 //   rowwise    Linear weight S(1), bias R; input -> S(-1); output (partial)
 //              -> output_layouts, default R (all-reduce; "S(1)" for
 //              sequence parallel: reduce-scatter). Embedding weight S(0).
 //   loss_parallel  as colwise, output kept S(-1) (vocab-sharded logits).
-//   sequence_parallel  parameters R; input -> S(1) (sequence dim).
+//   sequence_parallel  parameters R; input -> input_layouts, default S(1).
 //   prepare_input / prepare_output  input/output -> the given layouts.
+// use_local_output hands the output on as its tp-local value, and a
+// tp-local input is wrapped back onto `mesh` by input_layouts (default: the
+// style's input layout); see StyleSpec and parallel/tp_local.h.
 // Parameters of modules no entry names stay Replicate on the tp dim. On the
 // dp dim (plan.dp_dim): "replicate" keeps parameters R (their gradients come
 // back partial and are all-reduced when brought to the parameter layout);
-// "fsdp" shards the parameter's dim 0 on the dp dim (all-gathered by the ops
-// that use it, gradients reduce-scattered). Errors: those of ResolvePlan, a
+// "fsdp" shards dim 0 of every parameter of rank >= 1 on the dp dim, inside
+// the tp shard when tp shards dim 0 too, and gives every module that owns
+// parameters a pre-forward hook that all-gathers them on dp (one
+// redistribution each, declared GradientTape::RecomputeInBackward) and a
+// post-forward hook that puts the sharded parameters back in the slots, so
+// the gathered copies are freed after the module's Forward; backward gathers
+// again and reduce-scatters the gradients. Parameter DTensors (ids) taken
+// from the slots after this call stay valid. Errors: those of ResolvePlan, a
 // layout that does not parse (naming it), and failed redistributions.
 absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
                                const Plan& plan);

@@ -31,11 +31,23 @@ absl::string_view StyleName(Style style);
 // tensor when the plan is applied.
 struct StyleSpec {
   Style style = Style::kColwise;
+  // The layout of the module's input on the tp dim: the target it is
+  // redistributed to (sequence_parallel, prepare_input), and for every style
+  // how a tp-local input (see use_local_output) is read: it is wrapped onto
+  // the full mesh with this placement (default: the style's input layout,
+  // colwise R, rowwise S(-1), sequence_parallel S(1)), like PyTorch's
+  // from_local in its input preparation.
   std::optional<std::string> input_layouts;
   std::optional<std::string> output_layouts;
-  // Whether the module's output is handed on as the local shard (true, the
-  // default for colwise/rowwise as in PyTorch) or as a DTensor (false).
-  bool use_local_output = true;
+  // Whether the module's output is handed on as its tp-local value (true:
+  // the rank's shard along the tp dim, as a DTensor on the mesh with the tp
+  // dim cut to the rank's coordinate; parallel/tp_local.h) or as the global
+  // DTensor (false). The default is false, unlike PyTorch's true: our modules
+  // compute on global shapes (Attention reshapes by the global head count),
+  // so a local value fits only between modules that expect one, such as a
+  // colwise Linear whose output an elementwise module transforms before a
+  // rowwise Linear wraps it again (its input_layouts).
+  bool use_local_output = false;
 };
 
 enum class DataParallel { kNone, kReplicate, kFsdp };

@@ -29,10 +29,13 @@ void* LargeBufferCache::Allocate(size_t bytes) {
       return buffer;
     }
   }
-  void* buffer = std::aligned_alloc(kMinBytes, bytes);
-  if (buffer != nullptr) {
-    madvise(buffer, bytes, MADV_HUGEPAGE);  // Advice only: failure is fine.
+  const bool huge = bytes >= kHugePageBytes;
+  void* buffer = nullptr;
+  // posix_memalign: `bytes` need not be a multiple of kHugePageBytes.
+  if (posix_memalign(&buffer, huge ? kHugePageBytes : kMinBytes, bytes) != 0) {
+    return nullptr;
   }
+  if (huge) madvise(buffer, bytes, MADV_HUGEPAGE);  // Advice: may fail.
   return buffer;
 }
 

@@ -9,17 +9,24 @@
 
 namespace dtensor {
 
-// Keeps released large CPU buffers (2 MiB-aligned, huge-page advised) for
-// reuse by the next allocation of the same size, up to a byte budget.
+// Keeps released large CPU buffers for reuse by the next allocation of the
+// same size, up to a byte budget. Buffers of kHugePageBytes or more are
+// aligned to it and huge-page advised; smaller ones are kMinBytes-aligned.
 //
-// Why: every op allocates its result, and a fresh buffer of tens of MB costs
-// a page fault per page on first touch, which caps elementwise kernels far
-// below memory bandwidth. Training reallocates the same sizes every step, so
-// exact-size reuse serves almost every large allocation. Thread-safe.
+// Why: every op allocates its result, and a fresh buffer costs a page fault
+// per page on first touch, which caps elementwise kernels far below memory
+// bandwidth. Buffers of tens of MB come straight from mmap; those of a few
+// hundred KB from malloc's heaps, which return their free tops to the system
+// as a step's activations are freed and fault them in again next step (in a
+// 2-rank tensor-parallel training step of a small model, thousands of faults
+// per step). Training reallocates the same sizes every step, so exact-size
+// reuse serves almost every such allocation. Thread-safe.
 class LargeBufferCache {
  public:
   // Buffers of at least this many bytes go through the cache.
-  static constexpr size_t kMinBytes = size_t{2} << 20;
+  static constexpr size_t kMinBytes = size_t{64} << 10;
+  // Buffers of at least this many bytes are huge-page aligned and advised.
+  static constexpr size_t kHugePageBytes = size_t{2} << 20;
 
   // The process-wide cache, holding at most `budget_bytes` of idle buffers.
   static LargeBufferCache& Shared();

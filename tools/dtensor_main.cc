@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/explain_command.h"
 #include "tools/layout_command.h"
 #include "tools/plan_command.h"
 #include "tools/propagate_command.h"
@@ -14,6 +15,10 @@ namespace dtensor {
 namespace {
 
 constexpr Subcommand kSubcommands[] = {
+    {"explain",
+     "one training step of a model under a plan: collectives per module, "
+     "memory per rank",
+     RunExplainCommand},
     {"layout", "which block of a tensor every rank of a mesh holds",
      RunLayoutCommand},
     {"plan", "the cheapest collectives from one layout to another",

@@ -263,6 +263,21 @@ TEST(DeviceMeshTest, TwoByFourGroups) {
             "5, 6, 7])");
 }
 
+TEST(DeviceMeshTest, ToStringShortensLongRankLists) {
+  EXPECT_EQ(Mesh({64, 8}, {"dp", "tp"}).ToString(),
+            "DeviceMesh((dp=64, tp=8), ranks=0..511)");
+  std::vector<int64_t> reversed(20);
+  for (int64_t i = 0; i < 20; ++i) reversed[i] = 19 - i;
+  const DeviceMesh mesh = Ok(DeviceMesh::Create({20}, {"x"}, reversed));
+  EXPECT_EQ(mesh.ToString(),
+            "DeviceMesh((x=20), ranks=[19, 18, 17, 16, 15, 14, 13, 12, ..., "
+            "7, 6, 5, 4, 3, 2, 1, 0])");
+  // 16 ranks are still listed.
+  EXPECT_EQ(Mesh({16}, {"x"}).ToString(),
+            "DeviceMesh((x=16), ranks=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, "
+            "12, 13, 14, 15])");
+}
+
 TEST(DeviceMeshTest, FlattenAdjacentAndNonAdjacentDims) {
   const DeviceMesh mesh = Mesh({2, 2, 2}, {"dp", "cp", "tp"});
   const DeviceMesh dp_cp = Ok(mesh.Flatten({"dp", "cp"}, "dp_cp"));

@@ -440,6 +440,87 @@ TEST(GradientTapeTest, TensorParallelMlpBackwardNeedsNoCollectiveForWeights) {
   EXPECT_EQ(with_input.total_collectives(), 1);
 }
 
+TEST(GradientTapeTest, CompleteAndPartialGradientsAccumulate) {
+  // x feeds a column-parallel matmul (its gradient comes back Partial over
+  // the last mesh dim) and a product with a replicated w (a Replicate
+  // gradient): dx = c wt^T + w, whichever of the two meets the other first,
+  // with the complete term counted once.
+  std::mt19937 rng(5);
+  const int64_t n = 6, k = 5, m = 8;
+  const Tensor x = Random64({n, k}, -1, 1, rng);
+  const Tensor w = Random64({n, k}, -1, 1, rng);
+  const Tensor wt = Random64({k, m}, -1, 1, rng);
+  const Tensor c = Random64({n, m}, -1, 1, rng);
+  const std::vector<double> ws = Values(w), wts = Values(wt), cs = Values(c);
+  std::vector<double> want(n * k);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      double sum = ws[i * k + j];
+      for (int64_t l = 0; l < m; ++l) sum += cs[i * m + l] * wts[j * m + l];
+      want[i * k + j] = sum;
+    }
+  }
+  for (const std::vector<int64_t>& mesh_shape :
+       {std::vector<int64_t>{2}, std::vector<int64_t>{2, 2}}) {
+    for (const bool matmul_first : {true, false}) {
+      for (const bool keep : {true, false}) {
+        SCOPED_TRACE(absl::StrCat("mesh ", mesh_shape.size(), "-D, matmul ",
+                                  matmul_first ? "first" : "last", ", keep ",
+                                  keep));
+        const absl::Status status =
+            RunRanks(mesh_shape, [&](auto runtime, auto& mesh) -> absl::Status {
+              const std::vector<Placement> replicated(mesh.ndim());
+              std::vector<Placement> columns = replicated;
+              columns.back() = Placement::Shard(1);
+              DT_ASSIGN_OR_RETURN(
+                  DTensor x0,
+                  DTensor::Distribute(runtime, x, mesh, replicated));
+              DT_ASSIGN_OR_RETURN(
+                  DTensor w0,
+                  DTensor::Distribute(runtime, w, mesh, replicated));
+              DT_ASSIGN_OR_RETURN(
+                  DTensor wt0, DTensor::Distribute(runtime, wt, mesh, columns));
+              DT_ASSIGN_OR_RETURN(
+                  DTensor c0,
+                  DTensor::Distribute(runtime, c, mesh, replicated));
+              GradientTape tape;
+              DTensor loss;
+              {
+                GradientTape::Scope scope(tape);
+                auto through_matmul = [&]() -> absl::StatusOr<DTensor> {
+                  DT_ASSIGN_OR_RETURN(DTensor h, ops::Matmul(x0, wt0));
+                  DT_ASSIGN_OR_RETURN(h, ops::Mul(h, c0));
+                  return ops::Sum(h);
+                };
+                auto through_product = [&]() -> absl::StatusOr<DTensor> {
+                  DT_ASSIGN_OR_RETURN(DTensor p, ops::Mul(x0, w0));
+                  return ops::Sum(p);
+                };
+                DTensor first, second;
+                if (matmul_first) {
+                  DT_ASSIGN_OR_RETURN(first, through_matmul());
+                  DT_ASSIGN_OR_RETURN(second, through_product());
+                } else {
+                  DT_ASSIGN_OR_RETURN(first, through_product());
+                  DT_ASSIGN_OR_RETURN(second, through_matmul());
+                }
+                DT_ASSIGN_OR_RETURN(loss, ops::Add(first, second));
+              }
+              GradientOptions options;
+              options.keep_propagated_layouts = keep;
+              DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads,
+                                  tape.Gradient(loss, {x0}, options));
+              std::vector<Placement> expected = replicated;
+              if (keep) expected.back() = Placement::Partial();
+              EXPECT_EQ(grads[0].placements(), expected);
+              return ExpectFull(grads[0], want, "dx");
+            });
+        EXPECT_TRUE(status.ok()) << status;
+      }
+    }
+  }
+}
+
 TEST(GradientTapeTest, LossParallelBackwardKeepsTheClassesSharded) {
   // Class-sharded logits: the backward reduces N-sized rows, never gathers
   // the logits, and the gradient stays class-sharded.

@@ -62,7 +62,7 @@ TEST(PlanTest, ParsesStylesAndOptions) {
   ASSERT_EQ(plan->tp.size(), 4u);
   EXPECT_EQ(plan->tp[0].pattern, "layers.*.attention.wq");
   EXPECT_EQ(plan->tp[0].spec.style, Style::kColwise);
-  EXPECT_TRUE(plan->tp[0].spec.use_local_output);
+  EXPECT_FALSE(plan->tp[0].spec.use_local_output);  // Default (plan.h).
   EXPECT_EQ(plan->tp[1].spec.style, Style::kRowwise);
   EXPECT_EQ(plan->tp[2].spec.style, Style::kSequenceParallel);
   EXPECT_EQ(plan->tp[3].spec.output_layouts, "S(-1)");

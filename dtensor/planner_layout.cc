@@ -1,0 +1,48 @@
+#include "dtensor/planner_layout.h"
+
+#include <vector>
+
+namespace dtensor {
+
+PlannerLayout PlannerLayout::Pack(const Sharding& sharding) {
+  PlannerLayout layout;
+  for (int64_t m = 0; m < sharding.mesh_ndim(); ++m) {
+    const Placement& p = sharding.placement(m);
+    if (p.is_partial()) {
+      layout = layout.WithCode(m, PartialCode(p.reduce_op()));
+    } else if (p.is_shard()) {
+      layout =
+          layout.WithCode(m, ShardCode(p.dim(), sharding.nesting_position(m)));
+    }
+  }
+  return layout;
+}
+
+Sharding PlannerLayout::Unpack(int64_t mesh_ndim, int64_t tensor_rank) const {
+  std::vector<Placement> placements(mesh_ndim);
+  for (int64_t m = 0; m < mesh_ndim; ++m) {
+    if (is_partial(m)) placements[m] = Placement::Partial(reduce_op(m));
+    if (is_shard(m)) placements[m] = Placement::Shard(shard_dim(m));
+  }
+  const ShardOrders orders(*this, mesh_ndim, tensor_rank);
+  ShardOrder order(tensor_rank);
+  for (int64_t d = 0; d < tensor_rank; ++d) {
+    order[d].assign(orders.of(d).begin(), orders.of(d).end());
+  }
+  // The layout is valid by construction: it came from Pack and the planner's
+  // edits, which keep positions compact.
+  return *Sharding::FromPlacements(placements, tensor_rank, order);
+}
+
+ShardOrders::ShardOrders(PlannerLayout layout, int64_t mesh_ndim,
+                         int64_t tensor_rank) {
+  for (int64_t d = 0; d < tensor_rank; ++d) count_[d] = 0;
+  for (int64_t m = 0; m < mesh_ndim; ++m) {
+    if (!layout.is_shard(m)) continue;
+    const int64_t d = layout.shard_dim(m);
+    dims_[d][layout.position(m)] = m;
+    ++count_[d];
+  }
+}
+
+}  // namespace dtensor

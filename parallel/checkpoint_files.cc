@@ -1,0 +1,131 @@
+#include "parallel/checkpoint_files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "tensor/status_macros.h"
+
+namespace dtensor {
+namespace parallel {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::Status Failed(absl::string_view what, const std::string& path,
+                    const std::string& reason) {
+  return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", reason));
+}
+
+absl::Status ErrnoFailed(absl::string_view what, const std::string& path) {
+  return Failed(what, path, std::strerror(errno));
+}
+
+absl::Status SyncPath(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return ErrnoFailed("cannot open", path);
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced) return ErrnoFailed("cannot sync", path);
+  return absl::OkStatus();
+}
+
+absl::Status Rename(const std::string& from, const std::string& to) {
+  std::error_code error;
+  fs::rename(from, to, error);
+  if (error)
+    return Failed("cannot rename", from + " to " + to, error.message());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status MakeEmptyDirectory(const std::string& dir) {
+  DT_RETURN_IF_ERROR(RemoveAll(dir));
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) return Failed("cannot create directory", dir, error.message());
+  return absl::OkStatus();
+}
+
+absl::Status WriteTextFile(const std::string& path, absl::string_view text,
+                           bool sync) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return ErrnoFailed("cannot create", path);
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      absl::Status status = ErrnoFailed("cannot write", path);
+      ::close(fd);
+      return status;
+    }
+    done += n;
+  }
+  if (sync && ::fsync(fd) != 0) {
+    absl::Status status = ErrnoFailed("cannot sync", path);
+    ::close(fd);
+    return status;
+  }
+  if (::close(fd) != 0) return ErrnoFailed("cannot close", path);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(path + " does not exist");
+    return ErrnoFailed("cannot open", path);
+  }
+  std::string text;
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      absl::Status status = ErrnoFailed("cannot read", path);
+      ::close(fd);
+      return status;
+    }
+    if (n == 0) break;
+    text.append(buffer, n);
+  }
+  ::close(fd);
+  return text;
+}
+
+absl::Status RemoveAll(const std::string& path) {
+  std::error_code error;
+  fs::remove_all(path, error);
+  if (error) return Failed("cannot remove", path, error.message());
+  return absl::OkStatus();
+}
+
+absl::Status ReplaceDirectory(const std::string& fresh, const std::string& dir,
+                              bool sync) {
+  const std::string old = dir + ".old";
+  // The entries of `fresh` (its files) are durable before it is renamed.
+  if (sync) DT_RETURN_IF_ERROR(SyncPath(fresh));
+  std::error_code error;
+  const bool had_dir = fs::exists(dir, error);
+  if (error) return Failed("cannot inspect", dir, error.message());
+  if (had_dir) {
+    DT_RETURN_IF_ERROR(RemoveAll(old));
+    DT_RETURN_IF_ERROR(Rename(dir, old));
+  }
+  DT_RETURN_IF_ERROR(Rename(fresh, dir));
+  if (sync) {
+    std::string parent = fs::absolute(dir, error).parent_path().string();
+    if (error) return Failed("cannot resolve", dir, error.message());
+    DT_RETURN_IF_ERROR(SyncPath(parent));
+  }
+  return had_dir ? RemoveAll(old) : absl::OkStatus();
+}
+
+}  // namespace parallel
+}  // namespace dtensor

@@ -1,0 +1,167 @@
+// The checkpoint's building blocks: CRC-32C against published check values
+// and a bitwise reference, and metadata.json's round trip and validation.
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "parallel/checkpoint_block_io.h"
+#include "parallel/checkpoint_checksum.h"
+#include "parallel/checkpoint_metadata.h"
+
+namespace dtensor {
+namespace parallel {
+namespace {
+
+// CRC-32C one bit at a time, straight from the definition (reflected
+// polynomial 0x82F63B78, initial and final inversion).
+uint32_t BitwiseCrc32c(const std::string& bytes) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (unsigned char byte : bytes) {
+    crc ^= byte;
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = (crc >> 1) ^ ((crc & 1u) ? 0x82F63B78u : 0u);
+    }
+  }
+  return ~crc;
+}
+
+TEST(Crc32cTest, MatchesCheckValuesAndTheBitwiseDefinition) {
+  // RFC 3720 (iSCSI) B.4 and the catalogue's check value.
+  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(Crc32c(std::string(32, '\0').data(), 32), 0x8A9136AAu);
+  EXPECT_EQ(Crc32c(std::string(32, '\xff').data(), 32), 0x62A8AB43u);
+  EXPECT_EQ(Crc32c("", 0), 0u);
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string bytes(rng() % 100, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    const uint32_t want = BitwiseCrc32c(bytes);
+    EXPECT_EQ(Crc32c(bytes.data(), bytes.size()), want);
+    EXPECT_EQ(Crc32cPortable(bytes.data(), bytes.size()), want);
+    const size_t cut = bytes.empty() ? 0 : rng() % bytes.size();
+    EXPECT_EQ(Crc32c(bytes.data() + cut, bytes.size() - cut,
+                     Crc32c(bytes.data(), cut)),
+              want);
+  }
+}
+
+CheckpointMetadata Example() {
+  CheckpointMetadata metadata;
+  metadata.chunk_bytes = 16;
+  StoredTensor& w = metadata.tensors["layers.0.w \"q\""];
+  w.dtype = DType::kBF16;
+  w.shape = {5, 3};
+  w.mesh_shape = {2, 2};
+  w.layout = "S(0),R";
+  w.blocks.push_back({"data_0.bin", 0, {{3, 3}, {0, 0}}, {1, 4294967295u}});
+  w.blocks.push_back({"data_2.bin", 7, {{2, 3}, {3, 0}}, {12345}});
+  StoredTensor& step = metadata.tensors["step"];
+  step.dtype = DType::kI64;
+  step.blocks.push_back({"data_0.bin", 18, {}, {99}});
+  return metadata;
+}
+
+TEST(CheckpointMetadataTest, RoundTrips) {
+  const CheckpointMetadata metadata = Example();
+  absl::StatusOr<CheckpointMetadata> parsed =
+      ParseMetadata(MetadataToJson(metadata));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->chunk_bytes, 16);
+  ASSERT_EQ(parsed->tensors.size(), 2u);
+  const StoredTensor& w = parsed->tensors.at("layers.0.w \"q\"");
+  EXPECT_EQ(w.dtype, DType::kBF16);
+  EXPECT_EQ(w.shape, (Shape{5, 3}));
+  EXPECT_EQ(w.mesh_shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(w.layout, "S(0),R");
+  ASSERT_EQ(w.blocks.size(), 2u);
+  EXPECT_EQ(w.blocks[1].file, "data_2.bin");
+  EXPECT_EQ(w.blocks[1].file_offset, 7);
+  EXPECT_EQ(w.blocks[1].box, (ShardBlock{{2, 3}, {3, 0}}));
+  EXPECT_EQ(w.blocks[0].chunk_crc32c, (std::vector<uint32_t>{1, 4294967295u}));
+  EXPECT_EQ(parsed->tensors.at("step").blocks[0].chunk_crc32c,
+            std::vector<uint32_t>{99});
+}
+
+TEST(CheckpointMetadataTest, InvalidDocumentsNameTheFault) {
+  const std::string good = MetadataToJson(Example());
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  const Case cases[] = {
+      {good.substr(0, good.size() / 2), "invalid or truncated"},
+      {"[]", "not an object"},
+      {replaced("\"version\":1", "\"version\":2"), "version 2"},
+      {replaced("\"dtype\":\"bf16\"", "\"dtype\":\"q8\""), "q8"},
+      {replaced("\"shape\":[5,3]", "\"shape\":[5,2]"), "exceeds"},
+      {replaced("\"crc32c\":[12345]", "\"crc32c\":[]"), "0 checksums"},
+      {replaced("\"crc32c\":[12345]", "\"crc32c\":[-1]"), "crc32c"},
+      {replaced("\"file\":\"data_2.bin\"", "\"file\":\"../x\""), "../x"},
+      {replaced("\"file_offset\":7", "\"file_offset\":7.5"), "file_offset"},
+      {replaced("\"layout\":\"S(0),R\",", ""), "missing field \"layout\""},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<CheckpointMetadata> parsed = ParseMetadata(c.text);
+    ASSERT_FALSE(parsed.ok()) << c.text;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(), c.message))
+        << parsed.status() << " lacks " << c.message;
+  }
+}
+
+TEST(CheckpointMetadataTest, MergeChecksAgreementAndCoverage) {
+  CheckpointMetadata into = Example();
+  CheckpointMetadata piece;
+  piece.chunk_bytes = 16;
+  piece.tensors["step"] = into.tensors.at("step");
+  piece.tensors["step"].blocks.clear();
+  EXPECT_TRUE(MergeMetadata(piece, into).ok());
+  EXPECT_TRUE(CheckCoverage(into).ok());
+  into.tensors.at("step").blocks.push_back(into.tensors.at("step").blocks[0]);
+  EXPECT_EQ(CheckCoverage(into).code(), absl::StatusCode::kInternal);
+  piece.tensors["step"].dtype = DType::kF32;
+  const absl::Status disagree = MergeMetadata(piece, into);
+  EXPECT_EQ(disagree.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(disagree.message(), "\"step\"")) << disagree;
+}
+
+TEST(IntersectBoxesTest, MatchesElementwiseMembership) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 300; ++trial) {
+    ShardBlock a{
+        {static_cast<int64_t>(rng() % 4), 1 + static_cast<int64_t>(rng() % 3)},
+        {static_cast<int64_t>(rng() % 4), static_cast<int64_t>(rng() % 4)}};
+    ShardBlock b{
+        {static_cast<int64_t>(rng() % 4), 1 + static_cast<int64_t>(rng() % 3)},
+        {static_cast<int64_t>(rng() % 4), static_cast<int64_t>(rng() % 4)}};
+    const std::optional<ShardBlock> both = IntersectBoxes(a, b);
+    int64_t count = 0;
+    for (int64_t i = 0; i < 8; ++i) {
+      for (int64_t j = 0; j < 8; ++j) {
+        auto in = [&](const ShardBlock& box) {
+          return i >= box.offset[0] && i < box.offset[0] + box.shape[0] &&
+                 j >= box.offset[1] && j < box.offset[1] + box.shape[1];
+        };
+        if (in(a) && in(b)) {
+          ++count;
+          ASSERT_TRUE(both.has_value());
+          EXPECT_TRUE(in(*both));
+        }
+      }
+    }
+    EXPECT_EQ(both.has_value() ? both->numel() : 0, count);
+  }
+}
+
+}  // namespace
+}  // namespace parallel
+}  // namespace dtensor

@@ -1,0 +1,269 @@
+// Data parallelism from the plan's "dp": replicate and fsdp, alone and with
+// tensor parallelism on 2-D meshes: one forward and backward step equals the
+// one-rank model with the same seed (every parameter's gradient, in its
+// parameter's layout); FSDP gathers each parameter before its module's
+// Forward and frees the copy after (observed through weak handles on the
+// storage while the tape is alive); the collectives of an FSDP step, counted
+// under a metadata-only runtime.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/comm_counter.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/runtime.h"
+#include "gtest/gtest.h"
+#include "nn/autograd.h"
+#include "nn/llama.h"
+#include "ops/reduction_ops.h"
+#include "ops/view_ops.h"
+#include "ops/vocab_ops.h"
+#include "parallel/parallelize.h"
+#include "tensor/status_macros.h"
+#include "tensor/storage.h"
+#include "tests/parallel/style_test_util.h"
+
+namespace dtensor {
+namespace parallel_testing {
+namespace {
+
+constexpr char kTp[] = R"("tp": {
+  "layers.*.attention.wq": "colwise", "layers.*.attention.wk": "colwise",
+  "layers.*.attention.wv": "colwise", "layers.*.attention.wo": "rowwise",
+  "layers.*.feed_forward.w1": "colwise", "layers.*.feed_forward.w3": "colwise",
+  "layers.*.feed_forward.w2": "rowwise", "tok_embeddings": "rowwise",
+  "output": "loss_parallel"})";
+
+std::string Plan(const std::string& dp) {
+  return absl::StrCat("{", kTp, R"(, "dp": ")", dp, R"("})");
+}
+
+TEST(FsdpTest, ReplicateAndFsdpOn2DMeshesMatchOneRank) {
+  auto one = LlamaStep(Mesh({1}, {"tp"}), std::nullopt);
+  ASSERT_TRUE(one.ok()) << one.status();
+  for (const char* dp : {"replicate", "fsdp"}) {
+    for (int64_t tp : {1, 2}) {
+      SCOPED_TRACE(absl::StrCat(dp, " dp=2 tp=", tp));
+      auto many = LlamaStep(Mesh({2, tp}, {"dp", "tp"}), Plan(dp));
+      ASSERT_TRUE(many.ok()) << many.status();
+      ExpectSameStep(*many, *one);
+    }
+  }
+  // Without tensor parallelism: a 1-D dp mesh of 4.
+  auto fsdp = LlamaStep(Mesh({4}, {"dp"}), R"({"dp": "fsdp"})");
+  ASSERT_TRUE(fsdp.ok()) << fsdp.status();
+  ExpectSameStep(*fsdp, *one);
+}
+
+// What one rank saw of FSDP in a forward pass on dp=2 x tp=2.
+struct Seen {
+  int64_t gathered = 0;        // Parameters its modules' Forwards saw.
+  int64_t gathered_on_dp = 0;  // ... of them Replicate on dp.
+  int64_t sharded_after = 0;   // Slots S(0) on dp after each Forward.
+  int64_t alive_after_forward = 0;
+  int64_t alive_after_backward = 0;
+};
+
+// The in-process backend keeps the buffers of a group's last collective
+// until the group's next one; one small all-gather on every mesh dim makes
+// what the program itself still holds observable.
+absl::Status FlushCollectives(const std::shared_ptr<Runtime>& runtime,
+                              const DeviceMesh& mesh) {
+  for (int64_t d = 0; d < mesh.ndim(); ++d) {
+    std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
+    layout[d] = Placement::Shard(0);
+    FromLocalOptions options;
+    options.global_shape = Shape{mesh.size(d)};
+    DT_ASSIGN_OR_RETURN(Tensor one,
+                        Tensor::FromVector(std::vector<float>{1}, {1}));
+    DT_ASSIGN_OR_RETURN(
+        DTensor x, DTensor::FromLocal(runtime, one, mesh, layout, options));
+    DT_RETURN_IF_ERROR(x.FullTensor().status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ObserveFsdp(ProcessGroups& groups, const DeviceMesh& mesh,
+                         Seen& seen) {
+  auto runtime = Runtime::ForRank(groups);
+  DT_ASSIGN_OR_RETURN(parallel::Plan plan, parallel::ParsePlan(Plan("fsdp")));
+  DT_ASSIGN_OR_RETURN(auto model, nn::BuildLlama(TinyLlama(), runtime, mesh));
+  DT_RETURN_IF_ERROR(parallel::ParallelizeModule(*model, mesh, plan));
+  std::vector<DTensor> params;
+  for (const nn::NamedSlot& named : model->NamedParameters()) {
+    if (!named.slot->value.sharding().placement(0).is_shard()) {
+      return absl::InternalError(absl::StrCat(named.name, " is not sharded"));
+    }
+    params.push_back(named.slot->value);
+  }
+  std::vector<std::weak_ptr<Storage>> gathered;
+  std::mutex mu;  // Hooks run on this rank's thread only; for clarity.
+  for (const nn::NamedModule& named : model->NamedModules()) {
+    nn::Module* module = named.module;
+    if (module->slots().empty()) continue;
+    // Added after ParallelizeModule's: they run after its gather and after
+    // its release.
+    module->AddInputHook([&, module](const DTensor& x) {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const nn::TensorSlot& slot : module->slots()) {
+        ++seen.gathered;
+        if (slot.value.sharding().placement(0).is_replicate()) {
+          ++seen.gathered_on_dp;
+        }
+        gathered.push_back(slot.value.local().storage());
+      }
+      return absl::StatusOr<DTensor>(x);
+    });
+    module->AddOutputHook([&, module](const DTensor& y) {
+      for (const nn::TensorSlot& slot : module->slots()) {
+        if (slot.value.sharding().placement(0).is_shard()) ++seen.sharded_after;
+      }
+      return absl::StatusOr<DTensor>(y);
+    });
+  }
+  const auto count_alive = [&] {
+    int64_t alive = 0;
+    for (const auto& storage : gathered) alive += storage.expired() ? 0 : 1;
+    return alive;
+  };
+  DT_ASSIGN_OR_RETURN(
+      Tensor ids, Tensor::FromVector(std::vector<int64_t>(4 * 8, 5), {4, 8}));
+  DT_ASSIGN_OR_RETURN(
+      DTensor tokens,
+      DTensor::Distribute(runtime, ids, mesh,
+                          {Placement::Shard(0), Placement::Replicate()}));
+  nn::GradientTape tape;
+  DTensor loss;
+  {
+    nn::GradientTape::Scope scope(tape);
+    DT_ASSIGN_OR_RETURN(DTensor logits, (*model)(tokens));
+    DT_ASSIGN_OR_RETURN(loss, ops::Sum(logits));
+  }
+  DT_RETURN_IF_ERROR(FlushCollectives(runtime, mesh));
+  seen.alive_after_forward = count_alive();
+  DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, tape.Gradient(loss, params));
+  DT_RETURN_IF_ERROR(FlushCollectives(runtime, mesh));
+  seen.alive_after_backward = count_alive();
+  return absl::OkStatus();
+}
+
+TEST(FsdpTest, ForwardRunsOnGatheredCopiesThatAreFreedAfterward) {
+  const DeviceMesh mesh = Mesh({2, 2}, {"dp", "tp"});
+  std::vector<Seen> seen(mesh.size());
+  LocalCluster cluster(mesh.size());
+  ASSERT_TRUE(cluster
+                  .Run([&](ProcessGroups& groups) {
+                    return ObserveFsdp(groups, mesh, seen[groups.rank()]);
+                  })
+                  .ok());
+  const int64_t params = 3 + 9 * TinyLlama().n_layers;
+  for (const Seen& s : seen) {
+    EXPECT_EQ(s.gathered, params);
+    EXPECT_EQ(s.gathered_on_dp, params);
+    EXPECT_EQ(s.sharded_after, params);
+    // The tape keeps none of the gathered copies.
+    EXPECT_EQ(s.alive_after_forward, 0);
+    EXPECT_EQ(s.alive_after_backward, 0);
+  }
+}
+
+// The collectives rank 0 issues on mesh dim `dp` in forward and in backward
+// of one FSDP step, under a metadata-only runtime: all-gathers on dp alone,
+// and the reductions (reduce-scatter, all-reduce) over dp and possibly other
+// dims with it.
+struct DpCollectives {
+  int64_t forward_gathers = 0, backward_gathers = 0;
+  int64_t backward_scatters = 0, backward_reductions = 0;
+  int64_t other_on_dp = 0;
+};
+
+int64_t CountOn(const CommCounter& comms, CommKind kind, int64_t dim) {
+  int64_t n = 0;
+  for (const CommCounter::Event& e : comms.events()) {
+    if (e.kind == kind && e.mesh_dims == std::vector<int64_t>{dim}) ++n;
+  }
+  return n;
+}
+
+DpCollectives MetadataStep(const DeviceMesh& mesh, const std::string& plan) {
+  auto runtime = Runtime::MetadataOnly(0);
+  const int64_t dp = *mesh.DimIndex("dp");
+  auto model = *nn::BuildLlama(TinyLlama(), runtime, mesh);
+  EXPECT_TRUE(
+      parallel::ParallelizeModule(*model, mesh, *parallel::ParsePlan(plan))
+          .ok());
+  std::vector<DTensor> params;
+  for (const nn::NamedSlot& named : model->NamedParameters()) {
+    params.push_back(named.slot->value);
+  }
+  std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
+  layout[dp] = Placement::Shard(0);
+  const DTensor tokens = *DTensor::FromSpec(
+      runtime, *DTensorSpec::Create(mesh, layout, {8, 8}, DType::kI64));
+  const DTensor labels = *DTensor::FromSpec(
+      runtime, *DTensorSpec::Create(mesh, layout, {64}, DType::kI64));
+  nn::GradientTape tape;
+  DTensor loss;
+  CommCounter forward, backward;
+  {
+    CommCounter::Scope comm_scope(forward);
+    nn::GradientTape::Scope scope(tape);
+    const DTensor logits = *(*model)(tokens);
+    loss = *ops::CrossEntropy(*ops::Reshape(logits, {64, 64}), labels);
+  }
+  {
+    CommCounter::Scope comm_scope(backward);
+    EXPECT_TRUE(tape.Gradient(loss, params).ok());
+  }
+  DpCollectives c;
+  c.forward_gathers = CountOn(forward, CommKind::kAllGather, dp);
+  c.backward_gathers = CountOn(backward, CommKind::kAllGather, dp);
+  c.backward_scatters = CountOn(backward, CommKind::kReduceScatter, dp);
+  for (const CommCounter* comms : {&forward, &backward}) {
+    for (const CommCounter::Event& e : comms->events()) {
+      const bool on_dp = std::find(e.mesh_dims.begin(), e.mesh_dims.end(),
+                                   dp) != e.mesh_dims.end();
+      if (!on_dp || e.kind == CommKind::kLocal) continue;
+      const bool reduction =
+          e.kind == CommKind::kReduceScatter || e.kind == CommKind::kAllReduce;
+      if (comms == &backward && reduction) {
+        ++c.backward_reductions;
+      } else if (e.kind != CommKind::kAllGather || e.mesh_dims.size() != 1) {
+        ++c.other_on_dp;
+      }
+    }
+  }
+  return c;
+}
+
+TEST(FsdpTest, OneGatherPerParameterForwardAndBackwardOneReduceScatter) {
+  const int64_t params = 3 + 9 * TinyLlama().n_layers;
+  // dp alone: per parameter, forward one all-gather; backward one all-gather
+  // (the re-gather) and one reduce-scatter; besides, the loss's reductions.
+  const DpCollectives dp = MetadataStep(Mesh({4}, {"dp"}), R"({"dp": "fsdp"})");
+  EXPECT_EQ(dp.forward_gathers, params);
+  EXPECT_EQ(dp.backward_gathers, params);
+  EXPECT_EQ(dp.backward_scatters, params);
+  EXPECT_LE(dp.backward_reductions, params + 1);
+  EXPECT_LE(dp.other_on_dp, 1);
+  // With tp: the gathers stay on dp alone (dp shards inside tp's shard); a
+  // gradient partial on dp and tp may be completed by one collective over
+  // both (an all-reduce of a small norm weight, or a reduce-scatter).
+  const DpCollectives two_d =
+      MetadataStep(Mesh({2, 4}, {"dp", "tp"}), Plan("fsdp"));
+  EXPECT_EQ(two_d.forward_gathers, params);
+  EXPECT_EQ(two_d.backward_gathers, params);
+  EXPECT_GE(two_d.backward_reductions, params);
+  EXPECT_LE(two_d.backward_reductions, params + 1);
+  EXPECT_LE(two_d.other_on_dp, 1);
+}
+
+}  // namespace
+}  // namespace parallel_testing
+}  // namespace dtensor

@@ -1,0 +1,152 @@
+#include "tests/parallel/style_test_util.h"
+
+#include <cmath>
+#include <mutex>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/runtime.h"
+#include "gtest/gtest.h"
+#include "nn/autograd.h"
+#include "nn/llama.h"
+#include "ops/view_ops.h"
+#include "ops/vocab_ops.h"
+#include "parallel/parallelize.h"
+#include "tensor/status_macros.h"
+
+namespace dtensor {
+namespace parallel_testing {
+namespace {
+
+constexpr int64_t kBatch = 4, kSeq = 8;
+
+// The batch layout: S(0) on "dp" when the mesh has it, else Replicate.
+std::vector<Placement> BatchLayout(const DeviceMesh& mesh) {
+  std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
+  absl::StatusOr<int64_t> dp = mesh.DimIndex("dp");
+  if (dp.ok()) layout[*dp] = Placement::Shard(0);
+  return layout;
+}
+
+// One rank's step; fills `result` on rank 0.
+absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
+                      const std::optional<parallel::Plan>& plan,
+                      const AfterParallelize& after, std::mutex& mu,
+                      StepResult& result) {
+  auto runtime = Runtime::ForRank(groups);
+  const nn::LlamaConfig config = TinyLlama();
+  DT_ASSIGN_OR_RETURN(auto model, nn::BuildLlama(config, runtime, mesh));
+  if (plan) {
+    DT_RETURN_IF_ERROR(parallel::ParallelizeModule(*model, mesh, *plan));
+  }
+  if (after) DT_RETURN_IF_ERROR(after(*model));
+  std::vector<int64_t> ids, targets;
+  for (int64_t i = 0; i < kBatch * kSeq; ++i) {
+    ids.push_back((i * 7 + 3) % config.vocab_size);
+    targets.push_back((i * 5 + 1) % config.vocab_size);
+  }
+  DT_ASSIGN_OR_RETURN(Tensor ids_full, Tensor::FromVector(ids, {kBatch, kSeq}));
+  DT_ASSIGN_OR_RETURN(Tensor targets_full,
+                      Tensor::FromVector(targets, {kBatch * kSeq}));
+  const std::vector<Placement> layout = BatchLayout(mesh);
+  DT_ASSIGN_OR_RETURN(DTensor tokens,
+                      DTensor::Distribute(runtime, ids_full, mesh, layout));
+  DT_ASSIGN_OR_RETURN(DTensor labels,
+                      DTensor::Distribute(runtime, targets_full, mesh, layout));
+  std::vector<nn::NamedSlot> named = model->NamedParameters();
+  std::vector<DTensor> params;
+  for (const nn::NamedSlot& slot : named) params.push_back(slot.slot->value);
+
+  nn::GradientTape tape;
+  DTensor logits, loss;
+  {
+    nn::GradientTape::Scope scope(tape);
+    DT_ASSIGN_OR_RETURN(logits, (*model)(tokens));
+    DT_ASSIGN_OR_RETURN(
+        DTensor flat, ops::Reshape(logits, {kBatch * kSeq, config.vocab_size}));
+    DT_ASSIGN_OR_RETURN(loss, ops::CrossEntropy(flat, labels));
+  }
+  DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, tape.Gradient(loss, params));
+  StepResult mine;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (grads[i].sharding() != params[i].sharding()) {
+      return absl::InternalError(absl::StrCat(
+          "the gradient of ", named[i].name, " is ", grads[i].spec().ToString(),
+          ", its parameter ", params[i].spec().ToString()));
+    }
+    DT_ASSIGN_OR_RETURN(Tensor full, grads[i].FullTensor());
+    mine.grads[named[i].name] = full.ToVector<float>();
+  }
+  DT_ASSIGN_OR_RETURN(Tensor logits_full, logits.FullTensor());
+  DT_ASSIGN_OR_RETURN(Tensor loss_full, loss.FullTensor());
+  mine.logits = logits_full.ToVector<float>();
+  mine.loss = loss_full.ToVector<float>()[0];
+  if (groups.rank() == 0) {
+    std::lock_guard<std::mutex> lock(mu);
+    result = std::move(mine);
+  }
+  return absl::OkStatus();
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < want.size() && failures < 5; ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= 1e-5 + 1e-4 * std::fabs(want[i]))) {
+      ADD_FAILURE() << what << "[" << i << "]: " << got[i] << " vs " << want[i];
+      ++failures;
+    }
+  }
+}
+
+}  // namespace
+
+nn::LlamaConfig TinyLlama() {
+  nn::LlamaConfig config;
+  config.dim = 32;
+  config.n_layers = 2;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.vocab_size = 64;
+  config.multiple_of = 32;
+  config.max_seq_len = 16;
+  config.init_std = 0.1;
+  return config;
+}
+
+absl::StatusOr<StepResult> LlamaStep(const DeviceMesh& mesh,
+                                     const std::optional<std::string>& plan,
+                                     const AfterParallelize& after) {
+  std::optional<parallel::Plan> parsed;
+  if (plan) {
+    DT_ASSIGN_OR_RETURN(parsed, parallel::ParsePlan(*plan));
+  }
+  StepResult result;
+  std::mutex mu;
+  LocalCluster cluster(mesh.size());
+  DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) {
+    return RankStep(groups, mesh, parsed, after, mu, result);
+  }));
+  return result;
+}
+
+void ExpectSameStep(const StepResult& got, const StepResult& want) {
+  ExpectClose(got.logits, want.logits, "logits");
+  EXPECT_NEAR(got.loss, want.loss, 1e-5 + 1e-5 * std::fabs(want.loss));
+  ASSERT_EQ(got.grads.size(), want.grads.size());
+  for (const auto& [name, grad] : want.grads) {
+    auto found = got.grads.find(name);
+    ASSERT_NE(found, got.grads.end()) << name;
+    ExpectClose(found->second, grad, name);
+  }
+}
+
+DeviceMesh Mesh(std::vector<int64_t> shape, std::vector<std::string> names) {
+  return *DeviceMesh::Create(std::move(shape), std::move(names));
+}
+
+}  // namespace parallel_testing
+}  // namespace dtensor

@@ -1,0 +1,338 @@
+// Training equivalence: for the same seed and data, N AdamW steps of the tiny
+// Llama parallelized by every shipped plan, on 1-D and 2-D meshes of 1, 2 and
+// 4 in-process ranks, give the losses, gradients and parameters of the same
+// model trained on one rank with no plan (docs/comm_counts.md, "Training
+// equivalence", states the tolerance and what the cases cover).
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/runtime.h"
+#include "gtest/gtest.h"
+#include "parallel/llama_trainer.h"
+#include "parallel/plan.h"
+#include "tensor/generator.h"
+#include "tensor/status_macros.h"
+#include "tools/mesh_flag.h"
+
+namespace dtensor {
+namespace parallel {
+namespace {
+
+constexpr int kSteps = 4;
+
+// f32 tolerances, |parallel - reference| <= atol + rtol * |reference|.
+// The parallel run sums the same terms in another order (partial sums per
+// shard, then a collective), so losses and gradients differ by a few f32
+// ulps per reduction, and from step 1 on also by the parameter differences
+// below: measured at most ~1e-6 on the loss (~4.2) and ~1.4e-6 on a gradient
+// element. A lost shard, a missing or doubled reduction or a wrong layout is
+// off by O(1) relative, far above both.
+constexpr double kLossRtol = 1e-5;
+constexpr double kLossAtol = 1e-6;
+constexpr double kGradRtol = 1e-4;
+constexpr double kGradAtol = 1e-5;
+// AdamW's update lr * m / (sqrt(v) + eps) is scale-free: for an element whose
+// gradient stays near 0 (as small as its f32 rounding error) the update
+// direction is noise. eps = 1e-5 (below every gradient that matters, ~1e-3)
+// bounds that sensitivity by lr / eps; with the default 1e-8 such elements
+// moved by up to lr / 70 in 4 steps. Parameters get an absolute tolerance of
+// lr / 20 (measured below 5e-5): a wrong gradient moves most elements by
+// O(lr) per step, and the gradients are compared directly besides.
+constexpr double kLearningRate = 1e-2;
+constexpr double kAdamEps = 1e-5;
+constexpr double kParamRtol = 1e-4;
+constexpr double kParamAtol = kLearningRate / 20;
+
+// The model shapes. kEven: tp = 2 and 4 divide heads, kv heads, the hidden
+// dim and the vocabulary; the batch and sequence split evenly over dp and
+// (sequence parallel) tp. kUneven: 6 heads and 3 kv heads of dim 6 (for
+// tp = 2 the kv projections split inside a head, for tp = 4 the query heads
+// split 2/2/1/1 and inside heads), vocabulary 67 (embedding rows and
+// loss-parallel logits 34/33 or 17/17/17/16), hidden dim 95, sequence
+// 7 (sequence-parallel shards 4/3, 2/2/2/1) and batch 3 (dp shards 2/1 and
+// 1/1/1/0, one rank with no rows). The engine's strategies are correct for
+// every uneven split (docs/ops.md, "Uneven shards"), so every shipped plan
+// "allows" all of these: none needs divisibility, at worst an op gathers.
+enum class Shapes { kEven, kUneven };
+
+struct ShapeSpec {
+  nn::LlamaConfig config;
+  int64_t batch;
+  int64_t seq;
+};
+
+ShapeSpec SpecOf(Shapes shapes) {
+  ShapeSpec spec;
+  nn::LlamaConfig& c = spec.config;
+  c.n_layers = 2;
+  c.multiple_of = 16;
+  c.max_seq_len = 16;
+  c.init_std = 0.1;
+  if (shapes == Shapes::kEven) {
+    c.dim = 32;
+    c.n_heads = 8;
+    c.n_kv_heads = 4;
+    c.vocab_size = 64;
+    spec.batch = 4;
+    spec.seq = 8;
+  } else {
+    c.dim = 36;
+    c.n_heads = 6;
+    c.n_kv_heads = 3;
+    c.vocab_size = 67;
+    c.multiple_of = 1;
+    c.ffn_dim_multiplier = 0.99;  // Hidden dim 95.
+    spec.batch = 3;
+    spec.seq = 7;
+  }
+  return spec;
+}
+
+std::string ShapesName(Shapes shapes) {
+  return shapes == Shapes::kEven ? "Even" : "Uneven";
+}
+
+// Which part of a shipped plan runs: all of it on a 2-D dp x tp mesh, only its
+// tp part (dp: none) on a 1-D tp mesh, only its dp part (tp: {}) on a 1-D dp
+// mesh.
+enum class Part { kAll, kTpOnly, kDpOnly };
+
+struct Case {
+  std::string plan;  // File name in parallel/plans/ without ".json".
+  Part part;
+  std::string mesh;  // A --mesh flag.
+  Shapes shapes;
+};
+
+// "tp_sp_dp", "tp_sp_tp_part", "fsdp_dp_part".
+std::string CaseLabel(const Case& c) {
+  switch (c.part) {
+    case Part::kAll:
+      return c.plan;
+    case Part::kTpOnly:
+      return c.plan.substr(0, c.plan.rfind('_')) + "_tp_part";
+    case Part::kDpOnly:
+      return c.plan.substr(c.plan.rfind('_') + 1) + "_dp_part";
+  }
+  return c.plan;
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  std::string mesh;
+  for (char ch : c.mesh) mesh += std::isalnum(ch) ? ch : '_';
+  return absl::StrCat(CaseLabel(c), "_", mesh, "_", ShapesName(c.shapes));
+}
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << CaseLabel(c) << " on " << c.mesh << ", " << ShapesName(c.shapes)
+      << " shapes";
+}
+
+absl::StatusOr<Plan> LoadCasePlan(const Case& c) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  if (srcdir == nullptr) return absl::NotFoundError("TEST_SRCDIR is not set");
+  DT_ASSIGN_OR_RETURN(
+      Plan plan, LoadPlanFile(absl::StrCat(srcdir, "/dtensor/parallel/plans/",
+                                           c.plan, ".json")));
+  if (c.part == Part::kTpOnly) plan.dp = DataParallel::kNone;
+  if (c.part == Part::kDpOnly) plan.tp.clear();
+  return plan;
+}
+
+// What one run observes: the loss and every parameter's full gradient at each
+// step, and every full parameter after the last step (rank 0's view).
+struct Trajectory {
+  std::vector<double> losses;
+  std::vector<std::vector<std::vector<float>>> grads;  // [step][param]
+  std::vector<std::vector<float>> params;
+};
+
+// The token ids and targets of `step`: uniform in the vocabulary, from a
+// generator seeded by (1234, step), the same for every run.
+absl::StatusOr<std::pair<Tensor, Tensor>> StepBatch(const ShapeSpec& spec,
+                                                    int step) {
+  Generator generator(1234, static_cast<uint64_t>(step));
+  std::vector<int64_t> tokens, targets;
+  for (int64_t i = 0; i < spec.batch * spec.seq; ++i) {
+    tokens.push_back(generator.NextU32() % spec.config.vocab_size);
+    targets.push_back(generator.NextU32() % spec.config.vocab_size);
+  }
+  DT_ASSIGN_OR_RETURN(Tensor t,
+                      Tensor::FromVector(tokens, {spec.batch, spec.seq}));
+  DT_ASSIGN_OR_RETURN(Tensor y,
+                      Tensor::FromVector(targets, {spec.batch, spec.seq}));
+  return std::make_pair(std::move(t), std::move(y));
+}
+
+absl::StatusOr<std::vector<float>> Gathered(const DTensor& x) {
+  DT_ASSIGN_OR_RETURN(Tensor full, x.FullTensor());
+  return full.ToVector<float>();
+}
+
+// Trains kSteps steps on every rank of `mesh` under `plan`.
+absl::StatusOr<Trajectory> Train(const DeviceMesh& mesh, const Plan& plan,
+                                 Shapes shapes) {
+  const ShapeSpec spec = SpecOf(shapes);
+  LlamaTrainerOptions options;
+  options.config = spec.config;
+  options.seed = 7;
+  options.adamw.learning_rate = kLearningRate;
+  options.adamw.eps = kAdamEps;
+  Trajectory result;
+  std::mutex mu;
+  LocalCluster cluster(mesh.size());
+  DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) -> absl::Status {
+    DT_ASSIGN_OR_RETURN(
+        auto trainer,
+        LlamaTrainer::Create(Runtime::ForRank(groups), mesh, plan, options));
+    Trajectory mine;
+    for (int step = 0; step < kSteps; ++step) {
+      DT_ASSIGN_OR_RETURN(auto data, StepBatch(spec, step));
+      DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch batch,
+                          trainer->MakeBatch(data.first, data.second));
+      DT_ASSIGN_OR_RETURN(DTensor loss, trainer->Forward(batch));
+      DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, trainer->Backward(loss));
+      DT_ASSIGN_OR_RETURN(std::vector<float> loss_value, Gathered(loss));
+      mine.losses.push_back(loss_value.at(0));
+      mine.grads.emplace_back();
+      for (const DTensor& grad : grads) {
+        DT_ASSIGN_OR_RETURN(std::vector<float> g, Gathered(grad));
+        mine.grads.back().push_back(std::move(g));
+      }
+      DT_RETURN_IF_ERROR(trainer->Update(grads));
+    }
+    for (const DTensor& param : trainer->parameters()) {
+      DT_ASSIGN_OR_RETURN(std::vector<float> p, Gathered(param));
+      mine.params.push_back(std::move(p));
+    }
+    if (groups.rank() == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      result = std::move(mine);
+    }
+    return absl::OkStatus();
+  }));
+  return result;
+}
+
+// The reference: the same model and data on one rank, no plan.
+const Trajectory& Reference(Shapes shapes) {
+  static std::mutex mu;
+  static auto* cache = new std::map<Shapes, Trajectory>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache->find(shapes);
+  if (it == cache->end()) {
+    absl::StatusOr<Trajectory> reference =
+        Train(*DeviceMesh::Create({1}, {"r"}), Plan(), shapes);
+    EXPECT_TRUE(reference.ok()) << reference.status();
+    it = cache
+             ->emplace(shapes,
+                       reference.ok() ? *std::move(reference) : Trajectory())
+             .first;
+  }
+  return it->second;
+}
+
+// Whether `actual` matches `expected` within the tolerance; the message names
+// the first element that does not.
+::testing::AssertionResult Close(const std::vector<float>& actual,
+                                 const std::vector<float>& expected,
+                                 double rtol, double atol,
+                                 const std::string& what) {
+  if (actual.size() != expected.size()) {
+    return ::testing::AssertionFailure()
+           << what << ": " << actual.size() << " elements, expected "
+           << expected.size();
+  }
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double diff = std::fabs(double{actual[i]} - expected[i]);
+    if (!(diff <= atol + rtol * std::fabs(double{expected[i]}))) {
+      return ::testing::AssertionFailure()
+             << what << "[" << i << "] = " << actual[i] << ", expected "
+             << expected[i] << " (diff " << diff << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class TrainingEquivalenceTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TrainingEquivalenceTest, MatchesOneRankWithoutPlan) {
+  const Case& c = GetParam();
+  const Trajectory& reference = Reference(c.shapes);
+  ASSERT_EQ(reference.losses.size(), static_cast<size_t>(kSteps));
+  absl::StatusOr<DeviceMesh> mesh = ParseMeshFlag(c.mesh);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  absl::StatusOr<Plan> plan = LoadCasePlan(c);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<Trajectory> run = Train(*mesh, *plan, c.shapes);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const ShapeSpec spec = SpecOf(c.shapes);
+  auto names = nn::Transformer::Create(spec.config);
+  ASSERT_TRUE(names.ok());
+  std::vector<std::string> fqns;
+  for (const nn::NamedSlot& named : (*names)->NamedParameters()) {
+    fqns.push_back(named.name);
+  }
+  ASSERT_EQ(run->params.size(), fqns.size());
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_TRUE(Close({static_cast<float>(run->losses[step])},
+                      {static_cast<float>(reference.losses[step])}, kLossRtol,
+                      kLossAtol, absl::StrCat("loss of step ", step)));
+    for (size_t p = 0; p < fqns.size(); ++p) {
+      EXPECT_TRUE(Close(run->grads[step][p], reference.grads[step][p],
+                        kGradRtol, kGradAtol,
+                        absl::StrCat("step ", step, " grad ", fqns[p])));
+    }
+  }
+  for (size_t p = 0; p < fqns.size(); ++p) {
+    EXPECT_TRUE(
+        Close(run->params[p], reference.params[p], kParamRtol, kParamAtol,
+              absl::StrCat("param ", fqns[p], " after ", kSteps, " steps")));
+  }
+}
+
+// Every shipped plan on the 2-D meshes (4 ranks; 2 ranks with one dim of
+// size 1), its tp part on 1-D tp meshes, its dp part on 1-D dp meshes; the
+// each with the even and the uneven shapes.
+std::vector<Case> AllCases() {
+  const std::vector<std::string> families = {"tp", "tp_sp",
+                                             "tp_sp_loss_parallel"};
+  std::vector<Case> cases;
+  for (Shapes shapes : {Shapes::kEven, Shapes::kUneven}) {
+    for (const std::string& family : families) {
+      for (const char* dp : {"_dp", "_fsdp"}) {
+        for (const char* mesh : {"dp=2,tp=2", "dp=1,tp=2", "dp=2,tp=1"}) {
+          cases.push_back({family + dp, Part::kAll, mesh, shapes});
+        }
+      }
+      // The tp part is the same in _dp and _fsdp.
+      for (const char* mesh : {"tp=2", "tp=4"}) {
+        cases.push_back({family + "_dp", Part::kTpOnly, mesh, shapes});
+      }
+    }
+    // The dp part is the same in every family.
+    for (const char* plan : {"tp_dp", "tp_fsdp"}) {
+      for (const char* mesh : {"dp=2", "dp=4"}) {
+        cases.push_back({plan, Part::kDpOnly, mesh, shapes});
+      }
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(ShippedPlans, TrainingEquivalenceTest,
+                         ::testing::ValuesIn(AllCases()), CaseName);
+
+}  // namespace
+}  // namespace parallel
+}  // namespace dtensor

@@ -1,0 +1,270 @@
+#include "tools/explain.h"
+
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "dtensor/comm_owner.h"
+#include "dtensor/runtime.h"
+#include "nn/autograd.h"
+#include "parallel/llama_trainer.h"
+#include "tensor/status_macros.h"
+
+namespace dtensor {
+namespace {
+
+absl::StatusOr<TensorLayout> LayoutOf(const DTensor& x) {
+  DT_ASSIGN_OR_RETURN(ShardBlock block, x.LocalBlock());
+  return TensorLayout{x.shape(), x.dtype(), x.sharding().ToString(),
+                      block.shape};
+}
+
+// Merges `event` into the identical summary of `list`, else appends it.
+void AddCollective(const CommCounter::Event& event,
+                   std::vector<CollectiveSummary>& list) {
+  for (CollectiveSummary& s : list) {
+    if (s.kind == event.kind && s.mesh_dims == event.mesh_dims &&
+        s.bytes_per_rank == event.bytes && s.time_us == event.estimated_us) {
+      ++s.count;
+      return;
+    }
+  }
+  list.push_back(
+      {event.kind, event.mesh_dims, event.bytes, event.estimated_us, 1});
+}
+
+// "layers.*.attention.wq" for "layers.17.attention.wq": repeats over layers
+// share one warning.
+std::string LayerPattern(absl::string_view name) {
+  std::vector<std::string> parts = absl::StrSplit(name, '.');
+  for (std::string& part : parts) {
+    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+          return absl::ascii_isdigit(static_cast<unsigned char>(c));
+        })) {
+      part = "*";
+    }
+  }
+  return absl::StrJoin(parts, ".");
+}
+
+// Warnings in first-seen order, repeats counted.
+class Warnings {
+ public:
+  void Add(std::string text) {
+    auto [it, inserted] = counts_.try_emplace(text, 0);
+    if (inserted) order_.push_back(text);
+    ++it->second;
+  }
+  std::vector<std::string> Lines() const {
+    std::vector<std::string> lines;
+    for (const std::string& text : order_) {
+      const int64_t n = counts_.at(text);
+      lines.push_back(n == 1 ? text : absl::StrCat(text, " (x", n, ")"));
+    }
+    return lines;
+  }
+
+ private:
+  std::vector<std::string> order_;
+  absl::flat_hash_map<std::string, int64_t> counts_;
+};
+
+// A warning for every tensor dim of `x` that its mesh dims split unevenly.
+void WarnUneven(absl::string_view what, const DTensor& x, Warnings& warnings) {
+  const Sharding& sharding = x.sharding();
+  for (int64_t d = 0; d < x.spec().ndim(); ++d) {
+    int64_t shards = 1;
+    for (int64_t m : sharding.MeshDimsSharding(d)) {
+      shards *= x.mesh().shape()[m];
+    }
+    const int64_t size = x.shape()[d];
+    if (shards == 1 || size % shards == 0) continue;
+    const int64_t chunk = (size + shards - 1) / shards;
+    warnings.Add(absl::StrCat(
+        "uneven shards: ", what, " ", ShapeToString(x.shape()), " ",
+        sharding.ToString(), ": dim ", d, " of size ", size, " in ", shards,
+        " shards of at most ", chunk, " (the last ones smaller or empty)"));
+  }
+}
+
+std::string MiB(double bytes) {
+  return absl::StrFormat("%.1f MiB", bytes / (1 << 20));
+}
+
+void WarnLargeGather(const std::string& module, absl::string_view phase,
+                     const CommCounter::Event& event, Warnings& warnings) {
+  if (event.kind != CommKind::kAllGather || event.bytes < kLargeGatherBytes) {
+    return;
+  }
+  warnings.Add(absl::StrCat(
+      "large gather: ", module.empty() ? "(root)" : LayerPattern(module), " ",
+      phase, " all_gather over mesh dims [",
+      absl::StrJoin(event.mesh_dims, ","), "] (", event.label, ") receives ",
+      MiB(event.bytes), " per rank"));
+}
+
+// The model's modules, their reports, and which owns what.
+struct ModuleTable {
+  std::vector<ModuleReport> reports;
+  absl::flat_hash_map<const void*, size_t> index_of_owner;
+
+  ModuleReport& OwnerOf(const CommCounter::Event& event) {
+    auto found = index_of_owner.find(event.owner);
+    return found == index_of_owner.end() ? reports.back()
+                                         : reports[found->second];
+  }
+};
+
+// Lists the modules with their parameters and adds hooks that note the
+// layouts of each module's first input and output.
+absl::StatusOr<ModuleTable> TableOf(nn::Module& root, Warnings& warnings) {
+  ModuleTable table;
+  std::vector<nn::NamedModule> modules = root.NamedModules();
+  table.reports.resize(modules.size() + 1);
+  for (size_t i = 0; i < modules.size(); ++i) {
+    ModuleReport& report = table.reports[i];
+    nn::Module& module = *modules[i].module;
+    report.name = modules[i].name;
+    report.type = std::string(module.type_name());
+    table.index_of_owner[&module] = i;
+    for (const nn::TensorSlot& slot : module.slots()) {
+      if (!slot.is_parameter) continue;
+      const std::string name = report.name.empty()
+                                   ? slot.name
+                                   : absl::StrCat(report.name, ".", slot.name);
+      DT_ASSIGN_OR_RETURN(TensorLayout layout, LayoutOf(slot.value));
+      report.parameters.push_back({name, std::move(layout)});
+      WarnUneven(absl::StrCat("parameter ", LayerPattern(name)), slot.value,
+                 warnings);
+    }
+    // Hooks run on the rank's thread during forward; the table outlives it.
+    auto note = [&report, &warnings](bool input) {
+      return [&report, &warnings,
+              input](const DTensor& x) -> absl::StatusOr<DTensor> {
+        std::optional<TensorLayout>& slot =
+            input ? report.input : report.output;
+        if (slot.has_value()) return x;
+        DT_ASSIGN_OR_RETURN(slot, LayoutOf(x));
+        WarnUneven(
+            absl::StrCat(
+                input ? "input of " : "output of ",
+                report.name.empty() ? "(root)" : LayerPattern(report.name)),
+            x, warnings);
+        return x;
+      };
+    };
+    module.AddInputHook(note(true));
+    module.AddOutputHook(note(false));
+  }
+  table.reports.back().name = kOutsideModules;
+  return table;
+}
+
+}  // namespace
+
+void CommTotals::Add(const CommCounter::Event& event) {
+  if (event.kind == CommKind::kLocal) return;
+  PerKind& k = by_kind[static_cast<size_t>(event.kind)];
+  ++k.count;
+  k.bytes_per_rank += event.bytes;
+  k.time_us += event.estimated_us;
+  ++collectives;
+  bytes_per_rank += event.bytes;
+  time_us += event.estimated_us;
+}
+
+void CommTotals::Add(const CommTotals& other) {
+  for (size_t i = 0; i < by_kind.size(); ++i) {
+    by_kind[i].count += other.by_kind[i].count;
+    by_kind[i].bytes_per_rank += other.by_kind[i].bytes_per_rank;
+    by_kind[i].time_us += other.by_kind[i].time_us;
+  }
+  collectives += other.collectives;
+  bytes_per_rank += other.bytes_per_rank;
+  time_us += other.time_us;
+}
+
+absl::StatusOr<ExplainReport> ExplainLlamaStep(const ExplainRequest& request,
+                                               int64_t rank) {
+  if (rank < 0 || rank >= request.mesh.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank, " is not in mesh ", request.mesh.ToString()));
+  }
+  std::shared_ptr<Runtime> runtime = Runtime::MetadataOnly(rank);
+  if (!request.links.empty()) {
+    DT_RETURN_IF_ERROR(runtime->SetLinks(request.mesh, request.links));
+  }
+  parallel::LlamaTrainerOptions options;
+  options.config = request.config;
+  options.dtype = request.dtype;
+  DT_ASSIGN_OR_RETURN(std::unique_ptr<parallel::LlamaTrainer> trainer,
+                      parallel::LlamaTrainer::Create(runtime, request.mesh,
+                                                     request.plan, options));
+  DT_ASSIGN_OR_RETURN(parallel::LlamaTrainer::Batch batch,
+                      trainer->MakeBatchMetadata(request.batch, request.seq));
+
+  ExplainReport report{request.config_name, request.plan_name, request.mesh};
+  report.batch = request.batch;
+  report.seq = request.seq;
+  report.dtype = request.dtype;
+  report.rank = rank;
+  Warnings warnings;
+  DT_ASSIGN_OR_RETURN(ModuleTable table, TableOf(trainer->model(), warnings));
+
+  CommCounter forward, backward, update;
+  // A second tape beside the trainer's records the same calls: what it holds
+  // at the end of forward is what the trainer's tape keeps.
+  nn::GradientTape held_by_tape;
+  DTensor loss;
+  {
+    CommCounter::Scope counting(forward);
+    nn::GradientTape::Scope recording(held_by_tape);
+    DT_ASSIGN_OR_RETURN(loss, trainer->Forward(batch));
+  }
+  const std::vector<nn::GradientTape::HeldTensor> held =
+      held_by_tape.HeldTensors();
+  held_by_tape.Clear();
+  std::vector<DTensor> grads;
+  {
+    CommCounter::Scope counting(backward);
+    DT_ASSIGN_OR_RETURN(grads, trainer->Backward(loss));
+  }
+  {
+    CommCounter::Scope counting(update);
+    DT_RETURN_IF_ERROR(trainer->Update(grads));
+  }
+
+  for (const CommCounter::Event& event : forward.events()) {
+    if (event.kind == CommKind::kLocal) continue;
+    ModuleReport& owner = table.OwnerOf(event);
+    AddCollective(event, owner.forward);
+    report.forward.Add(event);
+    WarnLargeGather(owner.name, "forward", event, warnings);
+  }
+  for (const CommCounter::Event& event : backward.events()) {
+    if (event.kind == CommKind::kLocal) continue;
+    ModuleReport& owner = table.OwnerOf(event);
+    AddCollective(event, owner.backward);
+    report.backward.Add(event);
+    WarnLargeGather(owner.name, "backward", event, warnings);
+  }
+  for (const CommCounter::Event& event : update.events()) {
+    report.optimizer.Add(event);
+  }
+  report.step.Add(report.forward);
+  report.step.Add(report.backward);
+  report.step.Add(report.optimizer);
+  DT_ASSIGN_OR_RETURN(report.memory,
+                      EstimateStepMemory(trainer->parameters(), grads, held));
+  report.modules = std::move(table.reports);
+  report.warnings = warnings.Lines();
+  return report;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,157 @@
+#include "tools/explain_command.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "tensor/status_macros.h"
+#include "tools/arg_parser.h"
+#include "tools/explain.h"
+#include "tools/explain_config.h"
+#include "tools/explain_format.h"
+#include "tools/mesh_flag.h"
+#include "tools/subcommand.h"
+#include "tools/user_path.h"
+
+namespace dtensor {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: dtensor explain --model llama --config <name or JSON file> "
+    "--plan <plan file>\n"
+    "                       --mesh dp=64,tp=8 [--batch B] [--seq S] [--dtype "
+    "bf16]\n"
+    "                       [--bandwidth GBps,...] [--latency us,...] "
+    "[--rank R] [--json]\n"
+    "Runs one training step (forward, backward, AdamW update) without data "
+    "and prints\n"
+    "per module the parameter and activation layouts and the collectives "
+    "issued,\n"
+    "totals per phase and step, memory per rank and warnings "
+    "(docs/explain.md).\n"
+    "  --model      llama (the only model)\n"
+    "  --config     tiny, 1b, 8b, 70b, 405b, or a JSON file of LlamaConfig "
+    "fields\n"
+    "  --plan       a plan file (parallel/plans/*.json)\n"
+    "  --mesh       mesh sizes: 4x2, or named: dp=4,tp=2\n"
+    "  --batch      global batch (default: the dp mesh dim's size)\n"
+    "  --seq        sequence length (default: the config's max_seq_len)\n"
+    "  --dtype      parameter and activation dtype (default bf16)\n"
+    "  --bandwidth  link bandwidth of each mesh dim in GB/s (default 87.7)\n"
+    "  --latency    per-hop latency of each mesh dim in us (default 0.6)\n"
+    "  --rank       whose view (default 0; rank 0 holds the largest shards)\n"
+    "  --json       print the report as one JSON object:\n"
+    "               {\"model\",\"config\",\"mesh\",\"plan\",\"batch\",\"seq\","
+    "\"dtype\",\"rank\",\n"
+    "                \"modules\":[{\"name\",\"type\",\"parameters\","
+    "\"activations\",\"forward\",\"backward\"}],\n"
+    "                \"totals\":{\"forward\",\"backward\",\"optimizer\","
+    "\"step\"},\"memory_per_rank\",\"warnings\"}\n";
+
+constexpr FlagSpec kFlags[] = {
+    {"model"},     {"config"},  {"plan"},        {"mesh"},
+    {"batch"},     {"seq"},     {"dtype"},       {"rank"},
+    {"bandwidth"}, {"latency"}, {"json", false}, {"help", false},
+};
+
+absl::StatusOr<int64_t> PositiveInt(const std::string& text,
+                                    absl::string_view flag, int64_t min) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < min) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " '", text, "' must be an integer >= ", min));
+  }
+  return value;
+}
+
+absl::StatusOr<std::vector<MeshDimLink>> LinksFromArgs(const ParsedArgs& args,
+                                                       const DeviceMesh& mesh) {
+  if (!args.Has("bandwidth") && !args.Has("latency")) {
+    return std::vector<MeshDimLink>();
+  }
+  std::vector<MeshDimLink> links(mesh.ndim());
+  if (args.Has("bandwidth")) {
+    DT_ASSIGN_OR_RETURN(std::vector<double> bandwidths,
+                        ParsePerMeshDimFlag(args.ValueOr("bandwidth", ""),
+                                            mesh.ndim(), "--bandwidth"));
+    for (int64_t m = 0; m < mesh.ndim(); ++m) {
+      links[m].bandwidth_gbps = bandwidths[m];
+    }
+  }
+  if (args.Has("latency")) {
+    DT_ASSIGN_OR_RETURN(std::vector<double> latencies,
+                        ParsePerMeshDimFlag(args.ValueOr("latency", ""),
+                                            mesh.ndim(), "--latency"));
+    for (int64_t m = 0; m < mesh.ndim(); ++m) {
+      links[m].hop_latency_us = latencies[m];
+    }
+  }
+  DT_RETURN_IF_ERROR(CostModel::Create(links).status());
+  return links;
+}
+
+absl::StatusOr<ExplainRequest> RequestFromArgs(const ParsedArgs& args) {
+  if (!args.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
+  }
+  const std::string model = args.ValueOr("model", "llama");
+  if (model != "llama") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model '", model, "' is not known (only llama)"));
+  }
+  DT_ASSIGN_OR_RETURN(std::string config_name, args.Required("config"));
+  DT_ASSIGN_OR_RETURN(std::string plan_name, args.Required("plan"));
+  DT_ASSIGN_OR_RETURN(std::string mesh_text, args.Required("mesh"));
+  DT_ASSIGN_OR_RETURN(nn::LlamaConfig config, LoadLlamaConfig(config_name));
+  DT_ASSIGN_OR_RETURN(parallel::Plan plan,
+                      parallel::LoadPlanFile(UserPath(plan_name)));
+  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_text));
+  ExplainRequest request{config_name, plan_name, config, plan, mesh};
+  DT_ASSIGN_OR_RETURN(request.dtype, ParseDType(args.ValueOr("dtype", "bf16")));
+  DT_ASSIGN_OR_RETURN(request.links, LinksFromArgs(args, request.mesh));
+  absl::StatusOr<int64_t> dp = request.mesh.DimIndex(request.plan.dp_dim);
+  const int64_t default_batch = dp.ok() ? request.mesh.shape()[*dp] : 1;
+  DT_ASSIGN_OR_RETURN(
+      request.batch,
+      PositiveInt(args.ValueOr("batch", absl::StrCat(default_batch)), "batch",
+                  1));
+  DT_ASSIGN_OR_RETURN(
+      request.seq,
+      PositiveInt(args.ValueOr("seq", absl::StrCat(request.config.max_seq_len)),
+                  "seq", 1));
+  return request;
+}
+
+}  // namespace
+
+int RunExplainCommand(absl::Span<const std::string> args, std::ostream& out,
+                      std::ostream& err) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, kFlags);
+  if (!parsed.ok()) {
+    return ReportUsageError(err, "explain", parsed.status().message());
+  }
+  if (parsed->Has("help")) {
+    out << kUsage;
+    return kExitOk;
+  }
+  absl::StatusOr<ExplainRequest> request = RequestFromArgs(*parsed);
+  if (!request.ok()) {
+    return ReportUsageError(err, "explain", request.status().message());
+  }
+  absl::StatusOr<int64_t> rank =
+      PositiveInt(parsed->ValueOr("rank", "0"), "rank", 0);
+  if (!rank.ok())
+    return ReportUsageError(err, "explain", rank.status().message());
+  absl::StatusOr<ExplainReport> report = ExplainLlamaStep(*request, *rank);
+  if (!report.ok()) {
+    return ReportUsageError(err, "explain", report.status().message());
+  }
+  out << (parsed->Has("json") ? ExplainJson(*report) : ExplainText(*report));
+  return kExitOk;
+}
+
+}  // namespace dtensor

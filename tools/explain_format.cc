@@ -1,0 +1,215 @@
+#include "tools/explain_format.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "dtensor/json_text.h"
+
+namespace dtensor {
+namespace {
+
+// ---- JSON ----
+
+std::string LayoutJson(const TensorLayout& t) {
+  return absl::StrCat("{\"shape\":", JsonIntArray(t.shape), ",\"dtype\":",
+                      JsonString(std::string(DTypeName(t.dtype))),
+                      ",\"layout\":", JsonString(t.layout),
+                      ",\"local_shape\":", JsonIntArray(t.local_shape), "}");
+}
+
+std::string CollectivesJson(const std::vector<CollectiveSummary>& list) {
+  std::vector<std::string> items;
+  for (const CollectiveSummary& c : list) {
+    items.push_back(absl::StrCat(
+        "{\"kind\":", JsonString(CommKindName(c.kind)),
+        ",\"mesh_dims\":", JsonIntArray(c.mesh_dims),
+        ",\"bytes_per_rank\":", JsonNumber(c.bytes_per_rank),
+        ",\"time_us\":", JsonNumber(c.time_us), ",\"count\":", c.count, "}"));
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
+
+std::string ModuleJson(const ModuleReport& m) {
+  std::vector<std::string> params;
+  for (const ParameterReport& p : m.parameters) {
+    params.push_back(absl::StrCat(
+        "{\"name\":", JsonString(p.name),
+        ",\"shape\":", JsonIntArray(p.layout.shape),
+        ",\"dtype\":", JsonString(std::string(DTypeName(p.layout.dtype))),
+        ",\"layout\":", JsonString(p.layout.layout),
+        ",\"local_shape\":", JsonIntArray(p.layout.local_shape), "}"));
+  }
+  auto optional = [](const std::optional<TensorLayout>& t) {
+    return t.has_value() ? LayoutJson(*t) : std::string("null");
+  };
+  return absl::StrCat("{\"name\":", JsonString(m.name),
+                      ",\"type\":", JsonString(m.type), ",\"parameters\":[",
+                      absl::StrJoin(params, ","),
+                      "],\"activations\":{\"input\":", optional(m.input),
+                      ",\"output\":", optional(m.output),
+                      "},\"forward\":", CollectivesJson(m.forward),
+                      ",\"backward\":", CollectivesJson(m.backward), "}");
+}
+
+std::string TotalsJson(const CommTotals& t) {
+  std::vector<std::string> kinds;
+  for (CommKind kind : CommTotals::kKinds) {
+    const CommTotals::PerKind& k = t.of(kind);
+    kinds.push_back(
+        absl::StrCat(JsonString(CommKindName(kind)), ":{\"count\":", k.count,
+                     ",\"bytes_per_rank\":", JsonNumber(k.bytes_per_rank),
+                     ",\"time_us\":", JsonNumber(k.time_us), "}"));
+  }
+  return absl::StrCat("{\"by_kind\":{", absl::StrJoin(kinds, ","),
+                      "},\"collectives\":", t.collectives,
+                      ",\"bytes_per_rank\":", JsonNumber(t.bytes_per_rank),
+                      ",\"time_us\":", JsonNumber(t.time_us), "}");
+}
+
+std::string MeshJson(const DeviceMesh& mesh) {
+  std::vector<std::string> names;
+  for (const std::string& name : mesh.dim_names()) {
+    names.push_back(JsonString(name));
+  }
+  return absl::StrCat("{\"shape\":", JsonIntArray(mesh.shape()),
+                      ",\"dim_names\":[", absl::StrJoin(names, ","), "]}");
+}
+
+// ---- Text ----
+
+std::string Bytes(double bytes) {
+  if (bytes < 1024) return absl::StrFormat("%.0f B", bytes);
+  if (bytes < 1024.0 * 1024) return absl::StrFormat("%.1f KiB", bytes / 1024);
+  if (bytes < 1024.0 * 1024 * 1024) {
+    return absl::StrFormat("%.1f MiB", bytes / (1024.0 * 1024));
+  }
+  return absl::StrFormat("%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+}
+
+std::string Time(double us) {
+  return us < 1000 ? absl::StrFormat("%.1f us", us)
+                   : absl::StrFormat("%.2f ms", us / 1000);
+}
+
+std::string MeshDims(const DeviceMesh& mesh,
+                     const std::vector<int64_t>& mesh_dims) {
+  std::vector<std::string> names;
+  for (int64_t m : mesh_dims) {
+    names.push_back(m >= 0 && m < mesh.ndim() ? mesh.dim_names()[m]
+                                              : absl::StrCat(m));
+  }
+  return absl::StrJoin(names, "+");
+}
+
+std::string LayoutText(const TensorLayout& t) {
+  return absl::StrCat(ShapeToString(t.shape), " ",
+                      std::string(DTypeName(t.dtype)), " ", t.layout, " local ",
+                      ShapeToString(t.local_shape));
+}
+
+void AppendTotalsTable(const ExplainReport& r, std::string& out) {
+  const std::pair<const char*, const CommTotals*> phases[] = {
+      {"forward", &r.forward},
+      {"backward", &r.backward},
+      {"optimizer", &r.optimizer},
+      {"step", &r.step}};
+  absl::StrAppendFormat(&out, "%-10s", "phase");
+  for (CommKind kind : CommTotals::kKinds) {
+    absl::StrAppendFormat(&out, " %14s", CommKindName(kind));
+  }
+  absl::StrAppendFormat(&out, " %11s %12s %11s\n", "collectives", "bytes/rank",
+                        "est. time");
+  for (const auto& [name, totals] : phases) {
+    absl::StrAppendFormat(&out, "%-10s", name);
+    for (CommKind kind : CommTotals::kKinds) {
+      absl::StrAppendFormat(&out, " %14d", totals->of(kind).count);
+    }
+    absl::StrAppendFormat(&out, " %11d %12s %11s\n", totals->collectives,
+                          Bytes(totals->bytes_per_rank), Time(totals->time_us));
+  }
+}
+
+void AppendCollectives(const DeviceMesh& mesh, const char* phase,
+                       const std::vector<CollectiveSummary>& list,
+                       std::string& out) {
+  for (const CollectiveSummary& c : list) {
+    absl::StrAppendFormat(&out, "    %-8s %-14s over %-6s %10s/rank %10s%s\n",
+                          phase, CommKindName(c.kind),
+                          MeshDims(mesh, c.mesh_dims), Bytes(c.bytes_per_rank),
+                          Time(c.time_us),
+                          c.count > 1 ? absl::StrCat("  x", c.count) : "");
+  }
+}
+
+}  // namespace
+
+std::string ExplainJson(const ExplainReport& r) {
+  std::vector<std::string> modules;
+  for (const ModuleReport& m : r.modules) modules.push_back(ModuleJson(m));
+  std::vector<std::string> warnings;
+  for (const std::string& w : r.warnings) warnings.push_back(JsonString(w));
+  const MemoryEstimate& mem = r.memory;
+  return absl::StrCat(
+      "{\"model\":\"llama\",\"config\":", JsonString(r.config_name),
+      ",\"mesh\":", MeshJson(r.mesh), ",\"plan\":", JsonString(r.plan_name),
+      ",\"batch\":", r.batch, ",\"seq\":", r.seq,
+      ",\"dtype\":", JsonString(std::string(DTypeName(r.dtype))),
+      ",\"rank\":", r.rank, ",\"modules\":[", absl::StrJoin(modules, ","),
+      "],\"totals\":{\"forward\":", TotalsJson(r.forward),
+      ",\"backward\":", TotalsJson(r.backward),
+      ",\"optimizer\":", TotalsJson(r.optimizer),
+      ",\"step\":", TotalsJson(r.step),
+      "},\"memory_per_rank\":{\"parameters\":", mem.parameters,
+      ",\"gradients\":", mem.gradients,
+      ",\"optimizer_state\":", mem.optimizer_state,
+      ",\"peak_activations\":", mem.peak_activations,
+      ",\"total\":", mem.total(), "},\"warnings\":[",
+      absl::StrJoin(warnings, ","), "]}\n");
+}
+
+std::string ExplainText(const ExplainReport& r) {
+  std::string out = absl::StrCat(
+      "llama ", r.config_name, ", plan ", r.plan_name, ", mesh ",
+      r.mesh.ToString(), ", batch ", r.batch, " x seq ", r.seq, ", ",
+      std::string(DTypeName(r.dtype)), " (the view of rank ", r.rank, ")\n\n");
+  absl::StrAppend(&out, "Collectives per step (per rank):\n");
+  AppendTotalsTable(r, out);
+  const MemoryEstimate& mem = r.memory;
+  absl::StrAppend(&out, "\nMemory per rank (estimate, docs/explain.md):\n");
+  for (const auto& [name, bytes] : std::vector<std::pair<const char*, int64_t>>{
+           {"parameters", mem.parameters},
+           {"gradients", mem.gradients},
+           {"optimizer state", mem.optimizer_state},
+           {"peak activations", mem.peak_activations},
+           {"total", mem.total()}}) {
+    absl::StrAppendFormat(&out, "  %-17s %12s\n", name, Bytes(bytes));
+  }
+  absl::StrAppend(&out, "\nWarnings:", r.warnings.empty() ? " none\n" : "\n");
+  for (const std::string& w : r.warnings) absl::StrAppend(&out, "  ", w, "\n");
+  absl::StrAppend(&out, "\nModules:\n");
+  for (const ModuleReport& m : r.modules) {
+    if (m.parameters.empty() && m.forward.empty() && m.backward.empty()) {
+      continue;
+    }
+    absl::StrAppend(&out, "  ", m.name.empty() ? "(root)" : m.name,
+                    m.type.empty() ? "" : absl::StrCat(" (", m.type, ")"),
+                    "\n");
+    for (const ParameterReport& p : m.parameters) {
+      absl::StrAppend(&out, "    param    ", p.name, " ", LayoutText(p.layout),
+                      "\n");
+    }
+    if (m.input.has_value()) {
+      absl::StrAppend(&out, "    input    ", LayoutText(*m.input), "\n");
+    }
+    if (m.output.has_value()) {
+      absl::StrAppend(&out, "    output   ", LayoutText(*m.output), "\n");
+    }
+    AppendCollectives(r.mesh, "forward", m.forward, out);
+    AppendCollectives(r.mesh, "backward", m.backward, out);
+  }
+  return out;
+}
+
+}  // namespace dtensor
