@@ -12,6 +12,7 @@
 #include "tools/explain.h"
 #include "tools/explain_config.h"
 #include "tools/explain_format.h"
+#include "tools/link_flags.h"
 #include "tools/mesh_flag.h"
 #include "tools/subcommand.h"
 #include "tools/user_path.h"
@@ -67,32 +68,6 @@ absl::StatusOr<int64_t> PositiveInt(const std::string& text,
   return value;
 }
 
-absl::StatusOr<std::vector<MeshDimLink>> LinksFromArgs(const ParsedArgs& args,
-                                                       const DeviceMesh& mesh) {
-  if (!args.Has("bandwidth") && !args.Has("latency")) {
-    return std::vector<MeshDimLink>();
-  }
-  std::vector<MeshDimLink> links(mesh.ndim());
-  if (args.Has("bandwidth")) {
-    DT_ASSIGN_OR_RETURN(std::vector<double> bandwidths,
-                        ParsePerMeshDimFlag(args.ValueOr("bandwidth", ""),
-                                            mesh.ndim(), "--bandwidth"));
-    for (int64_t m = 0; m < mesh.ndim(); ++m) {
-      links[m].bandwidth_gbps = bandwidths[m];
-    }
-  }
-  if (args.Has("latency")) {
-    DT_ASSIGN_OR_RETURN(std::vector<double> latencies,
-                        ParsePerMeshDimFlag(args.ValueOr("latency", ""),
-                                            mesh.ndim(), "--latency"));
-    for (int64_t m = 0; m < mesh.ndim(); ++m) {
-      links[m].hop_latency_us = latencies[m];
-    }
-  }
-  DT_RETURN_IF_ERROR(CostModel::Create(links).status());
-  return links;
-}
-
 absl::StatusOr<ExplainRequest> RequestFromArgs(const ParsedArgs& args) {
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
@@ -112,7 +87,9 @@ absl::StatusOr<ExplainRequest> RequestFromArgs(const ParsedArgs& args) {
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_text));
   ExplainRequest request{config_name, plan_name, config, plan, mesh};
   DT_ASSIGN_OR_RETURN(request.dtype, ParseDType(args.ValueOr("dtype", "bf16")));
-  DT_ASSIGN_OR_RETURN(request.links, LinksFromArgs(args, request.mesh));
+  if (args.Has("bandwidth") || args.Has("latency")) {
+    DT_ASSIGN_OR_RETURN(request.links, LinksFromFlags(args, request.mesh));
+  }
   absl::StatusOr<int64_t> dp = request.mesh.DimIndex(request.plan.dp_dim);
   const int64_t default_batch = dp.ok() ? request.mesh.shape()[*dp] : 1;
   DT_ASSIGN_OR_RETURN(

@@ -16,6 +16,7 @@
 #include "tensor/dtype.h"
 #include "tensor/status_macros.h"
 #include "tools/arg_parser.h"
+#include "tools/link_flags.h"
 #include "tools/mesh_flag.h"
 #include "tools/subcommand.h"
 
@@ -71,25 +72,8 @@ absl::StatusOr<PlanRequest> RequestFromArgs(const ParsedArgs& args) {
   const int64_t rank = static_cast<int64_t>(shape.size());
   DT_ASSIGN_OR_RETURN(Sharding from, Sharding::Parse(from_text, rank));
   DT_ASSIGN_OR_RETURN(Sharding to, Sharding::Parse(to_text, rank));
-  std::vector<MeshDimLink> links(mesh.ndim());
-  if (args.Has("bandwidth")) {
-    DT_ASSIGN_OR_RETURN(std::vector<double> bandwidths,
-                        ParsePerMeshDimFlag(args.ValueOr("bandwidth", ""),
-                                            mesh.ndim(), "--bandwidth"));
-    for (int64_t m = 0; m < mesh.ndim(); ++m) {
-      links[m].bandwidth_gbps = bandwidths[m];
-    }
-  }
-  if (args.Has("latency")) {
-    DT_ASSIGN_OR_RETURN(std::vector<double> latencies,
-                        ParsePerMeshDimFlag(args.ValueOr("latency", ""),
-                                            mesh.ndim(), "--latency"));
-    for (int64_t m = 0; m < mesh.ndim(); ++m) {
-      links[m].hop_latency_us = latencies[m];
-    }
-  }
-  // Validates the links (a zero bandwidth is an error).
-  DT_RETURN_IF_ERROR(CostModel::Create(links).status());
+  DT_ASSIGN_OR_RETURN(std::vector<MeshDimLink> links,
+                      LinksFromFlags(args, mesh));
   return PlanRequest{std::move(mesh), std::move(shape), dtype, from, to,
                      std::move(links)};
 }

@@ -27,6 +27,7 @@
 #include "parallel/parallelize.h"
 #include "tensor/status_macros.h"
 #include "tensor/storage.h"
+#include "tests/nn/nn_test_util.h"
 #include "tests/parallel/style_test_util.h"
 
 namespace dtensor {
@@ -93,7 +94,8 @@ absl::Status ObserveFsdp(ProcessGroups& groups, const DeviceMesh& mesh,
                          Seen& seen) {
   auto runtime = Runtime::ForRank(groups);
   DT_ASSIGN_OR_RETURN(parallel::Plan plan, parallel::ParsePlan(Plan("fsdp")));
-  DT_ASSIGN_OR_RETURN(auto model, nn::BuildLlama(TinyLlama(), runtime, mesh));
+  DT_ASSIGN_OR_RETURN(auto model,
+                      nn::BuildLlama(nn_testing::TinyConfig(), runtime, mesh));
   DT_RETURN_IF_ERROR(parallel::ParallelizeModule(*model, mesh, plan));
   std::vector<DTensor> params;
   for (const nn::NamedSlot& named : model->NamedParameters()) {
@@ -162,7 +164,7 @@ TEST(FsdpTest, ForwardRunsOnGatheredCopiesThatAreFreedAfterward) {
                     return ObserveFsdp(groups, mesh, seen[groups.rank()]);
                   })
                   .ok());
-  const int64_t params = 3 + 9 * TinyLlama().n_layers;
+  const int64_t params = 3 + 9 * nn_testing::TinyConfig().n_layers;
   for (const Seen& s : seen) {
     EXPECT_EQ(s.gathered, params);
     EXPECT_EQ(s.gathered_on_dp, params);
@@ -194,7 +196,7 @@ int64_t CountOn(const CommCounter& comms, CommKind kind, int64_t dim) {
 DpCollectives MetadataStep(const DeviceMesh& mesh, const std::string& plan) {
   auto runtime = Runtime::MetadataOnly(0);
   const int64_t dp = *mesh.DimIndex("dp");
-  auto model = *nn::BuildLlama(TinyLlama(), runtime, mesh);
+  auto model = *nn::BuildLlama(nn_testing::TinyConfig(), runtime, mesh);
   EXPECT_TRUE(
       parallel::ParallelizeModule(*model, mesh, *parallel::ParsePlan(plan))
           .ok());
@@ -243,7 +245,7 @@ DpCollectives MetadataStep(const DeviceMesh& mesh, const std::string& plan) {
 }
 
 TEST(FsdpTest, OneGatherPerParameterForwardAndBackwardOneReduceScatter) {
-  const int64_t params = 3 + 9 * TinyLlama().n_layers;
+  const int64_t params = 3 + 9 * nn_testing::TinyConfig().n_layers;
   // dp alone: per parameter, forward one all-gather; backward one all-gather
   // (the re-gather) and one reduce-scatter; besides, the loss's reductions.
   const DpCollectives dp = MetadataStep(Mesh({4}, {"dp"}), R"({"dp": "fsdp"})");

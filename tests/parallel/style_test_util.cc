@@ -15,6 +15,7 @@
 #include "ops/vocab_ops.h"
 #include "parallel/parallelize.h"
 #include "tensor/status_macros.h"
+#include "tests/nn/nn_test_util.h"
 
 namespace dtensor {
 namespace parallel_testing {
@@ -36,7 +37,7 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
                       const AfterParallelize& after, std::mutex& mu,
                       StepResult& result) {
   auto runtime = Runtime::ForRank(groups);
-  const nn::LlamaConfig config = TinyLlama();
+  const nn::LlamaConfig config = nn_testing::TinyConfig();
   DT_ASSIGN_OR_RETURN(auto model, nn::BuildLlama(config, runtime, mesh));
   if (plan) {
     DT_RETURN_IF_ERROR(parallel::ParallelizeModule(*model, mesh, *plan));
@@ -103,19 +104,6 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
 }
 
 }  // namespace
-
-nn::LlamaConfig TinyLlama() {
-  nn::LlamaConfig config;
-  config.dim = 32;
-  config.n_layers = 2;
-  config.n_heads = 4;
-  config.n_kv_heads = 2;
-  config.vocab_size = 64;
-  config.multiple_of = 32;
-  config.max_seq_len = 16;
-  config.init_std = 0.1;
-  return config;
-}
 
 absl::StatusOr<StepResult> LlamaStep(const DeviceMesh& mesh,
                                      const std::optional<std::string>& plan,

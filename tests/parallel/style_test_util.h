@@ -20,10 +20,6 @@
 namespace dtensor {
 namespace parallel_testing {
 
-// The tiny Llama of the tests: dim 32, 2 layers, 4 heads, 2 kv heads,
-// vocabulary 64, max_seq_len 16.
-nn::LlamaConfig TinyLlama();
-
 // What rank 0 saw of one step: the gathered logits and loss, and every
 // parameter's gradient (taken by a GradientTape, then gathered), by name.
 struct StepResult {
