@@ -663,5 +663,28 @@ TEST(RedistributePlannerTest, ErrorsAreReturnedNotCached) {
   }
 }
 
+TEST(PlannerTest, RejectsMeshesAndTensorsTooLargeToPack) {
+  const CostModel model = *CostModel::Create(std::vector<MeshDimLink>(9));
+  // Nine mesh dims of size 1.
+  const std::vector<int64_t> nine_dims(9, 1);
+  const Sharding replicated9 = ParseOrDie("R,R,R,R,R,R,R,R,R", 1);
+  absl::StatusOr<RedistributePlan> plan = PlanRedistribution(
+      replicated9, replicated9, nine_dims, {4}, DType::kF32, model);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find("9"), std::string::npos)
+      << plan.status();
+  // A tensor of rank 32 on one mesh dim.
+  const std::vector<int64_t> shape32(32, 1);
+  const CostModel model1 = *CostModel::Create(std::vector<MeshDimLink>(1));
+  const Sharding shard = ParseOrDie("S(31)", 32);
+  plan = PlanRedistribution(shard, ParseOrDie("R", 32), std::vector<int64_t>{2},
+                            shape32, DType::kF32, model1);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find("32"), std::string::npos)
+      << plan.status();
+}
+
 }  // namespace
 }  // namespace dtensor
