@@ -247,9 +247,10 @@ std::vector<KernelComm> CrossEntropyComms(
 
 // Per mesh dim: replicate; shard the batch (target alike; the output sharded,
 // or Partial(sum) once reduced); shard the classes (target Replicate, output
-// complete).
+// complete). With `keep_class_shards` (loss parallel), the mesh dims that
+// shard the logits' classes have only the last option.
 absl::StatusOr<std::vector<OpStrategy>> CrossEntropyStrategies(
-    const StrategyContext& ctx) {
+    const StrategyContext& ctx, bool keep_class_shards) {
   const DTensorSpec& logits = *ctx.inputs[0];
   const int64_t rank = logits.ndim();
   const Reduction reduction = ReductionOf(ctx.args);
@@ -268,8 +269,13 @@ absl::StatusOr<std::vector<OpStrategy>> CrossEntropyStrategies(
                        {}});
   }
   options.push_back({{Placement::Shard(rank - 1), r}, {r}, {}});
-  const std::vector<std::vector<DimStrategy>> candidates(ctx.mesh_shape.size(),
-                                                         options);
+  std::vector<std::vector<DimStrategy>> candidates(ctx.mesh_shape.size(),
+                                                   options);
+  if (keep_class_shards) {
+    for (int64_t m : MeshDimsOf(logits.sharding(), rank - 1)) {
+      candidates[m] = {options.back()};
+    }
+  }
   DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> strategies,
                       CombineMeshDims(ctx, candidates, loops));
   for (OpStrategy& s : strategies) {
@@ -447,17 +453,22 @@ absl::StatusOr<InputGrads> CrossEntropyBackward(const BackwardCall& call) {
   return InputGrads{std::move(dlogits), DTensor()};
 }
 
-OpDef MakeCrossEntropy() {
+// cross_entropy, or with `loss_parallel` its LossParallelScope variant.
+OpDef MakeCrossEntropy(bool loss_parallel) {
   OpDef def;
-  def.name = kCrossEntropy;
+  def.name = loss_parallel ? "cross_entropy_loss_parallel" : kCrossEntropy;
   def.summary =
-      "cross entropy of logits [N, C] against targets [N] (loss parallel on "
-      "sharded C)";
+      loss_parallel
+          ? "cross_entropy keeping class-sharded logits sharded"
+          : "cross entropy of logits [N, C] against targets [N] (loss "
+            "parallel on sharded C)";
   def.num_inputs = 2;
   def.args = {{"reduction", ArgKind::kInt, "1"},
               {"ignore_index", ArgKind::kInt, "-100"}};
   def.infer = CrossEntropyInfer;
-  def.strategies = CrossEntropyStrategies;
+  def.strategies = [loss_parallel](const StrategyContext& ctx) {
+    return CrossEntropyStrategies(ctx, loss_parallel);
+  };
   def.kernel = CrossEntropyKernel;
   def.backward = CrossEntropyBackward;
   return def;
@@ -469,8 +480,25 @@ const OpDef& EmbeddingDef() {
 }
 
 const OpDef& CrossEntropyDef() {
-  static const OpDef* def = new OpDef(MakeCrossEntropy());
+  static const OpDef* def = new OpDef(MakeCrossEntropy(false));
   return *def;
+}
+
+// Not listed in VocabOps: only CrossEntropy under a LossParallelScope calls
+// it.
+const OpDef& CrossEntropyLossParallelDef() {
+  static const OpDef* def = new OpDef(MakeCrossEntropy(true));
+  return *def;
+}
+
+// The LossParallelScopes living on this thread.
+thread_local int loss_parallel_depth = 0;
+
+// Whether some mesh dim shards the class (last) dim of `logits` (false for
+// what is no valid logits: dispatch reports those).
+bool ShardsClasses(const DTensor& logits) {
+  const int64_t rank = logits.defined() ? logits.spec().ndim() : 0;
+  return rank >= 1 && !MeshDimsOf(logits.sharding(), rank - 1).empty();
 }
 
 }  // namespace
@@ -487,8 +515,15 @@ absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,
   const DTensor* in[] = {&logits, &target};
   OpArgs args;
   args.AddInt(static_cast<int64_t>(reduction)).AddInt(ignore_index);
-  return DispatchOne(CrossEntropyDef(), in, args);
+  return DispatchOne(LossParallelScope::Active() && ShardsClasses(logits)
+                         ? CrossEntropyLossParallelDef()
+                         : CrossEntropyDef(),
+                     in, args);
 }
+
+LossParallelScope::LossParallelScope() { ++loss_parallel_depth; }
+LossParallelScope::~LossParallelScope() { --loss_parallel_depth; }
+bool LossParallelScope::Active() { return loss_parallel_depth > 0; }
 
 std::vector<const OpDef*> VocabOps() {
   return {&EmbeddingDef(), &CrossEntropyDef()};

@@ -49,10 +49,33 @@ namespace ops {
 // "ignore_index", int, default -100).
 
 absl::StatusOr<DTensor> Embedding(const DTensor& indices, const DTensor& table);
+// Under a LossParallelScope of the calling thread, logits whose class dim is
+// sharded keep it sharded (see there).
 absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,
                                      const DTensor& target,
                                      Reduction reduction = Reduction::kMean,
                                      int64_t ignore_index = -100);
+
+// PyTorch's loss_parallel() context: while one lives on a thread, the
+// CrossEntropy calls of that thread whose logits shard the class dim on some
+// mesh dims keep it sharded there (the vocab-parallel kernel: two all-reduces
+// of N and 2N values), whatever the cost model would prefer otherwise
+// (gathering or all-to-all-ing the logits, which it may find cheaper for small
+// N or a large vocab, but which materializes them whole on each rank). The
+// call runs the op "cross_entropy_loss_parallel": cross_entropy with only the
+// class-sharded strategies on those mesh dims (other mesh dims unrestricted),
+// the same kernel and backward. Scopes nest; the backward pass, which runs
+// outside the forward's scope, needs none. Not copyable.
+class LossParallelScope {
+ public:
+  LossParallelScope();
+  ~LossParallelScope();
+  LossParallelScope(const LossParallelScope&) = delete;
+  LossParallelScope& operator=(const LossParallelScope&) = delete;
+
+  // Whether a scope lives on the calling thread.
+  static bool Active();
+};
 
 // The OpDefs of this family, for the registry.
 std::vector<const OpDef*> VocabOps();

@@ -1,5 +1,6 @@
 #include "parallel/llama_trainer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,12 @@ std::vector<Placement> BatchLayout(const DeviceMesh& mesh, const Plan& plan) {
   return layout;
 }
 
+bool HasLossParallel(const Plan& plan) {
+  return std::any_of(plan.tp.begin(), plan.tp.end(), [](const PlanEntry& e) {
+    return e.spec.style == Style::kLossParallel;
+  });
+}
+
 }  // namespace
 
 LlamaTrainer::LlamaTrainer(std::shared_ptr<Runtime> runtime, DeviceMesh mesh,
@@ -42,6 +49,7 @@ absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(
   DT_ASSIGN_OR_RETURN(trainer->model_,
                       nn::BuildLlama(options.config, runtime, mesh, init));
   DT_RETURN_IF_ERROR(ParallelizeModule(*trainer->model_, mesh, plan));
+  trainer->loss_parallel_ = HasLossParallel(plan);
   for (const nn::NamedSlot& named : trainer->model_->NamedParameters()) {
     trainer->parameters_.push_back(named.slot->value);
   }
@@ -107,6 +115,8 @@ absl::StatusOr<DTensor> LlamaTrainer::Forward(const Batch& batch) {
   DT_ASSIGN_OR_RETURN(
       logits, ops::Reshape(logits, {rows, model_->config().vocab_size}));
   DT_ASSIGN_OR_RETURN(DTensor labels, ops::Reshape(batch.targets, {rows}));
+  if (!loss_parallel_) return ops::CrossEntropy(logits, labels);
+  ops::LossParallelScope loss_parallel;
   return ops::CrossEntropy(logits, labels);
 }
 

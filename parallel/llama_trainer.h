@@ -56,7 +56,9 @@ class LlamaTrainer {
   absl::StatusOr<Batch> MakeBatchMetadata(int64_t batch, int64_t seq) const;
 
   // The phases of one step, for callers that observe each (explain):
-  // Forward records the mean cross-entropy loss on a fresh tape; Backward
+  // Forward records the mean cross-entropy loss on a fresh tape (under an
+  // ops::LossParallelScope when the plan has a loss_parallel entry, so the
+  // vocab-sharded logits are never gathered); Backward
   // takes the gradients of every parameter (in their layouts); Update
   // applies them. Step runs the three and returns the loss (Replicate).
   absl::StatusOr<DTensor> Forward(const Batch& batch);
@@ -91,6 +93,8 @@ class LlamaTrainer {
   std::unique_ptr<nn::Transformer> model_;
   std::unique_ptr<nn::AdamW> optimizer_;
   std::vector<DTensor> parameters_;
+  // Whether the plan has a loss_parallel entry.
+  bool loss_parallel_ = false;
   nn::GradientTape tape_;
   // 0-d int64 on the CPU: State() shares it with a checkpoint. Metadata-only
   // runtimes count in it too.

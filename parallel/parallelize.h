@@ -18,7 +18,8 @@ namespace parallel {
 //   rowwise    Linear weight S(1), bias R; input -> S(-1); output (partial)
 //              -> output_layouts, default R (all-reduce; "S(1)" for
 //              sequence parallel: reduce-scatter). Embedding weight S(0).
-//   loss_parallel  as colwise, output kept S(-1) (vocab-sharded logits).
+//   loss_parallel  as colwise, output kept S(-1) (vocab-sharded logits; a
+//              loss computed under ops::LossParallelScope keeps them so).
 //   sequence_parallel  parameters R; input -> input_layouts, default S(1).
 //   prepare_input / prepare_output  input/output -> the given layouts.
 // use_local_output hands the output on as its tp-local value, and a

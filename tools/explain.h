@@ -90,8 +90,8 @@ struct ParameterReport {
 
 struct ModuleReport {
   // Fully qualified ("" for the root); kOutsideModules for the collectives
-  // no module owns (the loss and its backward, gradients brought to their
-  // parameters' layouts at the end of backward).
+  // no module owns (the loss and its backward). A parameter's gradient
+  // brought to its layout at the end of backward belongs to its module.
   std::string name;
   std::string type;  // Module::type_name(); "" outside modules.
   // The module's own parameters (not its children's).

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -49,98 +50,6 @@ struct PlanRow {
   std::function<PhaseCounts(int64_t layers)> excess;
 };
 
-// The rows. AdamW updates every shard where it lies, so no row has an
-// optimizer collective. A block has 9 parameters (wq, wk, wv, wo, w1, w2, w3
-// and two norm weights); the model adds tok_embeddings, norm and output. The
-// FSDP plans get their rows when their rework lands (one entry each).
-std::vector<PlanRow> Rows() {
-  return {
-      {"tp_dp",
-       [](int64_t L) {
-         PhaseCounts c;
-         // Rowwise wo and w2: partial outputs all-reduced on tp; the mean
-         // loss: sum and count all-reduced on dp (cross_entropy kernel).
-         c.forward = {{"tp/all_reduce", 2 * L}, {"dp/all_reduce", 1}};
-         // The partial gradients of the colwise inputs made whole where a
-         // rowwise backward reads them, but the last (block 0's attention
-         // input), which flows partial into the embedding gradient; one
-         // gradient all-reduce per parameter: over dp+tp for tok_embeddings
-         // and the 2L block norms (partial on tp too), over dp for the rest.
-         c.backward = {{"tp/all_reduce", 2 * L - 1},
-                       {"dp+tp/all_reduce", 2 * L + 1},
-                       {"dp/all_reduce", 7 * L + 2}};
-         return c;
-       },
-       [](int64_t) {
-         PhaseCounts c;
-         // cross_entropy's backward all-reduces the target count again.
-         c.backward = {{"dp/all_reduce", 1}};
-         return c;
-       }},
-      {"tp_sp_dp",
-       [](int64_t L) {
-         PhaseCounts c;
-         // Embedding, wo and w2 reduce-scatter to S(1); attention and feed
-         // forward gather their S(1) input once each; the unplanned output
-         // makes sequence-sharded logits, flattened for the loss by one
-         // all-to-all; the loss over rows sharded on dp and tp.
-         c.forward = {{"tp/reduce_scatter", 2 * L + 1},
-                      {"tp/all_gather", 2 * L},
-                      {"tp/all_to_all", 1},
-                      {"dp+tp/all_reduce", 1}};
-         // The conjugates: gathers for the 2L + 1 reduce-scatters,
-         // reduce-scatters for the 2L gathers, the all-to-all back; the
-         // gradients of the norms and of output are partial on tp too.
-         c.backward = {{"tp/all_gather", 2 * L + 1},
-                       {"tp/reduce_scatter", 2 * L},
-                       {"tp/all_to_all", 1},
-                       {"dp+tp/all_reduce", 2 * L + 2},
-                       {"dp/all_reduce", 7 * L + 1}};
-         return c;
-       },
-       [](int64_t L) {
-         PhaseCounts c;
-         // wk, wv and w3 gather the input that wq (w1) gathered already.
-         c.forward = {{"tp/all_gather", 3 * L}};
-         // Their conjugate reduce-scatters; the loss backward's layout
-         // changes and a batch-sharded residual gradient converted at each
-         // residual add; the count all-reduce.
-         c.backward = {{"tp/reduce_scatter", 3 * L},
-                       {"tp/all_to_all", 5 + 2 * L},
-                       {"dp/all_reduce", 1}};
-         return c;
-       }},
-      {"tp_sp_loss_parallel_dp",
-       [](int64_t L) {
-         PhaseCounts c;
-         // As tp_sp, plus output's S(1) input gathered; vocab-parallel
-         // cross-entropy: max and (sum of exp, target logit) all-reduced on
-         // tp, sum and count on dp.
-         c.forward = {{"tp/reduce_scatter", 2 * L + 1},
-                      {"tp/all_gather", 2 * L + 1},
-                      {"tp/all_reduce", 2},
-                      {"dp/all_reduce", 1}};
-         c.backward = {{"tp/all_gather", 2 * L + 1},
-                       {"tp/reduce_scatter", 2 * L + 1},
-                       {"dp+tp/all_reduce", 2 * L + 1},
-                       {"dp/all_reduce", 7 * L + 2}};
-         return c;
-       },
-       [](int64_t L) {
-         PhaseCounts c;
-         // The redundant gathers as in tp_sp; cross_entropy gathers the
-         // vocab-sharded logits instead of its class-sharded strategy.
-         c.forward = {{"tp/all_gather", 3 * L + 1}, {"tp/all_reduce", -2}};
-         // Their conjugates; cross_entropy's backward recomputes the max
-         // and the sum of exp over the vocab shards; the count.
-         c.backward = {{"tp/reduce_scatter", 3 * L},
-                       {"tp/all_reduce", 2},
-                       {"dp/all_reduce", 1}};
-         return c;
-       }},
-  };
-}
-
 Counts Sum(const Counts& a, const Counts& b) {
   Counts sum = a;
   for (const auto& [key, n] : b) sum[key] += n;
@@ -148,6 +57,112 @@ Counts Sum(const Counts& a, const Counts& b) {
     it = it->second == 0 ? sum.erase(it) : std::next(it);
   }
   return sum;
+}
+
+PhaseCounts Sum(const PhaseCounts& a, const PhaseCounts& b) {
+  return {Sum(a.forward, b.forward), Sum(a.backward, b.backward),
+          Sum(a.update, b.update)};
+}
+
+// The plan families (the "tp" objects). A block has 9 parameters (wq, wk, wv,
+// wo, w1, w2, w3 and two norm weights); the model adds tok_embeddings, norm
+// and output. Every family leaves the 2L + 1 norm weights replicated on tp,
+// and their gradients partial on tp (their outputs feed colwise inputs, whose
+// gradients are partial on tp): each is synced by one all-reduce over dp+tp,
+// under either dp mode. The other 7L + 2 parameters are sharded on tp and
+// synced over dp alone (by the dp mode).
+enum class Family { kTp, kTpSp, kTpSpLossParallel };
+
+PhaseCounts TpPart(Family family, int64_t L) {
+  PhaseCounts c;
+  switch (family) {
+    case Family::kTp:
+      // Rowwise wo, w2 and tok_embeddings (vocab-parallel): partial outputs
+      // all-reduced; colwise output: the vocab-sharded logits gathered. The
+      // mean loss: the count all-reduced on dp (cross_entropy kernel).
+      c.forward = {{"tp/all_reduce", 2 * L + 1},
+                   {"tp/all_gather", 1},
+                   {"dp/all_reduce", 1}};
+      // The partial gradients of the 2L + 1 colwise inputs (attention, feed
+      // forward, output) made whole where a rowwise backward (w2, wo, the
+      // embedding) reads them; the logits gather's conjugate is a slice.
+      c.backward = {{"tp/all_reduce", 2 * L + 1},
+                    {"dp+tp/all_reduce", 2 * L + 1}};
+      return c;
+    case Family::kTpSp:
+      // Embedding, wo and w2 reduce-scatter to S(1); attention, feed forward
+      // (prepare_input) and output gather their S(1) input once each, and
+      // the vocab-sharded logits are gathered.
+      c.forward = {{"tp/reduce_scatter", 2 * L + 1},
+                   {"tp/all_gather", 2 * L + 2},
+                   {"dp/all_reduce", 1}};
+      // The conjugates: gathers of the reduce-scatters, reduce-scatters of
+      // the 2L + 1 input gathers (the logits gather's is a slice).
+      c.backward = {{"tp/all_gather", 2 * L + 1},
+                    {"tp/reduce_scatter", 2 * L + 1},
+                    {"dp+tp/all_reduce", 2 * L + 1}};
+      return c;
+    case Family::kTpSpLossParallel:
+      // As tp_sp, but the logits stay vocab-sharded: the vocab-parallel
+      // cross_entropy all-reduces the row max and (sum of exp, target
+      // logit) on tp.
+      c.forward = {{"tp/reduce_scatter", 2 * L + 1},
+                   {"tp/all_gather", 2 * L + 1},
+                   {"tp/all_reduce", 2},
+                   {"dp/all_reduce", 1}};
+      c.backward = {{"tp/all_gather", 2 * L + 1},
+                    {"tp/reduce_scatter", 2 * L + 1},
+                    {"dp+tp/all_reduce", 2 * L + 1}};
+      return c;
+  }
+  return c;
+}
+
+// The dp dim's parameter collectives besides the norms' (see above):
+// replicate all-reduces the 7L + 2 tp-sharded gradients; fsdp gathers all
+// 9L + 3 parameters before each module's forward and again in backward, and
+// reduce-scatters the 7L + 2 gradients.
+PhaseCounts DpPart(bool fsdp, int64_t L) {
+  PhaseCounts c;
+  if (!fsdp) {
+    c.backward = {{"dp/all_reduce", 7 * L + 2}};
+    return c;
+  }
+  c.forward = {{"dp/all_gather", 9 * L + 3}};
+  c.backward = {{"dp/all_gather", 9 * L + 3}, {"dp/reduce_scatter", 7 * L + 2}};
+  return c;
+}
+
+// The known inefficiencies (docs/comm_counts.md): cross_entropy's backward
+// all-reduces the target count on dp again, and recomputes the softmax
+// statistics over the vocab shards (loss parallel).
+PhaseCounts Excess(Family family) {
+  PhaseCounts c;
+  c.backward = {{"dp/all_reduce", 1}};
+  if (family == Family::kTpSpLossParallel) {
+    c.backward["tp/all_reduce"] = 2;
+  }
+  return c;
+}
+
+// The rows: every family under both dp modes. AdamW updates every shard
+// where it lies, so no row has an optimizer collective.
+std::vector<PlanRow> Rows() {
+  const std::pair<std::string, Family> families[] = {
+      {"tp", Family::kTp},
+      {"tp_sp", Family::kTpSp},
+      {"tp_sp_loss_parallel", Family::kTpSpLossParallel}};
+  std::vector<PlanRow> rows;
+  for (const auto& [name, family] : families) {
+    for (const bool fsdp : {false, true}) {
+      rows.push_back({absl::StrCat(name, fsdp ? "_fsdp" : "_dp"),
+                      [family = family, fsdp](int64_t L) {
+                        return Sum(TpPart(family, L), DpPart(fsdp, L));
+                      },
+                      [family = family](int64_t) { return Excess(family); }});
+    }
+  }
+  return rows;
 }
 
 std::string ToString(const Counts& counts) {

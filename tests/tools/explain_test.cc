@@ -195,8 +195,8 @@ TEST(ExplainTest, EqualsRealityForEveryShippedPlanAndRank) {
 
 // Parameter bytes of the tiny model under tp_dp on (dp=2, tp=2), worked out
 // from the plan by hand: wq, wk, wv, w1, w3 split on out features and wo, w2
-// on in features over tp (halved; the tiny sizes are even), the rest
-// replicated.
+// on in features over tp, tok_embeddings and output on vocab rows (halved;
+// the tiny sizes are even), the norms replicated.
 TEST(ExplainTest, MemoryOfTpDpMatchesHandCount) {
   const ExplainRequest request =
       TinyRequest(absl::StrCat(PlansDir(), "/tp_dp.json"));
@@ -208,7 +208,7 @@ TEST(ExplainTest, MemoryOfTpDpMatchesHandCount) {
                                   2;
   const int64_t per_layer_whole = 2 * c.dim;  // Two norms.
   const int64_t elements = c.n_layers * (per_layer_split + per_layer_whole) +
-                           2 * c.vocab_size * c.dim + c.dim;
+                           c.vocab_size * c.dim + c.dim;
   for (int64_t rank : {0, 3}) {
     absl::StatusOr<ExplainReport> report = ExplainLlamaStep(request, rank);
     ASSERT_TRUE(report.ok()) << report.status();
@@ -290,6 +290,36 @@ TEST(ExplainTest, AttributesForwardCollectivesToTheirModules) {
     }
   }
   EXPECT_EQ(rowwise, 2 * request.config.n_layers);
+}
+
+// Data parallelism by replication: every parameter's gradient is summed over
+// dp by one all-reduce of its local (tp) shard, owned by the parameter's
+// module. For wq ([dim, dim] split on out features over tp = 2, f32) that is
+// one dp all-reduce of dim * dim / 2 * 4 bytes (received: 2 (n-1)/n x that
+// for n = 2) at the end of its backward.
+TEST(ExplainTest, AttributesGradientSynchronizationToTheParameters) {
+  const ExplainRequest request =
+      TinyRequest(absl::StrCat(PlansDir(), "/tp_dp.json"));
+  absl::StatusOr<ExplainReport> report = ExplainLlamaStep(request);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const double shard_bytes =
+      1.0 * request.config.dim * request.config.dim / 2 * 4;
+  int checked = 0;
+  for (const ModuleReport& m : report->modules) {
+    if (!absl::EndsWith(m.name, ".wq")) continue;
+    SCOPED_TRACE(m.name);
+    ++checked;
+    int dp_all_reduces = 0;
+    for (const CollectiveSummary& c : m.backward) {
+      if (c.kind == CommKind::kAllReduce &&
+          c.mesh_dims == std::vector<int64_t>{0}) {
+        dp_all_reduces += static_cast<int>(c.count);
+        EXPECT_DOUBLE_EQ(c.bytes_per_rank, shard_bytes);
+      }
+    }
+    EXPECT_EQ(dp_all_reduces, 1);
+  }
+  EXPECT_EQ(checked, request.config.n_layers);
 }
 
 TEST(ExplainTest, RejectsARankOutsideTheMesh) {
