@@ -37,6 +37,7 @@
 #include "tensor/status_macros.h"
 #include "tensor/tensor.h"
 #include "tools/arg_parser.h"
+#include "tools/explain_config.h"
 #include "tools/mesh_flag.h"
 #include "tools/user_path.h"
 
@@ -46,6 +47,10 @@ namespace {
 constexpr char kCorpus[] = "examples/data/corpus.txt";
 
 struct Options {
+  // A shipped model config (nn/configs/) or a JSON file: "tiny" has a byte
+  // vocabulary and a few million parameters.
+  std::string config = "tiny";
+  nn::LlamaConfig model;
   std::string mesh = "dp=2,tp=2";
   std::string plan = "parallel/plans/tp_dp.json";
   int64_t steps = 40;
@@ -60,17 +65,26 @@ struct Options {
 };
 
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
-  constexpr FlagSpec kFlags[] = {{"mesh"},   {"plan"},       {"steps"},
-                                 {"seed"},   {"backend"},    {"save"},
-                                 {"resume"}, {"help", false}};
+  constexpr FlagSpec kFlags[] = {{"config"}, {"mesh"},   {"plan"},
+                                 {"steps"},  {"seed"},   {"backend"},
+                                 {"save"},   {"resume"}, {"help", false}};
   DT_ASSIGN_OR_RETURN(ParsedArgs parsed, ParseArgs(args, kFlags));
   Options options;
   if (parsed.Has("help")) {
     return absl::CancelledError(
-        "usage: train_llama [--mesh dp=2,tp=2] [--plan FILE] [--steps N] "
+        "usage: train_llama [--config tiny|FILE] [--mesh dp=2,tp=2] "
+        "[--plan FILE] [--steps N] "
         "[--seed S] [--backend inprocess|gloo] [--save DIR] [--resume DIR]\n"
         "--steps counts from the start of training: a run resumed at step k "
         "runs steps k+1..N");
+  }
+  options.config = parsed.ValueOr("config", options.config);
+  DT_ASSIGN_OR_RETURN(options.model, LoadLlamaConfig(options.config));
+  if (options.seq > options.model.max_seq_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--config ", options.config, ": max_seq_len ",
+                     options.model.max_seq_len,
+                     " is shorter than the training sequence ", options.seq));
   }
   options.mesh = parsed.ValueOr("mesh", options.mesh);
   options.plan = UserPath(parsed.ValueOr("plan", options.plan));
@@ -98,19 +112,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-// The model: a byte vocabulary and a few million parameters.
-nn::LlamaConfig ModelConfig() {
-  nn::LlamaConfig config;
-  config.dim = 256;
-  config.n_layers = 4;
-  config.n_heads = 8;
-  config.n_kv_heads = 4;
-  config.vocab_size = 256;
-  config.multiple_of = 64;
-  config.max_seq_len = 128;
-  return config;
 }
 
 // The batch of `step`: `batch` windows of seq + 1 bytes at positions drawn
@@ -159,14 +160,21 @@ void PrintProgress(const Options& options, int64_t first, int64_t step,
   std::fflush(stdout);
 }
 
-// Trains on the rank `groups` belongs to; returns the collectives it issued.
-absl::StatusOr<CommCounter> TrainRank(ProcessGroups& groups,
-                                      const Options& options,
-                                      const DeviceMesh& mesh,
-                                      const parallel::Plan& plan,
-                                      const std::string& corpus) {
+// What a rank's training did: the steps it ran (after a resumed step) and
+// the collectives they issued.
+struct RankReport {
+  int64_t steps = 0;
+  CommCounter comms;
+};
+
+// Trains on the rank `groups` belongs to.
+absl::StatusOr<RankReport> TrainRank(ProcessGroups& groups,
+                                     const Options& options,
+                                     const DeviceMesh& mesh,
+                                     const parallel::Plan& plan,
+                                     const std::string& corpus) {
   parallel::LlamaTrainerOptions trainer_options;
-  trainer_options.config = ModelConfig();
+  trainer_options.config = options.model;
   trainer_options.seed = options.seed;
   trainer_options.adamw.learning_rate = 3e-3;
   DT_ASSIGN_OR_RETURN(
@@ -181,15 +189,16 @@ absl::StatusOr<CommCounter> TrainRank(ProcessGroups& groups,
                   static_cast<long long>(trainer->steps_taken()));
     }
   }
-  CommCounter comms;
+  RankReport report;
   const auto start = std::chrono::steady_clock::now();
   const int64_t first = trainer->steps_taken() + 1;
   for (int64_t step = first; step <= options.steps; ++step) {
     DT_ASSIGN_OR_RETURN(auto tensors, BatchTensors(corpus, options, step));
     DT_ASSIGN_OR_RETURN(parallel::LlamaTrainer::Batch batch,
                         trainer->MakeBatch(tensors.first, tensors.second));
-    CommCounter::Scope comm_scope(comms);
+    CommCounter::Scope comm_scope(report.comms);
     DT_ASSIGN_OR_RETURN(DTensor loss, trainer->Step(batch));
+    ++report.steps;
     DT_ASSIGN_OR_RETURN(Tensor loss_value, loss.FullTensor());
     if (groups.rank() == 0) {
       PrintProgress(options, first, step, loss_value.Item().value_or(0),
@@ -207,12 +216,12 @@ absl::StatusOr<CommCounter> TrainRank(ProcessGroups& groups,
                   options.save.c_str());
     }
   }
-  return comms;
+  return report;
 }
 
 absl::Status PrintHeader(const Options& options, const DeviceMesh& mesh,
                          const std::string& corpus) {
-  DT_ASSIGN_OR_RETURN(auto shape_only, nn::Transformer::Create(ModelConfig()));
+  DT_ASSIGN_OR_RETURN(auto shape_only, nn::Transformer::Create(options.model));
   std::printf(
       "training a %.2fM-parameter Llama on %zu bytes of text, mesh %s, "
       "plan %s\n",
@@ -221,9 +230,10 @@ absl::Status PrintHeader(const Options& options, const DeviceMesh& mesh,
   return absl::OkStatus();
 }
 
-void PrintCollectives(const CommCounter& comms, int64_t steps) {
+void PrintCollectives(const RankReport& report) {
+  const CommCounter& comms = report.comms;
   std::printf("\ncollectives issued by rank 0 over %lld steps:\n",
-              static_cast<long long>(steps));
+              static_cast<long long>(report.steps));
   std::printf("  %-16s %8s %16s\n", "kind", "count", "bytes received");
   for (CommKind kind :
        {CommKind::kAllGather, CommKind::kAllReduce, CommKind::kReduceScatter,
@@ -243,7 +253,12 @@ absl::Status Main(const std::vector<std::string>& args) {
   DT_ASSIGN_OR_RETURN(parallel::Plan plan,
                       parallel::LoadPlanFile(options.plan));
   DT_ASSIGN_OR_RETURN(std::string corpus, ReadFile(kCorpus));
-  CommCounter rank0_comms;
+  if (corpus.size() <= static_cast<size_t>(options.seq) + 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kCorpus, " has ", corpus.size(),
+                     " bytes; a sequence needs ", options.seq + 1));
+  }
+  RankReport rank0;
   if (options.backend == "gloo") {
     // One process per rank, started by dtrun.
     DT_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, GlooBackendFromEnv());
@@ -256,22 +271,21 @@ absl::Status Main(const std::vector<std::string>& args) {
     if (groups.rank() == 0) {
       DT_RETURN_IF_ERROR(PrintHeader(options, mesh, corpus));
     }
-    DT_ASSIGN_OR_RETURN(rank0_comms,
-                        TrainRank(groups, options, mesh, plan, corpus));
+    DT_ASSIGN_OR_RETURN(rank0, TrainRank(groups, options, mesh, plan, corpus));
     if (groups.rank() != 0) return absl::OkStatus();
   } else {
     DT_RETURN_IF_ERROR(PrintHeader(options, mesh, corpus));
     std::mutex mu;
     LocalCluster cluster(mesh.size());
     DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) -> absl::Status {
-      DT_ASSIGN_OR_RETURN(CommCounter comms,
+      DT_ASSIGN_OR_RETURN(RankReport report,
                           TrainRank(groups, options, mesh, plan, corpus));
       std::lock_guard<std::mutex> lock(mu);
-      if (groups.rank() == 0) rank0_comms = comms;
+      if (groups.rank() == 0) rank0 = std::move(report);
       return absl::OkStatus();
     }));
   }
-  PrintCollectives(rank0_comms, options.steps);
+  PrintCollectives(rank0);
   return absl::OkStatus();
 }
 

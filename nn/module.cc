@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "dtensor/comm_owner.h"
@@ -20,6 +21,9 @@ std::string Join(const std::string& prefix, absl::string_view name) {
 absl::StatusOr<DTensor> Module::operator()(const DTensor& input) {
   // The hooks' and Forward's collectives are this module's (innermost wins).
   CommOwner::Scope owner(this);
+  absl::Cleanup run_exit_hooks = [this] {
+    for (const ExitHook& hook : exit_hooks_) hook();
+  };
   DTensor x = input;
   for (const Hook& hook : input_hooks_) {
     DT_ASSIGN_OR_RETURN(x, hook(x));
@@ -34,6 +38,7 @@ absl::StatusOr<DTensor> Module::operator()(const DTensor& input) {
 void Module::ClearHooks() {
   input_hooks_.clear();
   output_hooks_.clear();
+  exit_hooks_.clear();
 }
 
 void Module::SetTraining(bool training) {

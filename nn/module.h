@@ -78,7 +78,8 @@ class Module {
   // The kind of module: "Linear", "RMSNorm", "Attention", ...
   virtual absl::string_view type_name() const = 0;
 
-  // Runs the input hooks in order, Forward, then the output hooks in order.
+  // Runs the input hooks in order, Forward, then the output hooks in order;
+  // then, however that went, the exit hooks in order.
   // Modules call their children this way, so hooks apply inside a tree. The
   // collectives issued meanwhile are owned by this module (CommOwner; the
   // innermost module's when nested), in forward and, through the gradient
@@ -87,6 +88,12 @@ class Module {
 
   void AddInputHook(Hook hook) { input_hooks_.push_back(std::move(hook)); }
   void AddOutputHook(Hook hook) { output_hooks_.push_back(std::move(hook)); }
+  // A function run when every call returns, after the output hooks, whether
+  // the call succeeded or failed (an input hook, Forward or an output hook
+  // returned an error): for state a call must restore, such as FSDP's
+  // gathered parameters.
+  using ExitHook = std::function<void()>;
+  void AddExitHook(ExitHook hook) { exit_hooks_.push_back(std::move(hook)); }
   void ClearHooks();
   int64_t num_input_hooks() const {
     return static_cast<int64_t>(input_hooks_.size());
@@ -174,6 +181,7 @@ class Module {
   std::vector<Child> children_;
   std::vector<Hook> input_hooks_;
   std::vector<Hook> output_hooks_;
+  std::vector<ExitHook> exit_hooks_;
   bool training_ = true;
 };
 

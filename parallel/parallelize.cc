@@ -153,10 +153,8 @@ class FsdpUnit {
  public:
   FsdpUnit(nn::Module* module, int64_t dp) : module_(module), dp_(dp) {}
 
-  // The input hook: gathers. Slots left gathered by a Forward that failed are
-  // released first.
+  // The input hook: gathers.
   absl::Status Gather() {
-    Release();
     std::vector<std::pair<size_t, DTensor>> gathered;
     absl::Span<nn::TensorSlot> slots = module_->slots();
     for (size_t i = 0; i < slots.size(); ++i) {
@@ -178,7 +176,8 @@ class FsdpUnit {
     return absl::OkStatus();
   }
 
-  // The output hook: the slots get their sharded parameters back.
+  // The exit hook (run however the call ended): the slots get their sharded
+  // parameters back.
   void Release() {
     for (auto& [i, sharded] : sharded_) {
       module_->slots()[i].value = std::move(sharded);
@@ -199,10 +198,7 @@ void AddFsdpHooks(nn::Module& module, int64_t dp) {
     DT_RETURN_IF_ERROR(unit->Gather());
     return x;
   });
-  module.AddOutputHook([unit](const DTensor& y) -> absl::StatusOr<DTensor> {
-    unit->Release();
-    return y;
-  });
+  module.AddExitHook([unit] { unit->Release(); });
 }
 
 bool OwnsParameters(const nn::Module& module) {

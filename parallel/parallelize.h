@@ -31,9 +31,10 @@ namespace parallel {
 // "fsdp" shards dim 0 of every parameter of rank >= 1 on the dp dim, inside
 // the tp shard when tp shards dim 0 too, and gives every module that owns
 // parameters a pre-forward hook that all-gathers them on dp (one
-// redistribution each, declared GradientTape::RecomputeInBackward) and a
-// post-forward hook that puts the sharded parameters back in the slots, so
-// the gathered copies are freed after the module's Forward; backward gathers
+// redistribution each, declared GradientTape::RecomputeInBackward) and an
+// exit hook that puts the sharded parameters back in the slots, so the
+// gathered copies are freed when the call returns (even with an error);
+// backward gathers
 // again and reduce-scatters the gradients. Parameter DTensors (ids) taken
 // from the slots after this call stay valid. Errors: those of ResolvePlan, a
 // layout that does not parse (naming it), and failed redistributions.

@@ -123,8 +123,10 @@ struct ModuleTable {
 
 // Lists the modules with their parameters and adds hooks that note the
 // layouts of each module's first input and output.
-absl::StatusOr<ModuleTable> TableOf(nn::Module& root, Warnings& warnings) {
-  ModuleTable table;
+// `table` (empty) and `warnings` must outlive the model's hooks: the hooks
+// refer to the reports, which are not moved afterwards.
+absl::Status FillTable(nn::Module& root, ModuleTable& table,
+                       Warnings& warnings) {
   std::vector<nn::NamedModule> modules = root.NamedModules();
   table.reports.resize(modules.size() + 1);
   for (size_t i = 0; i < modules.size(); ++i) {
@@ -163,7 +165,7 @@ absl::StatusOr<ModuleTable> TableOf(nn::Module& root, Warnings& warnings) {
     module.AddOutputHook(note(false));
   }
   table.reports.back().name = kOutsideModules;
-  return table;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -215,7 +217,8 @@ absl::StatusOr<ExplainReport> ExplainLlamaStep(const ExplainRequest& request,
   report.dtype = request.dtype;
   report.rank = rank;
   Warnings warnings;
-  DT_ASSIGN_OR_RETURN(ModuleTable table, TableOf(trainer->model(), warnings));
+  ModuleTable table;
+  DT_RETURN_IF_ERROR(FillTable(trainer->model(), table, warnings));
 
   CommCounter forward, backward, update;
   // A second tape beside the trainer's records the same calls: what it holds

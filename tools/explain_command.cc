@@ -21,7 +21,7 @@ namespace dtensor {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: dtensor explain --model llama --config <name or JSON file> "
+    "usage: dtensor explain [--model llama] --config <name or JSON file> "
     "--plan <plan file>\n"
     "                       --mesh dp=64,tp=8 [--batch B] [--seq S] [--dtype "
     "bf16]\n"
@@ -33,7 +33,7 @@ constexpr char kUsage[] =
     "issued,\n"
     "totals per phase and step, memory per rank and warnings "
     "(docs/explain.md).\n"
-    "  --model      llama (the only model)\n"
+    "  --model      llama (the only model, the default)\n"
     "  --config     tiny, 1b, 8b, 70b, 405b, or a JSON file of LlamaConfig "
     "fields\n"
     "  --plan       a plan file (parallel/plans/*.json)\n"

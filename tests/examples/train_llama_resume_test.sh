@@ -14,6 +14,8 @@ resumed_output=$(examples/train_llama --steps 4 --seed 5 --resume \
 echo "$resumed_output"
 grep -q 'resumed from .* after step 2' <<<"$resumed_output" ||
   { echo "no resume line"; exit 1; }
+grep -q 'collectives issued by rank 0 over 2 steps' <<<"$resumed_output" ||
+  { echo "the report does not count the 2 resumed steps"; exit 1; }
 resumed=$(losses <<<"$resumed_output")
 [[ $(wc -l <<<"$resumed") -eq 2 ]] || { echo "expected 2 resumed steps"; exit 1; }
 # The layouts differ, so sums run in another order: allow 2e-4.

@@ -335,6 +335,26 @@ TEST(ModuleTest, HooksRunInOrderAroundForward) {
           return absl::InternalError("hook says no");
         });
         EXPECT_EQ((*scale)(input).status().message(), "hook says no");
+        // Exit hooks run after the output hooks however the call ended:
+        // after the failing hook, and after a successful call.
+        int exits = 0;
+        scale->AddExitHook([&] {
+          calls.push_back("exit");
+          ++exits;
+        });
+        calls.clear();
+        EXPECT_FALSE((*scale)(input).ok());
+        EXPECT_EQ(exits, 1);
+        scale->ClearHooks();
+        scale->AddExitHook([&] { ++exits; });
+        scale->AddOutputHook([&](const DTensor& t) {
+          calls.push_back("out");
+          return t;
+        });
+        calls.clear();
+        EXPECT_TRUE((*scale)(input).ok());
+        EXPECT_EQ(exits, 2);
+        EXPECT_EQ(calls, (std::vector<std::string>{"out"}));
         return absl::OkStatus();
       });
   EXPECT_TRUE(status.ok()) << status;

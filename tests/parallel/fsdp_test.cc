@@ -110,7 +110,7 @@ absl::Status ObserveFsdp(ProcessGroups& groups, const DeviceMesh& mesh,
     nn::Module* module = named.module;
     if (module->slots().empty()) continue;
     // Added after ParallelizeModule's: they run after its gather and after
-    // its release.
+    // its release (an exit hook).
     module->AddInputHook([&, module](const DTensor& x) {
       std::lock_guard<std::mutex> lock(mu);
       for (const nn::TensorSlot& slot : module->slots()) {
@@ -122,11 +122,10 @@ absl::Status ObserveFsdp(ProcessGroups& groups, const DeviceMesh& mesh,
       }
       return absl::StatusOr<DTensor>(x);
     });
-    module->AddOutputHook([&, module](const DTensor& y) {
+    module->AddExitHook([&, module] {
       for (const nn::TensorSlot& slot : module->slots()) {
         if (slot.value.sharding().placement(0).is_shard()) ++seen.sharded_after;
       }
-      return absl::StatusOr<DTensor>(y);
     });
   }
   const auto count_alive = [&] {
@@ -267,5 +266,29 @@ TEST(FsdpTest, OneGatherPerParameterForwardAndBackwardOneReduceScatter) {
 }
 
 }  // namespace
+// A call that fails after a module gathered its parameters (here the
+// embedding's lookup rejects float tokens) still gives the slots back their
+// sharded parameters: nothing (a checkpoint, the optimizer) sees a gathered
+// copy in place of a parameter.
+TEST(FsdpTest, AFailedForwardLeavesTheParametersSharded) {
+  const DeviceMesh mesh = Mesh({2, 2}, {"dp", "tp"});
+  auto runtime = Runtime::MetadataOnly(0);
+  auto model = *nn::BuildLlama(nn_testing::TinyConfig(), runtime, mesh);
+  ASSERT_TRUE(
+      parallel::ParallelizeModule(
+          *model, mesh, *parallel::ParsePlan(R"({"tp": {}, "dp": "fsdp"})"))
+          .ok());
+  const DTensor bad_tokens = *DTensor::FromSpec(
+      runtime,
+      *DTensorSpec::Create(mesh, {Placement::Shard(0), Placement::Replicate()},
+                           {8, 8}, DType::kF32));
+  EXPECT_FALSE((*model)(bad_tokens).ok());
+  for (const nn::NamedSlot& named : model->NamedParameters()) {
+    if (named.slot->shape.empty()) continue;
+    EXPECT_TRUE(named.slot->value.sharding().placement(0).is_shard())
+        << named.name << " " << named.slot->value.sharding().ToString();
+  }
+}
+
 }  // namespace parallel_testing
 }  // namespace dtensor
