@@ -135,6 +135,23 @@ absl::Status LlamaTrainer::Update(absl::Span<const DTensor> grads) {
       Tensor::Scalar(static_cast<double>(steps_taken() + 1), DType::kI64));
 }
 
+absl::StatusOr<DTensor> LlamaTrainer::StepCounted(const Batch& batch,
+                                                  PhaseComms& comms) {
+  DTensor loss;
+  std::vector<DTensor> grads;
+  {
+    CommCounter::Scope counting(comms.forward);
+    DT_ASSIGN_OR_RETURN(loss, Forward(batch));
+  }
+  {
+    CommCounter::Scope counting(comms.backward);
+    DT_ASSIGN_OR_RETURN(grads, Backward(loss));
+  }
+  CommCounter::Scope counting(comms.update);
+  DT_RETURN_IF_ERROR(Update(grads));
+  return loss;
+}
+
 int64_t LlamaTrainer::steps_taken() const {
   return static_cast<int64_t>(steps_.Item().value_or(0));
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/runtime.h"
 #include "mesh/device_mesh.h"
@@ -65,6 +66,13 @@ class LlamaTrainer {
   absl::StatusOr<std::vector<DTensor>> Backward(const DTensor& loss);
   absl::Status Update(absl::Span<const DTensor> grads);
   absl::StatusOr<DTensor> Step(const Batch& batch);
+  // Step, counting each phase's collectives on this rank in its own counter.
+  struct PhaseComms {
+    CommCounter forward;
+    CommCounter backward;
+    CommCounter update;
+  };
+  absl::StatusOr<DTensor> StepCounted(const Batch& batch, PhaseComms& comms);
 
   // The steps Update has taken (or a loaded checkpoint says were taken).
   int64_t steps_taken() const;

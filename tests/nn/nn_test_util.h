@@ -49,6 +49,12 @@ Tensor RandomTokens(const Shape& shape, int64_t high, std::mt19937& rng);
 bool Close(const std::vector<double>& a, const std::vector<double>& b,
            double rtol, double atol);
 
+// The in-process backend keeps the buffers of a group's last collective
+// until the group's next one; one small all-gather on every mesh dim makes
+// what the program itself still holds observable (storage lifetime tests).
+absl::Status FlushCollectives(const std::shared_ptr<Runtime>& runtime,
+                              const DeviceMesh& mesh);
+
 }  // namespace nn_testing
 }  // namespace dtensor
 

@@ -22,6 +22,7 @@
 #include "ops/view_ops.h"
 #include "tensor/status_macros.h"
 #include "tensor/storage.h"
+#include "tests/nn/nn_test_util.h"
 
 namespace dtensor {
 namespace nn {
@@ -45,25 +46,6 @@ std::vector<float> Values(int64_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (float& x : v) x = uniform(rng);
   return v;
-}
-
-// The in-process backend keeps the buffers of a group's last collective
-// until the group's next one; one small all-gather on every mesh dim makes
-// what the program itself still holds observable.
-absl::Status FlushCollectives(const std::shared_ptr<Runtime>& runtime,
-                              const DeviceMesh& mesh) {
-  for (int64_t d = 0; d < mesh.ndim(); ++d) {
-    std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
-    layout[d] = Placement::Shard(0);
-    FromLocalOptions options;
-    options.global_shape = Shape{mesh.size(d)};
-    DT_ASSIGN_OR_RETURN(Tensor one,
-                        Tensor::FromVector(std::vector<float>{1}, {1}));
-    DT_ASSIGN_OR_RETURN(
-        DTensor x, DTensor::FromLocal(runtime, one, mesh, layout, options));
-    DT_RETURN_IF_ERROR(x.FullTensor().status());
-  }
-  return absl::OkStatus();
 }
 
 // Runs the program on `ranks` in-process ranks, W S(0) and x S(0); rank 0's
@@ -102,11 +84,11 @@ absl::StatusOr<Observed> RunProgram(int64_t ranks, bool recompute) {
       DT_ASSIGN_OR_RETURN(DTensor s2, ops::Sum(y2));
       DT_ASSIGN_OR_RETURN(loss, ops::Add(s1, s2));
     }
-    DT_RETURN_IF_ERROR(FlushCollectives(runtime, mesh));
+    DT_RETURN_IF_ERROR(nn_testing::FlushCollectives(runtime, mesh));
     const bool alive_after_forward = !gathered_storage.expired();
     DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads,
                         tape.Gradient(loss, {w, x}));
-    DT_RETURN_IF_ERROR(FlushCollectives(runtime, mesh));
+    DT_RETURN_IF_ERROR(nn_testing::FlushCollectives(runtime, mesh));
     const bool alive_after_backward = !gathered_storage.expired();
     if (grads[0].sharding() != w.sharding()) {
       return absl::InternalError("the gradient is not in W's layout");

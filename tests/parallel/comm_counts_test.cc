@@ -229,25 +229,12 @@ absl::StatusOr<PhaseCounts> MeasureStep(const std::string& plan_name,
     DT_ASSIGN_OR_RETURN(Tensor tokens, Tensor::FromVector(ids, {4, 8}));
     DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch batch,
                         trainer->MakeBatch(tokens, tokens));
-    CommCounter forward, backward, update;
-    DTensor loss;
-    std::vector<DTensor> grads;
-    {
-      CommCounter::Scope scope(forward);
-      DT_ASSIGN_OR_RETURN(loss, trainer->Forward(batch));
-    }
-    {
-      CommCounter::Scope scope(backward);
-      DT_ASSIGN_OR_RETURN(grads, trainer->Backward(loss));
-    }
-    {
-      CommCounter::Scope scope(update);
-      DT_RETURN_IF_ERROR(trainer->Update(grads));
-    }
+    LlamaTrainer::PhaseComms comms;
+    DT_RETURN_IF_ERROR(trainer->StepCounted(batch, comms).status());
     if (groups.rank() == 0) {
       std::lock_guard<std::mutex> lock(mu);
-      result = {CountsOf(forward, mesh), CountsOf(backward, mesh),
-                CountsOf(update, mesh)};
+      result = {CountsOf(comms.forward, mesh), CountsOf(comms.backward, mesh),
+                CountsOf(comms.update, mesh)};
     }
     return absl::OkStatus();
   }));

@@ -71,25 +71,6 @@ struct Seen {
   int64_t alive_after_backward = 0;
 };
 
-// The in-process backend keeps the buffers of a group's last collective
-// until the group's next one; one small all-gather on every mesh dim makes
-// what the program itself still holds observable.
-absl::Status FlushCollectives(const std::shared_ptr<Runtime>& runtime,
-                              const DeviceMesh& mesh) {
-  for (int64_t d = 0; d < mesh.ndim(); ++d) {
-    std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
-    layout[d] = Placement::Shard(0);
-    FromLocalOptions options;
-    options.global_shape = Shape{mesh.size(d)};
-    DT_ASSIGN_OR_RETURN(Tensor one,
-                        Tensor::FromVector(std::vector<float>{1}, {1}));
-    DT_ASSIGN_OR_RETURN(
-        DTensor x, DTensor::FromLocal(runtime, one, mesh, layout, options));
-    DT_RETURN_IF_ERROR(x.FullTensor().status());
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ObserveFsdp(ProcessGroups& groups, const DeviceMesh& mesh,
                          Seen& seen) {
   auto runtime = Runtime::ForRank(groups);
@@ -146,10 +127,10 @@ absl::Status ObserveFsdp(ProcessGroups& groups, const DeviceMesh& mesh,
     DT_ASSIGN_OR_RETURN(DTensor logits, (*model)(tokens));
     DT_ASSIGN_OR_RETURN(loss, ops::Sum(logits));
   }
-  DT_RETURN_IF_ERROR(FlushCollectives(runtime, mesh));
+  DT_RETURN_IF_ERROR(nn_testing::FlushCollectives(runtime, mesh));
   seen.alive_after_forward = count_alive();
   DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, tape.Gradient(loss, params));
-  DT_RETURN_IF_ERROR(FlushCollectives(runtime, mesh));
+  DT_RETURN_IF_ERROR(nn_testing::FlushCollectives(runtime, mesh));
   seen.alive_after_backward = count_alive();
   return absl::OkStatus();
 }

@@ -91,26 +91,13 @@ absl::StatusOr<std::vector<Tally>> RealTallies(const ExplainRequest& request) {
     DT_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(tokens, shape));
     DT_ASSIGN_OR_RETURN(Tensor y, Tensor::FromVector(targets, shape));
     DT_ASSIGN_OR_RETURN(auto batch, trainer->MakeBatch(t, y));
-    CommCounter forward, backward, update;
-    DTensor loss;
-    std::vector<DTensor> grads;
-    {
-      CommCounter::Scope scope(forward);
-      DT_ASSIGN_OR_RETURN(loss, trainer->Forward(batch));
-    }
-    {
-      CommCounter::Scope scope(backward);
-      DT_ASSIGN_OR_RETURN(grads, trainer->Backward(loss));
-    }
-    {
-      CommCounter::Scope scope(update);
-      DT_RETURN_IF_ERROR(trainer->Update(grads));
-    }
+    parallel::LlamaTrainer::PhaseComms comms;
+    DT_RETURN_IF_ERROR(trainer->StepCounted(batch, comms).status());
     Tally tally;
     for (const auto& [phase, counter] :
-         {std::pair<std::string, CommCounter*>{"forward", &forward},
-          {"backward", &backward},
-          {"optimizer", &update}}) {
+         {std::pair<std::string, CommCounter*>{"forward", &comms.forward},
+          {"backward", &comms.backward},
+          {"optimizer", &comms.update}}) {
       for (const CommCounter::Event& e : counter->events()) {
         Count(phase, "", e.kind, e.bytes, 1, tally);
         if (phase == "optimizer") continue;
