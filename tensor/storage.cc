@@ -14,8 +14,9 @@ namespace {
 constexpr size_t kCpuAlignment = 64;
 
 absl::StatusOr<std::shared_ptr<Storage>> AllocateCpu(size_t nbytes) {
-  // Large buffers come from the cache of 2 MiB-aligned, huge-page buffers
-  // (see large_buffer_cache.h). Others: aligned_alloc needs a multiple of the
+  // Buffers of kMinBytes or more are recycled by the large-buffer cache
+  // (see large_buffer_cache.h: kMinBytes-aligned, and huge-page advised from
+  // kHugePageBytes). Others: aligned_alloc needs a multiple of the
   // alignment, and an empty buffer still gets one line so that data() is
   // never null.
   const bool large = nbytes >= LargeBufferCache::kMinBytes;
