@@ -349,24 +349,288 @@ void GradientTape::UseStandIn(uint64_t id, const DTensor& stand_in) {
   }
 }
 
-absl::Status GradientTape::Rebuild(
-    absl::Span<const uint64_t> ids, std::vector<DTensor>& tensors,
-    absl::flat_hash_map<uint64_t, DTensor>& rebuilt) const {
+// One Gradient() call: the per-tensor state of its backward walk and the
+// steps that fill it, in order (MarkDependencies, FindEarliestUses,
+// RunBackward, FinishSourceGradients). Each id is hashed once: the
+// per-tensor state lives in vectors indexed by slot.
+class GradientTape::BackwardPass {
+ public:
+  // Numbers the records' tensors, then the sources and the target. `tape`
+  // and `sources` must outlive the pass.
+  BackwardPass(const GradientTape& tape, const DTensor& target,
+               absl::Span<const DTensor> sources);
+
+  // Marks the recorded tensors that depend on a source: only their gradients
+  // are computed.
+  void MarkDependencies();
+  // For each tensor recomputed in backward, the earliest record holding it:
+  // its rebuilt value is dropped after that record.
+  void FindEarliestUses();
+  // Backward from the target's gradient `seed`, the gradient of each tensor
+  // complete once every later call that used it has been run; a tensor's
+  // gradient is dropped once used, unless it is a source.
+  absl::Status RunBackward(const DTensor& seed);
+  // Each source's gradient (zeros where it got none), brought to its
+  // source's layout unless `options` keeps propagated layouts.
+  absl::StatusOr<std::vector<DTensor>> FinishSourceGradients(
+      const GradientOptions& options);
+
+ private:
+  // The slots of record r's inputs and outputs.
+  const int32_t* InputSlots(size_t r) const {
+    return slots_.data() + first_slot_[r];
+  }
+  const int32_t* OutputSlots(size_t r) const {
+    return InputSlots(r) + tape_.records_[r].inputs.size();
+  }
+  // Runs record r's backward if one of its outputs has a gradient, and
+  // accumulates its inputs' gradients.
+  absl::Status BackwardOf(size_t r);
+  // Moves record r's output gradients (copies them, for sources) into
+  // `grad_outputs`; false if none is defined.
+  bool TakeOutputGradients(size_t r, std::vector<DTensor>& grad_outputs);
+  // Record r's backward (its op has one), on its tensors with stand-ins
+  // rebuilt; its error prefixed with the op's name.
+  absl::StatusOr<std::vector<DTensor>> CallBackward(
+      size_t r, absl::Span<const DTensor> grad_outputs);
+  // Replaces the stand-ins among `tensors` (with `ids`) by their rebuilt
+  // tensors, rebuilding those not yet in rebuilt_.
+  absl::Status Rebuild(absl::Span<const uint64_t> ids,
+                       std::vector<DTensor>& tensors);
+  // Drops the rebuilt tensors that no record before r holds.
+  void DropRebuilt(size_t r);
+  // Adds `input_grads`, record r's backward's result, to its inputs'
+  // gradients.
+  absl::Status AccumulateInputGradients(size_t r,
+                                        std::vector<DTensor>& input_grads);
+
+  const GradientTape& tape_;
+  absl::Span<const DTensor> sources_;
+  // Record r's inputs, then outputs, have slots from first_slot_[r].
+  std::vector<int32_t> slots_;
+  std::vector<size_t> first_slot_;
+  std::vector<int32_t> source_slots_;
+  int32_t target_slot_ = 0;
+  // By slot.
+  std::vector<bool> is_source_;
+  std::vector<bool> depends_;
+  std::vector<DTensor> grads_;
+  // Per source, the owner of the earliest call that used it (its last
+  // gradient contribution): the redistribution of its gradient to its layout
+  // is that owner's communication.
+  std::vector<const void*> source_owner_;
+  // Tensors recomputed in backward, rebuilt while records still need them:
+  // by id, and the ids each record is the earliest to hold.
+  absl::flat_hash_map<uint64_t, DTensor> rebuilt_;
+  absl::flat_hash_map<size_t, std::vector<uint64_t>> last_needed_by_;
+};
+
+GradientTape::BackwardPass::BackwardPass(const GradientTape& tape,
+                                         const DTensor& target,
+                                         absl::Span<const DTensor> sources)
+    : tape_(tape), sources_(sources), first_slot_(tape.records_.size()) {
+  SlotNumbering numbering;
+  for (size_t r = 0; r < tape_.records_.size(); ++r) {
+    first_slot_[r] = slots_.size();
+    for (uint64_t id : tape_.records_[r].input_ids) {
+      slots_.push_back(numbering.SlotOf(id));
+    }
+    for (uint64_t id : tape_.records_[r].output_ids) {
+      slots_.push_back(numbering.SlotOf(id));
+    }
+  }
+  source_slots_.reserve(sources.size());
+  for (const DTensor& s : sources) {
+    source_slots_.push_back(numbering.SlotOf(s.id()));
+  }
+  target_slot_ = numbering.SlotOf(target.id());
+  is_source_.resize(numbering.size());
+  for (int32_t slot : source_slots_) is_source_[slot] = true;
+  grads_.resize(numbering.size());
+  source_owner_.resize(numbering.size(), nullptr);
+}
+
+void GradientTape::BackwardPass::MarkDependencies() {
+  depends_ = is_source_;
+  for (size_t r = 0; r < tape_.records_.size(); ++r) {
+    const Record& record = tape_.records_[r];
+    const int32_t* input_slots = InputSlots(r);
+    bool reached = false;
+    for (size_t i = 0; i < record.inputs.size(); ++i) {
+      reached =
+          reached || (record.inputs[i].defined() && depends_[input_slots[i]]);
+    }
+    if (!reached) continue;
+    const int32_t* output_slots = OutputSlots(r);
+    for (size_t j = 0; j < record.outputs.size(); ++j) {
+      if (IsDifferentiable(record.outputs[j])) depends_[output_slots[j]] = true;
+    }
+  }
+}
+
+void GradientTape::BackwardPass::FindEarliestUses() {
+  if (tape_.recomputed_.empty()) return;
+  std::vector<bool> seen(grads_.size());
+  for (size_t r = 0; r < tape_.records_.size(); ++r) {
+    const Record& record = tape_.records_[r];
+    // The record's slots, inputs then outputs, as its ids below.
+    const int32_t* slot = InputSlots(r);
+    for (const std::vector<uint64_t>* ids :
+         {&record.input_ids, &record.output_ids}) {
+      for (uint64_t id : *ids) {
+        const int32_t s = *slot++;
+        if (seen[s] || !tape_.recomputed_.contains(id)) continue;
+        seen[s] = true;
+        last_needed_by_[r].push_back(id);
+      }
+    }
+  }
+}
+
+absl::Status GradientTape::BackwardPass::RunBackward(const DTensor& seed) {
+  if (depends_[target_slot_]) grads_[target_slot_] = seed;
+  for (size_t r = tape_.records_.size(); r-- > 0;) {
+    DT_RETURN_IF_ERROR(BackwardOf(r));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientTape::BackwardPass::BackwardOf(size_t r) {
+  const Record& record = tape_.records_[r];
+  std::vector<DTensor> grad_outputs(record.outputs.size());
+  if (!TakeOutputGradients(r, grad_outputs)) {
+    DropRebuilt(r);
+    return absl::OkStatus();
+  }
+  const OpDef& op = *record.op;
+  if (!op.backward) {
+    return absl::UnimplementedError(absl::StrCat(
+        "Gradient: op ", op.name,
+        " is on the path from a source to the target but has no backward "
+        "definition"));
+  }
+  // The backward's collectives (rebuilds included) are owned like the
+  // call's forward ones.
+  CommOwner::Scope owner(record.comm_owner);
+  DT_ASSIGN_OR_RETURN(std::vector<DTensor> input_grads,
+                      CallBackward(r, grad_outputs));
+  return AccumulateInputGradients(r, input_grads);
+}
+
+bool GradientTape::BackwardPass::TakeOutputGradients(
+    size_t r, std::vector<DTensor>& grad_outputs) {
+  const int32_t* output_slots = OutputSlots(r);
+  bool any = false;
+  for (size_t j = 0; j < grad_outputs.size(); ++j) {
+    DTensor& grad = grads_[output_slots[j]];
+    if (!grad.defined()) continue;
+    any = true;
+    grad_outputs[j] =
+        is_source_[output_slots[j]] ? grad : std::exchange(grad, DTensor());
+  }
+  return any;
+}
+
+absl::StatusOr<std::vector<DTensor>> GradientTape::BackwardPass::CallBackward(
+    size_t r, absl::Span<const DTensor> grad_outputs) {
+  const Record& record = tape_.records_[r];
+  const OpDef& op = *record.op;
+  // A recorded redistribution's backward reads only its input's layout,
+  // which the stand-ins carry; other records' stand-ins are replaced by
+  // their rebuilt tensors, in copies.
+  absl::Span<const DTensor> inputs = record.inputs;
+  absl::Span<const DTensor> outputs = record.outputs;
+  std::vector<DTensor> rebuilt_inputs;
+  std::vector<DTensor> rebuilt_outputs;
+  if (!tape_.recomputed_.empty() && &op != &RedistributeDef()) {
+    rebuilt_inputs = record.inputs;
+    rebuilt_outputs = record.outputs;
+    DT_RETURN_IF_ERROR(Rebuild(record.input_ids, rebuilt_inputs));
+    DT_RETURN_IF_ERROR(Rebuild(record.output_ids, rebuilt_outputs));
+    inputs = rebuilt_inputs;
+    outputs = rebuilt_outputs;
+  }
+  DropRebuilt(r);
+  const BackwardCall call{inputs, record.args, outputs, grad_outputs};
+  absl::StatusOr<std::vector<DTensor>> input_grads = op.backward(call);
+  if (!input_grads.ok()) {
+    return absl::Status(input_grads.status().code(),
+                        absl::StrCat("backward of ", op.name, ": ",
+                                     input_grads.status().message()));
+  }
+  if (input_grads->size() != record.inputs.size()) {
+    return absl::InternalError(absl::StrCat(
+        "the backward of ", op.name, " returned ", input_grads->size(),
+        " gradients for ", record.inputs.size(), " inputs"));
+  }
+  return input_grads;
+}
+
+absl::Status GradientTape::BackwardPass::Rebuild(
+    absl::Span<const uint64_t> ids, std::vector<DTensor>& tensors) {
   for (size_t i = 0; i < ids.size(); ++i) {
-    auto recompute = recomputed_.find(ids[i]);
-    if (recompute == recomputed_.end()) continue;
-    auto found = rebuilt.find(ids[i]);
-    if (found == rebuilt.end()) {
+    auto recompute = tape_.recomputed_.find(ids[i]);
+    if (recompute == tape_.recomputed_.end()) continue;
+    auto found = rebuilt_.find(ids[i]);
+    if (found == rebuilt_.end()) {
       const Recompute& r = recompute->second;
       DTensor value = r.source;
       if (value.sharding() != r.stand_in.sharding()) {
         DT_ASSIGN_OR_RETURN(value, value.Redistribute(r.stand_in.sharding()));
       }
-      found = rebuilt.emplace(ids[i], std::move(value)).first;
+      found = rebuilt_.emplace(ids[i], std::move(value)).first;
     }
     tensors[i] = found->second;
   }
   return absl::OkStatus();
+}
+
+void GradientTape::BackwardPass::DropRebuilt(size_t r) {
+  auto found = last_needed_by_.find(r);
+  if (found == last_needed_by_.end()) return;
+  for (uint64_t id : found->second) rebuilt_.erase(id);
+}
+
+absl::Status GradientTape::BackwardPass::AccumulateInputGradients(
+    size_t r, std::vector<DTensor>& input_grads) {
+  const Record& record = tape_.records_[r];
+  const int32_t* input_slots = InputSlots(r);
+  for (size_t i = 0; i < record.inputs.size(); ++i) {
+    const DTensor& input = record.inputs[i];
+    DTensor& grad = input_grads[i];
+    const int32_t slot = input_slots[i];
+    if (!grad.defined() || !IsDifferentiable(input) || !depends_[slot]) {
+      continue;
+    }
+    DT_RETURN_IF_ERROR(CheckInputGradient(*record.op, i, input, grad));
+    if (is_source_[slot]) source_owner_[slot] = record.comm_owner;
+    DT_RETURN_IF_ERROR(Accumulate(grads_[slot], std::move(grad)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<DTensor>>
+GradientTape::BackwardPass::FinishSourceGradients(
+    const GradientOptions& options) {
+  std::vector<DTensor> result;
+  result.reserve(sources_.size());
+  for (size_t s = 0; s < sources_.size(); ++s) {
+    const DTensor& source = sources_[s];
+    const int32_t slot = source_slots_[s];
+    DTensor grad;
+    if (grads_[slot].defined() && IsDifferentiable(source)) {
+      grad = grads_[slot];
+    } else {
+      DT_ASSIGN_OR_RETURN(grad, ops::FullLike(source, 0));
+    }
+    const Sharding layout = ops::WithoutPartials(source.sharding());
+    if (!options.keep_propagated_layouts && grad.sharding() != layout) {
+      CommOwner::Scope owner(source_owner_[slot]);
+      DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(layout));
+    }
+    result.push_back(std::move(grad));
+  }
+  return result;
 }
 
 absl::StatusOr<std::vector<DTensor>> GradientTape::Gradient(
@@ -375,166 +639,11 @@ absl::StatusOr<std::vector<DTensor>> GradientTape::Gradient(
   NoGrad not_recorded;
   DT_ASSIGN_OR_RETURN(DTensor seed, SeedGradient(target, options));
   DT_RETURN_IF_ERROR(CheckSources(sources));
-
-  // Each id hashed once: the per-tensor state below lives in vectors indexed
-  // by slot. Record r's inputs, then outputs, have slots from first_slot[r].
-  SlotNumbering numbering;
-  std::vector<int32_t> slots;
-  std::vector<size_t> first_slot(records_.size());
-  for (size_t r = 0; r < records_.size(); ++r) {
-    first_slot[r] = slots.size();
-    for (uint64_t id : records_[r].input_ids) {
-      slots.push_back(numbering.SlotOf(id));
-    }
-    for (uint64_t id : records_[r].output_ids) {
-      slots.push_back(numbering.SlotOf(id));
-    }
-  }
-  std::vector<int32_t> source_slots;
-  source_slots.reserve(sources.size());
-  for (const DTensor& s : sources) {
-    source_slots.push_back(numbering.SlotOf(s.id()));
-  }
-  const int32_t target_slot = numbering.SlotOf(target.id());
-
-  // The recorded tensors that depend on a source: only their gradients are
-  // computed.
-  std::vector<bool> is_source(numbering.size());
-  for (int32_t slot : source_slots) is_source[slot] = true;
-  std::vector<bool> depends = is_source;
-  // For each tensor recomputed in backward, the earliest record holding it:
-  // its rebuilt value is dropped after that record.
-  absl::flat_hash_map<uint64_t, size_t> earliest_use;
-  for (size_t r = 0; r < records_.size(); ++r) {
-    const Record& record = records_[r];
-    const int32_t* input_slots = slots.data() + first_slot[r];
-    const int32_t* output_slots = input_slots + record.inputs.size();
-    bool reached = false;
-    for (size_t i = 0; i < record.inputs.size(); ++i) {
-      reached =
-          reached || (record.inputs[i].defined() && depends[input_slots[i]]);
-    }
-    if (!recomputed_.empty()) {
-      for (const std::vector<uint64_t>* ids :
-           {&record.input_ids, &record.output_ids}) {
-        for (uint64_t id : *ids) {
-          if (recomputed_.contains(id)) earliest_use.try_emplace(id, r);
-        }
-      }
-    }
-    if (!reached) continue;
-    for (size_t j = 0; j < record.outputs.size(); ++j) {
-      if (IsDifferentiable(record.outputs[j])) depends[output_slots[j]] = true;
-    }
-  }
-
-  // Backward, the gradient of each tensor complete once every later call
-  // that used it has been run; a tensor's gradient is dropped once used,
-  // unless it is a source.
-  std::vector<DTensor> grads(numbering.size());
-  if (depends[target_slot]) grads[target_slot] = seed;
-  // Tensors recomputed in backward, rebuilt while records still need them.
-  absl::flat_hash_map<size_t, std::vector<uint64_t>> last_needed_by;
-  for (const auto& [id, earliest] : earliest_use) {
-    last_needed_by[earliest].push_back(id);
-  }
-  absl::flat_hash_map<uint64_t, DTensor> rebuilt;
-  // Per source, the owner of the earliest call that used it (its last
-  // gradient contribution): the redistribution of its gradient to its layout
-  // is that owner's communication.
-  std::vector<const void*> source_owner(numbering.size(), nullptr);
-  for (size_t r = records_.size(); r-- > 0;) {
-    const Record& record = records_[r];
-    const int32_t* input_slots = slots.data() + first_slot[r];
-    const int32_t* output_slots = input_slots + record.inputs.size();
-    auto drop_rebuilt = [&] {
-      auto found = last_needed_by.find(r);
-      if (found == last_needed_by.end()) return;
-      for (uint64_t id : found->second) rebuilt.erase(id);
-    };
-    std::vector<DTensor> grad_outputs(record.outputs.size());
-    bool any = false;
-    for (size_t j = 0; j < record.outputs.size(); ++j) {
-      DTensor& grad = grads[output_slots[j]];
-      if (!grad.defined()) continue;
-      any = true;
-      grad_outputs[j] =
-          is_source[output_slots[j]] ? grad : std::exchange(grad, DTensor());
-    }
-    if (!any) {
-      drop_rebuilt();
-      continue;
-    }
-    const OpDef& op = *record.op;
-    if (!op.backward) {
-      return absl::UnimplementedError(absl::StrCat(
-          "Gradient: op ", op.name,
-          " is on the path from a source to the target but has no backward "
-          "definition"));
-    }
-    // The backward's collectives (rebuilds included) are owned like the
-    // call's forward ones.
-    CommOwner::Scope owner(record.comm_owner);
-    // A recorded redistribution's backward reads only its input's layout,
-    // which the stand-ins carry; other records' stand-ins are replaced by
-    // their rebuilt tensors, in copies.
-    absl::Span<const DTensor> inputs = record.inputs;
-    absl::Span<const DTensor> outputs = record.outputs;
-    std::vector<DTensor> rebuilt_inputs;
-    std::vector<DTensor> rebuilt_outputs;
-    if (!recomputed_.empty() && &op != &RedistributeDef()) {
-      rebuilt_inputs = record.inputs;
-      rebuilt_outputs = record.outputs;
-      DT_RETURN_IF_ERROR(Rebuild(record.input_ids, rebuilt_inputs, rebuilt));
-      DT_RETURN_IF_ERROR(Rebuild(record.output_ids, rebuilt_outputs, rebuilt));
-      inputs = rebuilt_inputs;
-      outputs = rebuilt_outputs;
-    }
-    drop_rebuilt();
-    const BackwardCall call{inputs, record.args, outputs, grad_outputs};
-    absl::StatusOr<std::vector<DTensor>> input_grads = op.backward(call);
-    if (!input_grads.ok()) {
-      return absl::Status(input_grads.status().code(),
-                          absl::StrCat("backward of ", op.name, ": ",
-                                       input_grads.status().message()));
-    }
-    if (input_grads->size() != record.inputs.size()) {
-      return absl::InternalError(absl::StrCat(
-          "the backward of ", op.name, " returned ", input_grads->size(),
-          " gradients for ", record.inputs.size(), " inputs"));
-    }
-    for (size_t i = 0; i < record.inputs.size(); ++i) {
-      const DTensor& input = record.inputs[i];
-      DTensor& grad = (*input_grads)[i];
-      const int32_t slot = input_slots[i];
-      if (!grad.defined() || !IsDifferentiable(input) || !depends[slot]) {
-        continue;
-      }
-      DT_RETURN_IF_ERROR(CheckInputGradient(op, i, input, grad));
-      if (is_source[slot]) source_owner[slot] = record.comm_owner;
-      DT_RETURN_IF_ERROR(Accumulate(grads[slot], std::move(grad)));
-    }
-  }
-
-  std::vector<DTensor> result;
-  result.reserve(sources.size());
-  for (size_t s = 0; s < sources.size(); ++s) {
-    const DTensor& source = sources[s];
-    const int32_t slot = source_slots[s];
-    DTensor grad;
-    if (grads[slot].defined() && IsDifferentiable(source)) {
-      grad = grads[slot];
-    } else {
-      DT_ASSIGN_OR_RETURN(grad, ops::FullLike(source, 0));
-    }
-    const Sharding layout = ops::WithoutPartials(source.sharding());
-    if (!options.keep_propagated_layouts && grad.sharding() != layout) {
-      CommOwner::Scope owner(source_owner[slot]);
-      DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(layout));
-    }
-    result.push_back(std::move(grad));
-  }
-  return result;
+  BackwardPass pass(*this, target, sources);
+  pass.MarkDependencies();
+  pass.FindEarliestUses();
+  DT_RETURN_IF_ERROR(pass.RunBackward(seed));
+  return pass.FinishSourceGradients(options);
 }
 
 std::vector<GradientTape::HeldTensor> GradientTape::HeldTensors() const {

@@ -174,11 +174,8 @@ class GradientTape {
   // Replaces `value` by its stand-in in the records, from the last back to
   // the one that made it.
   void UseStandIn(uint64_t id, const DTensor& stand_in);
-  // Replaces the stand-ins among `tensors` (with `ids`) by their rebuilt
-  // tensors, rebuilding those not yet in `rebuilt`.
-  absl::Status Rebuild(absl::Span<const uint64_t> ids,
-                       std::vector<DTensor>& tensors,
-                       absl::flat_hash_map<uint64_t, DTensor>& rebuilt) const;
+  // The state and steps of one Gradient() call (nn/autograd.cc).
+  class BackwardPass;
 
   // The observers installed while a scope is active (ops/dispatch.h,
   // dtensor/dtensor.h).
