@@ -62,7 +62,9 @@ nn::LlamaConfig ModelConfig() {
   return config;
 }
 
-// The tp entries of parallel/plans/tp_dp.json on a tp-only mesh.
+// Megatron's block plan on a tp-only mesh: the layer entries of
+// parallel/plans/tp_dp.json (which also shards the embedding and the output
+// projection by vocabulary; the hand-written step keeps those replicated).
 constexpr char kTpPlan[] = R"({
   "tp": {
     "layers.*.attention.wq": "colwise",
