@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/communicator.h"
+#include "collectives/process_groups.h"
 #include "nn/optim.h"
 #include "parallel/checkpoint_block_io.h"
 #include "parallel/checkpoint_files.h"
@@ -37,15 +38,42 @@ absl::StatusOr<std::string> DirectoryName(std::string dir,
   return dir;
 }
 
-// The world communicator of the ranks holding `state`. Errors: an empty
-// state, an undefined DTensor, a metadata-only runtime, DTensors of
-// different ProcessGroups.
-absl::StatusOr<std::shared_ptr<Communicator>> WorldOf(
-    const nn::StateDict& state, absl::string_view op) {
-  if (state.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": the state is empty"));
+// The ProcessGroups the ranks call with: `given`, else those of the first
+// DTensor of `state` that has any. When there are none this rank cannot
+// reach its peers: the error is the state's problem (an undefined or
+// metadata-only DTensor) or an empty state.
+absl::StatusOr<ProcessGroups*> GroupsOf(const nn::StateDict& state,
+                                        ProcessGroups* given,
+                                        absl::string_view op) {
+  if (given != nullptr) return given;
+  for (const auto& [key, tensor] : state) {
+    if (tensor.defined() && !tensor.runtime()->metadata_only()) {
+      return tensor.runtime()->groups();
+    }
   }
-  ProcessGroups* groups = nullptr;
+  for (const auto& [key, tensor] : state) {
+    if (!tensor.defined()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": tensor \"", key, "\" is undefined"));
+    }
+  }
+  if (!state.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(op,
+                     ": every tensor has a metadata-only runtime, which "
+                     "holds no data"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      op,
+      ": the state is empty (a rank that holds no DTensor must set the "
+      "options' groups)"));
+}
+
+// This rank's problems with `state` that need no peer to find: an undefined
+// DTensor, a metadata-only runtime, DTensors of other ProcessGroups than
+// `groups`.
+absl::Status CheckState(const nn::StateDict& state, ProcessGroups* groups,
+                        absl::string_view op) {
   for (const auto& [key, tensor] : state) {
     if (!tensor.defined()) {
       return absl::InvalidArgumentError(
@@ -56,14 +84,15 @@ absl::StatusOr<std::shared_ptr<Communicator>> WorldOf(
           absl::StrCat(op, ": tensor \"", key,
                        "\" has a metadata-only runtime, which holds no data"));
     }
-    if (groups != nullptr && tensor.runtime()->groups() != groups) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": tensor \"", key,
-          "\" belongs to other process groups than the tensors before it"));
+    if (tensor.runtime()->groups() != groups) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": tensor \"", key,
+                       "\" belongs to other process groups than the world of "
+                       "the checkpoint (the options' groups or those of the "
+                       "first tensor)"));
     }
-    groups = tensor.runtime()->groups();
   }
-  return groups->World();
+  return absl::OkStatus();
 }
 
 // Agrees with every rank of `world` on the outcome of a step: OK when every
@@ -158,22 +187,33 @@ absl::Status WriteRankFiles(
 }
 
 // Rank 0's part once every rank has written: merges the index files into
-// metadata.json and puts `tmp` in the place of `dir`.
+// metadata.json and puts `tmp` in the place of `dir`. The index files are
+// removed only once metadata.json is written, and `tmp` on any failure.
 absl::Status Commit(const std::string& tmp, const std::string& dir,
                     int64_t world_size, const SaveOptions& options) {
   CheckpointMetadata metadata;
   metadata.chunk_bytes = options.chunk_bytes;
-  for (int64_t rank = 0; rank < world_size; ++rank) {
-    const std::string path = absl::StrCat(tmp, "/", IndexFileName(rank));
-    DT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
-    DT_ASSIGN_OR_RETURN(CheckpointMetadata index, ParseMetadata(text));
-    DT_RETURN_IF_ERROR(MergeMetadata(index, metadata));
-    DT_RETURN_IF_ERROR(RemoveAll(path));
+  absl::Status status;
+  for (int64_t rank = 0; rank < world_size && status.ok(); ++rank) {
+    absl::StatusOr<std::string> text =
+        ReadTextFile(absl::StrCat(tmp, "/", IndexFileName(rank)));
+    absl::StatusOr<CheckpointMetadata> index =
+        text.ok() ? ParseMetadata(*text, BlockCoverage::kPart) : text.status();
+    status = index.ok() ? MergeMetadata(*index, metadata) : index.status();
   }
-  DT_RETURN_IF_ERROR(CheckCoverage(metadata));
-  DT_RETURN_IF_ERROR(WriteTextFile(absl::StrCat(tmp, "/", kMetadataFile),
-                                   MetadataToJson(metadata), options.sync));
-  return ReplaceDirectory(tmp, dir, options.sync);
+  if (status.ok()) status = CheckCoverage(metadata);
+  if (status.ok()) {
+    status = WriteTextFile(absl::StrCat(tmp, "/", kMetadataFile),
+                           MetadataToJson(metadata), options.sync);
+  }
+  for (int64_t rank = 0; rank < world_size && status.ok(); ++rank) {
+    status = RemoveAll(absl::StrCat(tmp, "/", IndexFileName(rank)));
+  }
+  if (status.ok()) status = ReplaceDirectory(tmp, dir, options.sync);
+  // After a failed swap `tmp` is the new checkpoint; after a later step, the
+  // old one (or gone): neither is wanted.
+  if (!status.ok()) RemoveAll(tmp).IgnoreError();
+  return status;
 }
 
 // The prefix of a load error about `key` (and block `block` when >= 0).
@@ -226,6 +266,20 @@ absl::StatusOr<Tensor> ReadShard(const std::string& dir, const std::string& key,
     }
   }
   DT_ASSIGN_OR_RETURN(ShardBlock box, target.LocalBlock());
+  const Tensor& local = target.local();
+  if (!local.defined() || local.shape() != box.shape ||
+      local.dtype() != target.dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        LoadContext(dir, key), ": the local shard does not match its block (",
+        BoxText(box), ")"));
+  }
+  // nn::Assign stages a device shard through host memory, which needs it
+  // contiguous: refused here, before the ranks agree to assign.
+  if (!local.device().is_cpu() && !local.is_contiguous()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(LoadContext(dir, key), ": the local shard on ",
+                     local.device().ToString(), " is not contiguous"));
+  }
   DT_ASSIGN_OR_RETURN(Tensor shard, Tensor::Empty(box.shape, target.dtype()));
   const int64_t element_size = ElementSize(target.dtype());
   const int64_t needed_before = reader.bytes_needed();
@@ -286,30 +340,40 @@ absl::StatusOr<std::vector<Tensor>> ReadShards(const std::string& dir,
 absl::Status SaveCheckpoint(const std::string& dir, const nn::StateDict& state,
                             const SaveOptions& options) {
   constexpr absl::string_view kOp = "SaveCheckpoint";
-  DT_ASSIGN_OR_RETURN(const std::string target, DirectoryName(dir, kOp));
-  if (options.chunk_bytes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
+  // Every check of this rank's own first, so that no rank starts a
+  // collective (the Partial reductions) that a peer will not join.
+  absl::StatusOr<std::string> target = DirectoryName(dir, kOp);
+  absl::Status checked = target.status();
+  if (checked.ok() && options.chunk_bytes < 1) {
+    checked = absl::InvalidArgumentError(absl::StrCat(
         kOp, ": chunk_bytes ", options.chunk_bytes, " must be >= 1"));
   }
-  DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> world, WorldOf(state, kOp));
+  absl::StatusOr<ProcessGroups*> groups = GroupsOf(state, options.groups, kOp);
+  if (!groups.ok()) return checked.ok() ? groups.status() : checked;
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> world, (*groups)->World());
   const int64_t rank = world->rank();
-  const std::string tmp = target + ".tmp";
   constexpr absl::string_view kKept = "the previous checkpoint is kept";
-  DT_ASSIGN_OR_RETURN(auto tensors, Complete(state));
-  DT_RETURN_IF_ERROR(
-      Agree(*world, rank == 0 ? MakeEmptyDirectory(tmp) : absl::OkStatus(), kOp,
-            kKept));
+  if (checked.ok()) checked = CheckState(state, *groups, kOp);
+  DT_RETURN_IF_ERROR(Agree(*world, std::move(checked), kOp, kKept));
 
+  const std::string tmp = *target + ".tmp";
+  absl::StatusOr<std::vector<std::pair<std::string, DTensor>>> tensors =
+      Complete(state);
+  absl::Status made = tensors.status();
+  if (made.ok() && rank == 0) made = MakeEmptyDirectory(tmp);
   CheckpointStats stats;
-  absl::Status written = WriteRankFiles(tmp, rank, tensors, options, stats);
+  absl::Status written = Agree(*world, std::move(made), kOp, kKept);
+  if (written.ok()) {
+    written = Agree(*world, WriteRankFiles(tmp, rank, *tensors, options, stats),
+                    kOp, kKept);
+  }
   if (options.stats != nullptr) *options.stats = stats;
-  absl::Status all_written = Agree(*world, std::move(written), kOp, kKept);
-  if (!all_written.ok()) {
+  if (!written.ok()) {
     if (rank == 0) RemoveAll(tmp).IgnoreError();
-    return all_written;
+    return written;
   }
   return Agree(*world,
-               rank == 0 ? Commit(tmp, target, world->size(), options)
+               rank == 0 ? Commit(tmp, *target, world->size(), options)
                          : absl::OkStatus(),
                kOp, "the checkpoint may not have been replaced");
 }
@@ -317,18 +381,29 @@ absl::Status SaveCheckpoint(const std::string& dir, const nn::StateDict& state,
 absl::Status LoadCheckpoint(const std::string& dir, const nn::StateDict& state,
                             const LoadCheckpointOptions& options) {
   constexpr absl::string_view kOp = "LoadCheckpoint";
-  DT_ASSIGN_OR_RETURN(const std::string source, DirectoryName(dir, kOp));
-  DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> world, WorldOf(state, kOp));
+  DT_ASSIGN_OR_RETURN(ProcessGroups * groups,
+                      GroupsOf(state, options.groups, kOp));
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> world, groups->World());
+  absl::StatusOr<std::string> source = DirectoryName(dir, kOp);
+  if (source.ok()) source = CommittedDirectory(*source);
+  absl::Status checked = source.status();
+  if (checked.ok()) checked = CheckState(state, groups, kOp);
   CheckpointStats stats;
-  absl::StatusOr<std::vector<Tensor>> shards = ReadShards(source, state, stats);
+  absl::StatusOr<std::vector<Tensor>> shards =
+      checked.ok() ? ReadShards(*source, state, stats) : checked;
   if (options.stats != nullptr) *options.stats = stats;
   DT_RETURN_IF_ERROR(
       Agree(*world, shards.status(), kOp, "no tensor was changed"));
+  // Copies that cannot fail on CPU (ReadShard checked every target).
   size_t i = 0;
+  absl::Status assigned;
   for (const auto& [key, target] : state) {
-    DT_RETURN_IF_ERROR(nn::Assign(target.local(), (*shards)[i++]));
+    absl::Status status = nn::Assign(target.local(), (*shards)[i++]);
+    if (assigned.ok() && !status.ok()) {
+      assigned = WithContext(status, LoadContext(*source, key));
+    }
   }
-  return absl::OkStatus();
+  return assigned;
 }
 
 }  // namespace parallel

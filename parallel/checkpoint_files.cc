@@ -1,6 +1,7 @@
 #include "parallel/checkpoint_files.h"
 
 #include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc 2.28+, _GNU_SOURCE)
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,6 +42,13 @@ absl::Status Rename(const std::string& from, const std::string& to) {
   if (error)
     return Failed("cannot rename", from + " to " + to, error.message());
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Exists(const std::string& path) {
+  std::error_code error;
+  const bool exists = fs::exists(path, error);
+  if (error) return Failed("cannot inspect", path, error.message());
+  return exists;
 }
 
 }  // namespace
@@ -111,20 +119,38 @@ absl::Status ReplaceDirectory(const std::string& fresh, const std::string& dir,
   const std::string old = dir + ".old";
   // The entries of `fresh` (its files) are durable before it is renamed.
   if (sync) DT_RETURN_IF_ERROR(SyncPath(fresh));
-  std::error_code error;
-  const bool had_dir = fs::exists(dir, error);
-  if (error) return Failed("cannot inspect", dir, error.message());
-  if (had_dir) {
+  DT_ASSIGN_OR_RETURN(const bool had_dir, Exists(dir));
+  // What holds the previous checkpoint once `fresh` is `dir`.
+  std::string previous = fresh;
+  if (!had_dir) {
+    DT_RETURN_IF_ERROR(Rename(fresh, dir));
+  } else if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, dir.c_str(),
+                         RENAME_EXCHANGE) != 0) {
+    if (errno != EINVAL && errno != ENOSYS) {
+      return ErrnoFailed("cannot exchange", fresh + " and " + dir);
+    }
     DT_RETURN_IF_ERROR(RemoveAll(old));
     DT_RETURN_IF_ERROR(Rename(dir, old));
+    DT_RETURN_IF_ERROR(Rename(fresh, dir));
+    previous = old;
   }
-  DT_RETURN_IF_ERROR(Rename(fresh, dir));
   if (sync) {
+    std::error_code error;
     std::string parent = fs::absolute(dir, error).parent_path().string();
     if (error) return Failed("cannot resolve", dir, error.message());
     DT_RETURN_IF_ERROR(SyncPath(parent));
   }
-  return had_dir ? RemoveAll(old) : absl::OkStatus();
+  if (had_dir) DT_RETURN_IF_ERROR(RemoveAll(previous));
+  // A stale `dir`.old of an earlier fallback commit.
+  return RemoveAll(old);
+}
+
+absl::StatusOr<std::string> CommittedDirectory(const std::string& dir) {
+  DT_ASSIGN_OR_RETURN(const bool has_dir, Exists(dir));
+  if (has_dir) return dir;
+  const std::string old = dir + ".old";
+  DT_ASSIGN_OR_RETURN(const bool has_old, Exists(old));
+  return has_old ? old : dir;
 }
 
 }  // namespace parallel

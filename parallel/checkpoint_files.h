@@ -28,13 +28,25 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 // Removes `path` and everything under it; no error when it does not exist.
 absl::Status RemoveAll(const std::string& path);
 
-// Puts the complete directory `fresh` in the place of `dir`: renames `dir`
-// (if any) to `dir`.old, `fresh` to `dir`, then removes `dir`.old. Until the
-// second rename `dir` is the old checkpoint; a crash between the renames
-// leaves both directories complete. When `sync`, flushes `fresh` before and
-// the parent directory after the renames.
+// Puts the complete directory `fresh` in the place of `dir`, then removes
+// the previous `dir` (and a stale `dir`.old). When `dir` exists the two are
+// swapped in one step (renameat2 RENAME_EXCHANGE), so `dir` is always a
+// complete checkpoint, the old one or the new one; a crash after the swap
+// leaves the old checkpoint as `fresh`, which the next save clears. Where
+// the file system cannot swap (EINVAL or ENOSYS) it falls back to renaming
+// `dir` to `dir`.old and `fresh` to `dir`: a crash between those renames
+// leaves no `dir` but a complete `dir`.old, which CommittedDirectory finds.
+// When `sync`, flushes `fresh` before and the parent directory after the
+// renames.
 absl::Status ReplaceDirectory(const std::string& fresh, const std::string& dir,
                               bool sync);
+
+// The directory that holds the last committed checkpoint of `dir`: `dir`
+// itself, or `dir`.old when only that exists (a crash between the two
+// renames of ReplaceDirectory's fallback). While `dir` is missing, `dir`.old
+// is only ever a complete checkpoint: it is created by renaming a complete
+// `dir` and removed only while a `dir` exists.
+absl::StatusOr<std::string> CommittedDirectory(const std::string& dir);
 
 }  // namespace parallel
 }  // namespace dtensor

@@ -1,11 +1,15 @@
 #include "parallel/checkpoint_metadata.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <optional>
 #include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/json_text.h"
+#include "parallel/checkpoint_block_io.h"
 #include "parallel/json_value.h"
 #include "tensor/status_macros.h"
 
@@ -17,6 +21,10 @@ constexpr absl::string_view kFormat = "dtensor-checkpoint";
 constexpr int64_t kVersion = 1;
 // Integers above this are not exact as JSON numbers (doubles).
 constexpr double kMaxExactInteger = 9007199254740992.0;  // 2^53
+// The most bytes a tensor may have: far beyond any file, and small enough
+// that its sums with file offsets and chunk sizes (at most 2^53) cannot
+// overflow int64.
+constexpr int64_t kMaxBytes = int64_t{1} << 62;
 
 std::string BlockJson(const StoredBlock& block) {
   std::vector<int64_t> crcs(block.chunk_crc32c.begin(),
@@ -100,6 +108,59 @@ absl::StatusOr<std::vector<int64_t>> IntegerArrayField(
   return values;
 }
 
+// The bytes of a tensor of `shape`, `element_size` bytes an element; nullopt
+// above kMaxBytes. Sizes must be >= 0.
+std::optional<int64_t> BytesOf(const Shape& shape, int64_t element_size) {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  int64_t bytes = element_size;
+  for (int64_t size : shape) {
+    if (size > kMaxBytes / bytes) return std::nullopt;
+    bytes *= size;
+  }
+  return bytes;
+}
+
+// Why the blocks of `tensor` (each inside it) do not tile it: the first two
+// that overlap, or (when `whole`) the elements they leave uncovered; nullopt
+// when they are disjoint (and cover it). Blocks sorted by their first offset
+// are compared with the later ones starting before their end, which for the
+// grids a save writes is a few each.
+std::optional<std::string> TilingFault(const StoredTensor& tensor, bool whole) {
+  const std::vector<StoredBlock>& blocks = tensor.blocks;
+  std::vector<size_t> order(blocks.size());
+  std::iota(order.begin(), order.end(), 0);
+  const bool scalar = tensor.shape.empty();
+  auto begin = [&](size_t i) { return scalar ? 0 : blocks[i].box.offset[0]; };
+  auto end = [&](size_t i) {
+    return scalar ? 1 : blocks[i].box.offset[0] + blocks[i].box.shape[0];
+  };
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return begin(a) < begin(b); });
+  int64_t covered = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const StoredBlock& a = blocks[order[i]];
+    if (a.box.empty()) continue;
+    covered += a.box.numel();
+    for (size_t j = i + 1; j < order.size() && begin(order[j]) < end(order[i]);
+         ++j) {
+      const StoredBlock& b = blocks[order[j]];
+      if (IntersectBoxes(a.box, b.box).has_value()) {
+        const size_t first = std::min(order[i], order[j]);
+        const size_t second = std::max(order[i], order[j]);
+        return absl::StrCat("blocks ", first, " (", BoxText(blocks[first].box),
+                            ") and ", second, " (", BoxText(blocks[second].box),
+                            ") overlap");
+      }
+    }
+  }
+  if (whole && covered != NumElements(tensor.shape)) {
+    return absl::StrCat("the blocks hold ", covered, " of the ",
+                        NumElements(tensor.shape), " elements of shape ",
+                        ShapeToString(tensor.shape));
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<StoredBlock> ParseBlock(const JsonValue& json,
                                        const StoredTensor& tensor,
                                        int64_t chunk_bytes,
@@ -134,6 +195,9 @@ absl::StatusOr<StoredBlock> ParseBlock(const JsonValue& json,
   }
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> crcs,
                       IntegerArrayField(json, "crc32c", 4294967295.0, where));
+  // The box lies in the tensor, whose bytes ParseTensor bounded by 2^62, and
+  // file_offset is at most 2^53: their sums, and those with a chunk size,
+  // fit in int64.
   const int64_t nbytes =
       block.box.numel() * static_cast<int64_t>(ElementSize(tensor.dtype));
   if (static_cast<int64_t>(crcs.size()) != ChunkCount(nbytes, chunk_bytes)) {
@@ -146,6 +210,7 @@ absl::StatusOr<StoredBlock> ParseBlock(const JsonValue& json,
 
 absl::StatusOr<StoredTensor> ParseTensor(const JsonValue& json,
                                          int64_t chunk_bytes,
+                                         BlockCoverage coverage,
                                          absl::string_view where) {
   if (!json.is_object()) return Corrupt(where, "not an object");
   StoredTensor tensor;
@@ -156,6 +221,12 @@ absl::StatusOr<StoredTensor> ParseTensor(const JsonValue& json,
   tensor.dtype = *parsed;
   DT_ASSIGN_OR_RETURN(
       tensor.shape, IntegerArrayField(json, "shape", kMaxExactInteger, where));
+  if (!BytesOf(tensor.shape, ElementSize(tensor.dtype)).has_value()) {
+    return Corrupt(
+        where, absl::StrCat("\"shape\" ", ShapeToString(tensor.shape), " of ",
+                            std::string(DTypeName(tensor.dtype)),
+                            " holds more than 2^62 bytes"));
+  }
   DT_ASSIGN_OR_RETURN(
       tensor.mesh_shape,
       IntegerArrayField(json, "mesh_shape", kMaxExactInteger, where));
@@ -170,6 +241,10 @@ absl::StatusOr<StoredTensor> ParseTensor(const JsonValue& json,
                                    absl::StrCat(where, " block ", i)));
     tensor.blocks.push_back(std::move(block));
   }
+  if (std::optional<std::string> fault =
+          TilingFault(tensor, coverage == BlockCoverage::kWhole)) {
+    return Corrupt(where, *fault);
+  }
   return tensor;
 }
 
@@ -182,7 +257,7 @@ std::string BoxText(const ShardBlock& box) {
 }
 
 int64_t ChunkCount(int64_t nbytes, int64_t chunk_bytes) {
-  return (nbytes + chunk_bytes - 1) / chunk_bytes;
+  return nbytes / chunk_bytes + (nbytes % chunk_bytes != 0 ? 1 : 0);
 }
 
 std::string MetadataToJson(const CheckpointMetadata& metadata) {
@@ -199,7 +274,8 @@ std::string MetadataToJson(const CheckpointMetadata& metadata) {
   return text;
 }
 
-absl::StatusOr<CheckpointMetadata> ParseMetadata(absl::string_view text) {
+absl::StatusOr<CheckpointMetadata> ParseMetadata(absl::string_view text,
+                                                 BlockCoverage coverage) {
   absl::StatusOr<JsonValue> json = ParseJson(text);
   if (!json.ok()) {
     return Corrupt("invalid or truncated JSON", json.status().message());
@@ -227,7 +303,7 @@ absl::StatusOr<CheckpointMetadata> ParseMetadata(absl::string_view text) {
       Field(*json, "tensors", JsonValue::Kind::kObject, "document"));
   for (const auto& [key, value] : tensors->members()) {
     DT_ASSIGN_OR_RETURN(StoredTensor tensor,
-                        ParseTensor(value, metadata.chunk_bytes,
+                        ParseTensor(value, metadata.chunk_bytes, coverage,
                                     absl::StrCat("tensor \"", key, "\"")));
     metadata.tensors.emplace(key, std::move(tensor));
   }
@@ -261,14 +337,10 @@ absl::Status MergeMetadata(const CheckpointMetadata& piece,
 
 absl::Status CheckCoverage(const CheckpointMetadata& metadata) {
   for (const auto& [key, tensor] : metadata.tensors) {
-    int64_t stored = 0;
-    for (const StoredBlock& block : tensor.blocks) stored += block.box.numel();
-    if (stored != NumElements(tensor.shape)) {
-      return absl::InternalError(absl::StrCat(
-          "checkpoint: the blocks of tensor \"", key, "\" hold ", stored,
-          " elements, its shape ", ShapeToString(tensor.shape), " has ",
-          NumElements(tensor.shape),
-          " (did every rank of the world call SaveCheckpoint?)"));
+    if (std::optional<std::string> fault = TilingFault(tensor, true)) {
+      return absl::InternalError(
+          absl::StrCat("checkpoint: tensor \"", key, "\": ", *fault,
+                       " (did every rank of the world call SaveCheckpoint?)"));
     }
   }
   return absl::OkStatus();

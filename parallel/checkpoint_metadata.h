@@ -55,11 +55,22 @@ int64_t ChunkCount(int64_t nbytes, int64_t chunk_bytes);
 // JSON text for `metadata`, one block per line.
 std::string MetadataToJson(const CheckpointMetadata& metadata);
 
+// What the blocks of each tensor of a document must cover.
+enum class BlockCoverage {
+  // metadata.json: the blocks tile the tensor, every element once.
+  kWhole,
+  // A rank's index file: the blocks it wrote, disjoint.
+  kPart,
+};
+
 // Parses and validates JSON written by MetadataToJson. Errors are DataLoss
 // naming the field (and the tensor) at fault: invalid or truncated JSON, a
-// missing or mistyped field, an unknown dtype, a block outside its tensor or
-// of another rank, a checksum count that does not fit the block size.
-absl::StatusOr<CheckpointMetadata> ParseMetadata(absl::string_view text);
+// missing or mistyped field, an unknown dtype, a tensor of more than 2^62
+// bytes, a block outside its tensor or of another rank, a checksum count that
+// does not fit the block size, two overlapping blocks (naming both) or, for
+// kWhole, blocks that leave elements uncovered.
+absl::StatusOr<CheckpointMetadata> ParseMetadata(
+    absl::string_view text, BlockCoverage coverage = BlockCoverage::kWhole);
 
 // Adds the tensors and blocks of `piece` to `into`. A tensor both hold must
 // agree on dtype, shape, mesh shape and layout (else InvalidArgument naming
@@ -67,9 +78,9 @@ absl::StatusOr<CheckpointMetadata> ParseMetadata(absl::string_view text);
 absl::Status MergeMetadata(const CheckpointMetadata& piece,
                            CheckpointMetadata& into);
 
-// Checks that every tensor's blocks hold exactly its number of elements
-// (together with the disjointness a save guarantees: every element once).
-// Internal error naming the first tensor that is short or over.
+// Checks that every tensor's blocks tile it: no two overlap, and together
+// they hold all its elements. Internal error naming the first tensor (and
+// blocks) at fault.
 absl::Status CheckCoverage(const CheckpointMetadata& metadata);
 
 }  // namespace parallel

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "absl/algorithm/container.h"
@@ -204,28 +205,43 @@ TEST(CheckpointFaultTest, TruncatedOrMissingFilesAreReported) {
   ExpectAllOk(Save(dir, 1));
   const std::string metadata = dir + "/metadata.json";
   const std::string data = dir + "/data_3.bin";
-  const int64_t metadata_size = fs::file_size(metadata);
-  const int64_t data_size = fs::file_size(data);
-  fs::copy_file(metadata, dir + "/../metadata_backup");
-  fs::copy_file(data, dir + "/../data_backup");
+  // Backups in a directory of this test's own; file-system calls that
+  // report errors instead of throwing.
+  const std::string backups = testing::TestDirectory("truncate_backups");
+  const std::string metadata_backup = backups + "/metadata.json";
+  const std::string data_backup = backups + "/data_3.bin";
+  std::error_code error;
+  fs::create_directories(backups, error);
+  ASSERT_FALSE(error) << backups << ": " << error.message();
+  const int64_t metadata_size = fs::file_size(metadata, error);
+  ASSERT_FALSE(error) << metadata << ": " << error.message();
+  const int64_t data_size = fs::file_size(data, error);
+  ASSERT_FALSE(error) << data << ": " << error.message();
+  auto copy = [&](const std::string& from, const std::string& to) {
+    fs::copy_file(from, to, fs::copy_options::overwrite_existing, error);
+    return !error;
+  };
+  ASSERT_TRUE(copy(metadata, metadata_backup)) << error.message();
+  ASSERT_TRUE(copy(data, data_backup)) << error.message();
 
   for (int64_t size : {int64_t{0}, metadata_size / 3, metadata_size - 3}) {
     SCOPED_TRACE(absl::StrCat("metadata cut to ", size));
-    fs::resize_file(metadata, size);
+    fs::resize_file(metadata, size, error);
+    ASSERT_FALSE(error) << error.message();
     ExpectFailure(LoadAndCheck(dir, Cases(9), Cases(1)),
                   absl::StatusCode::kDataLoss, {"metadata"});
-    fs::copy_file(dir + "/../metadata_backup", metadata,
-                  fs::copy_options::overwrite_existing);
+    ASSERT_TRUE(copy(metadata_backup, metadata)) << error.message();
   }
-  fs::resize_file(data, data_size - 1);
+  fs::resize_file(data, data_size - 1, error);
+  ASSERT_FALSE(error) << error.message();
   ExpectFailure(LoadAndCheck(dir, Cases(9), Cases(1)),
                 absl::StatusCode::kDataLoss, {"data_3.bin", "truncated"});
-  fs::remove(data);
+  ASSERT_TRUE(fs::remove(data, error)) << error.message();
   ExpectFailure(LoadAndCheck(dir, Cases(9), Cases(1)),
                 absl::StatusCode::kNotFound, {"data_3.bin", "missing"});
-  fs::copy_file(dir + "/../data_backup", data);
+  ASSERT_TRUE(copy(data_backup, data)) << error.message();
   ExpectAllOk(LoadAndCheck(dir, Cases(9), Cases(1)));
-  fs::remove(metadata);
+  ASSERT_TRUE(fs::remove(metadata, error)) << error.message();
   ExpectFailure(LoadAndCheck(dir, Cases(9), Cases(1)),
                 absl::StatusCode::kNotFound, {"metadata.json"});
 }

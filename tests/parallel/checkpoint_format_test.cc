@@ -5,8 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "parallel/checkpoint_block_io.h"
 #include "parallel/checkpoint_checksum.h"
@@ -116,6 +118,87 @@ TEST(CheckpointMetadataTest, InvalidDocumentsNameTheFault) {
     EXPECT_TRUE(absl::StrContains(parsed.status().message(), c.message))
         << parsed.status() << " lacks " << c.message;
   }
+}
+
+// Tampered blocks of "layers.0.w \"q\"" ([5, 3], blocks of rows 0-2 and
+// 3-4) moved or shrunk along dim 0: those that overlap or leave elements out
+// are refused, as a brute-force count of every element decides.
+TEST(CheckpointMetadataTest, BlocksMustTileTheTensor) {
+  const std::string key = "layers.0.w \"q\"";
+  std::mt19937 rng(11);
+  int overlapping = 0, gapped = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    CheckpointMetadata metadata = Example();
+    StoredTensor& w = metadata.tensors.at(key);
+    StoredBlock& moved = w.blocks[rng() % 2];
+    if (moved.box.shape[0] > 1 && rng() % 2 == 0) {
+      --moved.box.shape[0];
+      moved.chunk_crc32c.resize(ChunkCount(moved.box.numel() * 2, 16));
+    }
+    moved.box.offset[0] = rng() % (6 - moved.box.shape[0]);
+    std::vector<int> count(15, 0);
+    for (const StoredBlock& block : w.blocks) {
+      for (int64_t i = 0; i < block.box.shape[0]; ++i) {
+        for (int64_t j = 0; j < 3; ++j) {
+          ++count[(block.box.offset[0] + i) * 3 + j];
+        }
+      }
+    }
+    const bool overlap = absl::c_any_of(count, [](int c) { return c > 1; });
+    const bool gap = absl::c_any_of(count, [](int c) { return c == 0; });
+    absl::StatusOr<CheckpointMetadata> parsed =
+        ParseMetadata(MetadataToJson(metadata));
+    // An index file needs disjoint blocks only.
+    EXPECT_EQ(
+        ParseMetadata(MetadataToJson(metadata), BlockCoverage::kPart).ok(),
+        !overlap);
+    if (!overlap && !gap) {
+      EXPECT_TRUE(parsed.ok()) << parsed.status();
+      continue;
+    }
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(), key))
+        << parsed.status();
+    const std::string why = overlap ? "blocks 0 (" : "the blocks hold";
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(), why))
+        << parsed.status() << " lacks " << why;
+    overlapping += overlap;
+    gapped += !overlap;
+  }
+  EXPECT_GT(overlapping, 0);
+  EXPECT_GT(gapped, 0);
+}
+
+// Shapes whose byte counts overflow int64 are DataLoss naming the field.
+TEST(CheckpointMetadataTest, HugeShapesAreRefusedWithoutOverflow) {
+  const std::string good = MetadataToJson(Example());
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  // 2^52 * 2^52 elements; 2^31 * 2^31 bf16 elements = 2^63 bytes.
+  for (const std::string& shape :
+       {"[4503599627370496,4503599627370496]", "[2147483648,2147483648]"}) {
+    absl::StatusOr<CheckpointMetadata> parsed = ParseMetadata(
+        replaced("\"shape\":[5,3]", absl::StrCat("\"shape\":", shape)));
+    ASSERT_FALSE(parsed.ok()) << shape;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(), "\"shape\""))
+        << parsed.status();
+  }
+  // Big but representable: 2^40 i64 elements (2^43 bytes) in one block.
+  CheckpointMetadata big;
+  big.chunk_bytes = int64_t{1} << 40;
+  StoredTensor& t = big.tensors["big"];
+  t.dtype = DType::kI64;
+  t.shape = {int64_t{1} << 40};
+  t.blocks.push_back(
+      {"data_0.bin", 0, {{int64_t{1} << 40}, {0}}, std::vector<uint32_t>(8)});
+  absl::StatusOr<CheckpointMetadata> parsed =
+      ParseMetadata(MetadataToJson(big));
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
 }
 
 TEST(CheckpointMetadataTest, MergeChecksAgreementAndCoverage) {
