@@ -1,0 +1,221 @@
+#include "dtensor/planner_moves.h"
+
+#include <algorithm>
+
+namespace dtensor {
+namespace {
+
+// Whether every permute from a layout costs the same, whatever mesh dims it
+// crosses: all links equal and no mesh dim of size 1 (a permute that crosses
+// only those is free).
+bool UniformPermuteCosts(absl::Span<const int64_t> mesh_shape,
+                         const CostModel& cost_model) {
+  for (size_t m = 0; m < mesh_shape.size(); ++m) {
+    const MeshDimLink& link = cost_model.links()[m];
+    const MeshDimLink& first = cost_model.links()[0];
+    if (mesh_shape[m] == 1 || link.bandwidth_gbps != first.bandwidth_gbps ||
+        link.hop_latency_us != first.hop_latency_us) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+PlannerMoves::PlannerMoves(PlannerLayout to,
+                           absl::Span<const int64_t> mesh_shape,
+                           absl::Span<const int64_t> global_shape, DType dtype,
+                           const CostModel& cost_model)
+    : mesh_ndim_(static_cast<int64_t>(mesh_shape.size())),
+      tensor_rank_(static_cast<int64_t>(global_shape.size())),
+      mesh_shape_(mesh_shape),
+      global_shape_(global_shape),
+      dtype_(dtype),
+      cost_model_(cost_model),
+      to_(to),
+      has_unit_mesh_dims_(std::find(mesh_shape.begin(), mesh_shape.end(), 1) !=
+                          mesh_shape.end()),
+      uniform_permute_costs_(UniformPermuteCosts(mesh_shape, cost_model)),
+      permute_classes_(mesh_shape, global_shape) {}
+
+PlannerLayout PlannerMoves::EffectiveWithUnitMeshDims(
+    PlannerLayout layout) const {
+  PlannerLayout effective = layout;
+  for (int64_t m = 0; m < mesh_ndim_; ++m) {
+    if (mesh_shape_[m] == 1) {
+      effective = effective.WithCode(m, PlannerLayout::kReplicateCode);
+    } else if (layout.is_shard(m)) {
+      int64_t depth = 0;
+      for (int64_t other = 0; other < mesh_ndim_; ++other) {
+        if (mesh_shape_[other] > 1 && layout.is_shard(other) &&
+            layout.shard_dim(other) == layout.shard_dim(m) &&
+            layout.position(other) < layout.position(m)) {
+          ++depth;
+        }
+      }
+      effective = effective.WithCode(
+          m, PlannerLayout::ShardCode(layout.shard_dim(m), depth));
+    }
+  }
+  return effective;
+}
+
+double PlannerMoves::LocalBytes(const ShardOrders& orders) const {
+  // As PaddedLocalBytes, on the decoded layout.
+  double elements = 1;
+  for (int64_t d = 0; d < tensor_rank_; ++d) {
+    int64_t extent = global_shape_[d];
+    for (int64_t m : orders.of(d)) {
+      extent = (extent + mesh_shape_[m] - 1) / mesh_shape_[m];
+    }
+    elements *= static_cast<double>(extent);
+  }
+  return elements * static_cast<double>(ElementSize(dtype_));
+}
+
+void PlannerMoves::GatherMoves(PlannerLayout state, const ShardOrders& orders,
+                               Visitor visit) const {
+  for (int64_t d = 0; d < tensor_rank_; ++d) {
+    const absl::Span<const int64_t> order = orders.of(d);
+    for (size_t start = 0; start < order.size(); ++start) {
+      const absl::Span<const int64_t> suffix = order.subspan(start);
+      visit(state.WithReplicated(suffix),
+            MakeStep(CommKind::kAllGather, suffix), suffix, {d});
+    }
+  }
+}
+
+void PlannerMoves::AllToAllMoves(PlannerLayout state, const ShardOrders& orders,
+                                 Visitor visit) const {
+  for (int64_t from = 0; from < tensor_rank_; ++from) {
+    const absl::Span<const int64_t> order = orders.of(from);
+    for (size_t start = 0; start < order.size(); ++start) {
+      const absl::Span<const int64_t> suffix = order.subspan(start);
+      const PlannerLayout gathered = state.WithReplicated(suffix);
+      const Step step = MakeStep(CommKind::kAllToAll, suffix);
+      for (int64_t to = 0; to < tensor_rank_; ++to) {
+        if (to == from) continue;
+        // The moved mesh dims may land in any order: the same exchange.
+        MeshDimList landing(suffix.begin(), suffix.end());
+        std::sort(landing.begin(), landing.end());
+        do {
+          visit(gathered.WithShardsAppended(landing, to, orders.count(to)),
+                step, suffix, {from, to});
+        } while (std::next_permutation(landing.begin(), landing.end()));
+      }
+    }
+  }
+}
+
+void PlannerMoves::PartialMoves(PlannerLayout state, const ShardOrders& orders,
+                                Visitor visit) const {
+  for (int op = 0; op < 4; ++op) {
+    MeshDimList same_op;
+    for (int64_t m = 0; m < mesh_ndim_; ++m) {
+      if (state.code(m) ==
+          PlannerLayout::PartialCode(static_cast<ReduceOp>(op))) {
+        same_op.push_back(m);
+      }
+    }
+    // Every non-empty subset, in every order.
+    const int n = static_cast<int>(same_op.size());
+    for (int mask = 1; mask < (1 << n); ++mask) {
+      MeshDimList group;
+      for (int i = 0; i < n; ++i) {
+        if (mask & (1 << i)) group.push_back(same_op[i]);
+      }
+      const PlannerLayout reduced = state.WithReplicated(group);
+      // All-reduce: any one ordering of the group will do.
+      visit(reduced, MakeStep(CommKind::kAllReduce, group), group, {});
+      const Step reduce_scatter = MakeStep(CommKind::kReduceScatter, group);
+      do {
+        for (int64_t d = 0; d < tensor_rank_; ++d) {
+          visit(reduced.WithShardsAppended(group, d, orders.count(d)),
+                reduce_scatter, group, {d});
+        }
+      } while (std::next_permutation(group.begin(), group.end()));
+    }
+  }
+}
+
+void PlannerMoves::LocalMoves(PlannerLayout state, const ShardOrders& orders,
+                              Visitor visit) const {
+  for (int64_t m = 0; m < mesh_ndim_; ++m) {
+    if (!state.is_replicate(m)) continue;
+    const int64_t slice[] = {m};
+    const Step local = {CommKind::kLocal, 0};
+    for (int64_t d = 0; d < tensor_rank_; ++d) {
+      visit(state.WithShardsAppended(slice, d, orders.count(d)), local, slice,
+            {d});
+    }
+    // Replicate -> Partial, so that one reduction collective can cover
+    // this mesh dim too: with the target's op here, or with an op some
+    // Partial mesh dim already has (sum by default).
+    for (ReduceOp op : partial_ops_) {
+      visit(state.WithCode(m, PlannerLayout::PartialCode(op)), local, slice,
+            {});
+    }
+  }
+}
+
+MeshDimList PlannerMoves::MovedMeshDims(PlannerLayout from,
+                                        PlannerLayout to) const {
+  // A mesh dim of size > 1 keeps its coordinate's meaning when it splits the
+  // same tensor dim at the same depth, not counting mesh dims of size 1
+  // (their chunk is everything); ranks then exchange only along the others.
+  const PlannerLayout effective_from = Effective(from);
+  const PlannerLayout effective_to = Effective(to);
+  MeshDimList moved;
+  for (int64_t m = 0; m < mesh_ndim_; ++m) {
+    if (mesh_shape_[m] == 1 || from.is_partial(m)) continue;
+    if (effective_from.code(m) != effective_to.code(m)) moved.push_back(m);
+  }
+  return moved;
+}
+
+void PlannerMoves::PermuteMoves(PlannerLayout state, double cost,
+                                const ShardOrders& orders, Visitor visit) {
+  // On uniform links with no mesh dim of size 1, a permute's cost depends
+  // only on the bytes held before it: once a member of a class has been
+  // expanded, a later one with no lower cost and no fewer bytes would
+  // improve nothing.
+  PermuteClass& members = permute_classes_.Of(state, orders);
+  if (uniform_permute_costs_) {
+    for (const auto& [done_cost, done_bytes] : members.expanded) {
+      if (done_cost <= cost && done_bytes <= local_bytes_) return;
+    }
+    members.expanded.emplace_back(cost, local_bytes_);
+  }
+  for (PlannerLayout member : members.layouts) {
+    if (member == state ||
+        (members.uneven && !permute_classes_.HoldsSameBlocks(orders, member))) {
+      continue;
+    }
+    const MeshDimList moved = MovedMeshDims(state, member);
+    visit(member, MakeStep(CommKind::kPermute, moved), moved, {});
+  }
+}
+
+void PlannerMoves::ForEachNeighbor(PlannerLayout state, double cost,
+                                   Visitor visit) {
+  partial_ops_ = {ReduceOp::kSum};
+  for (PlannerLayout layout : {state, to_}) {
+    for (int64_t m = 0; m < mesh_ndim_; ++m) {
+      if (layout.is_partial(m) &&
+          std::find(partial_ops_.begin(), partial_ops_.end(),
+                    layout.reduce_op(m)) == partial_ops_.end()) {
+        partial_ops_.push_back(layout.reduce_op(m));
+      }
+    }
+  }
+  const ShardOrders orders(state, mesh_ndim_, tensor_rank_);
+  local_bytes_ = LocalBytes(orders);
+  GatherMoves(state, orders, visit);
+  AllToAllMoves(state, orders, visit);
+  PartialMoves(state, orders, visit);
+  LocalMoves(state, orders, visit);
+  PermuteMoves(state, cost, orders, visit);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,101 @@
+#ifndef DTENSOR_DTENSOR_PLANNER_MOVES_H_
+#define DTENSOR_DTENSOR_PLANNER_MOVES_H_
+
+#include <cstdint>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
+#include "absl/types/span.h"
+#include "collectives/reduce_op.h"
+#include "dtensor/cost_model.h"
+#include "dtensor/planner_layout.h"
+#include "dtensor/planner_permute_classes.h"
+#include "tensor/dtype.h"
+
+namespace dtensor {
+
+// The moves of the redistribution planner: the layouts one step from a packed
+// layout (the steps PlanRedistribution lists), with each step's kind and cost
+// under the cost model, for one tensor, mesh and target layout.
+class PlannerMoves {
+ public:
+  // A step's kind and cost.
+  struct Step {
+    CommKind kind;
+    double cost_us;
+  };
+  // Receives the layout `next` one `step` away, over `mesh_dims`, moving
+  // shards of `tensor_dims` (views valid during the call only).
+  using Visitor = absl::FunctionRef<void(
+      PlannerLayout next, Step step, absl::Span<const int64_t> mesh_dims,
+      absl::Span<const int64_t> tensor_dims)>;
+
+  // The shapes and the cost model must outlive this object.
+  PlannerMoves(PlannerLayout to, absl::Span<const int64_t> mesh_shape,
+               absl::Span<const int64_t> global_shape, DType dtype,
+               const CostModel& cost_model);
+
+  // Visits the moves from `state`, reached at `cost`, in a fixed order (the
+  // search breaks ties by it). On uniform links with no mesh dim of size 1,
+  // the permutes are left out when an earlier call from the same permute
+  // class had no higher cost and no more local bytes (they would improve
+  // nothing): call it once per state, as the search settles it.
+  void ForEachNeighbor(PlannerLayout state, double cost, Visitor visit);
+
+  // `layout` as the cost model sees it: mesh dims of size 1 Replicate (their
+  // chunk is everything) and each shard's position counting only mesh dims of
+  // size > 1. Two layouts agree on a mesh dim of size > 1 here exactly when
+  // it plays the same role in both.
+  PlannerLayout Effective(PlannerLayout layout) const {
+    return has_unit_mesh_dims_ ? EffectiveWithUnitMeshDims(layout) : layout;
+  }
+
+ private:
+  void GatherMoves(PlannerLayout state, const ShardOrders& orders,
+                   Visitor visit) const;
+  void AllToAllMoves(PlannerLayout state, const ShardOrders& orders,
+                     Visitor visit) const;
+  void PartialMoves(PlannerLayout state, const ShardOrders& orders,
+                    Visitor visit) const;
+  void LocalMoves(PlannerLayout state, const ShardOrders& orders,
+                  Visitor visit) const;
+  void PermuteMoves(PlannerLayout state, double cost, const ShardOrders& orders,
+                    Visitor visit);
+  // Effective, on a mesh with some mesh dim of size 1.
+  PlannerLayout EffectiveWithUnitMeshDims(PlannerLayout layout) const;
+  // A `kind` step over `mesh_dims` from the state being expanded: local when
+  // the group has one rank (it moves nothing). The moves compute it once for
+  // all the layouts the same collective can reach.
+  Step MakeStep(CommKind kind, absl::Span<const int64_t> mesh_dims) const {
+    if (kind != CommKind::kLocal && GroupSize(mesh_dims, mesh_shape_) == 1) {
+      kind = CommKind::kLocal;
+    }
+    return {kind,
+            cost_model_.StepCostUs(kind, mesh_dims, mesh_shape_, local_bytes_)};
+  }
+  // The mesh dims along which a permute from `from` to `to` moves data.
+  MeshDimList MovedMeshDims(PlannerLayout from, PlannerLayout to) const;
+  // Padded local bytes of a layout with shard orders `orders`.
+  double LocalBytes(const ShardOrders& orders) const;
+
+  const int64_t mesh_ndim_;
+  const int64_t tensor_rank_;
+  absl::Span<const int64_t> mesh_shape_;
+  absl::Span<const int64_t> global_shape_;
+  DType dtype_;
+  const CostModel& cost_model_;
+  const PlannerLayout to_;
+  // Whether some mesh dim has size 1.
+  const bool has_unit_mesh_dims_;
+  // Whether every permute from a layout costs the same.
+  const bool uniform_permute_costs_;
+  PermuteClasses permute_classes_;
+  // The ops Replicate -> Partial may introduce at the state being expanded.
+  absl::InlinedVector<ReduceOp, 4> partial_ops_;
+  // Padded local bytes of the state being expanded.
+  double local_bytes_ = 0;
+};
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_DTENSOR_PLANNER_MOVES_H_

@@ -1,0 +1,150 @@
+#include "dtensor/planner_permute_classes.h"
+
+#include <algorithm>
+
+#include "dtensor/shard_geometry.h"
+
+namespace dtensor {
+namespace {
+
+// The non-empty ranges [offset, offset + size) into which `mesh_dims`
+// (outermost first) chunk an extent, one per combination of their coordinates,
+// sorted.
+std::vector<std::pair<int64_t, int64_t>> NonEmptyChunks(
+    int64_t extent, absl::Span<const int64_t> mesh_dims,
+    absl::Span<const int64_t> mesh_shape) {
+  std::vector<std::pair<int64_t, int64_t>> ranges = {{0, extent}};
+  for (int64_t m : mesh_dims) {
+    std::vector<std::pair<int64_t, int64_t>> split;
+    for (const auto& [offset, size] : ranges) {
+      for (int64_t i = 0; i < mesh_shape[m]; ++i) {
+        const ChunkRange chunk = ChunkOf(size, mesh_shape[m], i);
+        split.emplace_back(offset + chunk.offset, chunk.size);
+      }
+    }
+    ranges = std::move(split);
+  }
+  ranges.erase(std::remove_if(ranges.begin(), ranges.end(),
+                              [](const auto& r) { return r.second == 0; }),
+               ranges.end());
+  std::sort(ranges.begin(), ranges.end());
+  return ranges;
+}
+
+}  // namespace
+
+PermuteClasses::PermuteClasses(absl::Span<const int64_t> mesh_shape,
+                               absl::Span<const int64_t> global_shape)
+    : mesh_ndim_(static_cast<int64_t>(mesh_shape.size())),
+      tensor_rank_(static_cast<int64_t>(global_shape.size())),
+      mesh_shape_(mesh_shape),
+      global_shape_(global_shape),
+      by_dim_(tensor_rank_) {}
+
+bool PermuteClasses::HoldsSameBlocks(const ShardOrders& from_orders,
+                                     PlannerLayout to) const {
+  // Both layouts split every tensor dim into as many blocks, with disjoint
+  // mesh dims per tensor dim, so every combination of per-dim blocks is held
+  // by equally many ranks at every Partial coordinate. A permute can deliver
+  // every non-empty block `to` needs when, per tensor dim, its non-empty
+  // ranges are among those of `from`.
+  const ShardOrders to_orders(to, mesh_ndim_, tensor_rank_);
+  for (int64_t d = 0; d < tensor_rank_; ++d) {
+    const int64_t parts = GroupSize(to_orders.of(d), mesh_shape_);
+    if (global_shape_[d] % parts == 0) continue;  // Same equal blocks.
+    const auto needed =
+        NonEmptyChunks(global_shape_[d], to_orders.of(d), mesh_shape_);
+    const auto held =
+        NonEmptyChunks(global_shape_[d], from_orders.of(d), mesh_shape_);
+    if (!std::includes(held.begin(), held.end(), needed.begin(),
+                       needed.end())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void PermuteClasses::AddOrders(std::vector<MeshDimList>& by_dim, int64_t d,
+                               PlannerLayout layout,
+                               std::vector<PlannerLayout>* members) {
+  if (d == static_cast<int64_t>(by_dim.size())) {
+    members->push_back(layout);
+    return;
+  }
+  // Ascending, so the loop visits every order and leaves it ascending.
+  MeshDimList& dims = by_dim[d];
+  do {
+    AddOrders(by_dim, d + 1, layout.WithShardsAppended(dims, d, 0), members);
+  } while (std::next_permutation(dims.begin(), dims.end()));
+}
+
+void PermuteClasses::AddAssignments(const MeshDimList& free_dims, size_t j,
+                                    absl::Span<int64_t> assignment,
+                                    absl::Span<int64_t> parts_left,
+                                    PlannerLayout partials,
+                                    std::vector<PlannerLayout>* members) {
+  // The mesh dims left must still be able to make the blocks left.
+  int64_t blocks_left = 1;
+  for (int64_t parts : parts_left) blocks_left *= parts;
+  int64_t capacity = 1;
+  for (size_t i = 0; i < j; ++i) capacity *= mesh_shape_[free_dims[i]];
+  if (blocks_left > capacity) return;
+  if (j == 0) {
+    std::vector<MeshDimList>& by_dim = by_dim_;
+    for (MeshDimList& dims : by_dim) dims.clear();
+    for (size_t i = 0; i < free_dims.size(); ++i) {
+      if (assignment[i] >= 0) by_dim[assignment[i]].push_back(free_dims[i]);
+    }
+    AddOrders(by_dim, 0, partials, members);
+    return;
+  }
+  // A mesh dim may split a tensor dim only if its size divides the blocks
+  // still to make there (the product must come out exact).
+  const int64_t size = mesh_shape_[free_dims[j - 1]];
+  assignment[j - 1] = -1;
+  AddAssignments(free_dims, j - 1, assignment, parts_left, partials, members);
+  for (int64_t d = 0; d < tensor_rank_; ++d) {
+    if (parts_left[d] % size != 0) continue;
+    assignment[j - 1] = d;
+    parts_left[d] /= size;
+    AddAssignments(free_dims, j - 1, assignment, parts_left, partials, members);
+    parts_left[d] *= size;
+  }
+}
+
+PermuteClass& PermuteClasses::Of(PlannerLayout state,
+                                 const ShardOrders& orders) {
+  // The key: the Partial mesh dims with their ops, then the number of blocks
+  // of every tensor dim.
+  PlannerLayout partials = state;
+  for (int64_t m = 0; m < mesh_ndim_; ++m) {
+    if (!state.is_partial(m)) {
+      partials = partials.WithCode(m, PlannerLayout::kReplicateCode);
+    }
+  }
+  absl::InlinedVector<int64_t, 8> key = {static_cast<int64_t>(partials.bits())};
+  for (int64_t d = 0; d < tensor_rank_; ++d) {
+    key.push_back(GroupSize(orders.of(d), mesh_shape_));
+  }
+  auto [it, inserted] = classes_.try_emplace(key);
+  PermuteClass& members = it->second;
+  if (!inserted) return members;
+  members.layouts.reserve(16);
+  absl::InlinedVector<int64_t, 8> parts_left(key.begin() + 1, key.end());
+  for (int64_t d = 0; d < tensor_rank_; ++d) {
+    if (global_shape_[d] % parts_left[d] != 0) members.uneven = true;
+  }
+  // Every assignment of the non-Partial mesh dims to a tensor dim or to
+  // Replicate (-1) that splits each tensor dim into as many blocks as
+  // `state`, in every nesting order.
+  MeshDimList free_dims;
+  for (int64_t m = 0; m < mesh_ndim_; ++m) {
+    if (!state.is_partial(m)) free_dims.push_back(m);
+  }
+  MeshDimList assignment(free_dims.size());
+  AddAssignments(free_dims, free_dims.size(), absl::MakeSpan(assignment),
+                 absl::MakeSpan(parts_left), partials, &members.layouts);
+  return members;
+}
+
+}  // namespace dtensor
