@@ -17,7 +17,6 @@
 #include "ops/elementwise_ops.h"
 #include "ops/local_fn.h"
 #include "ops/matmul_ops.h"
-#include "ops/reduction_ops.h"
 #include "ops/rule_helpers.h"
 #include "ops/view_ops.h"
 #include "tensor/elementwise.h"
@@ -199,7 +198,10 @@ absl::StatusOr<std::vector<TensorMeta>> CrossEntropyInfer(
   }
   const Shape out =
       ReductionOf(args) == Reduction::kNone ? target.shape() : Shape{};
-  return std::vector<TensorMeta>{{out, logits.dtype()}};
+  return std::vector<TensorMeta>{
+      {out, logits.dtype()},
+      {Shape{}, DType::kI64},
+      {target.shape(), ComputeDType(logits.dtype())}};
 }
 
 // The mesh dims a cross-entropy kernel with logits laid out by `logits`
@@ -245,8 +247,10 @@ std::vector<KernelComm> CrossEntropyComms(
   return comms;
 }
 
-// Per mesh dim: replicate; shard the batch (target alike; the output sharded,
-// or Partial(sum) once reduced); shard the classes (target Replicate, output
+// Per mesh dim: replicate; shard the batch (target alike; the loss sharded,
+// or Partial(sum) once reduced; the count complete for a mean, whose kernel
+// all-reduces it, else Partial(sum) of the local counts; the log-sum-exp
+// sharded like the rows); shard the classes (target Replicate, outputs
 // complete). With `keep_class_shards` (loss parallel), the mesh dims that
 // shard the logits' classes have only the last option.
 absl::StatusOr<std::vector<OpStrategy>> CrossEntropyStrategies(
@@ -258,17 +262,21 @@ absl::StatusOr<std::vector<OpStrategy>> CrossEntropyStrategies(
   LoopDims loops;
   loops.inputs = {rank == 2 ? std::vector<int>{0, 1} : std::vector<int>{1},
                   rank == 2 ? std::vector<int>{0} : std::vector<int>{}};
-  loops.outputs = {per_sample && rank == 2 ? std::vector<int>{0}
-                                           : std::vector<int>{}};
+  const std::vector<int> rows =
+      rank == 2 ? std::vector<int>{0} : std::vector<int>{};
+  loops.outputs = {per_sample ? rows : std::vector<int>{}, {}, rows};
   const Placement r = Placement::Replicate();
-  std::vector<DimStrategy> options = {{{r, r}, {r}, {}}};
+  const Placement partial_sum = Placement::Partial(ReduceOp::kSum);
+  std::vector<DimStrategy> options = {{{r, r}, {r, r, r}, {}}};
   if (rank == 2) {
-    options.push_back({{Placement::Shard(0), Placement::Shard(0)},
-                       {per_sample ? Placement::Shard(0)
-                                   : Placement::Partial(ReduceOp::kSum)},
-                       {}});
+    const Placement by_row = Placement::Shard(0);
+    options.push_back(
+        {{by_row, by_row},
+         {per_sample ? by_row : partial_sum,
+          reduction == Reduction::kMean ? r : partial_sum, by_row},
+         {}});
   }
-  options.push_back({{Placement::Shard(rank - 1), r}, {r}, {}});
+  options.push_back({{Placement::Shard(rank - 1), r}, {r, r, r}, {}});
   std::vector<std::vector<DimStrategy>> candidates(ctx.mesh_shape.size(),
                                                    options);
   if (keep_class_shards) {
@@ -297,12 +305,20 @@ absl::Status AllReduceFromCpu(Communicator& comm, const Tensor& values,
   return target.CopyFrom(back);
 }
 
-// Per-sample losses of this rank's rows, complete over the classes.
+// What the kernel computes per row of this rank, complete over the classes:
+// the loss (0 for an ignored target) and the log-sum-exp of the logits (for
+// every row, ignored or not: the backward's softmax is exp(logit - lse)).
+struct RowResults {
+  std::vector<double> losses;
+  std::vector<double> log_sum_exp;
+};
+
 template <typename C>
-absl::StatusOr<std::vector<double>> SampleLosses(
-    const KernelContext& ctx, const Tensor& logits,
-    const std::vector<int64_t>& targets, int64_t class_offset,
-    const LossGroups& groups) {
+absl::StatusOr<RowResults> RowResultsOf(const KernelContext& ctx,
+                                        const Tensor& logits,
+                                        const std::vector<int64_t>& targets,
+                                        int64_t class_offset,
+                                        const LossGroups& groups) {
   const int64_t ignore_index = ctx.args().Int(1);
   const int64_t n = logits.size(0);
   const int64_t c = logits.size(1);
@@ -329,7 +345,6 @@ absl::StatusOr<std::vector<double>> SampleLosses(
   C* sum_exp = sums.data<C>();
   C* picked = sum_exp + n;
   for (int64_t i = 0; i < n; ++i) {
-    if (targets[i] == ignore_index) continue;
     double sum = 0;
     for (int64_t j = 0; j < c; ++j) sum += std::exp(x[i * c + j] - max[i]);
     sum_exp[i] = static_cast<C>(sum);
@@ -339,24 +354,21 @@ absl::StatusOr<std::vector<double>> SampleLosses(
   if (class_group != nullptr) {
     DT_RETURN_IF_ERROR(AllReduceFromCpu(*class_group, sums, ReduceOp::kSum));
   }
-  std::vector<double> losses(n, 0.0);
+  RowResults rows{std::vector<double>(n, 0.0), std::vector<double>(n)};
   for (int64_t i = 0; i < n; ++i) {
-    if (targets[i] == ignore_index) continue;
-    losses[i] = static_cast<double>(max[i]) +
-                std::log(static_cast<double>(sum_exp[i])) -
-                static_cast<double>(picked[i]);
+    rows.log_sum_exp[i] =
+        static_cast<double>(max[i]) + std::log(static_cast<double>(sum_exp[i]));
+    if (targets[i] != ignore_index) {
+      rows.losses[i] = rows.log_sum_exp[i] - static_cast<double>(picked[i]);
+    }
   }
-  return losses;
+  return rows;
 }
 
-// The number of non-ignored targets of the whole batch.
-absl::StatusOr<int64_t> GlobalCount(const KernelContext& ctx,
-                                    const std::vector<int64_t>& targets,
+// The number of non-ignored targets of the whole batch, from this rank's
+// `count`.
+absl::StatusOr<int64_t> GlobalCount(const KernelContext& ctx, int64_t count,
                                     const LossGroups& groups) {
-  const int64_t ignore_index = ctx.args().Int(1);
-  const int64_t count =
-      std::count_if(targets.begin(), targets.end(),
-                    [ignore_index](int64_t t) { return t != ignore_index; });
   if (groups.batch_dims.empty()) return count;
   DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> batch_group,
                       ctx.runtime().groups()->ForMeshDims(ctx.input(0)->mesh(),
@@ -366,6 +378,33 @@ absl::StatusOr<int64_t> GlobalCount(const KernelContext& ctx,
   return total.data<int64_t>()[0];
 }
 
+// The loss as the reduction makes it, of this rank's rows.
+absl::StatusOr<Tensor> ReducedLoss(const std::vector<double>& losses,
+                                   Reduction reduction, int64_t count,
+                                   const Shape& target_shape, DType dtype) {
+  double total = 0;
+  for (double loss : losses) total += loss;
+  switch (reduction) {
+    case Reduction::kNone: {
+      DT_ASSIGN_OR_RETURN(Tensor out,
+                          Tensor::FromVector<double>(losses, target_shape));
+      return out.To(dtype);
+    }
+    case Reduction::kSum:
+      return Tensor::Scalar(total, dtype);
+    case Reduction::kMean:
+      // This rank's share of the mean (`count` is global); 0 / 0 is NaN, like
+      // the tensor layer.
+      return Tensor::Scalar(
+          count == 0 ? std::nan("") : total / static_cast<double>(count),
+          dtype);
+  }
+  return absl::InternalError("cross_entropy: unknown reduction");
+}
+
+// Outputs: the loss; the count of non-ignored targets (global for a mean,
+// this rank's otherwise: Partial(sum) over the batch dims); the rows'
+// log-sum-exp.
 absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
                                             absl::Span<const Tensor> inputs) {
   const DTensorSpec& spec = *ctx.input(0);
@@ -392,64 +431,58 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
   logits = logits.Contiguous();
   const LossGroups groups = LossGroupsOf(spec.sharding());
   const int64_t class_offset = block.offset[rank - 1];
-  absl::StatusOr<std::vector<double>> losses =
+  absl::StatusOr<RowResults> rows =
       compute == DType::kF64
-          ? SampleLosses<double>(ctx, logits, targets, class_offset, groups)
-          : SampleLosses<float>(ctx, logits, targets, class_offset, groups);
-  DT_RETURN_IF_ERROR(losses.status());
-  const DType dtype = spec.dtype();
-  double total = 0;
-  for (double loss : *losses) total += loss;
-  switch (ReductionOf(ctx.args())) {
-    case Reduction::kNone: {
-      DT_ASSIGN_OR_RETURN(
-          Tensor out, Tensor::FromVector<double>(*losses, inputs[1].shape()));
-      DT_ASSIGN_OR_RETURN(out, out.To(dtype));
-      return OpLocals{std::move(out)};
-    }
-    case Reduction::kSum:
-      return OpLocals{Tensor::Scalar(total, dtype)};
-    case Reduction::kMean: {
-      DT_ASSIGN_OR_RETURN(const int64_t count,
-                          GlobalCount(ctx, targets, groups));
-      // This rank's share of the mean; 0 / 0 is NaN, like the tensor layer.
-      return OpLocals{Tensor::Scalar(
-          count == 0 ? std::nan("") : total / static_cast<double>(count),
-          dtype)};
-    }
+          ? RowResultsOf<double>(ctx, logits, targets, class_offset, groups)
+          : RowResultsOf<float>(ctx, logits, targets, class_offset, groups);
+  DT_RETURN_IF_ERROR(rows.status());
+  const Reduction reduction = ReductionOf(ctx.args());
+  int64_t count =
+      std::count_if(targets.begin(), targets.end(),
+                    [ignore_index](int64_t t) { return t != ignore_index; });
+  if (reduction == Reduction::kMean) {
+    DT_ASSIGN_OR_RETURN(count, GlobalCount(ctx, count, groups));
   }
-  return absl::InternalError("cross_entropy: unknown reduction");
+  const Shape& target_shape = inputs[1].shape();
+  DT_ASSIGN_OR_RETURN(Tensor loss, ReducedLoss(rows->losses, reduction, count,
+                                               target_shape, spec.dtype()));
+  DT_ASSIGN_OR_RETURN(Tensor log_sum_exp, Tensor::FromVector<double>(
+                                              rows->log_sum_exp, target_shape));
+  DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.To(compute));
+  return OpLocals{std::move(loss), Tensor::Scalar(count, DType::kI64),
+                  std::move(log_sum_exp)};
 }
 
 // dlogits = (softmax(logits) - onehot(target)) w per sample, w the loss's
 // gradient (per sample for none; for mean over the count of non-ignored
-// targets), 0 for ignored targets. The softmax is spelled out (max, exp, sum
-// over the classes) so that class-sharded logits stay sharded: its
-// reductions become all-reduces of N values, as in the forward.
+// targets), 0 for ignored targets. The softmax is exp(logit - lse) with the
+// forward's log-sum-exp, and a mean's count is the forward's: laid out like
+// the rows and complete over the classes, they need no communication
+// (class-sharded logits stay sharded). Computed in the kernel's dtype.
 absl::StatusOr<InputGrads> CrossEntropyBackward(const BackwardCall& call) {
   const DTensor& logits = call.inputs[0];
   const DTensor& target = call.inputs[1];
-  const DTensor& g = call.grad_outputs[0];
-  const DType dtype = logits.dtype();
-  const int64_t last[] = {-1};
-  DT_ASSIGN_OR_RETURN(DTensor max, Amax(logits, last, /*keepdim=*/true));
-  DT_ASSIGN_OR_RETURN(DTensor shifted, Sub(logits, max));
-  DT_ASSIGN_OR_RETURN(DTensor e, Exp(shifted));
-  DT_ASSIGN_OR_RETURN(DTensor total, Sum(e, last, /*keepdim=*/true));
-  DT_ASSIGN_OR_RETURN(DTensor p, Div(e, total));
+  const DTensor& log_sum_exp = call.outputs[2];
+  const DType dtype = log_sum_exp.dtype();
+  DT_ASSIGN_OR_RETURN(DTensor x, To(logits, dtype));
+  DT_ASSIGN_OR_RETURN(DTensor lse_column, Unsqueeze(log_sum_exp, -1));
+  DT_ASSIGN_OR_RETURN(DTensor shifted, Sub(x, lse_column));
+  DT_ASSIGN_OR_RETURN(DTensor p, Exp(shifted));
   DT_ASSIGN_OR_RETURN(DTensor onehot,
                       OneHot(target, logits, logits.spec().ndim() - 1, dtype));
   DT_ASSIGN_OR_RETURN(DTensor dlogits, Sub(p, onehot));
   DT_ASSIGN_OR_RETURN(DTensor counted,
                       Ne(target, static_cast<double>(call.args.Int(1))));
   DT_ASSIGN_OR_RETURN(counted, To(counted, dtype));
+  DT_ASSIGN_OR_RETURN(DTensor g, To(call.grad_outputs[0], dtype));
   DT_ASSIGN_OR_RETURN(DTensor weight, Mul(counted, g));
   if (ReductionOf(call.args) == Reduction::kMean) {
-    DT_ASSIGN_OR_RETURN(DTensor count, Sum(counted));
+    DT_ASSIGN_OR_RETURN(DTensor count, To(call.outputs[1], dtype));
     DT_ASSIGN_OR_RETURN(weight, Div(weight, count));
   }
   DT_ASSIGN_OR_RETURN(weight, Unsqueeze(weight, -1));
   DT_ASSIGN_OR_RETURN(dlogits, Mul(dlogits, weight));
+  DT_ASSIGN_OR_RETURN(dlogits, To(dlogits, logits.dtype()));
   return InputGrads{std::move(dlogits), DTensor()};
 }
 
@@ -463,6 +496,7 @@ OpDef MakeCrossEntropy(bool loss_parallel) {
           : "cross entropy of logits [N, C] against targets [N] (loss "
             "parallel on sharded C)";
   def.num_inputs = 2;
+  def.num_outputs = 3;
   def.args = {{"reduction", ArgKind::kInt, "1"},
               {"ignore_index", ArgKind::kInt, "-100"}};
   def.infer = CrossEntropyInfer;
@@ -515,10 +549,13 @@ absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,
   const DTensor* in[] = {&logits, &target};
   OpArgs args;
   args.AddInt(static_cast<int64_t>(reduction)).AddInt(ignore_index);
-  return DispatchOne(LossParallelScope::Active() && ShardsClasses(logits)
-                         ? CrossEntropyLossParallelDef()
-                         : CrossEntropyDef(),
-                     in, args);
+  DT_ASSIGN_OR_RETURN(
+      OpOutputs outputs,
+      Dispatch(LossParallelScope::Active() && ShardsClasses(logits)
+                   ? CrossEntropyLossParallelDef()
+                   : CrossEntropyDef(),
+               in, args));
+  return std::move(outputs[0]);
 }
 
 LossParallelScope::LossParallelScope() { ++loss_parallel_depth; }

@@ -42,15 +42,21 @@ namespace ops {
 //                                 shards), which one all-reduce of 8 bytes
 //                                 over the mesh dims sharding N learns.
 // These collectives are the strategy's kernel collectives: costed, and
-// recorded in the active CommCounters.
+// recorded in the active CommCounters. The registry op has two more outputs,
+// which its backward reads so that it communicates nothing of its own (no
+// gradient flows into them): the count of non-ignored targets (i64 []:
+// complete for mean, which all-reduces it; for none and sum each rank's own,
+// Partial(sum) over the mesh dims sharding N) and the rows' log-sum-exp
+// ([N] or [], laid out like the target, complete over the classes; f64 for
+// f64 logits, else f32; for ignored rows too).
 //
 // Registry names and arguments: embedding (indices, table); cross_entropy
-// (logits, target; "reduction", int: 0 none, 1 mean, 2 sum, default 1;
-// "ignore_index", int, default -100).
+// (logits, target -> loss, count, log_sum_exp; "reduction", int: 0 none,
+// 1 mean, 2 sum, default 1; "ignore_index", int, default -100).
 
 absl::StatusOr<DTensor> Embedding(const DTensor& indices, const DTensor& table);
-// Under a LossParallelScope of the calling thread, logits whose class dim is
-// sharded keep it sharded (see there).
+// The loss (the op's first output). Under a LossParallelScope of the calling
+// thread, logits whose class dim is sharded keep it sharded (see there).
 absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,
                                      const DTensor& target,
                                      Reduction reduction = Reduction::kMean,

@@ -522,8 +522,8 @@ TEST(GradientTapeTest, CompleteAndPartialGradientsAccumulate) {
 }
 
 TEST(GradientTapeTest, LossParallelBackwardKeepsTheClassesSharded) {
-  // Class-sharded logits: the backward reduces N-sized rows, never gathers
-  // the logits, and the gradient stays class-sharded.
+  // Class-sharded logits: the backward reuses the forward's log-sum-exp and
+  // count, so it communicates nothing, and the gradient stays class-sharded.
   auto runtime = Runtime::MetadataOnly(0);
   const DeviceMesh mesh = *DeviceMesh::Create({4});
   const DTensor logits = Meta(runtime, mesh, {8, 64}, {Placement::Shard(1)});
@@ -541,15 +541,7 @@ TEST(GradientTapeTest, LossParallelBackwardKeepsTheClassesSharded) {
     const std::vector<DTensor> grads = *tape.Gradient(loss, {logits});
     EXPECT_EQ(grads[0].sharding(), logits.sharding());
   }
-  EXPECT_EQ(comms.count(CommKind::kAllGather), 0);
-  EXPECT_EQ(comms.count(CommKind::kAllToAll), 0);
-  // The reductions are of one value per sample (8 floats: 32 bytes, which a
-  // ring all-reduce receives 2 (n - 1) / n times), never of a logits block
-  // (8 x 16 floats).
-  EXPECT_GT(comms.count(CommKind::kAllReduce), 0);
-  for (const CommCounter::Event& event : comms.events()) {
-    EXPECT_LE(event.bytes, 2 * 8 * 4) << event.label;
-  }
+  EXPECT_EQ(comms.total_collectives(), 0);
 }
 
 TEST(GradientAccumulationTest, AccumulatedGradientsAreTheSum) {

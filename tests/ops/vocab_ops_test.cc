@@ -4,6 +4,8 @@
 // Partial result; loss parallel communicating batch-sized reductions only.
 #include "ops/vocab_ops.h"
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <set>
 #include <string>
@@ -43,10 +45,14 @@ DType RandomIndexType(std::mt19937& rng) {
 // ---- Property tests: random layouts through the typed functions, and
 // every strategy of the registry op. ----
 
-void CheckOp(uint32_t seed, const testing_util::OpCallMaker& make) {
-  absl::Status status = CheckOnRandomLayouts(seed, 5, 10, make, kTol, kTol);
+// `typed` draws calls of the typed function, `registry` the same calls with
+// the reference of every output of the registry op (for an op whose typed
+// function returns fewer).
+void CheckOp(uint32_t seed, const testing_util::OpCallMaker& typed,
+             const testing_util::OpCallMaker& registry) {
+  absl::Status status = CheckOnRandomLayouts(seed, 5, 10, typed, kTol, kTol);
   EXPECT_TRUE(status.ok()) << status;
-  status = CheckRandomStrategies(seed + 1000, 16, 32, make, kTol, kTol);
+  status = CheckRandomStrategies(seed + 1000, 16, 32, registry, kTol, kTol);
   EXPECT_TRUE(status.ok()) << status;
 }
 
@@ -68,7 +74,7 @@ OpCall EmbeddingCall(std::mt19937& rng) {
 }
 
 TEST(VocabPropertyTest, EmbeddingMatchesTheTensorLayer) {
-  CheckOp(21, EmbeddingCall);
+  CheckOp(21, EmbeddingCall, EmbeddingCall);
 }
 
 // Targets in [0, classes), a quarter of them `ignore_index`.
@@ -108,8 +114,48 @@ OpCall CrossEntropyCall(std::mt19937& rng) {
   return c;
 }
 
+// The registry op's outputs on full inputs: the loss (the tensor layer's),
+// the count of non-ignored targets, and every row's log-sum-exp in plain
+// loops in double.
+absl::StatusOr<std::vector<Tensor>> CrossEntropyOutputs(const Full& in,
+                                                        Reduction reduction,
+                                                        int64_t ignore_index) {
+  DT_ASSIGN_OR_RETURN(Tensor loss,
+                      CrossEntropy(in[0], in[1], reduction, ignore_index));
+  DT_ASSIGN_OR_RETURN(Tensor logits, in[0].To(DType::kF64));
+  DT_ASSIGN_OR_RETURN(Tensor target, in[1].To(DType::kI64));
+  logits = logits.Contiguous();
+  target = target.Contiguous();
+  const int64_t rows = target.numel();
+  const int64_t classes = logits.shape().back();
+  int64_t count = 0;
+  std::vector<double> log_sum_exp(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    if (target.data<int64_t>()[i] != ignore_index) ++count;
+    const double* row = logits.data<double>() + i * classes;
+    const double max = *std::max_element(row, row + classes);
+    double sum = 0;
+    for (int64_t j = 0; j < classes; ++j) sum += std::exp(row[j] - max);
+    log_sum_exp[i] = max + std::log(sum);
+  }
+  DT_ASSIGN_OR_RETURN(Tensor lse,
+                      Tensor::FromVector(log_sum_exp, target.shape()));
+  return std::vector<Tensor>{
+      std::move(loss), Tensor::Scalar(count, DType::kI64), std::move(lse)};
+}
+
+// CrossEntropyCall with the reference of all three outputs.
+OpCall CrossEntropyOpCall(std::mt19937& rng) {
+  OpCall c = CrossEntropyCall(rng);
+  c.reference = [reduction = static_cast<Reduction>(c.args.Int(0)),
+                 ignore_index = c.args.Int(1)](const Full& in) {
+    return CrossEntropyOutputs(in, reduction, ignore_index);
+  };
+  return c;
+}
+
 TEST(VocabPropertyTest, CrossEntropyMatchesTheTensorLayer) {
-  CheckOp(22, CrossEntropyCall);
+  CheckOp(22, CrossEntropyCall, CrossEntropyOpCall);
 }
 
 TEST(VocabCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {

@@ -133,17 +133,11 @@ PhaseCounts DpPart(bool fsdp, int64_t L) {
   return c;
 }
 
-// The known inefficiencies (docs/comm_counts.md): cross_entropy's backward
-// all-reduces the target count on dp again, and recomputes the softmax
+// The known inefficiencies (docs/comm_counts.md): none today. cross_entropy's
+// backward reads the count and the log-sum-exp its forward computed, so it
+// neither all-reduces the target count on dp again nor recomputes the softmax
 // statistics over the vocab shards (loss parallel).
-PhaseCounts Excess(Family family) {
-  PhaseCounts c;
-  c.backward = {{"dp/all_reduce", 1}};
-  if (family == Family::kTpSpLossParallel) {
-    c.backward["tp/all_reduce"] = 2;
-  }
-  return c;
-}
+PhaseCounts Excess(Family) { return PhaseCounts(); }
 
 // The rows: every family under both dp modes. AdamW updates every shard
 // where it lies, so no row has an optimizer collective.
