@@ -8,15 +8,6 @@
 #include "tensor/status_macros.h"
 
 namespace dtensor {
-namespace {
-
-// The wait of a call that starts now.
-WaitContext StartWait(absl::string_view op, int64_t sequence,
-                      absl::Duration deadline) {
-  return WaitContext{op, sequence, deadline, absl::Now() + deadline};
-}
-
-}  // namespace
 
 InProcessCommunicator::InProcessCommunicator(std::vector<int64_t> group_ranks,
                                              int64_t rank,
@@ -38,6 +29,19 @@ std::shared_ptr<Work> InProcessCommunicator::Submit(const CallInfo& call,
   return queue.Submit(std::move(op));
 }
 
+std::shared_ptr<Work> InProcessCommunicator::SubmitCollective(
+    const CallInfo& call, std::shared_ptr<Posting> posting, RunFn run) {
+  return Submit(call, collective_queue_,
+                [this, call, posting = std::move(posting), run] {
+                  return RunCollective(call, posting, run);
+                });
+}
+
+WaitContext InProcessCommunicator::StartWait(const CallInfo& call) {
+  return WaitContext{call.op, call.sequence, call.deadline,
+                     absl::Now() + call.deadline};
+}
+
 std::shared_ptr<Posting> InProcessCommunicator::NewPosting(
     const CallInfo& call) {
   auto posting = std::make_shared<Posting>();
@@ -47,9 +51,20 @@ std::shared_ptr<Posting> InProcessCommunicator::NewPosting(
   return posting;
 }
 
+std::shared_ptr<Posting> InProcessCommunicator::PiecesPosting(
+    const CallInfo& call, const Tensor& input, const Tensor& output,
+    int64_t dim, std::vector<int64_t> sizes) {
+  auto posting = NewPosting(call);
+  posting->input = input;
+  posting->output = output;
+  posting->dim = dim;
+  posting->sizes = std::move(sizes);
+  return posting;
+}
+
 absl::Status InProcessCommunicator::RunCollective(
     const CallInfo& call, std::shared_ptr<Posting> posting, RunFn run) {
-  const WaitContext wait = StartWait(call.op, call.sequence, call.deadline);
+  const WaitContext wait = StartWait(call);
   DT_ASSIGN_OR_RETURN(Postings all,
                       group_->Exchange(rank(), std::move(posting), wait));
   DT_RETURN_IF_ERROR(CheckSameCalls(all));
@@ -108,44 +123,28 @@ std::shared_ptr<Work> InProcessCommunicator::StartAllReduce(
 std::shared_ptr<Work> InProcessCommunicator::StartAllGather(
     const Tensor& input, const Tensor& output, int64_t dim,
     std::vector<int64_t> sizes, const CallInfo& call) {
-  auto posting = NewPosting(call);
-  posting->input = input;
-  posting->output = output;
-  posting->dim = dim;
-  posting->sizes = std::move(sizes);
-  return Submit(call, collective_queue_, [this, posting, call] {
-    return RunCollective(call, posting, RunAllGather);
-  });
+  return SubmitCollective(
+      call, PiecesPosting(call, input, output, dim, std::move(sizes)),
+      RunAllGather);
 }
 
 std::shared_ptr<Work> InProcessCommunicator::StartReduceScatter(
     const Tensor& input, const Tensor& output, int64_t dim, ReduceOp op,
     std::vector<int64_t> sizes, const CallInfo& call) {
-  auto posting = NewPosting(call);
-  posting->input = input;
-  posting->output = output;
-  posting->dim = dim;
+  auto posting = PiecesPosting(call, input, output, dim, std::move(sizes));
   posting->reduce = op;
-  posting->sizes = std::move(sizes);
-  return Submit(call, collective_queue_, [this, posting, call] {
-    return RunCollective(call, posting, RunReduceScatter);
-  });
+  return SubmitCollective(call, std::move(posting), RunReduceScatter);
 }
 
 std::shared_ptr<Work> InProcessCommunicator::StartAllToAll(
     const Tensor& input, const Tensor& output, int64_t split_dim,
     int64_t concat_dim, std::vector<int64_t> send_sizes,
     std::vector<int64_t> recv_sizes, const CallInfo& call) {
-  auto posting = NewPosting(call);
-  posting->input = input;
-  posting->output = output;
-  posting->dim = split_dim;
+  auto posting =
+      PiecesPosting(call, input, output, split_dim, std::move(send_sizes));
   posting->concat_dim = concat_dim;
-  posting->sizes = std::move(send_sizes);
   posting->recv_sizes = std::move(recv_sizes);
-  return Submit(call, collective_queue_, [this, posting, call] {
-    return RunCollective(call, posting, RunAllToAll);
-  });
+  return SubmitCollective(call, std::move(posting), RunAllToAll);
 }
 
 std::shared_ptr<Work> InProcessCommunicator::StartBroadcast(
@@ -153,37 +152,23 @@ std::shared_ptr<Work> InProcessCommunicator::StartBroadcast(
   auto posting = NewPosting(call);
   posting->input = tensor;
   posting->root = root;
-  return Submit(call, collective_queue_, [this, posting, call] {
-    return RunCollective(call, posting, RunBroadcast);
-  });
+  return SubmitCollective(call, std::move(posting), RunBroadcast);
 }
 
 std::shared_ptr<Work> InProcessCommunicator::StartScatter(
     const Tensor& input, const Tensor& output, int64_t dim, int64_t root,
     std::vector<int64_t> sizes, const CallInfo& call) {
-  auto posting = NewPosting(call);
-  posting->input = input;
-  posting->output = output;
-  posting->dim = dim;
+  auto posting = PiecesPosting(call, input, output, dim, std::move(sizes));
   posting->root = root;
-  posting->sizes = std::move(sizes);
-  return Submit(call, collective_queue_, [this, posting, call] {
-    return RunCollective(call, posting, RunScatter);
-  });
+  return SubmitCollective(call, std::move(posting), RunScatter);
 }
 
 std::shared_ptr<Work> InProcessCommunicator::StartGather(
     const Tensor& input, const Tensor& output, int64_t dim, int64_t root,
     std::vector<int64_t> sizes, const CallInfo& call) {
-  auto posting = NewPosting(call);
-  posting->input = input;
-  posting->output = output;
-  posting->dim = dim;
+  auto posting = PiecesPosting(call, input, output, dim, std::move(sizes));
   posting->root = root;
-  posting->sizes = std::move(sizes);
-  return Submit(call, collective_queue_, [this, posting, call] {
-    return RunCollective(call, posting, RunGather);
-  });
+  return SubmitCollective(call, std::move(posting), RunGather);
 }
 
 std::shared_ptr<Work> InProcessCommunicator::StartPermute(
@@ -193,24 +178,19 @@ std::shared_ptr<Work> InProcessCommunicator::StartPermute(
   posting->input = input;
   posting->output = output;
   posting->pairs = std::move(pairs);
-  return Submit(call, collective_queue_, [this, posting, call] {
-    return RunCollective(call, posting, RunPermute);
-  });
+  return SubmitCollective(call, std::move(posting), RunPermute);
 }
 
 std::shared_ptr<Work> InProcessCommunicator::StartBarrier(
     const CallInfo& call) {
-  return Submit(call, collective_queue_, [this, call] {
-    return RunCollective(call, NewPosting(call), nullptr);
-  });
+  return SubmitCollective(call, NewPosting(call), nullptr);
 }
 
 std::shared_ptr<Work> InProcessCommunicator::StartSend(const Tensor& tensor,
                                                        int64_t dst,
                                                        const CallInfo& call) {
   return Submit(call, P2pQueue(send_queues_, dst), [this, tensor, dst, call] {
-    return group_->Send(rank(), dst, tensor,
-                        StartWait(call.op, call.sequence, call.deadline));
+    return group_->Send(rank(), dst, tensor, StartWait(call));
   });
 }
 
@@ -218,8 +198,7 @@ std::shared_ptr<Work> InProcessCommunicator::StartRecv(const Tensor& tensor,
                                                        int64_t src,
                                                        const CallInfo& call) {
   return Submit(call, P2pQueue(recv_queues_, src), [this, tensor, src, call] {
-    return group_->Recv(src, rank(), tensor,
-                        StartWait(call.op, call.sequence, call.deadline));
+    return group_->Recv(src, rank(), tensor, StartWait(call));
   });
 }
 

@@ -75,8 +75,22 @@ class InProcessCommunicator final : public Communicator {
   // Runs `op` inline (a blocking call with `queue` idle) or on `queue`.
   static std::shared_ptr<Work> Submit(const CallInfo& call, OpQueue& queue,
                                       OpQueue::Op op);
+  // Submits RunCollective(call, posting, run) to the collective queue.
+  std::shared_ptr<Work> SubmitCollective(const CallInfo& call,
+                                         std::shared_ptr<Posting> posting,
+                                         RunFn run);
+  // The wait of `call`, starting now.
+  static WaitContext StartWait(const CallInfo& call);
   // The posting of a new collective call, with its op and signature.
   static std::shared_ptr<Posting> NewPosting(const CallInfo& call);
+  // The same, for an op on pieces of `sizes` along `dim` of `input` or
+  // `output` (all_gather, reduce_scatter, scatter, gather; all_to_all with
+  // its split dim and send sizes).
+  static std::shared_ptr<Posting> PiecesPosting(const CallInfo& call,
+                                                const Tensor& input,
+                                                const Tensor& output,
+                                                int64_t dim,
+                                                std::vector<int64_t> sizes);
   // Exchanges postings, checks that every rank made the same call, then
   // runs `run` (null: nothing after the exchange, as for a barrier).
   absl::Status RunCollective(const CallInfo& call,
