@@ -11,10 +11,8 @@
 // collectives rank 0 issued, by kind and bytes.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,6 +31,7 @@
 #include "parallel/checkpoint.h"
 #include "parallel/llama_trainer.h"
 #include "parallel/plan.h"
+#include "parallel/text_file.h"
 #include "tensor/generator.h"
 #include "tensor/status_macros.h"
 #include "tensor/tensor.h"
@@ -104,14 +103,6 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
                      ": expected inprocess or gloo (under dtrun)"));
   }
   return options;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // The batch of `step`: `batch` windows of seq + 1 bytes at positions drawn
@@ -252,7 +243,7 @@ absl::Status Main(const std::vector<std::string>& args) {
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(options.mesh));
   DT_ASSIGN_OR_RETURN(parallel::Plan plan,
                       parallel::LoadPlanFile(options.plan));
-  DT_ASSIGN_OR_RETURN(std::string corpus, ReadFile(kCorpus));
+  DT_ASSIGN_OR_RETURN(std::string corpus, parallel::ReadTextFile(kCorpus));
   if (corpus.size() <= static_cast<size_t>(options.seq) + 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(kCorpus, " has ", corpus.size(),

@@ -12,6 +12,7 @@
 #include "parallel/checkpoint_block_io.h"
 #include "parallel/checkpoint_files.h"
 #include "parallel/checkpoint_metadata.h"
+#include "parallel/text_file.h"
 #include "tensor/status_macros.h"
 
 namespace dtensor {

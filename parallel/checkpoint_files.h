@@ -22,9 +22,6 @@ absl::Status MakeEmptyDirectory(const std::string& dir);
 absl::Status WriteTextFile(const std::string& path, absl::string_view text,
                            bool sync);
 
-// The contents of `path`; NotFound when it does not exist.
-absl::StatusOr<std::string> ReadTextFile(const std::string& path);
-
 // Removes `path` and everything under it; no error when it does not exist.
 absl::Status RemoveAll(const std::string& path);
 

@@ -1,8 +1,6 @@
 #include "parallel/plan.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -11,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "parallel/json_value.h"
+#include "parallel/text_file.h"
 #include "tensor/status_macros.h"
 
 namespace dtensor {
@@ -178,14 +177,12 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
 }
 
 absl::StatusOr<Plan> LoadPlanFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) {
-    return absl::NotFoundError(
-        absl::StrCat("plan: cannot open \"", path, "\""));
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("plan: ", text.status().message()));
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  absl::StatusOr<Plan> plan = ParsePlan(text.str());
+  absl::StatusOr<Plan> plan = ParsePlan(*text);
   if (!plan.ok()) {
     return absl::Status(plan.status().code(),
                         absl::StrCat(path, ": ", plan.status().message()));

@@ -1,8 +1,6 @@
 #include "tools/explain_config.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -10,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "nn/configs/shipped_configs.h"
 #include "parallel/json_value.h"
+#include "parallel/text_file.h"
 #include "tensor/status_macros.h"
 #include "tools/user_path.h"
 
@@ -108,15 +107,14 @@ absl::StatusOr<nn::LlamaConfig> LoadLlamaConfig(
   for (const nn::ShippedConfig& shipped : nn::ShippedLlamaConfigs()) {
     if (shipped.name == name_or_path) return ParseLlamaConfigJson(shipped.json);
   }
-  std::ifstream file(UserPath(name_or_path));
-  if (!file) {
+  absl::StatusOr<std::string> text =
+      parallel::ReadTextFile(UserPath(name_or_path));
+  if (!text.ok()) {
     return absl::NotFoundError(absl::StrCat(
         "model config \"", name_or_path, "\" is neither a shipped config (",
         absl::StrJoin(ShippedNames(), ", "), ") nor a readable file"));
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  absl::StatusOr<nn::LlamaConfig> config = ParseLlamaConfigJson(text.str());
+  absl::StatusOr<nn::LlamaConfig> config = ParseLlamaConfigJson(*text);
   if (!config.ok()) {
     return absl::Status(
         config.status().code(),
