@@ -22,6 +22,10 @@ std::atomic<int64_t>& DefaultDeadlineNanos() {
 CommunicatorOptions::CommunicatorOptions()
     : debug(DebugModeFromEnvironment()) {}
 
+absl::Duration CommunicatorOptions::DeadlineOrDefault() const {
+  return default_deadline.value_or(DefaultCollectiveDeadline());
+}
+
 absl::Duration DefaultCollectiveDeadline() {
   return absl::Nanoseconds(DefaultDeadlineNanos().load());
 }

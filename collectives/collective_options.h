@@ -30,6 +30,9 @@ struct CommunicatorOptions {
   bool debug;
 
   CommunicatorOptions();
+  // The deadline of a call that sets none: default_deadline, else
+  // DefaultCollectiveDeadline() now.
+  absl::Duration DeadlineOrDefault() const;
 };
 
 // The process-wide default deadline: 5 minutes unless set.

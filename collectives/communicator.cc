@@ -76,8 +76,7 @@ absl::StatusOr<Communicator::CallInfo> Communicator::NewCall(
     bool collective) {
   CallInfo call;
   call.op = op;
-  call.deadline = options.deadline.value_or(
-      options_.default_deadline.value_or(DefaultCollectiveDeadline()));
+  call.deadline = options.deadline.value_or(options_.DeadlineOrDefault());
   if (call.deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": the deadline must be positive, got ",

@@ -22,10 +22,6 @@ bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
-absl::Duration DefaultDeadline(const CommunicatorOptions& options) {
-  return options.default_deadline.value_or(DefaultCollectiveDeadline());
-}
-
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::Create(
@@ -34,15 +30,9 @@ absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::Create(
   runtime->rank = options.rank;
   runtime->world_size = options.world_size;
   runtime->options = options.communicator;
-  RendezvousSession::Options session;
-  session.rank = options.rank;
-  session.world_size = options.world_size;
-  session.master_addr = options.master_addr;
-  session.master_port = options.master_port;
-  session.host_store = options.host_store;
-  session.join_timeout = DefaultDeadline(options.communicator);
-  session.linger = options.linger;
-  DT_ASSIGN_OR_RETURN(runtime->session, RendezvousSession::Join(session));
+  DT_ASSIGN_OR_RETURN(
+      runtime->session,
+      RendezvousSession::Join(RendezvousSession::OptionsFor(options)));
   gloo::transport::tcp::attr attr;
   attr.iface = options.iface;
   attr.hostname = options.hostname;
@@ -75,7 +65,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> GlooBackend::CreateCommunicator(
       absl::StrCat("group", RanksText(ranks), "#", instance, "/");
   const int64_t member =
       std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin();
-  const absl::Duration timeout = DefaultDeadline(runtime_->options);
+  const absl::Duration timeout = runtime_->options.DeadlineOrDefault();
   const auto chrono_timeout = absl::ToChronoMilliseconds(timeout);
   auto context = std::make_shared<gloo::rendezvous::Context>(
       static_cast<int>(member), static_cast<int>(ranks.size()));
@@ -137,11 +127,7 @@ absl::StatusOr<GlooBackendOptions> GlooOptionsFromEnv(
     CommunicatorOptions communicator) {
   DT_ASSIGN_OR_RETURN(LaunchEnv env, LaunchEnvFromEnvironment());
   GlooBackendOptions options;
-  options.rank = env.rank;
-  options.world_size = env.world_size;
-  options.master_addr = env.master_addr;
-  options.master_port = env.master_port;
-  options.host_store = !env.agent_store && env.rank == 0;
+  SetJobFromLaunchEnv(env, options);
   if (const char* hostname = std::getenv(kGlooHostnameEnv)) {
     options.hostname = hostname;
   }

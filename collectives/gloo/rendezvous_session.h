@@ -31,6 +31,23 @@ class RendezvousSession {
     absl::Duration linger = absl::Seconds(30);
   };
 
+  // The session of a backend's options (GlooBackendOptions,
+  // NcclBackendOptions): they name the job alike (rank, world_size,
+  // master_addr, master_port, host_store, linger); the store is waited for
+  // as long as their communicators' default deadline.
+  template <typename BackendOptions>
+  static Options OptionsFor(const BackendOptions& backend) {
+    Options options;
+    options.rank = backend.rank;
+    options.world_size = backend.world_size;
+    options.master_addr = backend.master_addr;
+    options.master_port = backend.master_port;
+    options.host_store = backend.host_store;
+    options.join_timeout = backend.communicator.DeadlineOrDefault();
+    options.linger = backend.linger;
+    return options;
+  }
+
   // InvalidArgument for a rank outside the world, a port out of range, or
   // port 0 where other ranks would need to know the port.
   static absl::StatusOr<std::unique_ptr<RendezvousSession>> Join(

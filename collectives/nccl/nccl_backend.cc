@@ -19,10 +19,6 @@
 namespace dtensor {
 namespace {
 
-absl::Duration DefaultDeadline(const CommunicatorOptions& options) {
-  return options.default_deadline.value_or(DefaultCollectiveDeadline());
-}
-
 class NcclBackend final : public Backend {
  public:
   explicit NcclBackend(std::shared_ptr<NcclRuntime> runtime)
@@ -47,7 +43,7 @@ class NcclBackend final : public Backend {
         absl::StrCat("creating a communicator for group ", RanksText(ranks));
     const int64_t member =
         std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin();
-    const absl::Duration timeout = DefaultDeadline(runtime_->options);
+    const absl::Duration timeout = runtime_->options.DeadlineOrDefault();
     const absl::Time deadline = absl::Now() + timeout;
     StoreClient& client = runtime_->session->client();
     ncclUniqueId id;
@@ -111,15 +107,9 @@ absl::StatusOr<std::shared_ptr<Backend>> CreateNcclBackend(
   runtime->world_size = options.world_size;
   runtime->device = device;
   runtime->options = options.communicator;
-  RendezvousSession::Options session;
-  session.rank = options.rank;
-  session.world_size = options.world_size;
-  session.master_addr = options.master_addr;
-  session.master_port = options.master_port;
-  session.host_store = options.host_store;
-  session.join_timeout = DefaultDeadline(options.communicator);
-  session.linger = options.linger;
-  DT_ASSIGN_OR_RETURN(runtime->session, RendezvousSession::Join(session));
+  DT_ASSIGN_OR_RETURN(
+      runtime->session,
+      RendezvousSession::Join(RendezvousSession::OptionsFor(options)));
   return std::shared_ptr<Backend>(
       std::make_shared<NcclBackend>(std::move(runtime)));
 }

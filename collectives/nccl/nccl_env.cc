@@ -12,12 +12,8 @@ absl::StatusOr<NcclBackendOptions> NcclOptionsFromEnv(
     CommunicatorOptions communicator) {
   DT_ASSIGN_OR_RETURN(LaunchEnv env, LaunchEnvFromEnvironment());
   NcclBackendOptions options;
-  options.rank = env.rank;
-  options.world_size = env.world_size;
+  SetJobFromLaunchEnv(env, options);
   options.local_rank = env.local_rank;
-  options.master_addr = env.master_addr;
-  options.master_port = env.master_port;
-  options.host_store = !env.agent_store && env.rank == 0;
   options.communicator = std::move(communicator);
   return options;
 }
