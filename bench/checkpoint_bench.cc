@@ -28,7 +28,7 @@
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/dtensor.h"
 #include "parallel/checkpoint.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

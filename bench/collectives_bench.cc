@@ -17,7 +17,7 @@
 #include "benchmark/benchmark.h"
 #include "collectives/communicator.h"
 #include "collectives/inprocess/local_cluster.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {

@@ -39,7 +39,7 @@
 #include "tensor/matmul.h"
 #include "tensor/nn_functional.h"
 #include "tensor/reduction.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

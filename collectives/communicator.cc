@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "collectives/argument_checks.h"
 #include "collectives/promise_work.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/argument_checks.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

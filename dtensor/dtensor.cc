@@ -8,7 +8,7 @@
 #include "collectives/communicator.h"
 #include "collectives/functional.h"
 #include "dtensor/redistribute_executor.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

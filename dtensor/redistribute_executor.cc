@@ -9,7 +9,7 @@
 #include "collectives/communicator.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/shard_geometry.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

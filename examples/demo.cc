@@ -14,7 +14,7 @@
 #include "dtensor/redistribute_planner.h"
 #include "mesh/device_mesh.h"
 #include "tensor/matmul.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {

@@ -31,9 +31,9 @@
 #include "parallel/checkpoint.h"
 #include "parallel/llama_trainer.h"
 #include "parallel/plan.h"
-#include "parallel/text_file.h"
+#include "base/text_file.h"
 #include "tensor/generator.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tensor/tensor.h"
 #include "tools/arg_parser.h"
 #include "tools/explain_config.h"
@@ -243,7 +243,7 @@ absl::Status Main(const std::vector<std::string>& args) {
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(options.mesh));
   DT_ASSIGN_OR_RETURN(parallel::Plan plan,
                       parallel::LoadPlanFile(options.plan));
-  DT_ASSIGN_OR_RETURN(std::string corpus, parallel::ReadTextFile(kCorpus));
+  DT_ASSIGN_OR_RETURN(std::string corpus, ReadTextFile(kCorpus));
   if (corpus.size() <= static_cast<size_t>(options.seq) + 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(kCorpus, " has ", corpus.size(),

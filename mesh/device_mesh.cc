@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "mesh/layout.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

@@ -7,7 +7,7 @@
 #include "nn/layer_checks.h"
 #include "ops/nn_ops.h"
 #include "ops/view_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {

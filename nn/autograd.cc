@@ -15,7 +15,7 @@
 #include "ops/dispatch.h"
 #include "ops/elementwise_ops.h"
 #include "tensor/elementwise.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {

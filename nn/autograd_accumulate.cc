@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "nn/autograd.h"
 #include "ops/elementwise_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ops/random_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {

@@ -7,7 +7,7 @@
 #include "nn/autograd.h"
 #include "ops/backward_helpers.h"
 #include "tensor/generator.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/dtensor_spec.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "nn/layer_checks.h"
 #include "ops/matmul_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {

@@ -1,6 +1,6 @@
 #include "nn/module_list.h"
 
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {

@@ -9,7 +9,7 @@
 #include "ops/cast_ops.h"
 #include "ops/elementwise_ops.h"
 #include "ops/reduction_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {

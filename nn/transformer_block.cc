@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "ops/elementwise_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {

@@ -5,7 +5,7 @@
 
 #include "ops/reduction_ops.h"
 #include "ops/view_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {

@@ -9,7 +9,7 @@
 #include "ops/einsum_strategy.h"
 #include "ops/local_fn.h"
 #include "ops/rule_helpers.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {

@@ -9,7 +9,7 @@
 #include "ops/op_counter.h"
 #include "ops/propagation.h"
 #include "ops/propagation_cache.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

@@ -13,7 +13,7 @@
 #include "ops/rule_helpers.h"
 #include "ops/slice_ops.h"
 #include "ops/view_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {

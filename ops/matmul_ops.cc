@@ -14,7 +14,7 @@
 #include "ops/view_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/matmul.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {

@@ -22,7 +22,7 @@
 #include "ops/view_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/nn_functional.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "tensor/dtype.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

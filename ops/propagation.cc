@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "dtensor/cost_model.h"
 #include "dtensor/redistribute_planner.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 

@@ -12,7 +12,7 @@
 #include "ops/rule_helpers.h"
 #include "tensor/elementwise.h"
 #include "tensor/generator.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {

@@ -15,7 +15,7 @@
 #include "ops/view_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/reduction.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <utility>
 
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {

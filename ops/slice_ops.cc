@@ -15,7 +15,7 @@
 #include "ops/propagation_cache.h"
 #include "ops/rule_helpers.h"
 #include "ops/view_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {

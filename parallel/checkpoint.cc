@@ -12,8 +12,8 @@
 #include "parallel/checkpoint_block_io.h"
 #include "parallel/checkpoint_files.h"
 #include "parallel/checkpoint_metadata.h"
-#include "parallel/text_file.h"
-#include "tensor/status_macros.h"
+#include "base/text_file.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace parallel {

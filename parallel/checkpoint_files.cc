@@ -10,7 +10,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace parallel {

@@ -8,10 +8,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "dtensor/json_text.h"
+#include "base/json_text.h"
 #include "parallel/checkpoint_block_io.h"
-#include "parallel/json_value.h"
-#include "tensor/status_macros.h"
+#include "base/json_value.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace parallel {

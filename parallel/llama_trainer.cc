@@ -9,7 +9,7 @@
 #include "ops/view_ops.h"
 #include "ops/vocab_ops.h"
 #include "parallel/parallelize.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace parallel {

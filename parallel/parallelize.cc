@@ -13,7 +13,7 @@
 #include "dtensor/sharding.h"
 #include "nn/autograd.h"
 #include "parallel/tp_local.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace parallel {

@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "parallel/json_value.h"
-#include "parallel/text_file.h"
-#include "tensor/status_macros.h"
+#include "base/json_value.h"
+#include "base/text_file.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace parallel {

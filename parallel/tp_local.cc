@@ -11,7 +11,7 @@
 #include "nn/autograd.h"
 #include "ops/backward_helpers.h"
 #include "ops/op_def.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace parallel {

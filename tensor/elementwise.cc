@@ -14,7 +14,7 @@
 #include "tensor/convert.h"
 #include "tensor/dispatch.h"
 #include "tensor/kernel_checks.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tensor/strided_loop.h"
 
 namespace dtensor {

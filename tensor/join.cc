@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {

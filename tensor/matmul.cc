@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "tensor/elementwise.h"
 #include "tensor/kernel_checks.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

@@ -12,7 +12,7 @@
 #include "tensor/elementwise.h"
 #include "tensor/kernel_checks.h"
 #include "tensor/matmul.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

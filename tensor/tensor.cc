@@ -13,7 +13,7 @@
 #include "tensor/convert.h"
 #include "tensor/cuda_backend.h"
 #include "tensor/dispatch.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tensor/strided_loop.h"
 
 namespace dtensor {

@@ -14,7 +14,7 @@
 #include "dtensor/runtime.h"
 #include "nn/autograd.h"
 #include "parallel/llama_trainer.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

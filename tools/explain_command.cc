@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tools/arg_parser.h"
 #include "tools/explain.h"
 #include "tools/explain_config.h"

@@ -7,15 +7,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nn/configs/shipped_configs.h"
-#include "parallel/json_value.h"
-#include "parallel/text_file.h"
-#include "tensor/status_macros.h"
+#include "base/json_value.h"
+#include "base/text_file.h"
+#include "base/status_macros.h"
 #include "tools/user_path.h"
 
 namespace dtensor {
 namespace {
 
-using parallel::JsonValue;
 
 // The largest integer a double holds exactly.
 constexpr double kMaxExactInteger = 9007199254740992.0;
@@ -85,7 +84,7 @@ std::vector<std::string> ShippedNames() {
 }  // namespace
 
 absl::StatusOr<nn::LlamaConfig> ParseLlamaConfigJson(absl::string_view json) {
-  absl::StatusOr<JsonValue> root = parallel::ParseJson(json);
+  absl::StatusOr<JsonValue> root = ParseJson(json);
   if (!root.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("model config: ", root.status().message()));
@@ -108,7 +107,7 @@ absl::StatusOr<nn::LlamaConfig> LoadLlamaConfig(
     if (shipped.name == name_or_path) return ParseLlamaConfigJson(shipped.json);
   }
   absl::StatusOr<std::string> text =
-      parallel::ReadTextFile(UserPath(name_or_path));
+      ReadTextFile(UserPath(name_or_path));
   if (!text.ok()) {
     return absl::NotFoundError(absl::StrCat(
         "model config \"", name_or_path, "\" is neither a shipped config (",

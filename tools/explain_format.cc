@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/json_text.h"
+#include "base/json_text.h"
 
 namespace dtensor {
 namespace {

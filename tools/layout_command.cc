@@ -11,7 +11,7 @@
 #include "dtensor/sharding.h"
 #include "mesh/device_mesh.h"
 #include "tensor/dtype.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tools/arg_parser.h"
 #include "tools/mesh_flag.h"
 #include "tools/shard_picture.h"

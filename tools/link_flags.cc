@@ -1,6 +1,6 @@
 #include "tools/link_flags.h"
 
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tools/mesh_flag.h"
 
 namespace dtensor {

@@ -13,7 +13,7 @@
 #include "collectives/gloo/launch_env.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

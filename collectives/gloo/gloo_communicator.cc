@@ -22,7 +22,7 @@
 #include "gloo/types.h"
 #include "tensor/dispatch.h"
 #include "tensor/elementwise.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

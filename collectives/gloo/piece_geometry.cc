@@ -1,6 +1,6 @@
 #include "collectives/gloo/piece_geometry.h"
 
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/promise_work.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 

@@ -9,7 +9,7 @@
 #include "collectives/argument_checks.h"
 #include "collectives/inprocess/view_copy.h"
 #include "collectives/reduce_kernel.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

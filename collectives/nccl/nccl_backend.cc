@@ -14,7 +14,7 @@
 #include "collectives/nccl/nccl_channel.h"
 #include "collectives/nccl/nccl_communicator.h"
 #include "tensor/cuda_backend.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

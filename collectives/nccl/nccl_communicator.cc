@@ -9,7 +9,7 @@
 #include "collectives/gloo/piece_geometry.h"
 #include "collectives/nccl/device_copy.h"
 #include "collectives/promise_work.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

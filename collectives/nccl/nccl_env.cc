@@ -4,7 +4,7 @@
 
 #include "collectives/gloo/launch_env.h"
 #include "collectives/nccl/nccl_backend.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor {

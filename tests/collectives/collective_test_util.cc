@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/inprocess/local_cluster.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor::testing {
 namespace {

@@ -29,7 +29,7 @@
 #include "collectives/gloo/gloo_backend.h"
 #include "collectives/nccl/nccl_backend.h"
 #include "collectives/process_groups.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor {

@@ -10,7 +10,7 @@
 
 #include "collectives/communicator.h"
 #include "gtest/gtest.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor {

@@ -8,7 +8,7 @@
 
 #include "collectives/inprocess/local_cluster.h"
 #include "gtest/gtest.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor {

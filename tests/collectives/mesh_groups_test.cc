@@ -10,7 +10,7 @@
 #include "collectives/process_groups.h"
 #include "gtest/gtest.h"
 #include "mesh/device_mesh.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor {

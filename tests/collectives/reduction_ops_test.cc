@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "collectives/communicator.h"
 #include "gtest/gtest.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor {

@@ -10,7 +10,7 @@
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
 #include "gtest/gtest.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

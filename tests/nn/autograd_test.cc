@@ -25,7 +25,7 @@
 #include "ops/reduction_ops.h"
 #include "ops/registry.h"
 #include "ops/vocab_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/nn/grad_test_util.h"
 
 namespace dtensor {

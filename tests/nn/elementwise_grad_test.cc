@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "ops/cast_ops.h"
 #include "ops/elementwise_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/nn/grad_test_util.h"
 
 namespace dtensor {

@@ -11,7 +11,7 @@
 #include "nn/autograd.h"
 #include "nn/grad_check.h"
 #include "ops/backward_helpers.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/ops/op_test_util.h"
 
 namespace dtensor {

@@ -22,7 +22,7 @@
 #include "nn/llama.h"
 #include "nn/module_list.h"
 #include "tensor/generator.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace dtensor {

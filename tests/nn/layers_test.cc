@@ -18,7 +18,7 @@
 #include "nn/linear.h"
 #include "nn/norms.h"
 #include "ops/random_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/nn/nn_test_util.h"
 #include "tests/nn/reference_llama.h"
 

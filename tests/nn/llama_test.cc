@@ -16,7 +16,7 @@
 #include "dtensor/dtensor_spec.h"
 #include "gtest/gtest.h"
 #include "ops/op_counter.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/nn/nn_test_util.h"
 #include "tests/nn/reference_llama.h"
 

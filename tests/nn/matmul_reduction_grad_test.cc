@@ -11,7 +11,7 @@
 #include "ops/elementwise_ops.h"
 #include "ops/matmul_ops.h"
 #include "ops/reduction_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/nn/grad_test_util.h"
 
 namespace dtensor {

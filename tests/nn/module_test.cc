@@ -22,7 +22,7 @@
 #include "nn/transformer_block.h"
 #include "ops/elementwise_ops.h"
 #include "tensor/elementwise.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace dtensor {

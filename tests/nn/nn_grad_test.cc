@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "ops/nn_ops.h"
 #include "ops/vocab_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/nn/grad_test_util.h"
 
 namespace dtensor {

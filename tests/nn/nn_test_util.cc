@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "collectives/inprocess/local_cluster.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn_testing {

@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "nn/optim.h"
 #include "nn/optim_adamw.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

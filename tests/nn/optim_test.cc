@@ -17,7 +17,7 @@
 #include "nn/optim_adamw.h"
 #include "nn/optim_clip.h"
 #include "nn/optim_sgd.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/nn/grad_test_util.h"
 #include "tests/ops/op_test_util.h"
 

@@ -20,7 +20,7 @@
 #include "ops/matmul_ops.h"
 #include "ops/reduction_ops.h"
 #include "ops/view_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tensor/storage.h"
 #include "tests/nn/nn_test_util.h"
 

@@ -14,7 +14,7 @@
 #include "ops/random_ops.h"
 #include "ops/slice_ops.h"
 #include "ops/view_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/nn/grad_test_util.h"
 
 namespace dtensor {

@@ -14,7 +14,7 @@
 #include "nn/init.h"
 #include "nn/llama.h"
 #include "ops/cast_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace dtensor {

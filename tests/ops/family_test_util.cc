@@ -10,7 +10,7 @@
 #include "ops/propagation.h"
 #include "ops/registry.h"
 #include "ops/strategy.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace testing_util {

@@ -11,7 +11,7 @@
 #include "dtensor/comm_counter.h"
 #include "gtest/gtest.h"
 #include "ops/vocab_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/ops/family_test_util.h"
 #include "tests/ops/op_test_util.h"
 

@@ -19,7 +19,7 @@
 #include "ops/matmul_ops.h"
 #include "ops/op_counter.h"
 #include "ops/reduction_ops.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/ops/op_test_util.h"
 
 namespace dtensor {

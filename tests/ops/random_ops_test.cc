@@ -12,7 +12,7 @@
 #include "collectives/inprocess/local_cluster.h"
 #include "gtest/gtest.h"
 #include "tensor/generator.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/ops/family_test_util.h"
 #include "tests/ops/op_test_util.h"
 

@@ -18,7 +18,7 @@
 #include "ops/dispatch.h"
 #include "ops/registry.h"
 #include "tensor/reduction.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/ops/op_test_util.h"
 
 namespace dtensor {

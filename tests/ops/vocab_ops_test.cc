@@ -16,7 +16,7 @@
 #include "dtensor/comm_counter.h"
 #include "gtest/gtest.h"
 #include "tensor/nn_functional.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/ops/family_test_util.h"
 #include "tests/ops/op_test_util.h"
 

@@ -15,7 +15,7 @@
 #include "dtensor/dtensor_spec.h"
 #include "gtest/gtest.h"
 #include "parallel/checkpoint.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/parallel/checkpoint_test_util.h"
 
 namespace dtensor {

@@ -179,7 +179,7 @@ TEST(CheckpointMetadataTest, HugeShapesAreRefusedWithoutOverflow) {
     return text;
   };
   // 2^52 * 2^52 elements; 2^31 * 2^31 bf16 elements = 2^63 bytes.
-  for (const std::string& shape :
+  for (const char* shape :
        {"[4503599627370496,4503599627370496]", "[2147483648,2147483648]"}) {
     absl::StatusOr<CheckpointMetadata> parsed = ParseMetadata(
         replaced("\"shape\":[5,3]", absl::StrCat("\"shape\":", shape)));

@@ -24,7 +24,7 @@
 #include "gtest/gtest.h"
 #include "parallel/llama_trainer.h"
 #include "parallel/plan.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tools/mesh_flag.h"
 
 namespace dtensor {

@@ -26,7 +26,7 @@
 #include "ops/reduction_ops.h"
 #include "parallel/parallelize.h"
 #include "parallel/tp_local.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/parallel/style_test_util.h"
 
 namespace dtensor {

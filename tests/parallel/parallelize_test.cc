@@ -9,7 +9,7 @@
 #include "dtensor/runtime.h"
 #include "gtest/gtest.h"
 #include "nn/llama.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
 namespace parallel {

@@ -14,7 +14,7 @@
 #include "ops/view_ops.h"
 #include "ops/vocab_ops.h"
 #include "parallel/parallelize.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace dtensor {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nn/module.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/parallel/style_test_util.h"
 
 namespace dtensor {

@@ -11,13 +11,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "parallel/json_value.h"
+#include "base/json_value.h"
 #include "tools/subcommand.h"
 
 namespace dtensor {
 namespace {
 
-using parallel::JsonValue;
 
 std::string Plan(const std::string& name) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
@@ -61,7 +60,7 @@ TEST(ExplainCommandTest, JsonTotalsAddUpOverModulesAndPhases) {
                       "--mesh", "dp=2,tp=2", "--batch", "4", "--seq", "8",
                       "--dtype", "f32", "--bandwidth", "100,50", "--json"});
   ASSERT_EQ(r.status, kExitOk) << r.err;
-  absl::StatusOr<JsonValue> json = parallel::ParseJson(r.out);
+  absl::StatusOr<JsonValue> json = ParseJson(r.out);
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_EQ(json->Find("model")->string_value(), "llama");
   EXPECT_EQ(json->Find("config")->string_value(), "tiny");

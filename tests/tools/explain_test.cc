@@ -28,7 +28,7 @@
 #include "parallel/llama_trainer.h"
 #include "parallel/plan.h"
 #include "tensor/generator.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "tools/explain_config.h"
 #include "tools/mesh_flag.h"
 

@@ -1,5 +1,5 @@
-#ifndef DTENSOR_PARALLEL_JSON_VALUE_H_
-#define DTENSOR_PARALLEL_JSON_VALUE_H_
+#ifndef DTENSOR_BASE_JSON_VALUE_H_
+#define DTENSOR_BASE_JSON_VALUE_H_
 
 #include <string>
 #include <utility>
@@ -9,7 +9,6 @@
 #include "absl/strings/string_view.h"
 
 namespace dtensor {
-namespace parallel {
 
 // A parsed JSON document (RFC 8259): null, a boolean, a number (as double), a
 // string (UTF-8), an array or an object. Objects keep their members in text
@@ -61,7 +60,6 @@ absl::string_view JsonKindName(JsonValue::Kind kind);
 // object with a repeated key is an error naming the key.
 absl::StatusOr<JsonValue> ParseJson(absl::string_view text);
 
-}  // namespace parallel
 }  // namespace dtensor
 
-#endif  // DTENSOR_PARALLEL_JSON_VALUE_H_
+#endif  // DTENSOR_BASE_JSON_VALUE_H_

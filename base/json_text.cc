@@ -1,4 +1,4 @@
-#include "dtensor/json_text.h"
+#include "base/json_text.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,5 +1,5 @@
-#ifndef DTENSOR_TENSOR_STATUS_MACROS_H_
-#define DTENSOR_TENSOR_STATUS_MACROS_H_
+#ifndef DTENSOR_BASE_STATUS_MACROS_H_
+#define DTENSOR_BASE_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -26,4 +26,4 @@
 #define DT_CONCAT_INNER_(a, b) a##b
 #define DT_CONCAT_(a, b) DT_CONCAT_INNER_(a, b)
 
-#endif  // DTENSOR_TENSOR_STATUS_MACROS_H_
+#endif  // DTENSOR_BASE_STATUS_MACROS_H_

@@ -1,4 +1,4 @@
-#include "parallel/text_file.h"
+#include "base/text_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace dtensor {
-namespace parallel {
 namespace {
 
 absl::Status ErrnoFailed(const char* what, const std::string& path) {
@@ -42,5 +41,4 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   return text;
 }
 
-}  // namespace parallel
 }  // namespace dtensor

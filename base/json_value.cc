@@ -1,4 +1,4 @@
-#include "parallel/json_value.h"
+#include "base/json_value.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -8,10 +8,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace dtensor {
-namespace parallel {
 
 JsonValue JsonValue::Bool(bool value) {
   JsonValue v;
@@ -322,5 +321,4 @@ absl::StatusOr<JsonValue> ParseJson(absl::string_view text) {
   return Parser(text).ParseDocument();
 }
 
-}  // namespace parallel
 }  // namespace dtensor

@@ -1,4 +1,4 @@
-#include "parallel/json_value.h"
+#include "base/json_value.h"
 
 #include <random>
 #include <string>
@@ -8,7 +8,6 @@
 #include "gtest/gtest.h"
 
 namespace dtensor {
-namespace parallel {
 namespace {
 
 TEST(JsonValueTest, ParsesScalars) {
@@ -206,5 +205,4 @@ TEST(JsonValueTest, RandomDocumentsRoundTrip) {
 }
 
 }  // namespace
-}  // namespace parallel
 }  // namespace dtensor

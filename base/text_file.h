@@ -1,12 +1,11 @@
-#ifndef DTENSOR_PARALLEL_TEXT_FILE_H_
-#define DTENSOR_PARALLEL_TEXT_FILE_H_
+#ifndef DTENSOR_BASE_TEXT_FILE_H_
+#define DTENSOR_BASE_TEXT_FILE_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 
 namespace dtensor {
-namespace parallel {
 
 // The whole contents of the file at `path` (plan files, model configs,
 // checkpoint metadata, corpora). Errors name the path: NotFound when it does
@@ -14,7 +13,6 @@ namespace parallel {
 // reason).
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 
-}  // namespace parallel
 }  // namespace dtensor
 
-#endif  // DTENSOR_PARALLEL_TEXT_FILE_H_
+#endif  // DTENSOR_BASE_TEXT_FILE_H_

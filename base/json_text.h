@@ -1,5 +1,5 @@
-#ifndef DTENSOR_DTENSOR_JSON_TEXT_H_
-#define DTENSOR_DTENSOR_JSON_TEXT_H_
+#ifndef DTENSOR_BASE_JSON_TEXT_H_
+#define DTENSOR_BASE_JSON_TEXT_H_
 
 #include <cstdint>
 #include <string>
@@ -22,4 +22,4 @@ std::string JsonIntArray(absl::Span<const int64_t> values);
 
 }  // namespace dtensor
 
-#endif  // DTENSOR_DTENSOR_JSON_TEXT_H_
+#endif  // DTENSOR_BASE_JSON_TEXT_H_
