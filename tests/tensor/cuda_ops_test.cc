@@ -76,7 +76,7 @@ TEST(CudaOpsTest, ElementwiseWithBroadcastingAndStrides) {
                                   Layout::kContiguous, rng, 0.5, 2);
     for (const auto& [name, fn] : ops) {
       ExpectMatches(fn(ToGpu(a), ToGpu(b)), fn(a, b),
-                    absl::StrCat(name, " ", DTypeName(dtype), " ",
+                    absl::StrCat(name, " ", std::string(DTypeName(dtype)), " ",
                                  ShapeToString(a.shape()), " ",
                                  ShapeToString(b.shape())));
     }
@@ -106,8 +106,8 @@ TEST(CudaOpsTest, MatmulOnCublas) {
     // The sum of k products: tolerance grows with sqrt(k).
     ExpectMatches(
         Matmul(ToGpu(a), ToGpu(b)), Matmul(a, b),
-        absl::StrCat("Matmul ", DTypeName(dtype), " ", ShapeToString(a_shape),
-                     " x ", ShapeToString(b_shape)),
+        absl::StrCat("Matmul ", std::string(DTypeName(dtype)), " ",
+                     ShapeToString(a_shape), " x ", ShapeToString(b_shape)),
         4 * std::sqrt(static_cast<double>(k)));
   }
 }
