@@ -35,18 +35,13 @@ cudaError_t Dispatch(ScalarType type, Fn&& fn) {
 // Dispatch over the floating types only; others are an invalid value.
 template <typename Fn>
 cudaError_t DispatchFloating(ScalarType type, Fn&& fn) {
-  switch (type) {
-    case ScalarType::kF32:
-      return fn(float{});
-    case ScalarType::kF64:
-      return fn(double{});
-    case ScalarType::kBF16:
-      return fn(Bf16{});
-    case ScalarType::kF16:
-      return fn(F16{});
-    default:
+  return Dispatch(type, [&](auto tag) -> cudaError_t {
+    if constexpr (std::is_floating_point_v<Compute<decltype(tag)>>) {
+      return fn(tag);
+    } else {
       return cudaErrorInvalidValue;
-  }
+    }
+  });
 }
 
 // Combines the values of a block's threads (blockDim.x == kThreads) with
