@@ -8,7 +8,7 @@
 #include "absl/types/span.h"
 #include "collectives/reduce_op.h"
 #include "dtensor/cost_model.h"
-#include "dtensor/planner_layout.h"
+#include "dtensor/packed_sharding.h"
 #include "dtensor/planner_permute_classes.h"
 #include "tensor/dtype.h"
 

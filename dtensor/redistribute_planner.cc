@@ -9,7 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/planner_layout.h"
+#include "dtensor/packed_sharding.h"
 #include "dtensor/planner_moves.h"
 #include "dtensor/planner_permute_classes.h"
 

@@ -1,4 +1,4 @@
-#include "dtensor/planner_layout.h"
+#include "dtensor/packed_sharding.h"
 
 #include <vector>
 
