@@ -428,11 +428,7 @@ absl::StatusOr<DTensor> Expand(const DTensor& x,
   return Call(kExpand, x, args);
 }
 
-std::vector<const OpDef*> ViewOps() {
-  std::vector<const OpDef*> ops;
-  for (const OpDef& def : Defs()) ops.push_back(&def);
-  return ops;
-}
+std::vector<const OpDef*> ViewOps() { return PointersTo(Defs()); }
 
 }  // namespace ops
 }  // namespace dtensor
