@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "dtensor/cost_model.h"
 #include "dtensor/redistribute_planner.h"
+#include "ops/sharding_override.h"
 
 namespace dtensor {
 
@@ -299,7 +300,8 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
                                             op.num_outputs));
   }
   const StrategyContext ctx{inputs, args, outputs, *mesh, mesh->shape()};
-  DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> strategies, op.strategies(ctx));
+  DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> strategies,
+                      StrategiesOf(op, ctx));
 
   const CostModel model = runtime.CostModelFor(*mesh);
   const RedistributePlanner& planner = runtime.planner();
