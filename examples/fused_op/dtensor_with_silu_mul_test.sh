@@ -9,7 +9,8 @@ if [[ "$out" != *"$expected"* ]]; then
   echo "propagate gave: $out" >&2
   exit 1
 fi
-"$tool" propagate --list | grep -q '^silu_mul ' || {
+list="$("$tool" propagate --list)"
+grep -q '^silu_mul ' <<<"$list" || {
   echo "silu_mul is not listed" >&2
   exit 1
 }
