@@ -9,8 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/json_value.h"
-#include "base/text_file.h"
 #include "base/status_macros.h"
+#include "base/text_file.h"
 
 namespace dtensor {
 namespace parallel {
@@ -177,7 +177,7 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
 }
 
 absl::StatusOr<Plan> LoadPlanFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadTextFile(path);
+  absl::StatusOr<std::string> text = ReadTextFile(path, kMaxPlanFileBytes);
   if (!text.ok()) {
     return absl::Status(text.status().code(),
                         absl::StrCat("plan: ", text.status().message()));
