@@ -120,17 +120,16 @@ struct Score {
   }
 };
 
-// The mesh dims (a bit each) on which `plan` runs a collective or slices a
-// complete value into shards. Making a Replicate a Partial locally does not
-// count: it only hands the op a term (P(sum) + R -> P(sum)).
+// The mesh dims (a bit each) on which `plan` runs a collective. Local steps
+// do not count: slicing a complete value into shards or handing the op a
+// Partial term (P(sum) + R -> P(sum)) spends nothing, so a Partial output
+// there is as cheap as the layouts the caller chose (a data-parallel weight
+// gradient stays one all-reduce).
 uint64_t MeshDimsRedistributed(const RedistributePlan& plan) {
   uint64_t dims = 0;
   for (const RedistributeStep& step : plan.steps) {
-    for (int64_t m : step.mesh_dims) {
-      if (step.kind != CommKind::kLocal || step.after.placement(m).is_shard()) {
-        dims |= uint64_t{1} << m;
-      }
-    }
+    if (step.kind == CommKind::kLocal) continue;
+    for (int64_t m : step.mesh_dims) dims |= uint64_t{1} << m;
   }
   return dims;
 }

@@ -74,22 +74,6 @@ TEST(LossParallelScopeTest, ClassShardedLogitsAreNeverMoved) {
   }
 }
 
-// A summed loss over replicated rows: slicing the rows on dp would be free
-// but leave a P(sum) loss that costs one more all-reduce to read; with the
-// loss-parallel reductions already spent, the engine keeps the loss complete.
-TEST(LossParallelScopeTest, SummedLossOnATwoDimMeshStaysComplete) {
-  const MetaOutcome o =
-      RunOnMeta({2, 2}, {{{8, 4096}, "R,S(1)"}, {{8}, "R,R", DType::kI64}},
-                [](const In& in) {
-                  ops::LossParallelScope loss_parallel;
-                  return ops::CrossEntropy(in[0], in[1], Reduction::kSum);
-                });
-  ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "R,R");
-  EXPECT_EQ(o.comms.count(CommKind::kAllReduce), 2);
-  EXPECT_EQ(o.comms.total_collectives(), 2);
-}
-
 // Mean cross entropy with ignore_index, in double loops: logits [N, C] (or
 // [C] with a 0-d target).
 absl::StatusOr<Tensor> ReferenceLoss(const Tensor& logits, const Tensor& target,
