@@ -143,9 +143,9 @@ absl::StatusOr<DTensor> AddCompleteToPartial(const DTensor& partial,
         std::all_of(dims.begin(), dims.end(),
                     [&coord](int64_t m) { return coord[m] == 0; });
     if (first) {
-      DT_ASSIGN_OR_RETURN(local, Add(partial.local(), complete.local()));
+      DT_ASSIGN_OR_RETURN(local, Add(partial.ToLocal(), complete.ToLocal()));
     } else {
-      local = partial.local();
+      local = partial.ToLocal();
     }
   }
   return DTensor::WrapUnchecked(partial.runtime(), partial.spec_ptr(),

@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "dtensor/cost_model.h"
 #include "dtensor/redistribute_planner.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 
@@ -233,6 +236,88 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Build(
   return std::shared_ptr<const Propagation>(std::move(result));
 }
 
+// Redistribution plans per input and target layout (null: unreachable), so
+// that the many strategies sharing an input layout plan it once.
+class InputPlans {
+ public:
+  InputPlans(absl::Span<const DTensorSpec* const> inputs,
+             const StrategyContext& ctx, const RedistributePlanner& planner,
+             const CostModel& model)
+      : inputs_(inputs),
+        ctx_(ctx),
+        planner_(planner),
+        model_(model),
+        memo_(inputs.size()) {}
+
+  std::shared_ptr<const RedistributePlan> For(size_t i,
+                                              const Sharding& target) {
+    auto [it, inserted] = memo_[i].try_emplace(target, nullptr);
+    if (inserted) {
+      const DTensorSpec& spec = *inputs_[i];
+      absl::StatusOr<std::shared_ptr<const RedistributePlan>> plan =
+          planner_.Plan(spec.sharding(), target, ctx_.mesh_shape, spec.shape(),
+                        spec.dtype(), model_);
+      if (plan.ok()) it->second = *std::move(plan);
+    }
+    return it->second;
+  }
+
+ private:
+  absl::Span<const DTensorSpec* const> inputs_;
+  const StrategyContext& ctx_;
+  const RedistributePlanner& planner_;
+  const CostModel& model_;
+  std::vector<
+      absl::flat_hash_map<Sharding, std::shared_ptr<const RedistributePlan>>>
+      memo_;
+};
+
+// The score of strategy `s` (its input redistributions and kernel
+// collectives), or nullopt when the inputs cannot reach it or it puts a
+// Partial on a dtype that cannot hold one.
+std::optional<Score> ScoreStrategy(const OpStrategy& s,
+                                   const StrategyContext& ctx,
+                                   InputPlans& plans, const CostModel& model) {
+  for (size_t j = 0; j < ctx.outputs.size(); ++j) {
+    if (!PartialsAllowed(s.outputs[j], ctx.outputs[j].dtype)) {
+      return std::nullopt;
+    }
+  }
+  Score score;
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    const DTensorSpec* input = ctx.inputs[i];
+    if (input == nullptr || s.inputs[i] == input->sharding()) continue;
+    if (!Reachable(input->sharding(), s.inputs[i]) ||
+        !PartialsAllowed(s.inputs[i], input->dtype())) {
+      return std::nullopt;
+    }
+    const std::shared_ptr<const RedistributePlan> plan =
+        plans.For(i, s.inputs[i]);
+    if (plan == nullptr) return std::nullopt;
+    score.cost_us += plan->total_cost_us;
+    score.changed_inputs += 1;
+    score.steps += static_cast<int64_t>(plan->steps.size());
+  }
+  for (const KernelComm& comm : s.kernel_comms) {
+    score.cost_us += model.StepCostUs(comm.kind, comm.mesh_dims, ctx.mesh_shape,
+                                      comm.local_bytes);
+  }
+  return score;
+}
+
+absl::Status NoReachableStrategyError(
+    const OpDef& op, absl::Span<const DTensorSpec* const> inputs,
+    size_t num_strategies) {
+  std::vector<std::string> layouts;
+  for (const DTensorSpec* in : inputs) {
+    layouts.push_back(in == nullptr ? "-" : in->sharding().ToString());
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(op.name, ": none of its ", num_strategies,
+                   " strategies can be reached from input layouts [",
+                   absl::StrJoin(layouts, "] ["), "]"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
@@ -253,82 +338,34 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
   DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> strategies, op.strategies(ctx));
 
   const CostModel model = runtime.CostModelFor(*mesh);
-  const RedistributePlanner& planner = runtime.planner();
-  // Plans per input and target layout (null: unreachable), so that the many
-  // strategies sharing an input layout plan it once.
-  std::vector<
-      absl::flat_hash_map<Sharding, std::shared_ptr<const RedistributePlan>>>
-      memo(inputs.size());
-  const auto plan_for =
-      [&](size_t i,
-          const Sharding& target) -> std::shared_ptr<const RedistributePlan> {
-    auto [it, inserted] = memo[i].try_emplace(target, nullptr);
-    if (inserted) {
-      const DTensorSpec& spec = *inputs[i];
-      absl::StatusOr<std::shared_ptr<const RedistributePlan>> plan =
-          planner.Plan(spec.sharding(), target, ctx.mesh_shape, spec.shape(),
-                       spec.dtype(), model);
-      if (plan.ok()) it->second = *std::move(plan);
-    }
-    return it->second;
-  };
-
+  InputPlans plans(inputs, ctx, runtime.planner(), model);
   int64_t best = -1;
   int64_t num_valid = 0;
   Score best_score;
   for (size_t k = 0; k < strategies.size(); ++k) {
-    const OpStrategy& s = strategies[k];
-    DT_RETURN_IF_ERROR(CheckStrategyShape(op, s, ctx));
-    bool valid = true;
-    for (size_t j = 0; valid && j < outputs.size(); ++j) {
-      valid = PartialsAllowed(s.outputs[j], outputs[j].dtype);
-    }
-    Score score;
-    for (size_t i = 0; valid && i < inputs.size(); ++i) {
-      if (inputs[i] == nullptr || s.inputs[i] == inputs[i]->sharding()) {
-        continue;
-      }
-      valid = Reachable(inputs[i]->sharding(), s.inputs[i]) &&
-              PartialsAllowed(s.inputs[i], inputs[i]->dtype());
-      if (!valid) break;
-      const std::shared_ptr<const RedistributePlan> plan =
-          plan_for(i, s.inputs[i]);
-      valid = plan != nullptr;
-      if (!valid) break;
-      score.cost_us += plan->total_cost_us;
-      score.changed_inputs += 1;
-      score.steps += static_cast<int64_t>(plan->steps.size());
-    }
-    if (!valid) continue;
-    for (const KernelComm& comm : s.kernel_comms) {
-      score.cost_us += model.StepCostUs(comm.kind, comm.mesh_dims,
-                                        ctx.mesh_shape, comm.local_bytes);
-    }
+    DT_RETURN_IF_ERROR(CheckStrategyShape(op, strategies[k], ctx));
+    const std::optional<Score> score =
+        ScoreStrategy(strategies[k], ctx, plans, model);
+    if (!score.has_value()) continue;
     ++num_valid;
-    if (best < 0 || score.BetterThan(best_score)) {
+    if (best < 0 || score->BetterThan(best_score)) {
       best = static_cast<int64_t>(k);
-      best_score = score;
+      best_score = *score;
     }
   }
   if (best < 0) {
-    std::vector<std::string> layouts;
-    for (const DTensorSpec* in : inputs) {
-      layouts.push_back(in == nullptr ? "-" : in->sharding().ToString());
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat(op.name, ": none of its ", strategies.size(),
-                     " strategies can be reached from input layouts [",
-                     absl::StrJoin(layouts, "] ["), "]"));
+    return NoReachableStrategyError(op, inputs, strategies.size());
   }
   OpStrategy& chosen = strategies[best];
-  std::vector<std::shared_ptr<const RedistributePlan>> plans(inputs.size());
+  std::vector<std::shared_ptr<const RedistributePlan>> chosen_plans(
+      inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] != nullptr && chosen.inputs[i] != inputs[i]->sharding()) {
-      plans[i] = plan_for(i, chosen.inputs[i]);
+      chosen_plans[i] = plans.For(i, chosen.inputs[i]);
     }
   }
-  return Build(op, ctx, owners, std::move(chosen), std::move(plans), model,
-               static_cast<int64_t>(strategies.size()), num_valid);
+  return Build(op, ctx, owners, std::move(chosen), std::move(chosen_plans),
+               model, static_cast<int64_t>(strategies.size()), num_valid);
 }
 
 }  // namespace dtensor
