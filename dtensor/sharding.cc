@@ -234,6 +234,14 @@ Sharding Sharding::WithReplicated(absl::Span<const int64_t> mesh_dims) const {
   return result;
 }
 
+Sharding Sharding::WithoutPartials() const {
+  std::vector<int64_t> partial;
+  for (int64_t m = 0; m < mesh_ndim(); ++m) {
+    if (entries_[m].placement.is_partial()) partial.push_back(m);
+  }
+  return partial.empty() ? *this : WithReplicated(partial);
+}
+
 Sharding Sharding::WithShardsAppended(absl::Span<const int64_t> mesh_dims,
                                       int64_t tensor_dim) const {
   DT_DCHECK(tensor_dim >= 0 && tensor_dim < tensor_rank());

@@ -88,6 +88,10 @@ class Sharding {
   // `mesh_dims` become Replicate; the mesh dims still sharding each tensor dim
   // keep their relative nesting order.
   Sharding WithReplicated(absl::Span<const int64_t> mesh_dims) const;
+  // Every Partial mesh dim made Replicate: the layout of a gradient of a
+  // tensor laid out by this (the gradient of a sum of terms is the same for
+  // every term).
+  Sharding WithoutPartials() const;
   // `mesh_dims`, in the order given, become the innermost shards of
   // `tensor_dim`.
   // Requires: none of `mesh_dims` shards `tensor_dim` already.

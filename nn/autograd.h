@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "dtensor/dtensor.h"
+#include "nn/function.h"
 #include "ops/op_args.h"
 #include "ops/op_def.h"
 
@@ -110,11 +111,10 @@ class GradientTape {
 
   // Records a call of a differentiable function computed outside op
   // dispatch (one that moves a tensor to another mesh, for instance) on every
-  // tape recording on this thread, like ops that Dispatch records: `def`
-  // needs a name, num_inputs == inputs.size() and a backward; `inputs` may
-  // hold nulls for absent inputs. `def` must outlive the tapes (a static).
-  // Nothing happens when no tape records.
-  static void RecordFunction(const OpDef& def,
+  // tape recording on this thread, like ops that Dispatch records: one input
+  // per entry of `inputs` (nulls for absent inputs). `function` must outlive
+  // the tapes (a static). Nothing happens when no tape records.
+  static void RecordFunction(const Function& function,
                              absl::Span<const DTensor* const> inputs,
                              const OpArgs& args,
                              absl::Span<const DTensor> outputs);
@@ -147,8 +147,17 @@ class GradientTape {
                                           const DTensor& source);
 
  private:
+  // What a record's backward runs: an op's or a function's name and
+  // backward (empty: none).
+  struct Recorded {
+    absl::string_view name;
+    const BackwardFn* backward;
+    // A redistribution: its backward reads only its input's layout, and its
+    // output is recomputed when its input is (see RecomputeInBackward).
+    bool is_redistribution;
+  };
   struct Record {
-    const OpDef* op;
+    Recorded recorded;
     // One per op input; undefined where an optional one was absent. A
     // recomputed tensor is held as its stand-in (see RecomputeInBackward).
     std::vector<DTensor> inputs;
@@ -174,7 +183,7 @@ class GradientTape {
   // Replaces `value` by its stand-in in the records, from the last back to
   // the one that made it.
   void UseStandIn(uint64_t id, const DTensor& stand_in);
-  // The state and steps of one Gradient() call (nn/autograd.cc).
+  // The state and steps of one Gradient() call (nn/autograd_backward.cc).
   class BackwardPass;
 
   // The observers installed while a scope is active (ops/dispatch.h,
@@ -184,8 +193,9 @@ class GradientTape {
                               const OpArgs& args,
                               absl::Span<const DTensor> outputs);
   static void ObserveRedistribute(const DTensor& input, const DTensor& output);
-  // Appends the call to every tape recording on this thread.
-  static void RecordOnThread(const OpDef& op,
+  // Appends the call to every tape recording on this thread, its inputs
+  // padded to `num_inputs`.
+  static void RecordOnThread(const Recorded& recorded, size_t num_inputs,
                              absl::Span<const DTensor* const> inputs,
                              const OpArgs& args,
                              absl::Span<const DTensor> outputs);

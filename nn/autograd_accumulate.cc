@@ -1,9 +1,9 @@
 #include "nn/autograd_accumulate.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "nn/autograd.h"
 #include "ops/elementwise_ops.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {

@@ -1,22 +1,19 @@
 #include "ops/backward_helpers.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
+#include <vector>
 
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "ops/reduction_ops.h"
 #include "ops/view_ops.h"
-#include "base/status_macros.h"
+#include "tensor/elementwise.h"
 
 namespace dtensor {
 namespace ops {
-
-Sharding WithoutPartials(const Sharding& sharding) {
-  std::vector<int64_t> partial;
-  for (int64_t m = 0; m < sharding.mesh_ndim(); ++m) {
-    if (sharding.placement(m).is_partial()) partial.push_back(m);
-  }
-  return partial.empty() ? sharding : sharding.WithReplicated(partial);
-}
 
 absl::StatusOr<DTensor> SumToShape(const DTensor& grad, const Shape& shape) {
   const Shape& from = grad.shape();
@@ -63,7 +60,7 @@ absl::StatusOr<DTensor> FullWithLayout(const DTensor& like, const Shape& shape,
 }
 
 absl::StatusOr<DTensor> FullLike(const DTensor& like, double value) {
-  return FullWithLayout(like, like.shape(), WithoutPartials(like.sharding()),
+  return FullWithLayout(like, like.shape(), like.sharding().WithoutPartials(),
                         value, like.dtype());
 }
 
@@ -106,6 +103,62 @@ absl::StatusOr<DTensor> ArangeAlong(const DTensor& like, int64_t dim,
   return DTensor::WrapUnchecked(
       like.runtime(), std::make_shared<const DTensorSpec>(std::move(spec)),
       std::move(local));
+}
+
+namespace {
+
+// The mesh dims where `partial` is Partial(sum) and `complete` Replicate,
+// when their layouts differ only there (so that partial's layout is that of
+// their sum); empty otherwise.
+absl::InlinedVector<int64_t, 4> CompletedDims(const Sharding& partial,
+                                              const Sharding& complete) {
+  absl::InlinedVector<int64_t, 4> dims;
+  if (partial.WithoutPartials() != complete.WithoutPartials()) return dims;
+  for (int64_t m = 0; m < partial.mesh_ndim(); ++m) {
+    const Placement p = partial.placement(m);
+    const Placement c = complete.placement(m);
+    if (p == c) continue;
+    if (p != Placement::Partial(ReduceOp::kSum) || !c.is_replicate()) {
+      return {};
+    }
+    dims.push_back(m);
+  }
+  return dims;
+}
+
+}  // namespace
+
+bool CanAddCompleteToPartial(const DTensor& partial, const DTensor& complete) {
+  return partial.mesh() == complete.mesh() &&
+         !CompletedDims(partial.sharding(), complete.sharding()).empty();
+}
+
+absl::StatusOr<DTensor> AddCompleteToPartial(const DTensor& partial,
+                                             const DTensor& complete) {
+  if (!CanAddCompleteToPartial(partial, complete)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AddCompleteToPartial: ", complete.spec().ToString(),
+                     " is not a complete term of ", partial.spec().ToString()));
+  }
+  const absl::InlinedVector<int64_t, 4> dims =
+      CompletedDims(partial.sharding(), complete.sharding());
+  const Runtime& runtime = *partial.runtime();
+  Tensor local;
+  if (!runtime.metadata_only()) {
+    DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
+                        partial.mesh().CoordinateOf(runtime.rank()));
+    const bool first =
+        std::all_of(dims.begin(), dims.end(),
+                    [&coord](int64_t m) { return coord[m] == 0; });
+    if (first) {
+      DT_ASSIGN_OR_RETURN(local,
+                          dtensor::Add(partial.ToLocal(), complete.ToLocal()));
+    } else {
+      local = partial.ToLocal();
+    }
+  }
+  return DTensor::WrapUnchecked(partial.runtime(), partial.spec_ptr(),
+                                std::move(local));
 }
 
 absl::StatusOr<DTensor> FlattenLeading(const DTensor& x) {

@@ -20,11 +20,6 @@ namespace ops {
 // gets none.
 using InputGrads = std::vector<DTensor>;
 
-// `sharding` with its Partial mesh dims made Replicate: the layout of a
-// gradient of a tensor laid out by `sharding` (the gradient of a sum of terms
-// is the same for every term).
-Sharding WithoutPartials(const Sharding& sharding);
-
 // The gradient of a broadcast result summed back to the `shape` of an operand
 // that broadcast to it: over the leading dims broadcasting added and the
 // size-1 dims it expanded. `grad` itself when the shapes are equal.
@@ -54,6 +49,21 @@ absl::StatusOr<DTensor> ReplicatedConstant(const DTensor& like,
 // with like's shards of that dim.
 absl::StatusOr<DTensor> ArangeAlong(const DTensor& like, int64_t dim,
                                     DType dtype);
+
+// Whether `partial`'s layout is `complete`'s with one or more of its
+// Replicate mesh dims Partial(sum) instead, on the same mesh: the condition
+// of AddCompleteToPartial.
+bool CanAddCompleteToPartial(const DTensor& partial, const DTensor& complete);
+
+// partial + complete, laid out as `partial` (Requires:
+// CanAddCompleteToPartial): the complete term is added on the ranks at
+// coordinate 0 along the mesh dims where partial is Partial and complete
+// Replicate, the other ranks keep their partial terms. (Add would turn
+// `complete` Partial first: fresh zeros on the other ranks, added there.) No
+// collective. Errors: InvalidArgument (naming both specs) when the
+// layouts do not fit; the local addition's errors.
+absl::StatusOr<DTensor> AddCompleteToPartial(const DTensor& partial,
+                                             const DTensor& complete);
 
 // A matrix of the rows of `x`: its leading dims merged ([..., n] -> [m, n]),
 // a 1-D x as one row.

@@ -2,10 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
-#include <string>
 #include <utility>
-#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -13,6 +10,7 @@
 #include "base/status_macros.h"
 #include "dtensor/cost_model.h"
 #include "dtensor/redistribute_planner.h"
+#include "ops/sharding_override.h"
 
 namespace dtensor {
 
@@ -92,24 +90,62 @@ bool Fits(const Sharding& s, int64_t mesh_ndim, int64_t rank) {
   return s.mesh_ndim() == mesh_ndim && s.tensor_rank() == rank;
 }
 
-// How good a strategy is; smaller is better.
+// How good a strategy is; smaller is better. `cost_us` is what the call
+// spends (redistributions and the kernel's collectives); `completion_us` what
+// reading its Partial outputs would add on the mesh dims where it
+// redistributes an input (docs/ops.md, "The cost rule").
 struct Score {
   double cost_us = 0;
+  double completion_us = 0;
+  int partial_outputs = 0;
   int changed_inputs = 0;
   int64_t steps = 0;
 
+  double total_us() const { return cost_us + completion_us; }
+
   bool BetterThan(const Score& other) const {
+    const double a = total_us();
+    const double b = other.total_us();
     const double tolerance =
-        1e-9 *
-        std::max(1.0, std::max(std::abs(cost_us), std::abs(other.cost_us)));
-    if (cost_us < other.cost_us - tolerance) return true;
-    if (cost_us > other.cost_us + tolerance) return false;
+        1e-9 * std::max(1.0, std::max(std::abs(a), std::abs(b)));
+    if (a < b - tolerance) return true;
+    if (a > b + tolerance) return false;
+    if (partial_outputs != other.partial_outputs) {
+      return partial_outputs < other.partial_outputs;
+    }
     if (changed_inputs != other.changed_inputs) {
       return changed_inputs < other.changed_inputs;
     }
     return steps < other.steps;
   }
 };
+
+// The mesh dims (a bit each) on which `plan` runs a collective or slices a
+// complete value into shards. Making a Replicate a Partial locally does not
+// count: it only hands the op a term (P(sum) + R -> P(sum)).
+uint64_t MeshDimsRedistributed(const RedistributePlan& plan) {
+  uint64_t dims = 0;
+  for (const RedistributeStep& step : plan.steps) {
+    for (int64_t m : step.mesh_dims) {
+      if (step.kind != CommKind::kLocal || step.after.placement(m).is_shard()) {
+        dims |= uint64_t{1} << m;
+      }
+    }
+  }
+  return dims;
+}
+
+// `s` with its Partial mesh dims among `dims` (a bit each) made Replicate;
+// `s` itself when there are none.
+Sharding CompletedOn(const Sharding& s, uint64_t dims) {
+  std::vector<int64_t> partial;
+  for (int64_t m = 0; m < s.mesh_ndim(); ++m) {
+    if (s.placement(m).is_partial() && (dims >> m & 1) != 0) {
+      partial.push_back(m);
+    }
+  }
+  return partial.empty() ? s : s.WithReplicated(partial);
+}
 
 // The inputs padded with absent ones to the op's input count; errors for a
 // wrong count or a missing required input.
@@ -236,86 +272,15 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Build(
   return std::shared_ptr<const Propagation>(std::move(result));
 }
 
-// Redistribution plans per input and target layout (null: unreachable), so
-// that the many strategies sharing an input layout plan it once.
-class InputPlans {
- public:
-  InputPlans(absl::Span<const DTensorSpec* const> inputs,
-             const StrategyContext& ctx, const RedistributePlanner& planner,
-             const CostModel& model)
-      : inputs_(inputs),
-        ctx_(ctx),
-        planner_(planner),
-        model_(model),
-        memo_(inputs.size()) {}
-
-  std::shared_ptr<const RedistributePlan> For(size_t i,
-                                              const Sharding& target) {
-    auto [it, inserted] = memo_[i].try_emplace(target, nullptr);
-    if (inserted) {
-      const DTensorSpec& spec = *inputs_[i];
-      absl::StatusOr<std::shared_ptr<const RedistributePlan>> plan =
-          planner_.Plan(spec.sharding(), target, ctx_.mesh_shape, spec.shape(),
-                        spec.dtype(), model_);
-      if (plan.ok()) it->second = *std::move(plan);
-    }
-    return it->second;
-  }
-
- private:
-  absl::Span<const DTensorSpec* const> inputs_;
-  const StrategyContext& ctx_;
-  const RedistributePlanner& planner_;
-  const CostModel& model_;
-  std::vector<
-      absl::flat_hash_map<Sharding, std::shared_ptr<const RedistributePlan>>>
-      memo_;
-};
-
-// The score of strategy `s` (its input redistributions and kernel
-// collectives), or nullopt when the inputs cannot reach it or it puts a
-// Partial on a dtype that cannot hold one.
-std::optional<Score> ScoreStrategy(const OpStrategy& s,
-                                   const StrategyContext& ctx,
-                                   InputPlans& plans, const CostModel& model) {
-  for (size_t j = 0; j < ctx.outputs.size(); ++j) {
-    if (!PartialsAllowed(s.outputs[j], ctx.outputs[j].dtype)) {
-      return std::nullopt;
-    }
-  }
-  Score score;
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-    const DTensorSpec* input = ctx.inputs[i];
-    if (input == nullptr || s.inputs[i] == input->sharding()) continue;
-    if (!Reachable(input->sharding(), s.inputs[i]) ||
-        !PartialsAllowed(s.inputs[i], input->dtype())) {
-      return std::nullopt;
-    }
-    const std::shared_ptr<const RedistributePlan> plan =
-        plans.For(i, s.inputs[i]);
-    if (plan == nullptr) return std::nullopt;
-    score.cost_us += plan->total_cost_us;
-    score.changed_inputs += 1;
-    score.steps += static_cast<int64_t>(plan->steps.size());
-  }
-  for (const KernelComm& comm : s.kernel_comms) {
-    score.cost_us += model.StepCostUs(comm.kind, comm.mesh_dims, ctx.mesh_shape,
-                                      comm.local_bytes);
-  }
-  return score;
-}
-
-absl::Status NoReachableStrategyError(
-    const OpDef& op, absl::Span<const DTensorSpec* const> inputs,
-    size_t num_strategies) {
-  std::vector<std::string> layouts;
-  for (const DTensorSpec* in : inputs) {
-    layouts.push_back(in == nullptr ? "-" : in->sharding().ToString());
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat(op.name, ": none of its ", num_strategies,
-                   " strategies can be reached from input layouts [",
-                   absl::StrJoin(layouts, "] ["), "]"));
+// The planner's cost of completing an output laid out as `partial` (to
+// `complete`); 0 where it finds no plan (then nothing can complete it).
+double CompletionCostUs(const Sharding& partial, const Sharding& complete,
+                        const TensorMeta& meta, const StrategyContext& ctx,
+                        const CostModel& model,
+                        const RedistributePlanner& planner) {
+  absl::StatusOr<std::shared_ptr<const RedistributePlan>> plan = planner.Plan(
+      partial, complete, ctx.mesh_shape, meta.shape, meta.dtype, model);
+  return plan.ok() ? (*plan)->total_cost_us : 0;
 }
 
 }  // namespace
@@ -335,37 +300,97 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
                                             op.num_outputs));
   }
   const StrategyContext ctx{inputs, args, outputs, *mesh, mesh->shape()};
-  DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> strategies, op.strategies(ctx));
+  DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> strategies,
+                      StrategiesOf(op, ctx));
 
   const CostModel model = runtime.CostModelFor(*mesh);
-  InputPlans plans(inputs, ctx, runtime.planner(), model);
+  const RedistributePlanner& planner = runtime.planner();
+  // Plans per input and target layout (null: unreachable), so that the many
+  // strategies sharing an input layout plan it once.
+  std::vector<
+      absl::flat_hash_map<Sharding, std::shared_ptr<const RedistributePlan>>>
+      memo(inputs.size());
+  const auto plan_for =
+      [&](size_t i,
+          const Sharding& target) -> std::shared_ptr<const RedistributePlan> {
+    auto [it, inserted] = memo[i].try_emplace(target, nullptr);
+    if (inserted) {
+      const DTensorSpec& spec = *inputs[i];
+      absl::StatusOr<std::shared_ptr<const RedistributePlan>> plan =
+          planner.Plan(spec.sharding(), target, ctx.mesh_shape, spec.shape(),
+                       spec.dtype(), model);
+      if (plan.ok()) it->second = *std::move(plan);
+    }
+    return it->second;
+  };
+
   int64_t best = -1;
   int64_t num_valid = 0;
   Score best_score;
   for (size_t k = 0; k < strategies.size(); ++k) {
-    DT_RETURN_IF_ERROR(CheckStrategyShape(op, strategies[k], ctx));
-    const std::optional<Score> score =
-        ScoreStrategy(strategies[k], ctx, plans, model);
-    if (!score.has_value()) continue;
+    const OpStrategy& s = strategies[k];
+    DT_RETURN_IF_ERROR(CheckStrategyShape(op, s, ctx));
+    bool valid = true;
+    for (size_t j = 0; valid && j < outputs.size(); ++j) {
+      valid = PartialsAllowed(s.outputs[j], outputs[j].dtype);
+    }
+    Score score;
+    uint64_t redistributed = 0;
+    for (size_t i = 0; valid && i < inputs.size(); ++i) {
+      if (inputs[i] == nullptr || s.inputs[i] == inputs[i]->sharding()) {
+        continue;
+      }
+      valid = Reachable(inputs[i]->sharding(), s.inputs[i]) &&
+              PartialsAllowed(s.inputs[i], inputs[i]->dtype());
+      if (!valid) break;
+      const std::shared_ptr<const RedistributePlan> plan =
+          plan_for(i, s.inputs[i]);
+      valid = plan != nullptr;
+      if (!valid) break;
+      score.cost_us += plan->total_cost_us;
+      score.changed_inputs += 1;
+      score.steps += static_cast<int64_t>(plan->steps.size());
+      redistributed |= MeshDimsRedistributed(*plan);
+    }
+    if (!valid) continue;
+    for (const KernelComm& comm : s.kernel_comms) {
+      score.cost_us += model.StepCostUs(comm.kind, comm.mesh_dims,
+                                        ctx.mesh_shape, comm.local_bytes);
+    }
+    const size_t read_outputs = outputs.size() - op.num_saved_outputs;
+    for (size_t j = 0; j < read_outputs; ++j) {
+      score.partial_outputs +=
+          CompletedOn(s.outputs[j], ~uint64_t{0}) != s.outputs[j];
+      const Sharding complete = CompletedOn(s.outputs[j], redistributed);
+      if (complete == s.outputs[j]) continue;
+      score.completion_us += CompletionCostUs(s.outputs[j], complete,
+                                              outputs[j], ctx, model, planner);
+    }
     ++num_valid;
-    if (best < 0 || score->BetterThan(best_score)) {
+    if (best < 0 || score.BetterThan(best_score)) {
       best = static_cast<int64_t>(k);
-      best_score = *score;
+      best_score = score;
     }
   }
   if (best < 0) {
-    return NoReachableStrategyError(op, inputs, strategies.size());
+    std::vector<std::string> layouts;
+    for (const DTensorSpec* in : inputs) {
+      layouts.push_back(in == nullptr ? "-" : in->sharding().ToString());
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(op.name, ": none of its ", strategies.size(),
+                     " strategies can be reached from input layouts [",
+                     absl::StrJoin(layouts, "] ["), "]"));
   }
   OpStrategy& chosen = strategies[best];
-  std::vector<std::shared_ptr<const RedistributePlan>> chosen_plans(
-      inputs.size());
+  std::vector<std::shared_ptr<const RedistributePlan>> plans(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] != nullptr && chosen.inputs[i] != inputs[i]->sharding()) {
-      chosen_plans[i] = plans.For(i, chosen.inputs[i]);
+      plans[i] = plan_for(i, chosen.inputs[i]);
     }
   }
-  return Build(op, ctx, owners, std::move(chosen), std::move(chosen_plans),
-               model, static_cast<int64_t>(strategies.size()), num_valid);
+  return Build(op, ctx, owners, std::move(chosen), std::move(plans), model,
+               static_cast<int64_t>(strategies.size()), num_valid);
 }
 
 }  // namespace dtensor

@@ -10,6 +10,7 @@
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/sharding.h"
 #include "nn/autograd.h"
+#include "nn/function.h"
 #include "ops/backward_helpers.h"
 #include "ops/op_def.h"
 
@@ -52,39 +53,30 @@ absl::StatusOr<DTensor> MoveGradient(DTensor grad, const Sharding& layout,
     DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(layout));
   }
   return Wrap(grad.runtime(), grad.ToLocal(), to.mesh(),
-              ops::WithoutPartials(to.sharding()), to.shape(), to.dtype());
+              to.sharding().WithoutPartials(), to.shape(), to.dtype());
 }
 
 // The backward of either conversion is the other one.
 absl::StatusOr<std::vector<DTensor>> ConversionBackward(
     const BackwardCall& call) {
-  DT_ASSIGN_OR_RETURN(
-      DTensor grad,
-      MoveGradient(call.grad_outputs[0],
-                   ops::WithoutPartials(call.outputs[0].sharding()),
-                   call.inputs[0]));
+  DT_ASSIGN_OR_RETURN(DTensor grad,
+                      MoveGradient(call.grad_outputs[0],
+                                   call.outputs[0].sharding().WithoutPartials(),
+                                   call.inputs[0]));
   return std::vector<DTensor>{std::move(grad)};
 }
 
 // A conversion as the tape records it: one input, one output.
-const OpDef* MakeConversionDef(absl::string_view name) {
-  auto* def = new OpDef;
-  def->name = name;
-  def->summary = "parallel: tp-local conversion (recorded by autograd)";
-  def->backward = ConversionBackward;
-  return def;
-}
-
-const OpDef& ConversionDef(bool to_local) {
-  static const OpDef* to = MakeConversionDef("to_tp_local");
-  static const OpDef* from = MakeConversionDef("from_tp_local");
-  return to_local ? *to : *from;
+const nn::Function& ConversionFunction(bool to_local) {
+  static const nn::Function to{"to_tp_local", ConversionBackward};
+  static const nn::Function from{"from_tp_local", ConversionBackward};
+  return to_local ? to : from;
 }
 
 void Record(bool to_local, const DTensor& input, const DTensor& output) {
   const DTensor* inputs[] = {&input};
-  nn::GradientTape::RecordFunction(ConversionDef(to_local), inputs, OpArgs(),
-                                   absl::MakeConstSpan(&output, 1));
+  nn::GradientTape::RecordFunction(ConversionFunction(to_local), inputs,
+                                   OpArgs(), absl::MakeConstSpan(&output, 1));
 }
 
 }  // namespace

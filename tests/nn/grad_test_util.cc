@@ -5,13 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/runtime.h"
 #include "mesh/device_mesh.h"
 #include "nn/autograd.h"
 #include "nn/grad_check.h"
 #include "ops/backward_helpers.h"
-#include "base/status_macros.h"
 #include "tests/ops/op_test_util.h"
 
 namespace dtensor {
@@ -136,7 +136,7 @@ absl::Status CheckLayouts(const GradCase& c, const Tensor& c_full,
     DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads,
                         tape.Gradient(out, sources, options));
     for (size_t k = 0; k < grads.size(); ++k) {
-      const Sharding want = ops::WithoutPartials(sources[k].sharding());
+      const Sharding want = sources[k].sharding().WithoutPartials();
       if (grads[k].sharding() != want) {
         return absl::InternalError(absl::StrCat(
             "gradient ", k, " is laid out as ", grads[k].sharding().ToString(),

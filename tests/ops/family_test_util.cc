@@ -6,11 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "ops/propagation.h"
 #include "ops/registry.h"
 #include "ops/strategy.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace testing_util {

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dtensor/comm_counter.h"
 #include "gtest/gtest.h"
 #include "ops/vocab_ops.h"
-#include "base/status_macros.h"
 #include "tests/ops/family_test_util.h"
 #include "tests/ops/op_test_util.h"
 
@@ -72,6 +72,22 @@ TEST(LossParallelScopeTest, ClassShardedLogitsAreNeverMoved) {
     EXPECT_EQ(o.comms.total_collectives(), 2 + count_all_reduce) << logits;
     EXPECT_EQ(o.layout, count_all_reduce ? "P(sum),R" : "R,R") << logits;
   }
+}
+
+// A summed loss over replicated rows: slicing the rows on dp would be free
+// but leave a P(sum) loss that costs one more all-reduce to read; with the
+// loss-parallel reductions already spent, the engine keeps the loss complete.
+TEST(LossParallelScopeTest, SummedLossOnATwoDimMeshStaysComplete) {
+  const MetaOutcome o =
+      RunOnMeta({2, 2}, {{{8, 4096}, "R,S(1)"}, {{8}, "R,R", DType::kI64}},
+                [](const In& in) {
+                  ops::LossParallelScope loss_parallel;
+                  return ops::CrossEntropy(in[0], in[1], Reduction::kSum);
+                });
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.layout, "R,R");
+  EXPECT_EQ(o.comms.count(CommKind::kAllReduce), 2);
+  EXPECT_EQ(o.comms.total_collectives(), 2);
 }
 
 // Mean cross entropy with ignore_index, in double loops: logits [N, C] (or

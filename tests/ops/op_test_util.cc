@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "collectives/inprocess/local_cluster.h"
 #include "base/status_macros.h"
+#include "collectives/inprocess/local_cluster.h"
 
 namespace dtensor {
 namespace testing_util {

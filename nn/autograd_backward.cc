@@ -1,61 +1,21 @@
-#include "nn/autograd.h"
-
-#include <algorithm>
+// The backward half of GradientTape: Gradient() and the pass that walks the
+// records in reverse.
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "dtensor/comm_owner.h"
-#include "ops/backward_helpers.h"
-#include "ops/dispatch.h"
-#include "ops/elementwise_ops.h"
-#include "tensor/elementwise.h"
 #include "base/status_macros.h"
+#include "dtensor/comm_owner.h"
+#include "nn/autograd.h"
+#include "nn/gradient_sum.h"
+#include "ops/backward_helpers.h"
 
 namespace dtensor {
 namespace nn {
 namespace {
-
-// What records on this thread: the tapes with an active scope (innermost
-// last, a tape once per scope) and the NoGrad depth.
-struct ThreadRecording {
-  std::vector<GradientTape*> tapes;
-  int paused = 0;
-  // The observers replaced when the first scope started.
-  DispatchObserver previous_dispatch = nullptr;
-  RedistributeObserver previous_redistribute = nullptr;
-};
-
-ThreadRecording& Recording() {
-  thread_local ThreadRecording recording;
-  return recording;
-}
-
-// A redistribution as the tape records it: an op whose backward sends the
-// gradient back to the input's layout (Partials as Replicate).
-const OpDef& RedistributeDef() {
-  static const OpDef* def = [] {
-    auto* d = new OpDef;
-    d->name = "redistribute";
-    d->summary = "DTensor::Redistribute (recorded by autograd)";
-    d->backward =
-        [](const BackwardCall& call) -> absl::StatusOr<std::vector<DTensor>> {
-      const Sharding target = ops::WithoutPartials(call.inputs[0].sharding());
-      DTensor grad = call.grad_outputs[0];
-      if (grad.sharding() != target) {
-        DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(target));
-      }
-      return std::vector<DTensor>{std::move(grad)};
-    };
-    return d;
-  }();
-  return *def;
-}
 
 bool IsDifferentiable(const DTensor& x) {
   return x.defined() && IsFloatingPoint(x.dtype());
@@ -104,77 +64,6 @@ absl::StatusOr<DTensor> SeedGradient(const DTensor& target,
   return ops::FullLike(target, 1);
 }
 
-// The mesh dims where `partial` is Partial(sum) and `complete` Replicate,
-// when their layouts differ only there (so that partial's layout is that of
-// their sum); empty otherwise.
-absl::InlinedVector<int64_t, 4> CompletedDims(const Sharding& partial,
-                                              const Sharding& complete) {
-  absl::InlinedVector<int64_t, 4> dims;
-  if (ops::WithoutPartials(partial) != ops::WithoutPartials(complete)) {
-    return dims;
-  }
-  for (int64_t m = 0; m < partial.mesh_ndim(); ++m) {
-    const Placement p = partial.placement(m);
-    const Placement c = complete.placement(m);
-    if (p == c) continue;
-    if (p != Placement::Partial(ReduceOp::kSum) || !c.is_replicate()) {
-      return {};
-    }
-    dims.push_back(m);
-  }
-  return dims;
-}
-
-// partial + complete, laid out as `partial`, where `complete` is Replicate
-// along the mesh dims `dims` on which `partial` is Partial(sum): the complete
-// term is added on the ranks at coordinate 0 along `dims` only, and the other
-// ranks keep their partial terms. (ops::Add would turn `complete` Partial
-// first: fresh zeros on the other ranks, added there.) The sum over `dims`
-// is the same; no collective either way.
-absl::StatusOr<DTensor> AddCompleteToPartial(const DTensor& partial,
-                                             const DTensor& complete,
-                                             absl::Span<const int64_t> dims) {
-  const Runtime& runtime = *partial.runtime();
-  Tensor local;
-  if (!runtime.metadata_only()) {
-    DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
-                        partial.mesh().CoordinateOf(runtime.rank()));
-    const bool first =
-        std::all_of(dims.begin(), dims.end(),
-                    [&coord](int64_t m) { return coord[m] == 0; });
-    if (first) {
-      DT_ASSIGN_OR_RETURN(local, Add(partial.ToLocal(), complete.ToLocal()));
-    } else {
-      local = partial.ToLocal();
-    }
-  }
-  return DTensor::WrapUnchecked(partial.runtime(), partial.spec_ptr(),
-                                std::move(local));
-}
-
-// Adds `grad` to the gradient accumulated in `sum` (undefined: none yet), a
-// gradient of the same tensor (shape and dtype).
-absl::Status Accumulate(DTensor& sum, DTensor grad) {
-  if (!sum.defined()) {
-    sum = std::move(grad);
-    return absl::OkStatus();
-  }
-  // A complete gradient meeting a partial one (a residual's gradient and a
-  // row-parallel layer's input gradient) is added without zeros.
-  for (const auto& [partial, complete] :
-       {std::pair<const DTensor*, const DTensor*>{&sum, &grad},
-        std::pair<const DTensor*, const DTensor*>{&grad, &sum}}) {
-    const absl::InlinedVector<int64_t, 4> dims =
-        CompletedDims(partial->sharding(), complete->sharding());
-    if (!dims.empty() && partial->mesh() == complete->mesh()) {
-      DT_ASSIGN_OR_RETURN(sum, AddCompleteToPartial(*partial, *complete, dims));
-      return absl::OkStatus();
-    }
-  }
-  DT_ASSIGN_OR_RETURN(sum, ops::Add(sum, grad));
-  return absl::OkStatus();
-}
-
 // A dense numbering of the tensor ids a backward pass meets, in order of
 // first sight, so that its per-tensor state lives in vectors indexed by slot
 // instead of maps hashed on every access.
@@ -193,161 +82,18 @@ class SlotNumbering {
 };
 
 // Checks that a backward gave input `i` a gradient it can take.
-absl::Status CheckInputGradient(const OpDef& op, size_t i, const DTensor& input,
-                                const DTensor& grad) {
+absl::Status CheckInputGradient(absl::string_view name, size_t i,
+                                const DTensor& input, const DTensor& grad) {
   if (grad.shape() != input.shape() || grad.dtype() != input.dtype()) {
     return absl::InternalError(absl::StrCat(
-        "the backward of ", op.name, " gave input ", i, " a gradient ",
+        "the backward of ", name, " gave input ", i, " a gradient ",
         ShapeToString(grad.shape()), " ", std::string(DTypeName(grad.dtype())),
         "; the input is ", ShapeToString(input.shape()), " ",
         std::string(DTypeName(input.dtype()))));
   }
   return absl::OkStatus();
 }
-
-// The tapes with an active scope on this thread, each once.
-std::vector<GradientTape*> ActiveTapes() {
-  std::vector<GradientTape*> tapes;
-  for (GradientTape* tape : Recording().tapes) {
-    if (std::find(tapes.begin(), tapes.end(), tape) == tapes.end()) {
-      tapes.push_back(tape);
-    }
-  }
-  return tapes;
-}
-
-absl::Status CheckRecomputable(const DTensor& value, const DTensor& source) {
-  if (!value.defined() || !source.defined()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("RecomputeInBackward: the ",
-                     value.defined() ? "source" : "value", " is undefined"));
-  }
-  if (value.mesh() != source.mesh() || value.shape() != source.shape() ||
-      value.dtype() != source.dtype()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("RecomputeInBackward: ", value.spec().ToString(),
-                     " cannot be rebuilt from ", source.spec().ToString(),
-                     " (mesh, shape and dtype must agree)"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
-
-GradientTape::Scope::Scope(GradientTape& tape) : tape_(&tape) {
-  ThreadRecording& recording = Recording();
-  if (recording.tapes.empty()) {
-    recording.previous_dispatch = SetThreadDispatchObserver(ObserveDispatch);
-    recording.previous_redistribute =
-        SetThreadRedistributeObserver(ObserveRedistribute);
-  }
-  recording.tapes.push_back(tape_);
-}
-
-GradientTape::Scope::~Scope() {
-  ThreadRecording& recording = Recording();
-  auto last =
-      std::find(recording.tapes.rbegin(), recording.tapes.rend(), tape_);
-  recording.tapes.erase(std::next(last).base());
-  if (recording.tapes.empty()) {
-    SetThreadDispatchObserver(recording.previous_dispatch);
-    SetThreadRedistributeObserver(recording.previous_redistribute);
-  }
-}
-
-void GradientTape::ObserveDispatch(const OpDef& op,
-                                   absl::Span<const DTensor* const> inputs,
-                                   const OpArgs& args,
-                                   absl::Span<const DTensor> outputs) {
-  RecordOnThread(op, inputs, args, outputs);
-}
-
-void GradientTape::ObserveRedistribute(const DTensor& input,
-                                       const DTensor& output) {
-  const DTensor* inputs[] = {&input};
-  RecordOnThread(RedistributeDef(), inputs, OpArgs(),
-                 absl::MakeConstSpan(&output, 1));
-}
-
-void GradientTape::RecordFunction(const OpDef& def,
-                                  absl::Span<const DTensor* const> inputs,
-                                  const OpArgs& args,
-                                  absl::Span<const DTensor> outputs) {
-  RecordOnThread(def, inputs, args, outputs);
-}
-
-void GradientTape::RecordOnThread(const OpDef& op,
-                                  absl::Span<const DTensor* const> inputs,
-                                  const OpArgs& args,
-                                  absl::Span<const DTensor> outputs) {
-  if (Recording().paused > 0) return;
-  for (GradientTape* tape : ActiveTapes()) {
-    Record record{
-        &op,
-        std::vector<DTensor>(std::max<size_t>(op.num_inputs, inputs.size())),
-        args,
-        std::vector<DTensor>(outputs.begin(), outputs.end()),
-        {},
-        {}};
-    record.comm_owner = CommOwner::Current();
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i] != nullptr) record.inputs[i] = *inputs[i];
-    }
-    for (const DTensor& x : record.inputs) record.input_ids.push_back(x.id());
-    for (const DTensor& x : record.outputs) {
-      record.output_ids.push_back(x.id());
-    }
-    if (!tape->recomputed_.empty()) tape->UseStandIns(record);
-    tape->records_.push_back(std::move(record));
-  }
-}
-
-absl::Status GradientTape::RecomputeInBackward(const DTensor& value,
-                                               const DTensor& source) {
-  DT_RETURN_IF_ERROR(CheckRecomputable(value, source));
-  if (value.id() == source.id()) return absl::OkStatus();
-  const DTensor stand_in =
-      DTensor::WrapUnchecked(value.runtime(), value.spec_ptr(), Tensor());
-  for (GradientTape* tape : ActiveTapes()) {
-    tape->recomputed_.insert_or_assign(value.id(), Recompute{source, stand_in});
-    tape->UseStandIn(value.id(), stand_in);
-  }
-  return absl::OkStatus();
-}
-
-void GradientTape::UseStandIns(Record& record) {
-  for (size_t i = 0; i < record.inputs.size(); ++i) {
-    auto found = recomputed_.find(record.input_ids[i]);
-    if (found != recomputed_.end()) record.inputs[i] = found->second.stand_in;
-  }
-  // A redistribution of a recomputed tensor (a local slice of it is a view
-  // of its storage) is rebuilt from the same source.
-  if (record.op != &RedistributeDef()) return;
-  auto found = recomputed_.find(record.input_ids[0]);
-  if (found == recomputed_.end()) return;
-  DTensor& output = record.outputs[0];
-  Recompute derived{
-      found->second.source,
-      DTensor::WrapUnchecked(output.runtime(), output.spec_ptr(), Tensor())};
-  output = derived.stand_in;
-  recomputed_.insert_or_assign(record.output_ids[0], std::move(derived));
-}
-
-void GradientTape::UseStandIn(uint64_t id, const DTensor& stand_in) {
-  for (auto it = records_.rbegin(); it != records_.rend(); ++it) {
-    for (size_t i = 0; i < it->inputs.size(); ++i) {
-      if (it->input_ids[i] == id) it->inputs[i] = stand_in;
-    }
-    bool made_here = false;
-    for (size_t j = 0; j < it->outputs.size(); ++j) {
-      if (it->output_ids[j] != id) continue;
-      it->outputs[j] = stand_in;
-      made_here = true;
-    }
-    // Earlier records cannot hold a tensor made later.
-    if (made_here) return;
-  }
-}
 
 // One Gradient() call: the per-tensor state of its backward walk and the
 // steps that fill it, in order (MarkDependencies, FindEarliestUses,
@@ -502,10 +248,10 @@ absl::Status GradientTape::BackwardPass::BackwardOf(size_t r) {
     DropRebuilt(r);
     return absl::OkStatus();
   }
-  const OpDef& op = *record.op;
-  if (!op.backward) {
+  const Recorded& recorded = record.recorded;
+  if (recorded.backward == nullptr || !*recorded.backward) {
     return absl::UnimplementedError(absl::StrCat(
-        "Gradient: op ", op.name,
+        "Gradient: op ", recorded.name,
         " is on the path from a source to the target but has no backward "
         "definition"));
   }
@@ -534,7 +280,7 @@ bool GradientTape::BackwardPass::TakeOutputGradients(
 absl::StatusOr<std::vector<DTensor>> GradientTape::BackwardPass::CallBackward(
     size_t r, absl::Span<const DTensor> grad_outputs) {
   const Record& record = tape_.records_[r];
-  const OpDef& op = *record.op;
+  const Recorded& recorded = record.recorded;
   // A recorded redistribution's backward reads only its input's layout,
   // which the stand-ins carry; other records' stand-ins are replaced by
   // their rebuilt tensors, in copies.
@@ -542,7 +288,7 @@ absl::StatusOr<std::vector<DTensor>> GradientTape::BackwardPass::CallBackward(
   absl::Span<const DTensor> outputs = record.outputs;
   std::vector<DTensor> rebuilt_inputs;
   std::vector<DTensor> rebuilt_outputs;
-  if (!tape_.recomputed_.empty() && &op != &RedistributeDef()) {
+  if (!tape_.recomputed_.empty() && !recorded.is_redistribution) {
     rebuilt_inputs = record.inputs;
     rebuilt_outputs = record.outputs;
     DT_RETURN_IF_ERROR(Rebuild(record.input_ids, rebuilt_inputs));
@@ -552,15 +298,15 @@ absl::StatusOr<std::vector<DTensor>> GradientTape::BackwardPass::CallBackward(
   }
   DropRebuilt(r);
   const BackwardCall call{inputs, record.args, outputs, grad_outputs};
-  absl::StatusOr<std::vector<DTensor>> input_grads = op.backward(call);
+  absl::StatusOr<std::vector<DTensor>> input_grads = (*recorded.backward)(call);
   if (!input_grads.ok()) {
     return absl::Status(input_grads.status().code(),
-                        absl::StrCat("backward of ", op.name, ": ",
+                        absl::StrCat("backward of ", recorded.name, ": ",
                                      input_grads.status().message()));
   }
   if (input_grads->size() != record.inputs.size()) {
     return absl::InternalError(absl::StrCat(
-        "the backward of ", op.name, " returned ", input_grads->size(),
+        "the backward of ", recorded.name, " returned ", input_grads->size(),
         " gradients for ", record.inputs.size(), " inputs"));
   }
   return input_grads;
@@ -602,9 +348,10 @@ absl::Status GradientTape::BackwardPass::AccumulateInputGradients(
     if (!grad.defined() || !IsDifferentiable(input) || !depends_[slot]) {
       continue;
     }
-    DT_RETURN_IF_ERROR(CheckInputGradient(*record.op, i, input, grad));
+    DT_RETURN_IF_ERROR(
+        CheckInputGradient(record.recorded.name, i, input, grad));
     if (is_source_[slot]) source_owner_[slot] = record.comm_owner;
-    DT_RETURN_IF_ERROR(Accumulate(grads_[slot], std::move(grad)));
+    DT_RETURN_IF_ERROR(AddGradient(grads_[slot], std::move(grad)));
   }
   return absl::OkStatus();
 }
@@ -623,7 +370,7 @@ GradientTape::BackwardPass::FinishSourceGradients(
     } else {
       DT_ASSIGN_OR_RETURN(grad, ops::FullLike(source, 0));
     }
-    const Sharding layout = ops::WithoutPartials(source.sharding());
+    const Sharding layout = source.sharding().WithoutPartials();
     if (!options.keep_propagated_layouts && grad.sharding() != layout) {
       CommOwner::Scope owner(source_owner_[slot]);
       DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(layout));
@@ -644,32 +391,6 @@ absl::StatusOr<std::vector<DTensor>> GradientTape::Gradient(
   pass.FindEarliestUses();
   DT_RETURN_IF_ERROR(pass.RunBackward(seed));
   return pass.FinishSourceGradients(options);
-}
-
-std::vector<GradientTape::HeldTensor> GradientTape::HeldTensors() const {
-  std::vector<HeldTensor> held;
-  absl::flat_hash_set<uint64_t> seen;
-  auto add = [&](absl::Span<const DTensor> tensors,
-                 absl::Span<const uint64_t> ids) {
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (!tensors[i].defined() || !seen.insert(ids[i]).second) continue;
-      held.push_back({tensors[i], recomputed_.contains(ids[i])});
-    }
-  };
-  for (const Record& record : records_) {
-    add(record.inputs, record.input_ids);
-    add(record.outputs, record.output_ids);
-  }
-  return held;
-}
-
-NoGrad::NoGrad() { ++Recording().paused; }
-
-NoGrad::~NoGrad() { --Recording().paused; }
-
-bool IsRecording() {
-  const ThreadRecording& recording = Recording();
-  return !recording.tapes.empty() && recording.paused == 0;
 }
 
 }  // namespace nn
