@@ -132,7 +132,7 @@ absl::Status Verify(const PlanRequest& request) {
       partial |= p.is_partial();
     }
     if (!partial) {
-      result = y.local();
+      result = y.ToLocal();
       for (int64_t d = 0; d < expected.dim(); ++d) {
         DT_ASSIGN_OR_RETURN(
             expected, expected.Narrow(d, block.offset[d], block.shape[d]));

@@ -324,7 +324,7 @@ TEST(PropagationKernelTest, AKernelThatCommunicatesIsRunAndCounted) {
           y = DispatchOne(*op, in, OpArgs());
         }
         DT_RETURN_IF_ERROR(y.status());
-        DT_ASSIGN_OR_RETURN(double value, y->local().Item());
+        DT_ASSIGN_OR_RETURN(double value, y->ToLocal().Item());
         if (value != 45 || counter.count(CommKind::kAllReduce) != 1 ||
             counter.total_collectives() != 1) {
           return absl::InternalError(absl::StrCat("sum ", value, " after ",

@@ -221,8 +221,8 @@ TEST(VocabLayoutTest, RowShardedLookupIsCompletedByOneAllReduce) {
         }
         DT_ASSIGN_OR_RETURN(DTensor reduced,
                             out.Redistribute({Placement::Replicate()}));
-        if (!AllClose(reduced.local(), expected)) {
-          return absl::InternalError(reduced.local().ToString());
+        if (!AllClose(reduced.ToLocal(), expected)) {
+          return absl::InternalError(reduced.ToLocal().ToString());
         }
         return absl::OkStatus();
       });
@@ -336,8 +336,8 @@ TEST(VocabLayoutTest, LossParallelOnRanksCommunicatesOnlyTheReductions) {
               absl::StrCat(counter.total_collectives(), " collectives"));
         }
         if (!loss.placements()[0].is_replicate() ||
-            !AllClose(loss.local(), expected, 1e-5, 1e-6)) {
-          return absl::InternalError(loss.local().ToString());
+            !AllClose(loss.ToLocal(), expected, 1e-5, 1e-6)) {
+          return absl::InternalError(loss.ToLocal().ToString());
         }
         return absl::OkStatus();
       });
