@@ -87,11 +87,6 @@ NcclCommunicator::NcclCommunicator(std::vector<int64_t> group_ranks,
       failures_(*runtime_->session, key_prefix_, this->group_ranks(),
                 this->rank()) {}
 
-std::string NcclCommunicator::Describe(const CollectiveCall& call) const {
-  if (call.sequence < 0) return absl::StrCat(call.op, " on ", GroupName());
-  return absl::StrCat(call.op, " #", call.sequence, " on ", GroupName());
-}
-
 // ---- Launching and waiting ----
 
 std::shared_ptr<Work> NcclCommunicator::Start(const CollectiveCall& call) {
@@ -365,14 +360,9 @@ absl::Status NcclCommunicator::RunPointToPoint(const CollectiveCall& call,
 std::shared_ptr<Work> NcclCommunicator::SubmitPointToPoint(
     const CollectiveCall& call, const Tensor& tensor, int64_t peer,
     bool sending) {
-  std::unique_ptr<OpQueue>& queue =
-      (sending ? send_queues_ : recv_queues_)[peer];
-  if (queue == nullptr) queue = std::make_unique<OpQueue>();
-  auto run = [this, call, tensor, peer, sending] {
+  return queues_.Submit(call, [this, call, tensor, peer, sending] {
     return RunPointToPoint(call, tensor, peer, sending);
-  };
-  if (call.blocking && queue->Idle()) return CompletedWork(run());
-  return queue->Submit(std::move(run));
+  });
 }
 
 }  // namespace dtensor
