@@ -23,7 +23,7 @@ bool UniformPermuteCosts(absl::Span<const int64_t> mesh_shape,
 
 }  // namespace
 
-PlannerMoves::PlannerMoves(PlannerLayout to,
+PlannerMoves::PlannerMoves(PackedSharding to,
                            absl::Span<const int64_t> mesh_shape,
                            absl::Span<const int64_t> global_shape, DType dtype,
                            const CostModel& cost_model)
@@ -39,12 +39,12 @@ PlannerMoves::PlannerMoves(PlannerLayout to,
       uniform_permute_costs_(UniformPermuteCosts(mesh_shape, cost_model)),
       permute_classes_(mesh_shape, global_shape) {}
 
-PlannerLayout PlannerMoves::EffectiveWithUnitMeshDims(
-    PlannerLayout layout) const {
-  PlannerLayout effective = layout;
+PackedSharding PlannerMoves::EffectiveWithUnitMeshDims(
+    PackedSharding layout) const {
+  PackedSharding effective = layout;
   for (int64_t m = 0; m < mesh_ndim_; ++m) {
     if (mesh_shape_[m] == 1) {
-      effective = effective.WithCode(m, PlannerLayout::kReplicateCode);
+      effective = effective.WithCode(m, PackedSharding::kReplicateCode);
     } else if (layout.is_shard(m)) {
       int64_t depth = 0;
       for (int64_t other = 0; other < mesh_ndim_; ++other) {
@@ -55,7 +55,7 @@ PlannerLayout PlannerMoves::EffectiveWithUnitMeshDims(
         }
       }
       effective = effective.WithCode(
-          m, PlannerLayout::ShardCode(layout.shard_dim(m), depth));
+          m, PackedSharding::ShardCode(layout.shard_dim(m), depth));
     }
   }
   return effective;
@@ -74,7 +74,7 @@ double PlannerMoves::LocalBytes(const ShardOrders& orders) const {
   return elements * static_cast<double>(ElementSize(dtype_));
 }
 
-void PlannerMoves::GatherMoves(PlannerLayout state, const ShardOrders& orders,
+void PlannerMoves::GatherMoves(PackedSharding state, const ShardOrders& orders,
                                Visitor visit) const {
   for (int64_t d = 0; d < tensor_rank_; ++d) {
     const absl::Span<const int64_t> order = orders.of(d);
@@ -86,13 +86,13 @@ void PlannerMoves::GatherMoves(PlannerLayout state, const ShardOrders& orders,
   }
 }
 
-void PlannerMoves::AllToAllMoves(PlannerLayout state, const ShardOrders& orders,
+void PlannerMoves::AllToAllMoves(PackedSharding state, const ShardOrders& orders,
                                  Visitor visit) const {
   for (int64_t from = 0; from < tensor_rank_; ++from) {
     const absl::Span<const int64_t> order = orders.of(from);
     for (size_t start = 0; start < order.size(); ++start) {
       const absl::Span<const int64_t> suffix = order.subspan(start);
-      const PlannerLayout gathered = state.WithReplicated(suffix);
+      const PackedSharding gathered = state.WithReplicated(suffix);
       const Step step = MakeStep(CommKind::kAllToAll, suffix);
       for (int64_t to = 0; to < tensor_rank_; ++to) {
         if (to == from) continue;
@@ -108,13 +108,13 @@ void PlannerMoves::AllToAllMoves(PlannerLayout state, const ShardOrders& orders,
   }
 }
 
-void PlannerMoves::PartialMoves(PlannerLayout state, const ShardOrders& orders,
+void PlannerMoves::PartialMoves(PackedSharding state, const ShardOrders& orders,
                                 Visitor visit) const {
   for (int op = 0; op < 4; ++op) {
     MeshDimList same_op;
     for (int64_t m = 0; m < mesh_ndim_; ++m) {
       if (state.code(m) ==
-          PlannerLayout::PartialCode(static_cast<ReduceOp>(op))) {
+          PackedSharding::PartialCode(static_cast<ReduceOp>(op))) {
         same_op.push_back(m);
       }
     }
@@ -125,7 +125,7 @@ void PlannerMoves::PartialMoves(PlannerLayout state, const ShardOrders& orders,
       for (int i = 0; i < n; ++i) {
         if (mask & (1 << i)) group.push_back(same_op[i]);
       }
-      const PlannerLayout reduced = state.WithReplicated(group);
+      const PackedSharding reduced = state.WithReplicated(group);
       // All-reduce: any one ordering of the group will do.
       visit(reduced, MakeStep(CommKind::kAllReduce, group), group, {});
       const Step reduce_scatter = MakeStep(CommKind::kReduceScatter, group);
@@ -139,7 +139,7 @@ void PlannerMoves::PartialMoves(PlannerLayout state, const ShardOrders& orders,
   }
 }
 
-void PlannerMoves::LocalMoves(PlannerLayout state, const ShardOrders& orders,
+void PlannerMoves::LocalMoves(PackedSharding state, const ShardOrders& orders,
                               Visitor visit) const {
   for (int64_t m = 0; m < mesh_ndim_; ++m) {
     if (!state.is_replicate(m)) continue;
@@ -153,19 +153,19 @@ void PlannerMoves::LocalMoves(PlannerLayout state, const ShardOrders& orders,
     // this mesh dim too: with the target's op here, or with an op some
     // Partial mesh dim already has (sum by default).
     for (ReduceOp op : partial_ops_) {
-      visit(state.WithCode(m, PlannerLayout::PartialCode(op)), local, slice,
+      visit(state.WithCode(m, PackedSharding::PartialCode(op)), local, slice,
             {});
     }
   }
 }
 
-MeshDimList PlannerMoves::MovedMeshDims(PlannerLayout from,
-                                        PlannerLayout to) const {
+MeshDimList PlannerMoves::MovedMeshDims(PackedSharding from,
+                                        PackedSharding to) const {
   // A mesh dim of size > 1 keeps its coordinate's meaning when it splits the
   // same tensor dim at the same depth, not counting mesh dims of size 1
   // (their chunk is everything); ranks then exchange only along the others.
-  const PlannerLayout effective_from = Effective(from);
-  const PlannerLayout effective_to = Effective(to);
+  const PackedSharding effective_from = Effective(from);
+  const PackedSharding effective_to = Effective(to);
   MeshDimList moved;
   for (int64_t m = 0; m < mesh_ndim_; ++m) {
     if (mesh_shape_[m] == 1 || from.is_partial(m)) continue;
@@ -174,7 +174,7 @@ MeshDimList PlannerMoves::MovedMeshDims(PlannerLayout from,
   return moved;
 }
 
-void PlannerMoves::PermuteMoves(PlannerLayout state, double cost,
+void PlannerMoves::PermuteMoves(PackedSharding state, double cost,
                                 const ShardOrders& orders, Visitor visit) {
   // On uniform links with no mesh dim of size 1, a permute's cost depends
   // only on the bytes held before it: once a member of a class has been
@@ -187,7 +187,7 @@ void PlannerMoves::PermuteMoves(PlannerLayout state, double cost,
     }
     members.expanded.emplace_back(cost, local_bytes_);
   }
-  for (PlannerLayout member : members.layouts) {
+  for (PackedSharding member : members.layouts) {
     if (member == state ||
         (members.uneven && !permute_classes_.HoldsSameBlocks(orders, member))) {
       continue;
@@ -197,10 +197,10 @@ void PlannerMoves::PermuteMoves(PlannerLayout state, double cost,
   }
 }
 
-void PlannerMoves::ForEachNeighbor(PlannerLayout state, double cost,
+void PlannerMoves::ForEachNeighbor(PackedSharding state, double cost,
                                    Visitor visit) {
   partial_ops_ = {ReduceOp::kSum};
-  for (PlannerLayout layout : {state, to_}) {
+  for (PackedSharding layout : {state, to_}) {
     for (int64_t m = 0; m < mesh_ndim_; ++m) {
       if (layout.is_partial(m) &&
           std::find(partial_ops_.begin(), partial_ops_.end(),

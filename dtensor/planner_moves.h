@@ -8,7 +8,7 @@
 #include "absl/types/span.h"
 #include "collectives/reduce_op.h"
 #include "dtensor/cost_model.h"
-#include "dtensor/planner_layout.h"
+#include "dtensor/packed_sharding.h"
 #include "dtensor/planner_permute_classes.h"
 #include "tensor/dtype.h"
 
@@ -27,11 +27,11 @@ class PlannerMoves {
   // Receives the layout `next` one `step` away, over `mesh_dims`, moving
   // shards of `tensor_dims` (views valid during the call only).
   using Visitor = absl::FunctionRef<void(
-      PlannerLayout next, Step step, absl::Span<const int64_t> mesh_dims,
+      PackedSharding next, Step step, absl::Span<const int64_t> mesh_dims,
       absl::Span<const int64_t> tensor_dims)>;
 
   // The shapes and the cost model must outlive this object.
-  PlannerMoves(PlannerLayout to, absl::Span<const int64_t> mesh_shape,
+  PlannerMoves(PackedSharding to, absl::Span<const int64_t> mesh_shape,
                absl::Span<const int64_t> global_shape, DType dtype,
                const CostModel& cost_model);
 
@@ -40,29 +40,29 @@ class PlannerMoves {
   // the permutes are left out when an earlier call from the same permute
   // class had no higher cost and no more local bytes (they would improve
   // nothing): call it once per state, as the search settles it.
-  void ForEachNeighbor(PlannerLayout state, double cost, Visitor visit);
+  void ForEachNeighbor(PackedSharding state, double cost, Visitor visit);
 
   // `layout` as the cost model sees it: mesh dims of size 1 Replicate (their
   // chunk is everything) and each shard's position counting only mesh dims of
   // size > 1. Two layouts agree on a mesh dim of size > 1 here exactly when
   // it plays the same role in both.
-  PlannerLayout Effective(PlannerLayout layout) const {
+  PackedSharding Effective(PackedSharding layout) const {
     return has_unit_mesh_dims_ ? EffectiveWithUnitMeshDims(layout) : layout;
   }
 
  private:
-  void GatherMoves(PlannerLayout state, const ShardOrders& orders,
+  void GatherMoves(PackedSharding state, const ShardOrders& orders,
                    Visitor visit) const;
-  void AllToAllMoves(PlannerLayout state, const ShardOrders& orders,
+  void AllToAllMoves(PackedSharding state, const ShardOrders& orders,
                      Visitor visit) const;
-  void PartialMoves(PlannerLayout state, const ShardOrders& orders,
+  void PartialMoves(PackedSharding state, const ShardOrders& orders,
                     Visitor visit) const;
-  void LocalMoves(PlannerLayout state, const ShardOrders& orders,
+  void LocalMoves(PackedSharding state, const ShardOrders& orders,
                   Visitor visit) const;
-  void PermuteMoves(PlannerLayout state, double cost, const ShardOrders& orders,
+  void PermuteMoves(PackedSharding state, double cost, const ShardOrders& orders,
                     Visitor visit);
   // Effective, on a mesh with some mesh dim of size 1.
-  PlannerLayout EffectiveWithUnitMeshDims(PlannerLayout layout) const;
+  PackedSharding EffectiveWithUnitMeshDims(PackedSharding layout) const;
   // A `kind` step over `mesh_dims` from the state being expanded: local when
   // the group has one rank (it moves nothing). The moves compute it once for
   // all the layouts the same collective can reach.
@@ -74,7 +74,7 @@ class PlannerMoves {
             cost_model_.StepCostUs(kind, mesh_dims, mesh_shape_, local_bytes_)};
   }
   // The mesh dims along which a permute from `from` to `to` moves data.
-  MeshDimList MovedMeshDims(PlannerLayout from, PlannerLayout to) const;
+  MeshDimList MovedMeshDims(PackedSharding from, PackedSharding to) const;
   // Padded local bytes of a layout with shard orders `orders`.
   double LocalBytes(const ShardOrders& orders) const;
 
@@ -84,7 +84,7 @@ class PlannerMoves {
   absl::Span<const int64_t> global_shape_;
   DType dtype_;
   const CostModel& cost_model_;
-  const PlannerLayout to_;
+  const PackedSharding to_;
   // Whether some mesh dim has size 1.
   const bool has_unit_mesh_dims_;
   // Whether every permute from a layout costs the same.

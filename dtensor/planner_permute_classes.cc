@@ -42,7 +42,7 @@ PermuteClasses::PermuteClasses(absl::Span<const int64_t> mesh_shape,
       by_dim_(tensor_rank_) {}
 
 bool PermuteClasses::HoldsSameBlocks(const ShardOrders& from_orders,
-                                     PlannerLayout to) const {
+                                     PackedSharding to) const {
   // Both layouts split every tensor dim into as many blocks, with disjoint
   // mesh dims per tensor dim, so every combination of per-dim blocks is held
   // by equally many ranks at every Partial coordinate. A permute can deliver
@@ -65,8 +65,8 @@ bool PermuteClasses::HoldsSameBlocks(const ShardOrders& from_orders,
 }
 
 void PermuteClasses::AddOrders(std::vector<MeshDimList>& by_dim, int64_t d,
-                               PlannerLayout layout,
-                               std::vector<PlannerLayout>* members) {
+                               PackedSharding layout,
+                               std::vector<PackedSharding>* members) {
   if (d == static_cast<int64_t>(by_dim.size())) {
     members->push_back(layout);
     return;
@@ -81,8 +81,8 @@ void PermuteClasses::AddOrders(std::vector<MeshDimList>& by_dim, int64_t d,
 void PermuteClasses::AddAssignments(const MeshDimList& free_dims, size_t j,
                                     absl::Span<int64_t> assignment,
                                     absl::Span<int64_t> parts_left,
-                                    PlannerLayout partials,
-                                    std::vector<PlannerLayout>* members) {
+                                    PackedSharding partials,
+                                    std::vector<PackedSharding>* members) {
   // The mesh dims left must still be able to make the blocks left.
   int64_t blocks_left = 1;
   for (int64_t parts : parts_left) blocks_left *= parts;
@@ -112,14 +112,14 @@ void PermuteClasses::AddAssignments(const MeshDimList& free_dims, size_t j,
   }
 }
 
-PermuteClass& PermuteClasses::Of(PlannerLayout state,
+PermuteClass& PermuteClasses::Of(PackedSharding state,
                                  const ShardOrders& orders) {
   // The key: the Partial mesh dims with their ops, then the number of blocks
   // of every tensor dim.
-  PlannerLayout partials = state;
+  PackedSharding partials = state;
   for (int64_t m = 0; m < mesh_ndim_; ++m) {
     if (!state.is_partial(m)) {
-      partials = partials.WithCode(m, PlannerLayout::kReplicateCode);
+      partials = partials.WithCode(m, PackedSharding::kReplicateCode);
     }
   }
   absl::InlinedVector<int64_t, 8> key = {static_cast<int64_t>(partials.bits())};

@@ -8,7 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
-#include "dtensor/planner_layout.h"
+#include "dtensor/packed_sharding.h"
 #include "dtensor/sharding.h"
 
 namespace dtensor {
@@ -24,7 +24,7 @@ inline int64_t GroupSize(absl::Span<const int64_t> mesh_dims,
 // The layouts a permute can reach from one another: same Partial mesh dims,
 // every tensor dim split into as many blocks.
 struct PermuteClass {
-  std::vector<PlannerLayout> layouts;
+  std::vector<PackedSharding> layouts;
   // Whether some tensor dim's blocks are uneven (so a permute must check that
   // the blocks coincide).
   bool uneven = false;
@@ -42,11 +42,11 @@ class PermuteClasses {
                  absl::Span<const int64_t> global_shape);
 
   // The class of `state`, whose shard orders are `orders`.
-  PermuteClass& Of(PlannerLayout state, const ShardOrders& orders);
+  PermuteClass& Of(PackedSharding state, const ShardOrders& orders);
 
   // Whether a permute from a layout whose shard orders are `from_orders` to
   // `to` (of the same class) can deliver every block `to` needs.
-  bool HoldsSameBlocks(const ShardOrders& from_orders, PlannerLayout to) const;
+  bool HoldsSameBlocks(const ShardOrders& from_orders, PackedSharding to) const;
 
  private:
   // Appends the members of a permute class whose free (non-Partial) mesh
@@ -56,13 +56,13 @@ class PermuteClasses {
   // over the assignment whose fastest digit is free_dims[0].
   void AddAssignments(const MeshDimList& free_dims, size_t j,
                       absl::Span<int64_t> assignment,
-                      absl::Span<int64_t> parts_left, PlannerLayout partials,
-                      std::vector<PlannerLayout>* members);
+                      absl::Span<int64_t> parts_left, PackedSharding partials,
+                      std::vector<PackedSharding>* members);
   // Appends `layout` with the mesh dims `by_dim[e]` sharding tensor dim e,
   // for e >= d, in every nesting order.
   static void AddOrders(std::vector<MeshDimList>& by_dim, int64_t d,
-                        PlannerLayout layout,
-                        std::vector<PlannerLayout>* members);
+                        PackedSharding layout,
+                        std::vector<PackedSharding>* members);
 
   const int64_t mesh_ndim_;
   const int64_t tensor_rank_;

@@ -9,7 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/planner_layout.h"
+#include "dtensor/packed_sharding.h"
 #include "dtensor/planner_moves.h"
 #include "dtensor/planner_permute_classes.h"
 
@@ -56,7 +56,7 @@ double MaxBandwidthGbps(const CostModel& cost_model) {
   return max_gbps;
 }
 
-// A* over layouts. States are PlannerLayouts; edges are the steps listed in
+// A* over layouts. States are PackedShardings; edges are the steps listed in
 // the header; the first time the target is settled its path is optimal.
 class PlanSearch {
  public:
@@ -64,11 +64,13 @@ class PlanSearch {
              absl::Span<const int64_t> global_shape, DType dtype,
              const CostModel& cost_model);
 
-  RedistributePlan Run(const Sharding& from);
+  // Errors: Internal when the search exhausts the layouts without reaching
+  // `to` (CheckRedistribution admits only pairs with a path).
+  absl::StatusOr<RedistributePlan> Run(const Sharding& from);
 
  private:
   struct Node {
-    PlannerLayout state;
+    PackedSharding state;
     double cost = 0;
     // The A* lower bound on the cost from `state` to the target.
     double heuristic = 0;
@@ -80,7 +82,7 @@ class PlanSearch {
     CommKind kind = CommKind::kLocal;
     int8_t num_mesh_dims = 0;
     int8_t num_tensor_dims = 0;
-    std::array<int8_t, PlannerLayout::kMaxMeshDims> mesh_dims;
+    std::array<int8_t, PackedSharding::kMaxMeshDims> mesh_dims;
     std::array<int8_t, 2> tensor_dims;
     double step_cost = 0;
   };
@@ -93,28 +95,28 @@ class PlanSearch {
     std::push_heap(queue_.begin(), queue_.end(), std::greater<QueueEntry>());
   }
   // Offers `next`, reached from `node` by `step` over `mesh_dims`.
-  void Relax(int node, PlannerLayout next, PlannerMoves::Step step,
+  void Relax(int node, PackedSharding next, PlannerMoves::Step step,
              absl::Span<const int64_t> mesh_dims,
              absl::Span<const int64_t> tensor_dims);
   // The bytes of the block of final values a rank holds in `layout`: its
   // local bytes, or 0 while a mesh dim of size > 1 is Partial (a rank holds
   // terms, not values). Requires even_.
-  double ValueBytes(PlannerLayout layout) const;
+  double ValueBytes(PackedSharding layout) const;
   // A lower bound on the cost from `state` to the target (A*): the launch and
   // hop of the cheapest possible collective for each of "a Partial must be
   // reduced" and "a shard must move", plus, when blocks are even, the time to
   // receive the target's values that a rank lacks. Consistent, so the first
   // time the target is settled its path is optimal.
-  double Heuristic(PlannerLayout state) const;
+  double Heuristic(PackedSharding state) const;
 
   const int64_t mesh_ndim_;
   const int64_t tensor_rank_;
   absl::Span<const int64_t> mesh_shape_;
   absl::Span<const int64_t> global_shape_;
   DType dtype_;
-  const PlannerLayout to_;
+  const PackedSharding to_;
   PlannerMoves moves_;
-  const PlannerLayout effective_to_;
+  const PackedSharding effective_to_;
   // The cheapest conceivable collective (the A* bound's unit).
   const double min_collective_us_;
   // Whether every tensor dim divides evenly among all the mesh's ranks, so
@@ -140,7 +142,7 @@ PlanSearch::PlanSearch(const Sharding& to, absl::Span<const int64_t> mesh_shape,
       mesh_shape_(mesh_shape),
       global_shape_(global_shape),
       dtype_(dtype),
-      to_(PlannerLayout::Pack(to)),
+      to_(PackedSharding::Pack(to)),
       moves_(to_, mesh_shape, global_shape, dtype, cost_model),
       effective_to_(moves_.Effective(to_)),
       min_collective_us_(MinCollectiveUs(mesh_shape, cost_model)),
@@ -149,7 +151,7 @@ PlanSearch::PlanSearch(const Sharding& to, absl::Span<const int64_t> mesh_shape,
       target_value_bytes_(even_ ? ValueBytes(to_) : 0),
       max_bandwidth_gbps_(MaxBandwidthGbps(cost_model)) {}
 
-double PlanSearch::ValueBytes(PlannerLayout layout) const {
+double PlanSearch::ValueBytes(PackedSharding layout) const {
   int64_t blocks = 1;
   for (int64_t m = 0; m < mesh_ndim_; ++m) {
     if (layout.is_partial(m) && mesh_shape_[m] > 1) return 0;
@@ -158,23 +160,23 @@ double PlanSearch::ValueBytes(PlannerLayout layout) const {
   return total_bytes_ / static_cast<double>(blocks);
 }
 
-double PlanSearch::Heuristic(PlannerLayout state) const {
+double PlanSearch::Heuristic(PackedSharding state) const {
   if (min_collective_us_ == 0) return 0;
   // Mesh dims of size 1 never need a collective (Effective makes them
   // Replicate). Only an all-reduce or a reduce-scatter removes a Partial the
   // target lacks, and neither moves a shard that local slices (which only
   // append) cannot extend into the target's, i.e. one that does not have the
   // target's tensor dim and depth: each need costs at least one collective.
-  const PlannerLayout effective = moves_.Effective(state);
+  const PackedSharding effective = moves_.Effective(state);
   bool needs_reduction = false;
   bool needs_move = false;
   for (int64_t m = 0; m < mesh_ndim_; ++m) {
     const uint8_t code = effective.code(m);
-    if (code == PlannerLayout::kReplicateCode ||
+    if (code == PackedSharding::kReplicateCode ||
         code == effective_to_.code(m)) {
       continue;
     }
-    (PlannerLayout::IsPartialCode(code) ? needs_reduction : needs_move) = true;
+    (PackedSharding::IsPartialCode(code) ? needs_reduction : needs_move) = true;
   }
   double bound = (needs_reduction + needs_move) * min_collective_us_;
   // With even blocks, no step raises the value bytes of a rank by more than
@@ -193,7 +195,7 @@ double PlanSearch::Heuristic(PlannerLayout state) const {
   return bound;
 }
 
-void PlanSearch::Relax(int node, PlannerLayout next, PlannerMoves::Step step,
+void PlanSearch::Relax(int node, PackedSharding next, PlannerMoves::Step step,
                        absl::Span<const int64_t> mesh_dims,
                        absl::Span<const int64_t> tensor_dims) {
   const double cost = nodes_[node].cost + step.cost_us;
@@ -223,8 +225,8 @@ void PlanSearch::Relax(int node, PlannerLayout next, PlannerMoves::Step step,
   Push({cost + target.heuristic, steps, it->second, cost});
 }
 
-RedistributePlan PlanSearch::Run(const Sharding& from) {
-  const PlannerLayout start = PlannerLayout::Pack(from);
+absl::StatusOr<RedistributePlan> PlanSearch::Run(const Sharding& from) {
+  const PackedSharding start = PackedSharding::Pack(from);
   nodes_.reserve(256);
   index_.reserve(256);
   nodes_.push_back(Node{start});
@@ -247,14 +249,19 @@ RedistributePlan PlanSearch::Run(const Sharding& from) {
       break;
     }
     moves_.ForEachNeighbor(nodes_[node].state, nodes_[node].cost,
-                           [&](PlannerLayout next, PlannerMoves::Step step,
+                           [&](PackedSharding next, PlannerMoves::Step step,
                                absl::Span<const int64_t> mesh_dims,
                                absl::Span<const int64_t> tensor_dims) {
                              Relax(node, next, step, mesh_dims, tensor_dims);
                            });
   }
+  if (goal < 0) {
+    return absl::InternalError(absl::StrCat(
+        "the redistribution planner found no path from ", from.ToString(),
+        " to ", to_.Unpack(mesh_ndim_, tensor_rank_).ToString(),
+        " although CheckRedistribution admitted them"));
+  }
   RedistributePlan plan;
-  if (goal < 0) return plan;  // Unreachable: CheckRedistribution passed.
   Sharding after = to_.Unpack(mesh_ndim_, tensor_rank_);
   for (int n = goal; nodes_[n].parent >= 0; n = nodes_[n].parent) {
     const Node& to = nodes_[n];
@@ -345,12 +352,12 @@ absl::StatusOr<RedistributePlan> PlanRedistribution(
     const CostModel& cost_model) {
   absl::Status status = CheckRedistribution(from, to, mesh_shape, global_shape);
   if (!status.ok()) return status;
-  if (!PlannerLayout::Fits(from.mesh_ndim(), from.tensor_rank())) {
+  if (!PackedSharding::Fits(from.mesh_ndim(), from.tensor_rank())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot plan for a mesh of ", from.mesh_ndim(),
         " dims and a tensor of rank ", from.tensor_rank(),
-        ": the planner supports at most ", PlannerLayout::kMaxMeshDims,
-        " mesh dims and tensor rank ", PlannerLayout::kMaxTensorRank));
+        ": the planner supports at most ", PackedSharding::kMaxMeshDims,
+        " mesh dims and tensor rank ", PackedSharding::kMaxTensorRank));
   }
   if (cost_model.mesh_ndim() != static_cast<int64_t>(mesh_shape.size())) {
     return absl::InvalidArgumentError(
@@ -386,7 +393,21 @@ RedistributePlanner::Plan(const Sharding& from, const Sharding& to,
   if (!plan.ok()) return plan.status();
   auto shared = std::make_shared<const RedistributePlan>(*std::move(plan));
   absl::MutexLock lock(&mu_);
+  // Clear-when-full bounds the memory at `capacity_` plans: a training loop
+  // asks for a few dozen distinct plans, so a full cache means keys that no
+  // longer recur (shapes of past inputs); plans handed out stay alive.
+  if (cache_.size() >= capacity_ && !cache_.contains(key)) cache_.clear();
   return cache_.try_emplace(std::move(key), std::move(shared)).first->second;
+}
+
+void RedistributePlanner::Clear() {
+  absl::MutexLock lock(&mu_);
+  cache_.clear();
+}
+
+size_t RedistributePlanner::size() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return cache_.size();
 }
 
 }  // namespace dtensor

@@ -1,6 +1,8 @@
 #ifndef DTENSOR_DTENSOR_REDISTRIBUTE_PLANNER_H_
 #define DTENSOR_DTENSOR_REDISTRIBUTE_PLANNER_H_
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -63,9 +65,18 @@ double PaddedLocalBytes(const Sharding& sharding,
 
 // PlanRedistribution with a cache keyed by (mesh shape, from, to, shape,
 // dtype, cost model). Thread-safe; plans are shared, never copied. One
-// planner serves any number of meshes and ranks.
+// planner serves any number of meshes and ranks. The cache holds at most
+// `capacity` plans: adding one to a full cache first empties it (plans already
+// handed out stay valid).
 class RedistributePlanner {
  public:
+  // The capacity of the shared planner's cache.
+  static constexpr size_t kDefaultCapacity = 4096;
+
+  // A capacity of 0 is taken as 1.
+  explicit RedistributePlanner(size_t capacity = kDefaultCapacity)
+      : capacity_(std::max<size_t>(capacity, 1)) {}
+
   // The planner shared by the whole process.
   static RedistributePlanner& Shared();
 
@@ -74,6 +85,12 @@ class RedistributePlanner {
       absl::Span<const int64_t> mesh_shape,
       absl::Span<const int64_t> global_shape, DType dtype,
       const CostModel& cost_model) const;
+
+  // Forgets every cached plan (plans already handed out stay valid).
+  void Clear();
+  // The number of cached plans, at most capacity().
+  size_t size() const;
+  size_t capacity() const { return capacity_; }
 
  private:
   struct Key {
@@ -96,6 +113,7 @@ class RedistributePlanner {
     }
   };
 
+  const size_t capacity_;
   mutable absl::Mutex mu_;
   mutable absl::flat_hash_map<Key, std::shared_ptr<const RedistributePlan>>
       cache_ ABSL_GUARDED_BY(mu_);

@@ -20,6 +20,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "base/text_file.h"
 #include "collectives/gloo/gloo_backend.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "collectives/process_groups.h"
@@ -31,9 +33,7 @@
 #include "parallel/checkpoint.h"
 #include "parallel/llama_trainer.h"
 #include "parallel/plan.h"
-#include "base/text_file.h"
 #include "tensor/generator.h"
-#include "base/status_macros.h"
 #include "tensor/tensor.h"
 #include "tools/arg_parser.h"
 #include "tools/explain_config.h"
@@ -243,7 +243,8 @@ absl::Status Main(const std::vector<std::string>& args) {
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(options.mesh));
   DT_ASSIGN_OR_RETURN(parallel::Plan plan,
                       parallel::LoadPlanFile(options.plan));
-  DT_ASSIGN_OR_RETURN(std::string corpus, ReadTextFile(kCorpus));
+  DT_ASSIGN_OR_RETURN(std::string corpus,
+                      ReadTextFile(kCorpus, kMaxCorpusBytes));
   if (corpus.size() <= static_cast<size_t>(options.seq) + 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(kCorpus, " has ", corpus.size(),

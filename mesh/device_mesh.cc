@@ -7,14 +7,17 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "mesh/layout.h"
 #include "base/status_macros.h"
+#include "mesh/layout.h"
 
 namespace dtensor {
 namespace {
@@ -94,11 +97,36 @@ absl::StatusOr<std::vector<int64_t>> DimIndices(
 
 }  // namespace
 
+// At most one entry per (dim, coordinate): sum of the dim sizes in all.
+class DeviceMesh::SubMeshCache {
+ public:
+  // The cached mesh for `key`, computing and storing it on the first call.
+  // Errors are not cached (they are cheap to recompute).
+  template <typename Compute>
+  absl::StatusOr<DeviceMesh> GetOrCompute(std::pair<int64_t, int64_t> key,
+                                          Compute compute) {
+    {
+      absl::MutexLock lock(&mutex_);
+      const auto it = pinned_.find(key);
+      if (it != pinned_.end()) return it->second;
+    }
+    DT_ASSIGN_OR_RETURN(DeviceMesh mesh, compute());
+    absl::MutexLock lock(&mutex_);
+    return pinned_.try_emplace(key, std::move(mesh)).first->second;
+  }
+
+ private:
+  absl::Mutex mutex_;
+  absl::flat_hash_map<std::pair<int64_t, int64_t>, DeviceMesh> pinned_
+      ABSL_GUARDED_BY(mutex_);
+};
+
 DeviceMesh::DeviceMesh(Layout layout, std::vector<std::string> dim_names,
                        std::vector<int64_t> ranks)
     : layout_(std::move(layout)),
       dim_names_(std::move(dim_names)),
-      ranks_(std::move(ranks)) {}
+      ranks_(std::move(ranks)),
+      cache_(std::make_shared<SubMeshCache>()) {}
 
 absl::StatusOr<DeviceMesh> DeviceMesh::Create(
     std::vector<int64_t> shape, std::vector<std::string> dim_names,
@@ -266,6 +294,42 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Slice(
   return Create(std::move(sizes),
                 std::vector<std::string>(names.begin(), names.end()),
                 std::move(group));
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::PinnedAt(int64_t dim,
+                                                int64_t rank) const {
+  if (dim < 0 || dim >= ndim()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mesh dim ", dim, " is not a dim of ", ToString()));
+  }
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> mine, CoordinateOf(rank));
+  const int64_t coordinate = mine[dim];
+  if (cache_ == nullptr)
+    return ComputePinnedAt(dim, coordinate);  // Moved from.
+  return cache_->GetOrCompute({dim, coordinate},
+                              [&] { return ComputePinnedAt(dim, coordinate); });
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::ComputePinnedAt(
+    int64_t dim, int64_t coordinate) const {
+  std::vector<int64_t> pinned_shape = shape();
+  pinned_shape[dim] = 1;
+  // Row-major over the other dims, the coordinate along `dim` fixed.
+  std::vector<int64_t> ranks;
+  std::vector<int64_t> coord(pinned_shape.size(), 0);
+  coord[dim] = coordinate;
+  while (true) {
+    DT_ASSIGN_OR_RETURN(int64_t r, RankAt(coord));
+    ranks.push_back(r);
+    int64_t d = static_cast<int64_t>(pinned_shape.size()) - 1;
+    for (; d >= 0; --d) {
+      if (d == dim) continue;
+      if (++coord[d] < pinned_shape[d]) break;
+      coord[d] = 0;
+    }
+    if (d < 0) break;
+  }
+  return Create(std::move(pinned_shape), dim_names_, std::move(ranks));
 }
 
 absl::StatusOr<DeviceMesh> DeviceMesh::Flatten(

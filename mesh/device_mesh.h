@@ -2,6 +2,7 @@
 #define DTENSOR_MESH_DEVICE_MESH_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,15 @@ class DeviceMesh {
   // coordinates on all other dims), dims in the order named.
   absl::StatusOr<DeviceMesh> Slice(int64_t rank,
                                    absl::Span<const std::string> names) const;
+  // The sub-mesh that keeps only `rank`'s coordinate along `dim`: size 1
+  // there, names, order and the other dims unchanged (ranks row-major over the
+  // other dims). Tensor parallelism's tp-local mesh (parallel/tp_local.h).
+  // Cached per (dim, coordinate) on this mesh and its copies, so that a
+  // forward pass asks for it without rebuilding it; safe to call from several
+  // threads (ranks are threads) at once.
+  // Errors: `dim` not in [0, ndim()) (InvalidArgument), `rank` not in the mesh
+  // (NotFound).
+  absl::StatusOr<DeviceMesh> PinnedAt(int64_t dim, int64_t rank) const;
   // The mesh with the dims `names` merged into one dim called `new_name`
   // (ordered row-major over `names` in the order given), placed where the
   // first of them was. The dims need not be adjacent.
@@ -93,12 +103,21 @@ class DeviceMesh {
   }
 
  private:
+  // Derived meshes computed once per mesh value (see PinnedAt).
+  class SubMeshCache;
+
   DeviceMesh(Layout layout, std::vector<std::string> dim_names,
              std::vector<int64_t> ranks);
+
+  // PinnedAt without the cache.
+  absl::StatusOr<DeviceMesh> ComputePinnedAt(int64_t dim,
+                                             int64_t coordinate) const;
 
   Layout layout_;
   std::vector<std::string> dim_names_;
   std::vector<int64_t> ranks_;
+  // Shared by copies: they describe the same mesh. Null only when moved from.
+  std::shared_ptr<SubMeshCache> cache_;
 };
 
 }  // namespace dtensor

@@ -3,14 +3,22 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "nn/layer_checks.h"
 #include "base/status_macros.h"
+#include "nn/layer_checks.h"
 
 namespace dtensor {
 namespace nn {
 namespace {
 
 constexpr absl::string_view kName = "LlamaConfig";
+
+// 1 <= value <= max.
+absl::Status CheckSize(absl::string_view name, int64_t value, int64_t max) {
+  DT_RETURN_IF_ERROR(CheckPositive(kName, name, value));
+  if (value <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(kName, ": ", name, " ", value, " is above the limit ", max));
+}
 
 absl::Status CheckPositiveReal(absl::string_view name, double value) {
   if (value > 0 && std::isfinite(value)) return absl::OkStatus();
@@ -21,13 +29,13 @@ absl::Status CheckPositiveReal(absl::string_view name, double value) {
 }  // namespace
 
 absl::Status LlamaConfig::Validate() const {
-  DT_RETURN_IF_ERROR(CheckPositive(kName, "dim", dim));
-  DT_RETURN_IF_ERROR(CheckPositive(kName, "n_layers", n_layers));
-  DT_RETURN_IF_ERROR(CheckPositive(kName, "n_heads", n_heads));
-  DT_RETURN_IF_ERROR(CheckPositive(kName, "n_kv_heads", kv_heads()));
-  DT_RETURN_IF_ERROR(CheckPositive(kName, "vocab_size", vocab_size));
-  DT_RETURN_IF_ERROR(CheckPositive(kName, "multiple_of", multiple_of));
-  DT_RETURN_IF_ERROR(CheckPositive(kName, "max_seq_len", max_seq_len));
+  DT_RETURN_IF_ERROR(CheckSize("dim", dim, kMaxLlamaDim));
+  DT_RETURN_IF_ERROR(CheckSize("n_layers", n_layers, kMaxLlamaLayers));
+  DT_RETURN_IF_ERROR(CheckSize("n_heads", n_heads, kMaxLlamaHeads));
+  DT_RETURN_IF_ERROR(CheckSize("n_kv_heads", kv_heads(), kMaxLlamaHeads));
+  DT_RETURN_IF_ERROR(CheckSize("vocab_size", vocab_size, kMaxLlamaVocab));
+  DT_RETURN_IF_ERROR(CheckSize("multiple_of", multiple_of, kMaxLlamaHiddenDim));
+  DT_RETURN_IF_ERROR(CheckSize("max_seq_len", max_seq_len, kMaxLlamaSeqLen));
   if (dim % n_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         kName, ": dim ", dim, " is not divisible by n_heads ", n_heads));
@@ -46,7 +54,16 @@ absl::Status LlamaConfig::Validate() const {
   if (ffn_dim_multiplier.has_value()) {
     DT_RETURN_IF_ERROR(
         CheckPositiveReal("ffn_dim_multiplier", *ffn_dim_multiplier));
+    // Checked before hidden_dim() converts the product to an integer.
+    const double hidden = *ffn_dim_multiplier * (2 * (4 * dim) / 3);
+    if (hidden > kMaxLlamaHiddenDim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kName, ": ffn_dim_multiplier ", *ffn_dim_multiplier,
+                       " makes the hidden dim ", hidden, ", above the limit ",
+                       kMaxLlamaHiddenDim));
+    }
   }
+  DT_RETURN_IF_ERROR(CheckSize("hidden dim", hidden_dim(), kMaxLlamaHiddenDim));
   if (!(init_std >= 0 && std::isfinite(init_std))) {
     return absl::InvalidArgumentError(absl::StrCat(
         kName, ": init_std ", init_std, " must be non-negative and finite"));

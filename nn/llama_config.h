@@ -10,6 +10,19 @@
 namespace dtensor {
 namespace nn {
 
+// The largest values LlamaConfig::Validate accepts, so that a typo (an extra
+// digit, a size meant for another field) is an error instead of hours of work
+// or an integer overflow; far above real models (Llama 3 405B: 126 layers,
+// dim 16384, 128 heads, vocabulary 128256). Products of these limits (numbers
+// of elements, bytes) fit in int64_t. Stated in docs/reliability.md.
+inline constexpr int64_t kMaxLlamaLayers = 10000;
+inline constexpr int64_t kMaxLlamaDim = int64_t{1} << 20;
+inline constexpr int64_t kMaxLlamaHeads = int64_t{1} << 16;
+inline constexpr int64_t kMaxLlamaVocab = int64_t{1} << 24;
+inline constexpr int64_t kMaxLlamaSeqLen = int64_t{1} << 24;
+// multiple_of and the feed-forward hidden dim.
+inline constexpr int64_t kMaxLlamaHiddenDim = int64_t{1} << 22;
+
 // The shape of a Llama-style Transformer (the fields of Meta's ModelArgs).
 struct LlamaConfig {
   int64_t dim = 4096;
@@ -30,7 +43,8 @@ struct LlamaConfig {
   // Embedding weight (norm weights start at ones).
   double init_std = 0.02;
 
-  // Errors name the bad field: a size < 1, dim not divisible by n_heads,
+  // Errors name the bad field: a size < 1 or above its limit (kMaxLlama*,
+  // naming it), dim not divisible by n_heads,
   // n_heads not divisible by n_kv_heads, an odd head dim (rotary pairs),
   // norm_eps, rope_theta or ffn_dim_multiplier not positive and finite,
   // init_std negative or not finite.

@@ -6,12 +6,12 @@
 #include <utility>
 
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 #include "ops/backward_helpers.h"
 #include "ops/cast_ops.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
 #include "ops/local_fn.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {
@@ -627,11 +627,7 @@ absl::StatusOr<DTensor> Where(const DTensor& cond, const DTensor& a,
   return Call(kWhere, {&cond, &a, &b});
 }
 
-std::vector<const OpDef*> ElementwiseOps() {
-  std::vector<const OpDef*> ops;
-  for (const OpDef& def : Defs()) ops.push_back(&def);
-  return ops;
-}
+std::vector<const OpDef*> ElementwiseOps() { return PointersTo(Defs()); }
 
 }  // namespace ops
 }  // namespace dtensor

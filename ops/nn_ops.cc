@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 #include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
@@ -22,7 +23,6 @@
 #include "ops/view_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/nn_functional.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {
@@ -582,11 +582,7 @@ absl::StatusOr<DTensor> RotaryEmbedding(const DTensor& x,
   return Call(Defs()[kRotary], {&x, &positions}, args);
 }
 
-std::vector<const OpDef*> NnOps() {
-  std::vector<const OpDef*> ops;
-  for (const OpDef& def : Defs()) ops.push_back(&def);
-  return ops;
-}
+std::vector<const OpDef*> NnOps() { return PointersTo(Defs()); }
 
 }  // namespace ops
 }  // namespace dtensor

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 #include "ops/backward_helpers.h"
 #include "ops/cast_ops.h"
 #include "ops/dispatch.h"
@@ -15,7 +16,6 @@
 #include "ops/view_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/reduction.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {
@@ -364,11 +364,7 @@ absl::StatusOr<std::pair<DTensor, DTensor>> Aminmax(
   return std::make_pair(std::move(out[0]), std::move(out[1]));
 }
 
-std::vector<const OpDef*> ReductionOps() {
-  std::vector<const OpDef*> ops;
-  for (const OpDef& def : Defs()) ops.push_back(&def);
-  return ops;
-}
+std::vector<const OpDef*> ReductionOps() { return PointersTo(Defs()); }
 
 }  // namespace ops
 }  // namespace dtensor

@@ -7,12 +7,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 #include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
 #include "ops/local_fn.h"
 #include "ops/rule_helpers.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {
@@ -420,11 +420,7 @@ absl::StatusOr<DTensor> Expand(const DTensor& x,
   return Call(kExpand, x, args);
 }
 
-std::vector<const OpDef*> ViewOps() {
-  std::vector<const OpDef*> ops;
-  for (const OpDef& def : Defs()) ops.push_back(&def);
-  return ops;
-}
+std::vector<const OpDef*> ViewOps() { return PointersTo(Defs()); }
 
 }  // namespace ops
 }  // namespace dtensor

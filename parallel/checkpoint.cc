@@ -6,14 +6,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "base/text_file.h"
 #include "collectives/communicator.h"
 #include "collectives/process_groups.h"
 #include "nn/optim.h"
 #include "parallel/checkpoint_block_io.h"
 #include "parallel/checkpoint_files.h"
 #include "parallel/checkpoint_metadata.h"
-#include "base/text_file.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace parallel {
@@ -197,7 +197,8 @@ absl::Status Commit(const std::string& tmp, const std::string& dir,
   absl::Status status;
   for (int64_t rank = 0; rank < world_size && status.ok(); ++rank) {
     absl::StatusOr<std::string> text =
-        ReadTextFile(absl::StrCat(tmp, "/", IndexFileName(rank)));
+        ReadTextFile(absl::StrCat(tmp, "/", IndexFileName(rank)),
+                     kMaxCheckpointMetadataBytes);
     absl::StatusOr<CheckpointMetadata> index =
         text.ok() ? ParseMetadata(*text, BlockCoverage::kPart) : text.status();
     status = index.ok() ? MergeMetadata(*index, metadata) : index.status();
@@ -307,7 +308,8 @@ absl::StatusOr<std::vector<Tensor>> ReadShards(const std::string& dir,
                                                const nn::StateDict& state,
                                                CheckpointStats& stats) {
   const std::string path = absl::StrCat(dir, "/", kMetadataFile);
-  absl::StatusOr<std::string> text = ReadTextFile(path);
+  absl::StatusOr<std::string> text =
+      ReadTextFile(path, kMaxCheckpointMetadataBytes);
   if (absl::IsNotFound(text.status())) {
     return absl::NotFoundError(absl::StrCat("LoadCheckpoint: no checkpoint in ",
                                             dir, " (", path, " is missing)"));

@@ -190,7 +190,7 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
 }
 
 absl::StatusOr<Plan> LoadPlanFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadTextFile(path);
+  absl::StatusOr<std::string> text = ReadTextFile(path, kMaxPlanFileBytes);
   if (!text.ok()) {
     return absl::Status(text.status().code(),
                         absl::StrCat("plan: ", text.status().message()));

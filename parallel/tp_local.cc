@@ -84,26 +84,7 @@ void Record(bool to_local, const DTensor& input, const DTensor& output) {
 absl::StatusOr<DeviceMesh> TpLocalMesh(const DeviceMesh& mesh, int64_t tp,
                                        int64_t rank) {
   DT_RETURN_IF_ERROR(CheckTpDim(mesh, tp));
-  DT_ASSIGN_OR_RETURN(std::vector<int64_t> mine, mesh.CoordinateOf(rank));
-  std::vector<int64_t> shape = mesh.shape();
-  shape[tp] = 1;
-  // Row-major over the other dims, the tp coordinate fixed.
-  std::vector<int64_t> ranks;
-  std::vector<int64_t> coord(shape.size(), 0);
-  coord[tp] = mine[tp];
-  while (true) {
-    DT_ASSIGN_OR_RETURN(int64_t r, mesh.RankAt(coord));
-    ranks.push_back(r);
-    int64_t d = static_cast<int64_t>(shape.size()) - 1;
-    for (; d >= 0; --d) {
-      if (d == tp) continue;
-      if (++coord[d] < shape[d]) break;
-      coord[d] = 0;
-    }
-    if (d < 0) break;
-  }
-  return DeviceMesh::Create(std::move(shape), mesh.dim_names(),
-                            std::move(ranks));
+  return mesh.PinnedAt(tp, rank);
 }
 
 bool IsTpLocal(const DTensor& x, const DeviceMesh& mesh, int64_t tp) {

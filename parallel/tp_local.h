@@ -19,7 +19,8 @@ namespace parallel {
 // layout keeps one placement per mesh dim and `tp` keeps its index. Ops run on
 // it like on any DTensor; its global shape is the tp shard's.
 
-// The tp-local mesh of `rank` (which must be in `mesh`).
+// The tp-local mesh of `rank` (which must be in `mesh`): mesh.PinnedAt(tp,
+// rank), computed once per mesh and tp coordinate.
 absl::StatusOr<DeviceMesh> TpLocalMesh(const DeviceMesh& mesh, int64_t tp,
                                        int64_t rank);
 

@@ -6,15 +6,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "nn/configs/shipped_configs.h"
 #include "base/json_value.h"
-#include "base/text_file.h"
 #include "base/status_macros.h"
+#include "base/text_file.h"
+#include "nn/configs/shipped_configs.h"
 #include "tools/user_path.h"
 
 namespace dtensor {
 namespace {
-
 
 // The largest integer a double holds exactly.
 constexpr double kMaxExactInteger = 9007199254740992.0;
@@ -107,7 +106,11 @@ absl::StatusOr<nn::LlamaConfig> LoadLlamaConfig(
     if (shipped.name == name_or_path) return ParseLlamaConfigJson(shipped.json);
   }
   absl::StatusOr<std::string> text =
-      ReadTextFile(UserPath(name_or_path));
+      ReadTextFile(UserPath(name_or_path), kMaxModelConfigBytes);
+  if (absl::IsInvalidArgument(text.status())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config: ", text.status().message()));
+  }
   if (!text.ok()) {
     return absl::NotFoundError(absl::StrCat(
         "model config \"", name_or_path, "\" is neither a shipped config (",

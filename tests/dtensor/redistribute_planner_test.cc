@@ -652,6 +652,42 @@ TEST(RedistributePlannerTest, ConcurrentCallersShareOnePlan) {
   for (const RedistributePlan* plan : got) EXPECT_EQ(plan, got[0]);
 }
 
+TEST(RedistributePlannerTest, CacheIsBoundedAndClearable) {
+  RedistributePlanner planner(/*capacity=*/3);
+  EXPECT_EQ(planner.capacity(), 3u);
+  const Sharding from = ParseOrDie("S(0)", 1);
+  const Sharding to = ParseOrDie("R", 1);
+  auto plan_for = [&](int64_t size) {
+    auto plan = planner.Plan(from, to, {4}, {size}, DType::kF32, CostModel(1));
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    return plan.ok() ? *plan : nullptr;
+  };
+  const std::shared_ptr<const RedistributePlan> first = plan_for(8);
+  EXPECT_EQ(planner.size(), 1u);
+  plan_for(16);
+  plan_for(24);
+  EXPECT_EQ(planner.size(), 3u);
+  EXPECT_EQ(plan_for(8).get(), first.get());  // Still cached: a hit.
+  EXPECT_EQ(planner.size(), 3u);
+  // Sizes 32..96 never hold more than the capacity.
+  for (int64_t size = 32; size <= 96; size += 8) {
+    plan_for(size);
+    EXPECT_LE(planner.size(), 3u);
+  }
+  // A plan handed out before the cache emptied stays valid; asking again
+  // plans anew, with the same result as planning directly.
+  const std::shared_ptr<const RedistributePlan> again = plan_for(8);
+  absl::StatusOr<RedistributePlan> direct =
+      PlanRedistribution(from, to, {4}, {8}, DType::kF32, CostModel(1));
+  ASSERT_TRUE(direct.ok() && again != nullptr);
+  EXPECT_EQ(first->ToString(), direct->ToString());
+  EXPECT_EQ(again->ToString(), direct->ToString());
+  planner.Clear();
+  EXPECT_EQ(planner.size(), 0u);
+  EXPECT_EQ(plan_for(8)->ToString(), direct->ToString());
+  EXPECT_EQ(planner.size(), 1u);
+}
+
 TEST(RedistributePlannerTest, ErrorsAreReturnedNotCached) {
   RedistributePlanner planner;
   const Sharding from = ParseOrDie("S(0)", 1);

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/hash/hash.h"
@@ -130,6 +131,20 @@ std::vector<int64_t> RefDims(const RefMesh& ref,
                    ref.names.begin());
   }
   return dims;
+}
+
+// `ref` with `dim` cut down to `rank`'s coordinate (size 1).
+RefMesh RefPinned(const RefMesh& ref, int64_t dim, int64_t rank) {
+  std::vector<int64_t> shape = ref.shape;
+  shape[dim] = 1;
+  const int64_t mine = RefCoordinateOf(ref, rank)[dim];
+  std::vector<int64_t> ranks;
+  for (int64_t i = 0; i < Count(shape); ++i) {
+    std::vector<int64_t> coordinate = RowMajorCoordinate(shape, i);
+    coordinate[dim] = mine;
+    ranks.push_back(RefRankAt(ref, coordinate));
+  }
+  return {shape, ref.names, ranks};
 }
 
 RefMesh RefSlice(const RefMesh& ref, int64_t rank,
@@ -313,6 +328,38 @@ TEST(DeviceMeshTest, SliceGivesTheCallingRanksSubMesh) {
   EXPECT_EQ(Ok(mesh.Slice(5, {})), Mesh({}, {}, {5}));
 }
 
+TEST(DeviceMeshTest, PinnedAtKeepsTheRanksCoordinateOnOneDim) {
+  const DeviceMesh mesh = Mesh({2, 3}, {"dp", "tp"}, {17, 3, 9, 12, 0, 40});
+  // Rank 9 is at (dp=0, tp=2); rank 0 at (dp=1, tp=1).
+  EXPECT_EQ(Ok(mesh.PinnedAt(1, 9)), Mesh({2, 1}, {"dp", "tp"}, {9, 40}));
+  EXPECT_EQ(Ok(mesh.PinnedAt(0, 0)), Mesh({1, 3}, {"dp", "tp"}, {12, 0, 40}));
+  // A copy shares the cache and gives the same mesh.
+  const DeviceMesh copy = mesh;
+  EXPECT_EQ(Ok(copy.PinnedAt(1, 40)), Mesh({2, 1}, {"dp", "tp"}, {9, 40}));
+}
+
+TEST(DeviceMeshTest, PinnedAtFromManyThreadsAgrees) {
+  const DeviceMesh mesh = Mesh({4, 8}, {"dp", "tp"});
+  constexpr int kThreads = 8;
+  std::vector<std::vector<DeviceMesh>> results(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int64_t rank = 0; rank < mesh.size(); ++rank) {
+        results[t].push_back(Ok(mesh.PinnedAt(1, rank)));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) {
+    for (int64_t rank = 0; rank < mesh.size(); ++rank) {
+      const int64_t tp = rank % 8;
+      EXPECT_EQ(results[t][rank],
+                Mesh({4, 1}, {"dp", "tp"}, {tp, 8 + tp, 16 + tp, 24 + tp}));
+    }
+  }
+}
+
 TEST(DeviceMeshTest, ExplicitRankLists) {
   const DeviceMesh mesh = Mesh({2, 3}, {"a", "b"}, {17, 3, 9, 12, 0, 40});
   EXPECT_EQ(mesh.rank_list(), (std::vector<int64_t>{17, 3, 9, 12, 0, 40}));
@@ -408,6 +455,14 @@ TEST(DeviceMeshTest, CreateErrors) {
   ExpectError(DeviceMesh::Create({2, 2}, {}, {0, 1, 2, 1}),
               "rank 1 is listed twice");
   ExpectError(DeviceMesh::Create({2, 2}, {}, {0, 1, -2, 3}), "rank -2");
+}
+
+TEST(DeviceMeshTest, PinnedAtErrors) {
+  const DeviceMesh mesh = Mesh({2, 3}, {"dp", "tp"}, {17, 3, 9, 12, 0, 40});
+  ExpectError(mesh.PinnedAt(2, 9), "mesh dim 2");
+  ExpectError(mesh.PinnedAt(-1, 9), "mesh dim -1");
+  EXPECT_EQ(mesh.PinnedAt(0, 1).status().code(), absl::StatusCode::kNotFound);
+  ExpectError(mesh.PinnedAt(0, 1), "rank 1");
 }
 
 TEST(DeviceMeshTest, LookupErrors) {
@@ -549,6 +604,15 @@ TEST(DeviceMeshRandomTest, MatchesTheRowMajorReference) {
     const std::vector<std::string> slice_names = random.Names(ref);
     ExpectMatches(Ok(mesh.Slice(rank, slice_names)),
                   RefSlice(ref, rank, slice_names));
+
+    // Pin a random dim at a random rank's coordinate, twice (the second from
+    // the cache).
+    if (!ref.shape.empty()) {
+      const int64_t dim = random.Int(0, ref.shape.size() - 1);
+      const RefMesh pinned_ref = RefPinned(ref, dim, rank);
+      ExpectMatches(Ok(mesh.PinnedAt(dim, rank)), pinned_ref);
+      ExpectMatches(Ok(mesh.PinnedAt(dim, rank)), pinned_ref);
+    }
 
     // Flatten a random selection, then work on the flattened mesh.
     const std::vector<std::string> names = random.Names(ref);

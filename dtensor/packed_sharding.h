@@ -1,5 +1,5 @@
-#ifndef DTENSOR_DTENSOR_PLANNER_LAYOUT_H_
-#define DTENSOR_DTENSOR_PLANNER_LAYOUT_H_
+#ifndef DTENSOR_DTENSOR_PACKED_SHARDING_H_
+#define DTENSOR_DTENSOR_PACKED_SHARDING_H_
 
 #include <array>
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 namespace dtensor {
 
-// The redistribution planner's state: a canonical layout (see Sharding) packed
+// The redistribution planner's state: a canonical Sharding packed
 // into one 64-bit word, so that copying, comparing and hashing a state are
 // single machine-word operations. Byte m describes mesh dim m:
 //   0                          Replicate;
@@ -18,25 +18,25 @@ namespace dtensor {
 //   (d + 1) * 8 + position     Shard(d), at that nesting position (0 =
 //                              outermost) among the mesh dims sharding d.
 // Positions are compact (0..k-1 per tensor dim) and unused bytes are 0, so
-// equal layouts have equal words. Hence at most kMaxMeshDims mesh dims (a
+// equal shardings have equal words. Hence at most kMaxMeshDims mesh dims (a
 // position takes 3 bits) and tensor rank at most kMaxTensorRank (a shard code
 // must fit in a byte).
-class PlannerLayout {
+class PackedSharding {
  public:
   static constexpr int64_t kMaxMeshDims = 8;
   static constexpr int64_t kMaxTensorRank = 31;
 
   // Every mesh dim Replicate.
-  PlannerLayout() = default;
+  PackedSharding() = default;
 
-  // Whether layouts of a tensor of `tensor_rank` over `mesh_ndim` mesh dims
+  // Whether shardings of a tensor of `tensor_rank` over `mesh_ndim` mesh dims
   // can be packed.
   static bool Fits(int64_t mesh_ndim, int64_t tensor_rank) {
     return mesh_ndim <= kMaxMeshDims && tensor_rank <= kMaxTensorRank;
   }
   // Requires Fits(sharding.mesh_ndim(), sharding.tensor_rank()).
-  static PlannerLayout Pack(const Sharding& sharding);
-  // The Sharding of this layout, for a tensor of `tensor_rank` over
+  static PackedSharding Pack(const Sharding& sharding);
+  // The Sharding of this packed sharding, for a tensor of `tensor_rank` over
   // `mesh_ndim` mesh dims.
   Sharding Unpack(int64_t mesh_ndim, int64_t tensor_rank) const;
 
@@ -70,50 +70,50 @@ class PlannerLayout {
     return static_cast<ReduceOp>(code(mesh_dim) - 1);
   }
 
-  // This layout with byte `mesh_dim` set to `code`. The caller keeps the
+  // This sharding with byte `mesh_dim` set to `code`. The caller keeps the
   // positions compact.
-  PlannerLayout WithCode(int64_t mesh_dim, uint8_t code) const {
+  PackedSharding WithCode(int64_t mesh_dim, uint8_t code) const {
     const int shift = static_cast<int>(8 * mesh_dim);
-    return PlannerLayout((bits_ & ~(uint64_t{0xff} << shift)) | uint64_t{code}
-                                                                    << shift);
+    return PackedSharding((bits_ & ~(uint64_t{0xff} << shift)) | uint64_t{code}
+                                                                     << shift);
   }
   // `mesh_dims` become Replicate. Positions stay compact when they are the
   // innermost shards of their tensor dims, or shard nothing.
-  PlannerLayout WithReplicated(absl::Span<const int64_t> mesh_dims) const {
-    PlannerLayout result = *this;
+  PackedSharding WithReplicated(absl::Span<const int64_t> mesh_dims) const {
+    PackedSharding result = *this;
     for (int64_t m : mesh_dims) result = result.WithCode(m, kReplicateCode);
     return result;
   }
   // `mesh_dims`, in the order given, become the innermost shards of
   // `tensor_dim` after the `num_sharding` mesh dims sharding it already.
-  PlannerLayout WithShardsAppended(absl::Span<const int64_t> mesh_dims,
-                                   int64_t tensor_dim,
-                                   int64_t num_sharding) const {
-    PlannerLayout result = *this;
+  PackedSharding WithShardsAppended(absl::Span<const int64_t> mesh_dims,
+                                    int64_t tensor_dim,
+                                    int64_t num_sharding) const {
+    PackedSharding result = *this;
     for (int64_t m : mesh_dims) {
       result = result.WithCode(m, ShardCode(tensor_dim, num_sharding++));
     }
     return result;
   }
 
-  friend bool operator==(PlannerLayout a, PlannerLayout b) {
+  friend bool operator==(PackedSharding a, PackedSharding b) {
     return a.bits_ == b.bits_;
   }
-  friend bool operator!=(PlannerLayout a, PlannerLayout b) {
+  friend bool operator!=(PackedSharding a, PackedSharding b) {
     return a.bits_ != b.bits_;
   }
 
  private:
-  explicit PlannerLayout(uint64_t bits) : bits_(bits) {}
+  explicit PackedSharding(uint64_t bits) : bits_(bits) {}
 
   uint64_t bits_ = 0;
 };
 
-// The mesh dims that shard each tensor dim of a PlannerLayout, outermost
-// first: the layout decoded once for the moves generated from it.
+// The mesh dims that shard each tensor dim of a PackedSharding, outermost
+// first: the sharding decoded once for the moves generated from it.
 class ShardOrders {
  public:
-  ShardOrders(PlannerLayout layout, int64_t mesh_ndim, int64_t tensor_rank);
+  ShardOrders(PackedSharding packed, int64_t mesh_ndim, int64_t tensor_rank);
 
   absl::Span<const int64_t> of(int64_t tensor_dim) const {
     return absl::MakeConstSpan(dims_[tensor_dim].data(), count_[tensor_dim]);
@@ -121,12 +121,12 @@ class ShardOrders {
   int64_t count(int64_t tensor_dim) const { return count_[tensor_dim]; }
 
  private:
-  std::array<std::array<int64_t, PlannerLayout::kMaxMeshDims>,
-             PlannerLayout::kMaxTensorRank>
+  std::array<std::array<int64_t, PackedSharding::kMaxMeshDims>,
+             PackedSharding::kMaxTensorRank>
       dims_;
-  std::array<int64_t, PlannerLayout::kMaxTensorRank> count_;
+  std::array<int64_t, PackedSharding::kMaxTensorRank> count_;
 };
 
 }  // namespace dtensor
 
-#endif  // DTENSOR_DTENSOR_PLANNER_LAYOUT_H_
+#endif  // DTENSOR_DTENSOR_PACKED_SHARDING_H_

@@ -1,24 +1,24 @@
-#include "dtensor/planner_layout.h"
+#include "dtensor/packed_sharding.h"
 
 #include <vector>
 
 namespace dtensor {
 
-PlannerLayout PlannerLayout::Pack(const Sharding& sharding) {
-  PlannerLayout layout;
+PackedSharding PackedSharding::Pack(const Sharding& sharding) {
+  PackedSharding packed;
   for (int64_t m = 0; m < sharding.mesh_ndim(); ++m) {
     const Placement& p = sharding.placement(m);
     if (p.is_partial()) {
-      layout = layout.WithCode(m, PartialCode(p.reduce_op()));
+      packed = packed.WithCode(m, PartialCode(p.reduce_op()));
     } else if (p.is_shard()) {
-      layout =
-          layout.WithCode(m, ShardCode(p.dim(), sharding.nesting_position(m)));
+      packed =
+          packed.WithCode(m, ShardCode(p.dim(), sharding.nesting_position(m)));
     }
   }
-  return layout;
+  return packed;
 }
 
-Sharding PlannerLayout::Unpack(int64_t mesh_ndim, int64_t tensor_rank) const {
+Sharding PackedSharding::Unpack(int64_t mesh_ndim, int64_t tensor_rank) const {
   std::vector<Placement> placements(mesh_ndim);
   for (int64_t m = 0; m < mesh_ndim; ++m) {
     if (is_partial(m)) placements[m] = Placement::Partial(reduce_op(m));
@@ -29,18 +29,18 @@ Sharding PlannerLayout::Unpack(int64_t mesh_ndim, int64_t tensor_rank) const {
   for (int64_t d = 0; d < tensor_rank; ++d) {
     order[d].assign(orders.of(d).begin(), orders.of(d).end());
   }
-  // The layout is valid by construction: it came from Pack and the planner's
-  // edits, which keep positions compact.
+  // The packed sharding is valid by construction: it came from Pack and the
+  // planner's edits, which keep positions compact.
   return *Sharding::FromPlacements(placements, tensor_rank, order);
 }
 
-ShardOrders::ShardOrders(PlannerLayout layout, int64_t mesh_ndim,
+ShardOrders::ShardOrders(PackedSharding packed, int64_t mesh_ndim,
                          int64_t tensor_rank) {
   for (int64_t d = 0; d < tensor_rank; ++d) count_[d] = 0;
   for (int64_t m = 0; m < mesh_ndim; ++m) {
-    if (!layout.is_shard(m)) continue;
-    const int64_t d = layout.shard_dim(m);
-    dims_[d][layout.position(m)] = m;
+    if (!packed.is_shard(m)) continue;
+    const int64_t d = packed.shard_dim(m);
+    dims_[d][packed.position(m)] = m;
     ++count_[d];
   }
 }
