@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -144,6 +145,7 @@ class Parser {
   absl::StatusOr<JsonValue> ParseObject(int depth) {
     ++pos_;  // '{'
     std::vector<JsonValue::Member> members;
+    absl::flat_hash_set<std::string> keys;
     SkipSpace();
     if (Consume("}")) return JsonValue::Object(std::move(members));
     while (true) {
@@ -153,11 +155,10 @@ class Parser {
       }
       size_t key_pos = pos_;
       DT_ASSIGN_OR_RETURN(std::string key, ParseString());
-      for (const JsonValue::Member& m : members) {
-        if (m.first == key) {
-          pos_ = key_pos;
-          return Error(absl::StrCat("duplicate key \"", key, "\""));
-        }
+      // A set, not a scan of `members`: an object of n keys costs O(n).
+      if (!keys.insert(key).second) {
+        pos_ = key_pos;
+        return Error(absl::StrCat("duplicate key \"", key, "\""));
       }
       SkipSpace();
       if (!Consume(":")) return Error("expected ':'");

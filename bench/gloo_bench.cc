@@ -138,97 +138,130 @@ Tensor Floats(int64_t count) {
 
 float* Data(const Tensor& tensor) { return tensor.data<float>(); }
 
-// One iteration of `op` by `impl` on `bytes`, with its buffers.
-std::function<void()> MakeStep(Op op, Impl impl, int64_t bytes) {
+// What one iteration runs on: the communicator or raw Gloo context of the
+// job's two ranks or of this rank alone, and the element counts.
+struct StepSetup {
+  Impl impl;  // kBackend, kGloo or kGlooHalvingDoubling.
+  int ranks;
+  int64_t count;
+  int64_t piece;  // count / ranks.
+  Communicator* comm;
+  std::shared_ptr<gloo::Context> raw;
+  // Each context numbers its own calls: the two ranks' counters must agree.
+  uint32_t* tag;
+};
+
+StepSetup SetupFor(Impl impl, int64_t bytes) {
   const bool one_rank = OneRank(impl);
   if (impl == Impl::kBackendOneRank) impl = Impl::kBackend;
   if (impl == Impl::kGlooOneRank) impl = Impl::kGloo;
   const int ranks = one_rank ? 1 : kRanks;
   const int64_t count = bytes / sizeof(float);
-  const int64_t piece = count / ranks;
-  Communicator& comm = one_rank ? *job->local_comm : *job->comm;
-  const std::shared_ptr<gloo::Context> raw =
-      one_rank ? job->local_raw : job->raw;
-  // Each context numbers its own calls: the two ranks' counters must agree.
-  uint32_t* tag = one_rank ? &job->local_tag : &job->next_tag;
+  return StepSetup{impl,
+                   ranks,
+                   count,
+                   count / ranks,
+                   one_rank ? job->local_comm.get() : job->comm.get(),
+                   one_rank ? job->local_raw : job->raw,
+                   one_rank ? &job->local_tag : &job->next_tag};
+}
+
+std::function<void()> AllReduceStep(const StepSetup& s) {
+  Tensor tensor = Floats(s.count);
+  Communicator* comm = s.comm;
+  if (s.impl == Impl::kBackend) {
+    return [comm, tensor] { Check(comm->AllReduce(tensor, ReduceOp::kSum)); };
+  }
+  return [raw = s.raw, tag = s.tag, tensor, count = s.count] {
+    gloo::AllreduceOptions opts(raw);
+    opts.setOutput<float>(Data(tensor), count);
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(
+            &gloo::sum<float>));
+    opts.setTag((*tag)++);
+    gloo::allreduce(opts);
+  };
+}
+
+std::function<void()> AllGatherStep(const StepSetup& s) {
+  Tensor input = Floats(s.piece);
+  Tensor output = Floats(s.count);
+  Communicator* comm = s.comm;
+  if (s.impl == Impl::kBackend) {
+    return [comm, input, output] { Check(comm->AllGather(input, output, 0)); };
+  }
+  return [raw = s.raw, tag = s.tag, input, output, piece = s.piece,
+          ranks = s.ranks] {
+    gloo::AllgathervOptions opts(raw);
+    opts.setInput<float>(Data(input), piece);
+    opts.setOutput<float>(Data(output), std::vector<size_t>(ranks, piece));
+    opts.setTag((*tag)++);
+    gloo::allgatherv(opts);
+  };
+}
+
+std::function<void()> ReduceScatterStep(const StepSetup& s) {
+  Tensor input = Floats(s.count);
+  Tensor output = Floats(s.piece);
+  Communicator* comm = s.comm;
+  if (s.impl == Impl::kBackend) {
+    return [comm, input, output] {
+      Check(comm->ReduceScatter(input, output, 0, ReduceOp::kSum));
+    };
+  }
+  if (s.impl == Impl::kGlooHalvingDoubling) {
+    auto algorithm =
+        std::make_shared<gloo::ReduceScatterHalvingDoubling<float>>(
+            s.raw, std::vector<float*>{Data(input)}, static_cast<int>(s.count),
+            std::vector<int>(s.ranks, static_cast<int>(s.piece)));
+    return [algorithm, input] { algorithm->run(); };
+  }
+  Tensor received = Floats(s.count);
+  return [raw = s.raw, tag = s.tag, input, output, received, piece = s.piece,
+          ranks = s.ranks] {
+    gloo::AlltoallvOptions opts(raw);
+    opts.setInput<float>(Data(input), std::vector<int64_t>(ranks, piece));
+    opts.setOutput<float>(Data(received), std::vector<int64_t>(ranks, piece));
+    opts.setTag((*tag)++);
+    gloo::alltoallv(opts);
+    std::vector<const void*> pieces;
+    for (int r = 0; r < ranks; ++r) {
+      pieces.push_back(Data(received) + r * piece);
+    }
+    ReduceInto(DType::kF32, ReduceOp::kSum, pieces, Data(output), piece);
+  };
+}
+
+std::function<void()> AllToAllStep(const StepSetup& s) {
+  Tensor input = Floats(s.count);
+  Tensor output = Floats(s.count);
+  Communicator* comm = s.comm;
+  if (s.impl == Impl::kBackend) {
+    return
+        [comm, input, output] { Check(comm->AllToAll(input, output, 0, 0)); };
+  }
+  return [raw = s.raw, tag = s.tag, input, output, piece = s.piece,
+          ranks = s.ranks] {
+    gloo::AlltoallvOptions opts(raw);
+    opts.setInput<float>(Data(input), std::vector<int64_t>(ranks, piece));
+    opts.setOutput<float>(Data(output), std::vector<int64_t>(ranks, piece));
+    opts.setTag((*tag)++);
+    gloo::alltoallv(opts);
+  };
+}
+
+// One iteration of `op` by `impl` on `bytes`, with its buffers.
+std::function<void()> MakeStep(Op op, Impl impl, int64_t bytes) {
+  const StepSetup setup = SetupFor(impl, bytes);
   switch (op) {
-    case Op::kAllReduce: {
-      Tensor tensor = Floats(count);
-      if (impl == Impl::kBackend) {
-        return
-            [&comm, tensor] { Check(comm.AllReduce(tensor, ReduceOp::kSum)); };
-      }
-      return [raw, tag, tensor, count] {
-        gloo::AllreduceOptions opts(raw);
-        opts.setOutput<float>(Data(tensor), count);
-        opts.setReduceFunction(
-            static_cast<void (*)(void*, const void*, const void*, size_t)>(
-                &gloo::sum<float>));
-        opts.setTag((*tag)++);
-        gloo::allreduce(opts);
-      };
-    }
-    case Op::kAllGather: {
-      Tensor input = Floats(piece);
-      Tensor output = Floats(count);
-      if (impl == Impl::kBackend) {
-        return
-            [&comm, input, output] { Check(comm.AllGather(input, output, 0)); };
-      }
-      return [raw, tag, input, output, piece, ranks] {
-        gloo::AllgathervOptions opts(raw);
-        opts.setInput<float>(Data(input), piece);
-        opts.setOutput<float>(Data(output), std::vector<size_t>(ranks, piece));
-        opts.setTag((*tag)++);
-        gloo::allgatherv(opts);
-      };
-    }
-    case Op::kReduceScatter: {
-      Tensor input = Floats(count);
-      Tensor output = Floats(piece);
-      if (impl == Impl::kBackend) {
-        return [&comm, input, output] {
-          Check(comm.ReduceScatter(input, output, 0, ReduceOp::kSum));
-        };
-      }
-      if (impl == Impl::kGlooHalvingDoubling) {
-        auto algorithm =
-            std::make_shared<gloo::ReduceScatterHalvingDoubling<float>>(
-                raw, std::vector<float*>{Data(input)}, static_cast<int>(count),
-                std::vector<int>(ranks, static_cast<int>(piece)));
-        return [algorithm, input] { algorithm->run(); };
-      }
-      Tensor received = Floats(count);
-      return [raw, tag, input, output, received, piece, ranks] {
-        gloo::AlltoallvOptions opts(raw);
-        opts.setInput<float>(Data(input), std::vector<int64_t>(ranks, piece));
-        opts.setOutput<float>(Data(received),
-                              std::vector<int64_t>(ranks, piece));
-        opts.setTag((*tag)++);
-        gloo::alltoallv(opts);
-        std::vector<const void*> pieces;
-        for (int r = 0; r < ranks; ++r) {
-          pieces.push_back(Data(received) + r * piece);
-        }
-        ReduceInto(DType::kF32, ReduceOp::kSum, pieces, Data(output), piece);
-      };
-    }
-    case Op::kAllToAll: {
-      Tensor input = Floats(count);
-      Tensor output = Floats(count);
-      if (impl == Impl::kBackend) {
-        return [&comm, input, output] {
-          Check(comm.AllToAll(input, output, 0, 0));
-        };
-      }
-      return [raw, tag, input, output, piece, ranks] {
-        gloo::AlltoallvOptions opts(raw);
-        opts.setInput<float>(Data(input), std::vector<int64_t>(ranks, piece));
-        opts.setOutput<float>(Data(output), std::vector<int64_t>(ranks, piece));
-        opts.setTag((*tag)++);
-        gloo::alltoallv(opts);
-      };
-    }
+    case Op::kAllReduce:
+      return AllReduceStep(setup);
+    case Op::kAllGather:
+      return AllGatherStep(setup);
+    case Op::kReduceScatter:
+      return ReduceScatterStep(setup);
+    case Op::kAllToAll:
+      return AllToAllStep(setup);
     case Op::kQuit:
       break;
   }

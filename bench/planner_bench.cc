@@ -84,7 +84,7 @@ void BM_RedistributeAllToAll(benchmark::State& state) {
       for (int i = 0; i < 8; ++i) {
         absl::StatusOr<DTensor> y = x->Redistribute({Placement::Shard(1)});
         if (!y.ok()) return y.status();
-        benchmark::DoNotOptimize(y->local());
+        benchmark::DoNotOptimize(y->ToLocal());
       }
       return absl::OkStatus();
     });

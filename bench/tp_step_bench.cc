@@ -160,12 +160,12 @@ class DTensorTrainer {
     return optimizer_->Step(grads);
   }
 
-  absl::StatusOr<double> loss() const { return loss_.local().Item(); }
+  absl::StatusOr<double> loss() const { return loss_.ToLocal().Item(); }
   // Names and local shards of the parameters, in NamedParameters order.
   const std::vector<std::string>& names() const { return names_; }
   std::vector<Tensor> LocalParams() const {
     std::vector<Tensor> locals;
-    for (const DTensor& p : params_) locals.push_back(p.local());
+    for (const DTensor& p : params_) locals.push_back(p.ToLocal());
     return locals;
   }
 

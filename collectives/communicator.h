@@ -12,7 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "collectives/call_signature.h"
+#include "collectives/collective_call.h"
 #include "collectives/collective_options.h"
 #include "collectives/reduce_op.h"
 #include "collectives/work.h"
@@ -21,16 +21,10 @@
 
 namespace dtensor {
 
-// One transfer of a collective permute: group rank `src` sends, `dst`
-// receives.
-struct PermutePair {
-  int64_t src;
-  int64_t dst;
-};
-
 // A communicator over a group of ranks: the collectives of one rank of the
-// group. Backend-neutral; backends (in-process, Gloo, NCCL) implement the
-// protected Start* methods.
+// group. Backend-neutral: every call is checked here and reaches its backend
+// (in-process, Gloo, NCCL) as one CollectiveCall through the protected
+// Start method.
 //
 // Ranks in arguments (root, src, dst, permute pairs) are group ranks, 0 to
 // size() - 1; group_ranks() maps them to global ranks. Every rank of the group
@@ -47,8 +41,10 @@ struct PermutePair {
 // group order; their sizes may differ, zero included. An empty `sizes` means
 // equal pieces.
 //
-// Every call returns a status; its Async form returns a Work to wait on
-// (inputs and outputs belong to the call until Wait() returns). A call whose
+// Every collective returns a Work to wait on (Issue; the XAsync methods):
+// inputs and outputs belong to the call until Wait() returns. The blocking
+// forms (Run; the methods without Async) are that Work waited on at once,
+// which lets a backend run the call on the calling thread. A call whose
 // peers do not all arrive within its deadline fails with DeadlineExceeded
 // naming the op, the group and the missing ranks; a peer that failed or
 // exited gives Unavailable. After a deadline error the communicator is broken:
@@ -71,6 +67,15 @@ class Communicator {
   std::string GroupName() const;
   // Where the tensors passed to this communicator must live.
   virtual Device device() const = 0;
+
+  // ---- Any call. ----
+
+  // Starts the call `args` describes (the methods below document each);
+  // argument errors come back as an already finished Work.
+  std::shared_ptr<Work> Issue(CollectiveArgs args,
+                              const CollectiveOptions& options = {});
+  // The same call, waited for.
+  absl::Status Run(CollectiveArgs args, const CollectiveOptions& options = {});
 
   // ---- Collectives. ----
 
@@ -183,139 +188,26 @@ class Communicator {
                                   const CollectiveOptions& options = {});
 
  protected:
-  // What a backend needs to run one call besides its arguments.
-  struct CallInfo {
-    // "all_reduce", "send", ...
-    absl::string_view op;
-    // The call's number among this communicator's collectives (0, 1, ...);
-    // -1 for send and recv.
-    int64_t sequence = -1;
-    // How long the call may wait for its peers once it starts.
-    absl::Duration deadline;
-    // The caller waits for the call right away (the synchronous form): a
-    // backend may run it on the calling thread.
-    bool blocking = false;
-    // In debug mode, what the backend checks against the peers' calls.
-    std::optional<CallSignature> signature;
-  };
-
   // `group_ranks` must be distinct global ranks and `rank` an index into them
   // (backends check before constructing).
   Communicator(std::vector<int64_t> group_ranks, int64_t rank,
                CommunicatorOptions options);
 
-  // The backend's implementations. Arguments are checked on this rank:
-  // tensors are on device() (undefined only where the contract allows it),
-  // dtypes agree, dims are normalized, sizes are complete (one per rank, sum
-  // matching the tensors) and outputs have the shapes the arguments imply.
-  // What only the peers know (their shapes, their sizes) is the backend's to
-  // check or trust. Each returns a Work that finishes within call.deadline.
-  virtual std::shared_ptr<Work> StartAllReduce(const Tensor& tensor,
-                                               ReduceOp op,
-                                               const CallInfo& call) = 0;
-  virtual std::shared_ptr<Work> StartAllGather(const Tensor& input,
-                                               const Tensor& output,
-                                               int64_t dim,
-                                               std::vector<int64_t> sizes,
-                                               const CallInfo& call) = 0;
-  virtual std::shared_ptr<Work> StartReduceScatter(const Tensor& input,
-                                                   const Tensor& output,
-                                                   int64_t dim, ReduceOp op,
-                                                   std::vector<int64_t> sizes,
-                                                   const CallInfo& call) = 0;
-  virtual std::shared_ptr<Work> StartAllToAll(
-      const Tensor& input, const Tensor& output, int64_t split_dim,
-      int64_t concat_dim, std::vector<int64_t> send_sizes,
-      std::vector<int64_t> recv_sizes, const CallInfo& call) = 0;
-  virtual std::shared_ptr<Work> StartBroadcast(const Tensor& tensor,
-                                               int64_t root,
-                                               const CallInfo& call) = 0;
-  virtual std::shared_ptr<Work> StartScatter(const Tensor& input,
-                                             const Tensor& output, int64_t dim,
-                                             int64_t root,
-                                             std::vector<int64_t> sizes,
-                                             const CallInfo& call) = 0;
-  virtual std::shared_ptr<Work> StartGather(const Tensor& input,
-                                            const Tensor& output, int64_t dim,
-                                            int64_t root,
-                                            std::vector<int64_t> sizes,
-                                            const CallInfo& call) = 0;
-  virtual std::shared_ptr<Work> StartPermute(const Tensor& input,
-                                             const Tensor& output,
-                                             std::vector<PermutePair> pairs,
-                                             const CallInfo& call) = 0;
-  virtual std::shared_ptr<Work> StartBarrier(const CallInfo& call) = 0;
-  virtual std::shared_ptr<Work> StartSend(const Tensor& tensor, int64_t dst,
-                                          const CallInfo& call) = 0;
-  virtual std::shared_ptr<Work> StartRecv(const Tensor& tensor, int64_t src,
-                                          const CallInfo& call) = 0;
+  // The backend's one entry: starts `call`, whose arguments are checked on
+  // this rank (call_checks.h). What only the peers know (their shapes, their
+  // sizes) is the backend's to check or trust. Returns a Work that finishes
+  // within call.deadline.
+  virtual std::shared_ptr<Work> Start(const CollectiveCall& call) = 0;
 
  private:
-  // The checked call behind each public pair (sync form: blocking = true);
-  // argument errors come back as the status.
-  absl::StatusOr<std::shared_ptr<Work>> IssueAllReduce(
-      const Tensor& tensor, ReduceOp op, const CollectiveOptions& options,
-      bool blocking);
-  absl::StatusOr<std::shared_ptr<Work>> IssueAllGather(
-      const Tensor& input, const Tensor& output, int64_t dim,
-      absl::Span<const int64_t> sizes, const CollectiveOptions& options,
-      bool blocking);
-  absl::StatusOr<std::shared_ptr<Work>> IssueReduceScatter(
-      const Tensor& input, const Tensor& output, int64_t dim, ReduceOp op,
-      absl::Span<const int64_t> sizes, const CollectiveOptions& options,
-      bool blocking);
-  absl::StatusOr<std::shared_ptr<Work>> IssueAllToAll(
-      const Tensor& input, const Tensor& output, int64_t split_dim,
-      int64_t concat_dim, absl::Span<const int64_t> send_sizes,
-      absl::Span<const int64_t> recv_sizes, const CollectiveOptions& options,
-      bool blocking);
-  absl::StatusOr<std::shared_ptr<Work>> IssueBroadcast(
-      const Tensor& tensor, int64_t root, const CollectiveOptions& options,
-      bool blocking);
-  absl::StatusOr<std::shared_ptr<Work>> IssueScatter(
-      const Tensor& input, const Tensor& output, int64_t dim, int64_t root,
-      absl::Span<const int64_t> sizes, const CollectiveOptions& options,
-      bool blocking);
-  absl::StatusOr<std::shared_ptr<Work>> IssueGather(
-      const Tensor& input, const Tensor& output, int64_t dim, int64_t root,
-      absl::Span<const int64_t> sizes, const CollectiveOptions& options,
-      bool blocking);
-  absl::StatusOr<std::shared_ptr<Work>> IssuePermute(
-      const Tensor& input, const Tensor& output,
-      absl::Span<const PermutePair> pairs, const CollectiveOptions& options,
-      bool blocking);
-  absl::StatusOr<std::shared_ptr<Work>> IssueBarrier(
-      const CollectiveOptions& options, bool blocking);
-  absl::StatusOr<std::shared_ptr<Work>> IssueSend(
-      const Tensor& tensor, int64_t dst, const CollectiveOptions& options,
-      bool blocking);
-  absl::StatusOr<std::shared_ptr<Work>> IssueRecv(
-      const Tensor& tensor, int64_t src, const CollectiveOptions& options,
-      bool blocking);
-
-  // The CallInfo of a new call: resolves the deadline (an error when not
-  // positive) and numbers collectives.
-  // What scatter and gather check alike: a valid root; on every rank its
-  // piece along `dim` (scatter's output, gather's input: `piece_is_output`)
-  // of the size the complete piece sizes give it; on the root the whole
-  // tensor (the other one) of the same dtype, the pieces' sum along `dim`,
-  // not overlapping. Returns the normalized dim and the complete sizes.
-  struct RootedPieces {
-    int64_t dim;
-    std::vector<int64_t> sizes;
-  };
-  absl::StatusOr<RootedPieces> CheckRootedPieces(
-      absl::string_view op, const Tensor& input, const Tensor& output,
-      bool piece_is_output, int64_t dim, int64_t root,
-      absl::Span<const int64_t> sizes) const;
-
-  absl::StatusOr<CallInfo> NewCall(absl::string_view op,
-                                   const CollectiveOptions& options,
-                                   bool blocking, bool collective);
-  // The debug-mode signature of `call`: `key` as given, the text from the op,
-  // the sequence number and `args`.
-  static CallSignature Sign(const CallInfo& call, std::string key,
-                            absl::string_view args);
+  // Checks `args`, numbers the call, resolves its deadline and signs it; an
+  // argument error comes back as the status.
+  absl::StatusOr<CollectiveCall> NewCall(CollectiveArgs args,
+                                         const CollectiveOptions& options,
+                                         bool blocking);
+  // Issue and Run: starts the checked call (`blocking`: Run's).
+  std::shared_ptr<Work> Submit(CollectiveArgs args,
+                               const CollectiveOptions& options, bool blocking);
 
   std::vector<int64_t> group_ranks_;
   int64_t rank_;

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "collectives/argument_checks.h"
 #include "base/status_macros.h"
+#include "collectives/argument_checks.h"
 
 namespace dtensor {
 namespace {

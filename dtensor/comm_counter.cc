@@ -9,30 +9,11 @@
 #include "base/json_text.h"
 
 namespace dtensor {
-namespace {
-
-// The counters active on this thread, innermost last.
-thread_local std::vector<CommCounter*> active_counters;
-
-}  // namespace
-
-CommCounter::Scope::Scope(CommCounter& counter) : counter_(&counter) {
-  active_counters.push_back(counter_);
-}
-
-CommCounter::Scope::~Scope() {
-  auto it =
-      std::find(active_counters.rbegin(), active_counters.rend(), counter_);
-  if (it != active_counters.rend()) {
-    active_counters.erase(std::next(it).base());
-  }
-}
-
 void CommCounter::RecordOnThread(const Event& event) {
-  if (active_counters.empty()) return;
+  if (Scope::Active().empty()) return;
   Event owned = event;
   owned.owner = CommOwner::Current();
-  for (CommCounter* counter : active_counters) {
+  for (CommCounter* counter : Scope::Active()) {
     counter->events_.push_back(owned);
   }
 }

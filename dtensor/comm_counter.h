@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/thread_scope.h"
 #include "dtensor/comm_owner.h"
 #include "dtensor/cost_model.h"
 
@@ -44,17 +45,8 @@ class CommCounter {
     const void* owner = nullptr;
   };
 
-  // Makes `counter` record on this thread until destroyed.
-  class Scope {
-   public:
-    explicit Scope(CommCounter& counter);
-    ~Scope();
-    Scope(const Scope&) = delete;
-    Scope& operator=(const Scope&) = delete;
-
-   private:
-    CommCounter* counter_;
-  };
+  // Makes a counter record on this thread until destroyed.
+  using Scope = ThreadScope<CommCounter>;
 
   // Records `event`, stamped with CommOwner::Current(), in every counter
   // active on this thread.

@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "collectives/communicator.h"
 #include "collectives/functional.h"
 #include "dtensor/redistribute_executor.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {
@@ -318,7 +318,7 @@ absl::StatusOr<DTensor> DTensor::Redistribute(const Sharding& target) const {
 absl::StatusOr<Tensor> DTensor::FullTensor() const {
   std::vector<Placement> replicated(mesh().ndim(), Placement::Replicate());
   DT_ASSIGN_OR_RETURN(DTensor full, Redistribute(replicated));
-  return full.local();
+  return full.ToLocal();
 }
 
 }  // namespace dtensor

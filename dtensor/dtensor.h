@@ -49,7 +49,7 @@ struct FromLocalOptions {
 //
 // All ranks of the mesh run the same DTensor code (SPMD); operations that
 // communicate must be called by every rank of the mesh. In a metadata-only
-// runtime a DTensor has no data (`local()` is undefined) and operations only
+// runtime a DTensor has no data (`ToLocal()` is undefined) and operations only
 // compute layouts and record the communication they would do.
 class DTensor {
  public:
@@ -75,8 +75,8 @@ class DTensor {
       absl::Span<const Placement> placements, const ShardOrder& order = {},
       int64_t src_rank = 0);
 
-  // A metadata-only DTensor (no data) with `spec`; requires a metadata-only
-  // runtime.
+  // A metadata-only DTensor (no data) with `spec`.
+  // Errors: a runtime that is not metadata-only (FailedPrecondition).
   static absl::StatusOr<DTensor> FromSpec(std::shared_ptr<Runtime> runtime,
                                           DTensorSpec spec);
 
@@ -107,8 +107,8 @@ class DTensor {
   DType dtype() const { return spec_->dtype(); }
   const std::shared_ptr<Runtime>& runtime() const { return runtime_; }
 
-  // This rank's shard (undefined in metadata-only mode).
-  const Tensor& local() const { return local_; }
+  // This rank's shard (undefined in metadata-only mode), as PyTorch's
+  // DTensor.to_local(); FromLocal is the inverse.
   const Tensor& ToLocal() const { return local_; }
   // This rank's block of the global tensor (shape and offset).
   absl::StatusOr<ShardBlock> LocalBlock() const;

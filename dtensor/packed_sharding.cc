@@ -2,9 +2,12 @@
 
 #include <vector>
 
+#include "base/debug_check.h"
+
 namespace dtensor {
 
 PackedSharding PackedSharding::Pack(const Sharding& sharding) {
+  DT_DCHECK(Fits(sharding.mesh_ndim(), sharding.tensor_rank()));
   PackedSharding packed;
   for (int64_t m = 0; m < sharding.mesh_ndim(); ++m) {
     const Placement& p = sharding.placement(m);

@@ -34,7 +34,7 @@ class PackedSharding {
   static bool Fits(int64_t mesh_ndim, int64_t tensor_rank) {
     return mesh_ndim <= kMaxMeshDims && tensor_rank <= kMaxTensorRank;
   }
-  // Requires Fits(sharding.mesh_ndim(), sharding.tensor_rank()).
+  // Requires: Fits(sharding.mesh_ndim(), sharding.tensor_rank()).
   static PackedSharding Pack(const Sharding& sharding);
   // The Sharding of this packed sharding, for a tensor of `tensor_rank` over
   // `mesh_ndim` mesh dims.

@@ -86,7 +86,8 @@ void PlannerMoves::GatherMoves(PackedSharding state, const ShardOrders& orders,
   }
 }
 
-void PlannerMoves::AllToAllMoves(PackedSharding state, const ShardOrders& orders,
+void PlannerMoves::AllToAllMoves(PackedSharding state,
+                                 const ShardOrders& orders,
                                  Visitor visit) const {
   for (int64_t from = 0; from < tensor_rank_; ++from) {
     const absl::Span<const int64_t> order = orders.of(from);

@@ -30,7 +30,7 @@ class PlannerMoves {
       PackedSharding next, Step step, absl::Span<const int64_t> mesh_dims,
       absl::Span<const int64_t> tensor_dims)>;
 
-  // The shapes and the cost model must outlive this object.
+  // Requires: the shapes and the cost model outlive this object.
   PlannerMoves(PackedSharding to, absl::Span<const int64_t> mesh_shape,
                absl::Span<const int64_t> global_shape, DType dtype,
                const CostModel& cost_model);
@@ -59,8 +59,8 @@ class PlannerMoves {
                     Visitor visit) const;
   void LocalMoves(PackedSharding state, const ShardOrders& orders,
                   Visitor visit) const;
-  void PermuteMoves(PackedSharding state, double cost, const ShardOrders& orders,
-                    Visitor visit);
+  void PermuteMoves(PackedSharding state, double cost,
+                    const ShardOrders& orders, Visitor visit);
   // Effective, on a mesh with some mesh dim of size 1.
   PackedSharding EffectiveWithUnitMeshDims(PackedSharding layout) const;
   // A `kind` step over `mesh_dims` from the state being expanded: local when

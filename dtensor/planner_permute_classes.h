@@ -37,7 +37,7 @@ struct PermuteClass {
 // dims, and cached.
 class PermuteClasses {
  public:
-  // The shapes must outlive this object.
+  // Requires: the shapes outlive this object.
   PermuteClasses(absl::Span<const int64_t> mesh_shape,
                  absl::Span<const int64_t> global_shape);
 

@@ -6,10 +6,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "collectives/communicator.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/shard_geometry.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

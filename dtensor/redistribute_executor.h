@@ -12,12 +12,13 @@
 
 namespace dtensor {
 
-// Runs `plan` on this rank (`groups.rank()`, which must be in `mesh`):
+// Runs `plan` on this rank (`groups.rank()`):
 // `local` is its shard of a tensor of `global_shape` under the plan's first
 // layout; returns its shard under the last. Every rank of `mesh` must call it
 // with the same plan. Collectives take pieces of unequal size where shards are
 // uneven; local steps return views (no copy) where they can. Each step is
 // recorded in the CommCounters active on this thread.
+// Errors: this rank not in `mesh` (NotFound); a failed collective.
 absl::StatusOr<Tensor> ExecuteRedistribution(
     const RedistributePlan& plan, const Tensor& local, const DeviceMesh& mesh,
     absl::Span<const int64_t> global_shape, ProcessGroups& groups);

@@ -26,8 +26,8 @@ namespace dtensor {
 // any size). Thread-safe; shared by the DTensors made with it.
 class Runtime {
  public:
-  // A real rank. `groups` is not owned: it must outlive the runtime and every
-  // DTensor made with it.
+  // A real rank. `groups` is not owned.
+  // Requires: `groups` outlives the runtime and every DTensor made with it.
   static std::shared_ptr<Runtime> ForRank(ProcessGroups& groups);
   // A metadata-only view from `rank`.
   static std::shared_ptr<Runtime> MetadataOnly(int64_t rank);

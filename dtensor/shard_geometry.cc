@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/debug_check.h"
 #include "base/status_macros.h"
 
 namespace dtensor {
@@ -44,6 +45,8 @@ absl::Status ValidateCoordinate(const Sharding& sharding,
 }  // namespace
 
 ChunkRange ChunkOf(int64_t extent, int64_t num_chunks, int64_t index) {
+  DT_DCHECK(extent >= 0 && num_chunks >= 1);
+  DT_DCHECK(index >= 0 && index < num_chunks);
   // Written so that no intermediate exceeds `extent`: shapes may be huge.
   const int64_t chunk = extent / num_chunks + (extent % num_chunks != 0);
   const int64_t begin =

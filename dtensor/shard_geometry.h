@@ -28,8 +28,8 @@ std::ostream& operator<<(std::ostream& os, const ChunkRange& range);
 // torch.chunk rule: chunk = ceil(extent / num_chunks); chunk i owns
 // [i*chunk, min((i+1)*chunk, extent)); trailing chunks may be empty, with the
 // offset clamped to `extent`. E.g. extent 5 in 4 chunks: sizes 2,2,1,0 at
-// offsets 0,2,4,5. Requires extent >= 0, num_chunks >= 1,
-// 0 <= index < num_chunks.
+// offsets 0,2,4,5.
+// Requires: extent >= 0, num_chunks >= 1, 0 <= index < num_chunks.
 ChunkRange ChunkOf(int64_t extent, int64_t num_chunks, int64_t index);
 
 // The box of the global tensor that one rank holds: `shape` elements starting

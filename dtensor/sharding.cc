@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "base/debug_check.h"
 #include "base/status_macros.h"
 
 namespace dtensor {
@@ -226,6 +227,7 @@ std::vector<int64_t> Sharding::ReplicaMeshDims() const {
 }
 
 Sharding Sharding::WithReplicated(absl::Span<const int64_t> mesh_dims) const {
+  for (int64_t m : mesh_dims) DT_DCHECK(m >= 0 && m < mesh_ndim());
   Sharding result = *this;
   for (int64_t m : mesh_dims) result.entries_[m] = Entry{Placement(), 0};
   result.CompactPositions();
@@ -242,6 +244,11 @@ Sharding Sharding::WithoutPartials() const {
 
 Sharding Sharding::WithShardsAppended(absl::Span<const int64_t> mesh_dims,
                                       int64_t tensor_dim) const {
+  DT_DCHECK(tensor_dim >= 0 && tensor_dim < tensor_rank());
+  for (int64_t m : mesh_dims) {
+    DT_DCHECK(m >= 0 && m < mesh_ndim());
+    DT_DCHECK(entries_[m].placement != Placement::Shard(tensor_dim));
+  }
   Sharding result = *this;
   int32_t next_position = 0;
   for (const Entry& entry : entries_) {
@@ -255,6 +262,7 @@ Sharding Sharding::WithShardsAppended(absl::Span<const int64_t> mesh_dims,
 }
 
 Sharding Sharding::WithPartial(int64_t mesh_dim, ReduceOp op) const {
+  DT_DCHECK(mesh_dim >= 0 && mesh_dim < mesh_ndim());
   Sharding result = *this;
   result.entries_[mesh_dim] = Entry{Placement::Partial(op), 0};
   result.CompactPositions();

@@ -81,8 +81,9 @@ class Sharding {
   std::vector<int64_t> ReplicaMeshDims() const;
 
   // ---- Edits, the moves of a redistribution planner. Each returns the new
-  // layout in canonical form. Arguments must be valid mesh/tensor dims (the
-  // caller's contract; they are not re-checked on this hot path). ----
+  // layout in canonical form.
+  // Requires: valid mesh/tensor dims (the caller's contract, checked by
+  // DT_DCHECK only: this is the planner's hot path). ----
 
   // `mesh_dims` become Replicate; the mesh dims still sharding each tensor dim
   // keep their relative nesting order.
@@ -92,7 +93,8 @@ class Sharding {
   // every term).
   Sharding WithoutPartials() const;
   // `mesh_dims`, in the order given, become the innermost shards of
-  // `tensor_dim` (they must not shard it already).
+  // `tensor_dim`.
+  // Requires: none of `mesh_dims` shards `tensor_dim` already.
   Sharding WithShardsAppended(absl::Span<const int64_t> mesh_dims,
                               int64_t tensor_dim) const;
   // `mesh_dim` becomes Partial(op).

@@ -55,9 +55,9 @@ absl::Status RunRank(ProcessGroups& groups, const DeviceMesh& mesh,
     return absl::InternalError("the redistributed matrix differs");
   }
   if (groups.rank() == 1) {
-    std::cout << "rank 1 holds " << x.local().ToString() << "\nunder "
+    std::cout << "rank 1 holds " << x.ToLocal().ToString() << "\nunder "
               << x.sharding().ToString() << "; after S(1),S(0) it holds "
-              << transposed.local().ToString() << "\n"
+              << transposed.ToLocal().ToString() << "\n"
               << "collectives used: " << counter.total_collectives()
               << " (permutes: " << counter.count(CommKind::kPermute)
               << "), bytes received: " << counter.total_bytes() << "\n\n";

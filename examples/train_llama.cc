@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "base/text_file.h"
+#include "collectives/collective_options.h"
 #include "collectives/gloo/gloo_backend.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "collectives/process_groups.h"
@@ -61,19 +62,23 @@ struct Options {
   std::string resume;
   int64_t batch = 8;
   int64_t seq = 64;
+  // The deadline of every collective (DefaultCollectiveDeadline): how long
+  // the other ranks wait for a rank that died or stopped.
+  absl::Duration deadline = DefaultCollectiveDeadline();
 };
 
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
-  constexpr FlagSpec kFlags[] = {{"config"}, {"mesh"},   {"plan"},
-                                 {"steps"},  {"seed"},   {"backend"},
-                                 {"save"},   {"resume"}, {"help", false}};
+  constexpr FlagSpec kFlags[] = {
+      {"config"},  {"mesh"}, {"plan"},   {"steps"},    {"seed"},
+      {"backend"}, {"save"}, {"resume"}, {"deadline"}, {"help", false}};
   DT_ASSIGN_OR_RETURN(ParsedArgs parsed, ParseArgs(args, kFlags));
   Options options;
   if (parsed.Has("help")) {
     return absl::CancelledError(
         "usage: train_llama [--config tiny|FILE] [--mesh dp=2,tp=2] "
         "[--plan FILE] [--steps N] "
-        "[--seed S] [--backend inprocess|gloo] [--save DIR] [--resume DIR]\n"
+        "[--seed S] [--backend inprocess|gloo] [--save DIR] [--resume DIR] "
+        "[--deadline SECONDS]\n"
         "--steps counts from the start of training: a run resumed at step k "
         "runs steps k+1..N");
   }
@@ -96,6 +101,15 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   }
   if (!absl::SimpleAtoi(parsed.ValueOr("seed", "0"), &options.seed)) {
     return absl::InvalidArgumentError("--seed needs a non-negative integer");
+  }
+  if (parsed.Has("deadline")) {
+    int64_t seconds = 0;
+    if (!absl::SimpleAtoi(parsed.ValueOr("deadline", ""), &seconds) ||
+        seconds < 1) {
+      return absl::InvalidArgumentError(
+          "--deadline needs a positive number of seconds");
+    }
+    options.deadline = absl::Seconds(seconds);
   }
   if (options.backend != "inprocess" && options.backend != "gloo") {
     return absl::InvalidArgumentError(
@@ -240,6 +254,7 @@ void PrintCollectives(const RankReport& report) {
 
 absl::Status Main(const std::vector<std::string>& args) {
   DT_ASSIGN_OR_RETURN(Options options, ParseOptions(args));
+  SetDefaultCollectiveDeadline(options.deadline);
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(options.mesh));
   DT_ASSIGN_OR_RETURN(parallel::Plan plan,
                       parallel::LoadPlanFile(options.plan));

@@ -44,9 +44,11 @@ class DeviceMesh {
   const Layout& layout() const { return layout_; }
 
   bool Contains(int64_t rank) const;
-  // The mesh coordinate of `rank`; NotFound when it is not in the mesh.
+  // The mesh coordinate of `rank`.
+  // Errors: `rank` not in the mesh (NotFound).
   absl::StatusOr<std::vector<int64_t>> CoordinateOf(int64_t rank) const;
-  // The rank at `coordinate`; an error when out of range.
+  // The rank at `coordinate`.
+  // Errors: a coordinate of the wrong length or out of range (OutOfRange).
   absl::StatusOr<int64_t> RankAt(absl::Span<const int64_t> coordinate) const;
   // All ranks, ordered row-major over mesh coordinates.
   std::vector<int64_t> Ranks() const;
@@ -79,7 +81,9 @@ class DeviceMesh {
   absl::StatusOr<DeviceMesh> Flatten(absl::Span<const std::string> names,
                                      std::string new_name) const;
   // The mesh with dim `name` split into dims `names` of `sizes` (row-major),
-  // in its place. The sizes must multiply to the dim's size.
+  // in its place.
+  // Errors: no dim `name`, sizes that do not multiply to the dim's size, a
+  // name count other than the size count, a repeated or empty name.
   absl::StatusOr<DeviceMesh> Unflatten(
       std::string_view name, absl::Span<const int64_t> sizes,
       absl::Span<const std::string> names) const;

@@ -59,6 +59,7 @@ class Layout {
   int64_t depth() const { return shape_.depth(); }
 
   // Top-level mode `i` as a layout; mode 0 of an integer layout is itself.
+  // Errors: `i` outside [0, rank()).
   absl::StatusOr<Layout> Mode(int64_t i) const;
   // The layout whose modes are the modes `modes` of this one, in that order.
   absl::StatusOr<Layout> Select(absl::Span<const int64_t> modes) const;
@@ -72,7 +73,7 @@ class Layout {
   // shape has an integer, a tuple of the wrong rank.
   absl::StatusOr<int64_t> Index(const IntTuple& coordinate) const;
   // The natural coordinate (congruent to the shape) of linear coordinate
-  // `linear`, which must lie in [0, size()).
+  // `linear`. Errors: `linear` outside [0, size()).
   absl::StatusOr<IntTuple> Coordinate(int64_t linear) const;
 
   // CuTe notation: "12:1", "(2,(1,6)):(1,(6,2))".
@@ -109,7 +110,7 @@ Layout Coalesce(const Layout& layout);
 // like b (each integer mode of b becomes a possibly nested mode of R), built
 // mode by mode as in CuTe.
 // (6,2):(8,2) ∘ (4,3):(3,1) = ((2,2),3):((24,2),8).
-// Preconditions, each violation an error naming both layouts:
+// Errors (InvalidArgument, naming both layouts), when a precondition fails:
 //  - b's indices lie in a's domain: cosize(b) <= size(a). Unlike CuTe, a is
 //    not extended past its size, since that extension depends on how a is
 //    written.
@@ -129,9 +130,9 @@ absl::StatusOr<Layout> Composition(const Layout& a, const Layout& b);
 // is rounded up when cotarget is not a multiple, as in CuTe).
 // complement((2,2):(1,6), 24) = (3,2):(2,12); complement(4:2, 24) =
 // (2,3):(1,8). Stride-0 modes of a are ignored (left out of the bijection).
-// Preconditions: cotarget >= 1,
-// and the other modes of a, sorted by stride, are injective and each stride is
-// a multiple of the previous mode's extent (shape * stride).
+// Errors (naming a and cotarget): cotarget < 1, or the other modes of a,
+// sorted by stride, not injective or a stride that is not a multiple of the
+// previous mode's extent (shape * stride).
 absl::StatusOr<Layout> Complement(const Layout& a, int64_t cotarget);
 // complement(a, cosize(a)).
 absl::StatusOr<Layout> Complement(const Layout& a);
@@ -142,18 +143,18 @@ absl::StatusOr<Layout> Complement(const Layout& a);
 Layout RightInverse(const Layout& a);
 
 // R with R(a(i)) = i for all i in [0, size(a)): right_inverse((a, complement
-// (a))). Precondition: a is injective and admits a complement.
+// (a))). Errors: a not injective or admitting no complement.
 absl::StatusOr<Layout> LeftInverse(const Layout& a);
 
 // a ∘ (tiler, complement(tiler, size(a))): mode 0 is the tile, mode 1 runs
 // over the tiles.
 // logical_divide((4,2,3):(2,1,8), 4:2) = ((2,2),(2,3)):((4,1),(2,8)).
-// Preconditions: those of the complement and the composition.
+// Errors: those of the complement and the composition.
 absl::StatusOr<Layout> LogicalDivide(const Layout& a, const Layout& tiler);
 
 // (a, complement(a, size(a) * cosize(tiler)) ∘ tiler): mode 0 is a, mode 1
-// repeats it as laid out by tiler. Preconditions: those of the complement
-// and the composition.
+// repeats it as laid out by tiler. Errors: those of the complement and the
+// composition.
 absl::StatusOr<Layout> LogicalProduct(const Layout& a, const Layout& tiler);
 
 }  // namespace dtensor

@@ -49,7 +49,7 @@ absl::StatusOr<double> Contract(const DifferentiableFn& fn,
 
 // `x` with element `e` (row-major) moved by `delta`.
 absl::StatusOr<DTensor> Perturbed(const DTensor& x, int64_t e, double delta) {
-  DT_ASSIGN_OR_RETURN(Tensor values, x.local().To(DType::kF64));
+  DT_ASSIGN_OR_RETURN(Tensor values, x.ToLocal().To(DType::kF64));
   values = values.Clone();
   values.data<double>()[e] += delta;
   DT_ASSIGN_OR_RETURN(values, values.To(x.dtype()));
@@ -93,7 +93,7 @@ absl::Status CheckGradients(const DifferentiableFn& fn,
     DT_ASSIGN_OR_RETURN(Tensor analytic, grads[k].FullTensor());
     DT_ASSIGN_OR_RETURN(analytic, analytic.To(DType::kF64));
     analytic = analytic.Contiguous();
-    for (int64_t e = 0; e < inputs[i].local().numel(); ++e) {
+    for (int64_t e = 0; e < inputs[i].ToLocal().numel(); ++e) {
       DT_ASSIGN_OR_RETURN(moved[i], Perturbed(inputs[i], e, options.step));
       DT_ASSIGN_OR_RETURN(const double up, Contract(fn, moved, c));
       DT_ASSIGN_OR_RETURN(moved[i], Perturbed(inputs[i], e, -options.step));

@@ -28,7 +28,7 @@ absl::Status Optimizer::Step(absl::Span<const DTensor> grads) {
     if (!laid_out[i].defined() || params_[i].runtime()->metadata_only()) {
       continue;
     }
-    DT_RETURN_IF_ERROR(Update(i, laid_out[i].local()));
+    DT_RETURN_IF_ERROR(Update(i, laid_out[i].ToLocal()));
   }
   return absl::OkStatus();
 }
@@ -60,7 +60,7 @@ absl::StatusOr<DTensor> Optimizer::GradientInLayout(size_t i,
 absl::StatusOr<DTensor> Optimizer::ZerosLikeParam(size_t i) const {
   const DTensor& param = params_[i];
   DT_ASSIGN_OR_RETURN(Tensor zeros,
-                      Tensor::Zeros(param.local().shape(), param.dtype()));
+                      Tensor::Zeros(param.ToLocal().shape(), param.dtype()));
   return DTensor::WrapUnchecked(param.runtime(), param.spec_ptr(),
                                 std::move(zeros));
 }

@@ -101,13 +101,13 @@ absl::StatusOr<absl::btree_map<std::string, DTensor>> AdamW::State(
 }
 
 absl::Status AdamW::Update(size_t i, const Tensor& grad) {
-  const Tensor& p = params()[i].local();
+  const Tensor& p = params()[i].ToLocal();
   if (!exp_avg_[i].defined()) {
     DT_ASSIGN_OR_RETURN(exp_avg_[i], ZerosLikeParam(i));
     DT_ASSIGN_OR_RETURN(exp_avg_sq_[i], ZerosLikeParam(i));
   }
-  const Tensor& m = exp_avg_[i].local();
-  const Tensor& v = exp_avg_sq_[i].local();
+  const Tensor& m = exp_avg_[i].ToLocal();
+  const Tensor& v = exp_avg_sq_[i].ToLocal();
   const double t = static_cast<double>(++steps_[i].data<int64_t>()[0]);
   const double lr = learning_rate();
   const double b1 = options_.beta1, b2 = options_.beta2;

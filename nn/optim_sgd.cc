@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "tensor/elementwise.h"
 #include "base/status_macros.h"
+#include "tensor/elementwise.h"
 
 namespace dtensor {
 namespace nn {
@@ -37,7 +37,7 @@ Sgd::Sgd(std::vector<DTensor> params, const SgdOptions& options)
       buffers_(this->params().size()) {}
 
 absl::Status Sgd::Update(size_t i, const Tensor& grad) {
-  const Tensor& p = params()[i].local();
+  const Tensor& p = params()[i].ToLocal();
   Tensor d = grad;
   if (options_.weight_decay != 0) {
     DT_ASSIGN_OR_RETURN(Tensor decay, Mul(p, options_.weight_decay));
@@ -47,18 +47,20 @@ absl::Status Sgd::Update(size_t i, const Tensor& grad) {
     DTensor& buffer = buffers_[i];
     if (!buffer.defined()) {
       DT_ASSIGN_OR_RETURN(buffer, ZerosLikeParam(i));
-      DT_RETURN_IF_ERROR(Assign(buffer.local(), d));
+      DT_RETURN_IF_ERROR(Assign(buffer.ToLocal(), d));
     } else {
-      DT_ASSIGN_OR_RETURN(Tensor kept, Mul(buffer.local(), options_.momentum));
+      DT_ASSIGN_OR_RETURN(Tensor kept,
+                          Mul(buffer.ToLocal(), options_.momentum));
       DT_ASSIGN_OR_RETURN(Tensor added, Mul(d, 1 - options_.dampening));
       DT_ASSIGN_OR_RETURN(Tensor next, Add(kept, added));
-      DT_RETURN_IF_ERROR(Assign(buffer.local(), next));
+      DT_RETURN_IF_ERROR(Assign(buffer.ToLocal(), next));
     }
     if (options_.nesterov) {
-      DT_ASSIGN_OR_RETURN(Tensor ahead, Mul(buffer.local(), options_.momentum));
+      DT_ASSIGN_OR_RETURN(Tensor ahead,
+                          Mul(buffer.ToLocal(), options_.momentum));
       DT_ASSIGN_OR_RETURN(d, Add(d, ahead));
     } else {
-      d = buffer.local();
+      d = buffer.ToLocal();
     }
   }
   DT_ASSIGN_OR_RETURN(Tensor step, Mul(d, learning_rate()));

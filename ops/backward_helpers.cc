@@ -152,9 +152,9 @@ absl::StatusOr<DTensor> AddCompleteToPartial(const DTensor& partial,
                     [&coord](int64_t m) { return coord[m] == 0; });
     if (first) {
       DT_ASSIGN_OR_RETURN(local,
-                          dtensor::Add(partial.local(), complete.local()));
+                          dtensor::Add(partial.ToLocal(), complete.ToLocal()));
     } else {
-      local = partial.local();
+      local = partial.ToLocal();
     }
   }
   return DTensor::WrapUnchecked(partial.runtime(), partial.spec_ptr(),

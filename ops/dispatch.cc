@@ -4,12 +4,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/redistribute_executor.h"
 #include "ops/op_counter.h"
 #include "ops/propagation.h"
 #include "ops/propagation_cache.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {
@@ -73,13 +73,13 @@ absl::StatusOr<OpOutputs> Dispatch(const OpDef& op,
     const InputRedistribution& in = propagation->inputs[i];
     if (in.from == nullptr) continue;
     if (in.plan == nullptr) {
-      if (!metadata) locals[i] = inputs[i]->local();
+      if (!metadata) locals[i] = inputs[i]->ToLocal();
     } else if (metadata) {
       RecordRedistribution(*in.plan);
     } else {
       DT_ASSIGN_OR_RETURN(
           locals[i],
-          ExecuteRedistribution(*in.plan, inputs[i]->local(), in.from->mesh(),
+          ExecuteRedistribution(*in.plan, inputs[i]->ToLocal(), in.from->mesh(),
                                 in.from->shape(), *rt.groups()));
     }
   }

@@ -240,47 +240,6 @@ absl::StatusOr<DTensor> SiluGrad(const DTensor& a, const DTensor&,
   return Mul(g, d);
 }
 
-// The ops of the family, in this order (Defs()[kAdd] is add).
-enum Id {
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kPow,
-  kMaximum,
-  kMinimum,
-  kEq,
-  kNe,
-  kLt,
-  kLe,
-  kGt,
-  kGe,
-  kAddScalar,
-  kSubScalar,
-  kMulScalar,
-  kDivScalar,
-  kPowScalar,
-  kEqScalar,
-  kNeScalar,
-  kLtScalar,
-  kLeScalar,
-  kGtScalar,
-  kGeScalar,
-  kNeg,
-  kAbs,
-  kExp,
-  kLog,
-  kSqrt,
-  kRsqrt,
-  kRelu,
-  kGelu,
-  kSilu,
-  kSigmoid,
-  kTanh,
-  kWhere,
-  kNumOps,
-};
-
 using Binary = absl::StatusOr<Tensor> (*)(const Tensor&, const Tensor&);
 using WithScalar = absl::StatusOr<Tensor> (*)(const Tensor&, double);
 using Unary = absl::StatusOr<Tensor> (*)(const Tensor&);
@@ -313,45 +272,64 @@ OpDef UnaryOp(absl::string_view name, absl::string_view summary, Unary f,
       linearity, std::move(backward));
 }
 
-std::vector<OpDef> BuildDefs() {
-  std::vector<OpDef> defs;
-  defs.reserve(kNumOps);
-  // Overloaded tensor-layer functions, pinned to one signature.
-  const Binary add = dtensor::Add, sub = dtensor::Sub, mul = dtensor::Mul,
-               div = dtensor::Div, pow = dtensor::Pow;
-  const Binary eq = dtensor::Eq, ne = dtensor::Ne, lt = dtensor::Lt,
-               le = dtensor::Le, gt = dtensor::Gt, ge = dtensor::Ge;
-  const WithScalar add_s = dtensor::Add, sub_s = dtensor::Sub,
-                   mul_s = dtensor::Mul, div_s = dtensor::Div,
-                   pow_s = dtensor::Pow;
-  const WithScalar eq_s = dtensor::Eq, ne_s = dtensor::Ne, lt_s = dtensor::Lt,
-                   le_s = dtensor::Le, gt_s = dtensor::Gt, ge_s = dtensor::Ge;
-  using Out = absl::StatusOr<DTensor>;
-  using Grads = absl::StatusOr<InputGrads>;
-  const BackwardFn none = NoGradient;
-  defs.push_back(
-      BinaryOp("add", "a + b", add, Linearity::kSumJoint,
+// Overloaded tensor-layer functions, pinned to one signature.
+constexpr Binary kAddFn = dtensor::Add, kSubFn = dtensor::Sub,
+                 kMulFn = dtensor::Mul, kDivFn = dtensor::Div,
+                 kPowFn = dtensor::Pow;
+constexpr Binary kEqFn = dtensor::Eq, kNeFn = dtensor::Ne, kLtFn = dtensor::Lt,
+                 kLeFn = dtensor::Le, kGtFn = dtensor::Gt, kGeFn = dtensor::Ge;
+constexpr WithScalar kAddScalarFn = dtensor::Add, kSubScalarFn = dtensor::Sub,
+                     kMulScalarFn = dtensor::Mul, kDivScalarFn = dtensor::Div,
+                     kPowScalarFn = dtensor::Pow;
+constexpr WithScalar kEqScalarFn = dtensor::Eq, kNeScalarFn = dtensor::Ne,
+                     kLtScalarFn = dtensor::Lt, kLeScalarFn = dtensor::Le,
+                     kGtScalarFn = dtensor::Gt, kGeScalarFn = dtensor::Ge;
+using Out = absl::StatusOr<DTensor>;
+using Grads = absl::StatusOr<InputGrads>;
+
+// The output's gradient, unchanged (add/sub of a scalar).
+BackwardFn PassGradient() {
+  return UnaryBackward([](const DTensor&, const DTensor&, const DTensor& g,
+                          const OpArgs&) -> Out { return g; });
+}
+
+// One static OpDef per op.
+const OpDef& AddDef() {
+  static const OpDef* def = new OpDef(
+      BinaryOp("add", "a + b", kAddFn, Linearity::kSumJoint,
                BinaryBackward([](const DTensor&, const DTensor&, const DTensor&,
                                  const DTensor& g) -> Grads {
                  return InputGrads{g, g};
                })));
-  defs.push_back(
-      BinaryOp("sub", "a - b", sub, Linearity::kSumJoint,
+  return *def;
+}
+
+const OpDef& SubDef() {
+  static const OpDef* def = new OpDef(
+      BinaryOp("sub", "a - b", kSubFn, Linearity::kSumJoint,
                BinaryBackward([](const DTensor&, const DTensor&, const DTensor&,
                                  const DTensor& g) -> Grads {
                  DT_ASSIGN_OR_RETURN(DTensor db, Neg(g));
                  return InputGrads{g, std::move(db)};
                })));
-  defs.push_back(
-      BinaryOp("mul", "a * b", mul, Linearity::kSumEach,
+  return *def;
+}
+
+const OpDef& MulDef() {
+  static const OpDef* def = new OpDef(
+      BinaryOp("mul", "a * b", kMulFn, Linearity::kSumEach,
                BinaryBackward([](const DTensor& a, const DTensor& b,
                                  const DTensor&, const DTensor& g) -> Grads {
                  DT_ASSIGN_OR_RETURN(DTensor da, Mul(g, b));
                  DT_ASSIGN_OR_RETURN(DTensor db, Mul(g, a));
                  return InputGrads{std::move(da), std::move(db)};
                })));
-  defs.push_back(BinaryOp(
-      "div", "a / b", div, Linearity::kSumFirst,
+  return *def;
+}
+
+const OpDef& DivDef() {
+  static const OpDef* def = new OpDef(BinaryOp(
+      "div", "a / b", kDivFn, Linearity::kSumFirst,
       BinaryBackward([](const DTensor&, const DTensor& b, const DTensor& out,
                         const DTensor& g) -> Grads {
         // d/db (a / b) = -out / b.
@@ -360,39 +338,100 @@ std::vector<OpDef> BuildDefs() {
         DT_ASSIGN_OR_RETURN(db, Neg(db));
         return InputGrads{std::move(da), std::move(db)};
       })));
-  defs.push_back(BinaryOp("pow", "a ** b", pow, Linearity::kNone,
-                          BinaryBackward(PowGrad)));
-  defs.push_back(BinaryOp("maximum", "elementwise max(a, b)", dtensor::Maximum,
-                          Linearity::kMaxJoint,
-                          BinaryBackward(ExtremeGrad(/*max=*/true))));
-  defs.push_back(BinaryOp("minimum", "elementwise min(a, b)", dtensor::Minimum,
-                          Linearity::kMinJoint,
-                          BinaryBackward(ExtremeGrad(/*max=*/false))));
-  defs.push_back(BinaryOp("eq", "a == b (bool)", eq, Linearity::kNone, none));
-  defs.push_back(BinaryOp("ne", "a != b (bool)", ne, Linearity::kNone, none));
-  defs.push_back(BinaryOp("lt", "a < b (bool)", lt, Linearity::kNone, none));
-  defs.push_back(BinaryOp("le", "a <= b (bool)", le, Linearity::kNone, none));
-  defs.push_back(BinaryOp("gt", "a > b (bool)", gt, Linearity::kNone, none));
-  defs.push_back(BinaryOp("ge", "a >= b (bool)", ge, Linearity::kNone, none));
-  const BackwardFn pass =
-      UnaryBackward([](const DTensor&, const DTensor&, const DTensor& g,
-                       const OpArgs&) -> Out { return g; });
-  defs.push_back(ScalarOp("add_scalar", "a + other", add_s,
-                          Linearity::kAffineFirst, pass));
-  defs.push_back(ScalarOp("sub_scalar", "a - other", sub_s,
-                          Linearity::kAffineFirst, pass));
-  defs.push_back(
-      ScalarOp("mul_scalar", "a * other", mul_s, Linearity::kSumFirst,
+  return *def;
+}
+
+const OpDef& PowDef() {
+  static const OpDef* def = new OpDef(BinaryOp(
+      "pow", "a ** b", kPowFn, Linearity::kNone, BinaryBackward(PowGrad)));
+  return *def;
+}
+
+const OpDef& MaximumDef() {
+  static const OpDef* def = new OpDef(BinaryOp(
+      "maximum", "elementwise max(a, b)", dtensor::Maximum,
+      Linearity::kMaxJoint, BinaryBackward(ExtremeGrad(/*max=*/true))));
+  return *def;
+}
+
+const OpDef& MinimumDef() {
+  static const OpDef* def = new OpDef(BinaryOp(
+      "minimum", "elementwise min(a, b)", dtensor::Minimum,
+      Linearity::kMinJoint, BinaryBackward(ExtremeGrad(/*max=*/false))));
+  return *def;
+}
+
+const OpDef& EqDef() {
+  static const OpDef* def = new OpDef(BinaryOp(
+      "eq", "a == b (bool)", kEqFn, Linearity::kNone, BackwardFn(NoGradient)));
+  return *def;
+}
+
+const OpDef& NeDef() {
+  static const OpDef* def = new OpDef(BinaryOp(
+      "ne", "a != b (bool)", kNeFn, Linearity::kNone, BackwardFn(NoGradient)));
+  return *def;
+}
+
+const OpDef& LtDef() {
+  static const OpDef* def = new OpDef(BinaryOp(
+      "lt", "a < b (bool)", kLtFn, Linearity::kNone, BackwardFn(NoGradient)));
+  return *def;
+}
+
+const OpDef& LeDef() {
+  static const OpDef* def = new OpDef(BinaryOp(
+      "le", "a <= b (bool)", kLeFn, Linearity::kNone, BackwardFn(NoGradient)));
+  return *def;
+}
+
+const OpDef& GtDef() {
+  static const OpDef* def = new OpDef(BinaryOp(
+      "gt", "a > b (bool)", kGtFn, Linearity::kNone, BackwardFn(NoGradient)));
+  return *def;
+}
+
+const OpDef& GeDef() {
+  static const OpDef* def = new OpDef(BinaryOp(
+      "ge", "a >= b (bool)", kGeFn, Linearity::kNone, BackwardFn(NoGradient)));
+  return *def;
+}
+
+const OpDef& AddScalarDef() {
+  static const OpDef* def =
+      new OpDef(ScalarOp("add_scalar", "a + other", kAddScalarFn,
+                         Linearity::kAffineFirst, PassGradient()));
+  return *def;
+}
+
+const OpDef& SubScalarDef() {
+  static const OpDef* def =
+      new OpDef(ScalarOp("sub_scalar", "a - other", kSubScalarFn,
+                         Linearity::kAffineFirst, PassGradient()));
+  return *def;
+}
+
+const OpDef& MulScalarDef() {
+  static const OpDef* def = new OpDef(
+      ScalarOp("mul_scalar", "a * other", kMulScalarFn, Linearity::kSumFirst,
                UnaryBackward(
                    [](const DTensor&, const DTensor&, const DTensor& g,
                       const OpArgs& args) { return Mul(g, args.Scalar(0)); })));
-  defs.push_back(
-      ScalarOp("div_scalar", "a / other", div_s, Linearity::kSumFirst,
+  return *def;
+}
+
+const OpDef& DivScalarDef() {
+  static const OpDef* def = new OpDef(
+      ScalarOp("div_scalar", "a / other", kDivScalarFn, Linearity::kSumFirst,
                UnaryBackward(
                    [](const DTensor&, const DTensor&, const DTensor& g,
                       const OpArgs& args) { return Div(g, args.Scalar(0)); })));
-  defs.push_back(
-      ScalarOp("pow_scalar", "a ** other", pow_s, Linearity::kNone,
+  return *def;
+}
+
+const OpDef& PowScalarDef() {
+  static const OpDef* def = new OpDef(
+      ScalarOp("pow_scalar", "a ** other", kPowScalarFn, Linearity::kNone,
                UnaryBackward([](const DTensor& a, const DTensor&,
                                 const DTensor& g, const OpArgs& args) -> Out {
                  // other * a^(other - 1); 0 for other = 0 (a^0 is constant,
@@ -403,23 +442,61 @@ std::vector<OpDef> BuildDefs() {
                  DT_ASSIGN_OR_RETURN(d, Mul(d, exponent));
                  return Mul(g, d);
                })));
-  defs.push_back(
-      ScalarOp("eq_scalar", "a == other", eq_s, Linearity::kNone, none));
-  defs.push_back(
-      ScalarOp("ne_scalar", "a != other", ne_s, Linearity::kNone, none));
-  defs.push_back(
-      ScalarOp("lt_scalar", "a < other", lt_s, Linearity::kNone, none));
-  defs.push_back(
-      ScalarOp("le_scalar", "a <= other", le_s, Linearity::kNone, none));
-  defs.push_back(
-      ScalarOp("gt_scalar", "a > other", gt_s, Linearity::kNone, none));
-  defs.push_back(
-      ScalarOp("ge_scalar", "a >= other", ge_s, Linearity::kNone, none));
-  defs.push_back(
+  return *def;
+}
+
+const OpDef& EqScalarDef() {
+  static const OpDef* def =
+      new OpDef(ScalarOp("eq_scalar", "a == other", kEqScalarFn,
+                         Linearity::kNone, BackwardFn(NoGradient)));
+  return *def;
+}
+
+const OpDef& NeScalarDef() {
+  static const OpDef* def =
+      new OpDef(ScalarOp("ne_scalar", "a != other", kNeScalarFn,
+                         Linearity::kNone, BackwardFn(NoGradient)));
+  return *def;
+}
+
+const OpDef& LtScalarDef() {
+  static const OpDef* def =
+      new OpDef(ScalarOp("lt_scalar", "a < other", kLtScalarFn,
+                         Linearity::kNone, BackwardFn(NoGradient)));
+  return *def;
+}
+
+const OpDef& LeScalarDef() {
+  static const OpDef* def =
+      new OpDef(ScalarOp("le_scalar", "a <= other", kLeScalarFn,
+                         Linearity::kNone, BackwardFn(NoGradient)));
+  return *def;
+}
+
+const OpDef& GtScalarDef() {
+  static const OpDef* def =
+      new OpDef(ScalarOp("gt_scalar", "a > other", kGtScalarFn,
+                         Linearity::kNone, BackwardFn(NoGradient)));
+  return *def;
+}
+
+const OpDef& GeScalarDef() {
+  static const OpDef* def =
+      new OpDef(ScalarOp("ge_scalar", "a >= other", kGeScalarFn,
+                         Linearity::kNone, BackwardFn(NoGradient)));
+  return *def;
+}
+
+const OpDef& NegDef() {
+  static const OpDef* def = new OpDef(
       UnaryOp("neg", "-a", dtensor::Neg, Linearity::kSumFirst,
               UnaryBackward([](const DTensor&, const DTensor&, const DTensor& g,
                                const OpArgs&) { return Neg(g); })));
-  defs.push_back(
+  return *def;
+}
+
+const OpDef& AbsDef() {
+  static const OpDef* def = new OpDef(
       UnaryOp("abs", "|a|", dtensor::Abs, Linearity::kNone,
               UnaryBackward([](const DTensor& a, const DTensor&,
                                const DTensor& g, const OpArgs&) -> Out {
@@ -431,22 +508,38 @@ std::vector<OpDef> BuildDefs() {
                 DT_ASSIGN_OR_RETURN(DTensor sign, Sub(positive, negative));
                 return Mul(g, sign);
               })));
-  defs.push_back(UnaryOp(
+  return *def;
+}
+
+const OpDef& ExpDef() {
+  static const OpDef* def = new OpDef(UnaryOp(
       "exp", "e ** a", dtensor::Exp, Linearity::kMonotoneFirst,
       UnaryBackward([](const DTensor&, const DTensor& out, const DTensor& g,
                        const OpArgs&) { return Mul(g, out); })));
-  defs.push_back(UnaryOp(
+  return *def;
+}
+
+const OpDef& LogDef() {
+  static const OpDef* def = new OpDef(UnaryOp(
       "log", "ln a", dtensor::Log, Linearity::kNone,
       UnaryBackward([](const DTensor& a, const DTensor&, const DTensor& g,
                        const OpArgs&) { return Div(g, a); })));
-  defs.push_back(
+  return *def;
+}
+
+const OpDef& SqrtDef() {
+  static const OpDef* def = new OpDef(
       UnaryOp("sqrt", "sqrt(a)", dtensor::Sqrt, Linearity::kNone,
               UnaryBackward([](const DTensor&, const DTensor& out,
                                const DTensor& g, const OpArgs&) -> Out {
                 DT_ASSIGN_OR_RETURN(DTensor twice, Mul(out, 2.0));
                 return Div(g, twice);
               })));
-  defs.push_back(
+  return *def;
+}
+
+const OpDef& RsqrtDef() {
+  static const OpDef* def = new OpDef(
       UnaryOp("rsqrt", "1 / sqrt(a)", dtensor::Rsqrt, Linearity::kNone,
               UnaryBackward([](const DTensor&, const DTensor& out,
                                const DTensor& g, const OpArgs&) -> Out {
@@ -455,7 +548,11 @@ std::vector<OpDef> BuildDefs() {
                 DT_ASSIGN_OR_RETURN(d, Mul(d, -0.5));
                 return Mul(g, d);
               })));
-  defs.push_back(
+  return *def;
+}
+
+const OpDef& ReluDef() {
+  static const OpDef* def = new OpDef(
       UnaryOp("relu", "max(a, 0)", dtensor::Relu, Linearity::kMonotoneFirst,
               UnaryBackward([](const DTensor& a, const DTensor&,
                                const DTensor& g, const OpArgs&) -> Out {
@@ -463,7 +560,11 @@ std::vector<OpDef> BuildDefs() {
                 DT_ASSIGN_OR_RETURN(positive, MaskAs(positive, g));
                 return Mul(g, positive);
               })));
-  defs.push_back(MakeElementwise(
+  return *def;
+}
+
+const OpDef& GeluDef() {
+  static const OpDef* def = new OpDef(MakeElementwise(
       "gelu", "GELU (erf, or the tanh approximation with tanh=true)", 1,
       {{"tanh", ArgKind::kBool, "false"}},
       [](absl::Span<const Tensor> in, const OpArgs& args) {
@@ -471,9 +572,18 @@ std::vector<OpDef> BuildDefs() {
                                                  : GeluApproximation::kNone);
       },
       Linearity::kNone, UnaryBackward(GeluGrad)));
-  defs.push_back(UnaryOp("silu", "a * sigmoid(a)", dtensor::Silu,
-                         Linearity::kNone, UnaryBackward(SiluGrad)));
-  defs.push_back(
+  return *def;
+}
+
+const OpDef& SiluDef() {
+  static const OpDef* def =
+      new OpDef(UnaryOp("silu", "a * sigmoid(a)", dtensor::Silu,
+                        Linearity::kNone, UnaryBackward(SiluGrad)));
+  return *def;
+}
+
+const OpDef& SigmoidDef() {
+  static const OpDef* def = new OpDef(
       UnaryOp("sigmoid", "1 / (1 + e ** -a)", dtensor::Sigmoid,
               Linearity::kMonotoneFirst,
               UnaryBackward([](const DTensor&, const DTensor& out,
@@ -482,7 +592,11 @@ std::vector<OpDef> BuildDefs() {
                 DT_ASSIGN_OR_RETURN(d, Mul(d, out));
                 return Mul(g, d);
               })));
-  defs.push_back(
+  return *def;
+}
+
+const OpDef& TanhDef() {
+  static const OpDef* def = new OpDef(
       UnaryOp("tanh", "tanh(a)", dtensor::Tanh, Linearity::kMonotoneFirst,
               UnaryBackward([](const DTensor&, const DTensor& out,
                                const DTensor& g, const OpArgs&) -> Out {
@@ -490,7 +604,11 @@ std::vector<OpDef> BuildDefs() {
                 DT_ASSIGN_OR_RETURN(d, OneMinus(d));
                 return Mul(g, d);
               })));
-  defs.push_back(MakeElementwise(
+  return *def;
+}
+
+const OpDef& WhereDef() {
+  static const OpDef* def = new OpDef(MakeElementwise(
       "where", "cond ? a : b (inputs cond, a, b)", 3, {},
       [](absl::Span<const Tensor> in, const OpArgs&) {
         return dtensor::Where(in[0], in[1], in[2]);
@@ -506,128 +624,136 @@ std::vector<OpDef> BuildDefs() {
         DT_ASSIGN_OR_RETURN(db, SumToShape(db, call.inputs[2].shape()));
         return InputGrads{DTensor(), std::move(da), std::move(db)};
       }));
-  return defs;
+  return *def;
 }
 
-const std::vector<OpDef>& Defs() {
-  static const std::vector<OpDef>* defs = new std::vector<OpDef>(BuildDefs());
-  return *defs;
-}
-
-absl::StatusOr<DTensor> Call(Id id, std::initializer_list<const DTensor*> in,
+absl::StatusOr<DTensor> Call(const OpDef& def,
+                             std::initializer_list<const DTensor*> in,
                              const OpArgs& args = OpArgs()) {
-  return DispatchOne(Defs()[id], absl::MakeConstSpan(in.begin(), in.size()),
-                     args);
+  return DispatchOne(def, absl::MakeConstSpan(in.begin(), in.size()), args);
 }
 
-absl::StatusOr<DTensor> CallScalar(Id id, const DTensor& a, double other) {
+absl::StatusOr<DTensor> CallScalar(const OpDef& def, const DTensor& a,
+                                   double other) {
   OpArgs args;
   args.AddScalar(other);
-  return Call(id, {&a}, args);
+  return Call(def, {&a}, args);
 }
 
 }  // namespace
 
 absl::StatusOr<DTensor> Add(const DTensor& a, const DTensor& b) {
-  return Call(kAdd, {&a, &b});
+  return Call(AddDef(), {&a, &b});
 }
 absl::StatusOr<DTensor> Sub(const DTensor& a, const DTensor& b) {
-  return Call(kSub, {&a, &b});
+  return Call(SubDef(), {&a, &b});
 }
 absl::StatusOr<DTensor> Mul(const DTensor& a, const DTensor& b) {
-  return Call(kMul, {&a, &b});
+  return Call(MulDef(), {&a, &b});
 }
 absl::StatusOr<DTensor> Div(const DTensor& a, const DTensor& b) {
-  return Call(kDiv, {&a, &b});
+  return Call(DivDef(), {&a, &b});
 }
 absl::StatusOr<DTensor> Pow(const DTensor& a, const DTensor& b) {
-  return Call(kPow, {&a, &b});
+  return Call(PowDef(), {&a, &b});
 }
 absl::StatusOr<DTensor> Maximum(const DTensor& a, const DTensor& b) {
-  return Call(kMaximum, {&a, &b});
+  return Call(MaximumDef(), {&a, &b});
 }
 absl::StatusOr<DTensor> Minimum(const DTensor& a, const DTensor& b) {
-  return Call(kMinimum, {&a, &b});
+  return Call(MinimumDef(), {&a, &b});
 }
 
 absl::StatusOr<DTensor> Add(const DTensor& a, double b) {
-  return CallScalar(kAddScalar, a, b);
+  return CallScalar(AddScalarDef(), a, b);
 }
 absl::StatusOr<DTensor> Sub(const DTensor& a, double b) {
-  return CallScalar(kSubScalar, a, b);
+  return CallScalar(SubScalarDef(), a, b);
 }
 absl::StatusOr<DTensor> Mul(const DTensor& a, double b) {
-  return CallScalar(kMulScalar, a, b);
+  return CallScalar(MulScalarDef(), a, b);
 }
 absl::StatusOr<DTensor> Div(const DTensor& a, double b) {
-  return CallScalar(kDivScalar, a, b);
+  return CallScalar(DivScalarDef(), a, b);
 }
 absl::StatusOr<DTensor> Pow(const DTensor& a, double exponent) {
-  return CallScalar(kPowScalar, a, exponent);
+  return CallScalar(PowScalarDef(), a, exponent);
 }
 
-absl::StatusOr<DTensor> Neg(const DTensor& a) { return Call(kNeg, {&a}); }
-absl::StatusOr<DTensor> Abs(const DTensor& a) { return Call(kAbs, {&a}); }
-absl::StatusOr<DTensor> Exp(const DTensor& a) { return Call(kExp, {&a}); }
-absl::StatusOr<DTensor> Log(const DTensor& a) { return Call(kLog, {&a}); }
-absl::StatusOr<DTensor> Sqrt(const DTensor& a) { return Call(kSqrt, {&a}); }
-absl::StatusOr<DTensor> Rsqrt(const DTensor& a) { return Call(kRsqrt, {&a}); }
-absl::StatusOr<DTensor> Relu(const DTensor& a) { return Call(kRelu, {&a}); }
+absl::StatusOr<DTensor> Neg(const DTensor& a) { return Call(NegDef(), {&a}); }
+absl::StatusOr<DTensor> Abs(const DTensor& a) { return Call(AbsDef(), {&a}); }
+absl::StatusOr<DTensor> Exp(const DTensor& a) { return Call(ExpDef(), {&a}); }
+absl::StatusOr<DTensor> Log(const DTensor& a) { return Call(LogDef(), {&a}); }
+absl::StatusOr<DTensor> Sqrt(const DTensor& a) { return Call(SqrtDef(), {&a}); }
+absl::StatusOr<DTensor> Rsqrt(const DTensor& a) {
+  return Call(RsqrtDef(), {&a});
+}
+absl::StatusOr<DTensor> Relu(const DTensor& a) { return Call(ReluDef(), {&a}); }
 absl::StatusOr<DTensor> Gelu(const DTensor& a,
                              GeluApproximation approximation) {
   OpArgs args;
   args.AddBool(approximation == GeluApproximation::kTanh);
-  return Call(kGelu, {&a}, args);
+  return Call(GeluDef(), {&a}, args);
 }
-absl::StatusOr<DTensor> Silu(const DTensor& a) { return Call(kSilu, {&a}); }
+absl::StatusOr<DTensor> Silu(const DTensor& a) { return Call(SiluDef(), {&a}); }
 absl::StatusOr<DTensor> Sigmoid(const DTensor& a) {
-  return Call(kSigmoid, {&a});
+  return Call(SigmoidDef(), {&a});
 }
-absl::StatusOr<DTensor> Tanh(const DTensor& a) { return Call(kTanh, {&a}); }
+absl::StatusOr<DTensor> Tanh(const DTensor& a) { return Call(TanhDef(), {&a}); }
 
 absl::StatusOr<DTensor> Eq(const DTensor& a, const DTensor& b) {
-  return Call(kEq, {&a, &b});
+  return Call(EqDef(), {&a, &b});
 }
 absl::StatusOr<DTensor> Ne(const DTensor& a, const DTensor& b) {
-  return Call(kNe, {&a, &b});
+  return Call(NeDef(), {&a, &b});
 }
 absl::StatusOr<DTensor> Lt(const DTensor& a, const DTensor& b) {
-  return Call(kLt, {&a, &b});
+  return Call(LtDef(), {&a, &b});
 }
 absl::StatusOr<DTensor> Le(const DTensor& a, const DTensor& b) {
-  return Call(kLe, {&a, &b});
+  return Call(LeDef(), {&a, &b});
 }
 absl::StatusOr<DTensor> Gt(const DTensor& a, const DTensor& b) {
-  return Call(kGt, {&a, &b});
+  return Call(GtDef(), {&a, &b});
 }
 absl::StatusOr<DTensor> Ge(const DTensor& a, const DTensor& b) {
-  return Call(kGe, {&a, &b});
+  return Call(GeDef(), {&a, &b});
 }
 absl::StatusOr<DTensor> Eq(const DTensor& a, double b) {
-  return CallScalar(kEqScalar, a, b);
+  return CallScalar(EqScalarDef(), a, b);
 }
 absl::StatusOr<DTensor> Ne(const DTensor& a, double b) {
-  return CallScalar(kNeScalar, a, b);
+  return CallScalar(NeScalarDef(), a, b);
 }
 absl::StatusOr<DTensor> Lt(const DTensor& a, double b) {
-  return CallScalar(kLtScalar, a, b);
+  return CallScalar(LtScalarDef(), a, b);
 }
 absl::StatusOr<DTensor> Le(const DTensor& a, double b) {
-  return CallScalar(kLeScalar, a, b);
+  return CallScalar(LeScalarDef(), a, b);
 }
 absl::StatusOr<DTensor> Gt(const DTensor& a, double b) {
-  return CallScalar(kGtScalar, a, b);
+  return CallScalar(GtScalarDef(), a, b);
 }
 absl::StatusOr<DTensor> Ge(const DTensor& a, double b) {
-  return CallScalar(kGeScalar, a, b);
+  return CallScalar(GeScalarDef(), a, b);
 }
 
 absl::StatusOr<DTensor> Where(const DTensor& cond, const DTensor& a,
                               const DTensor& b) {
-  return Call(kWhere, {&cond, &a, &b});
+  return Call(WhereDef(), {&cond, &a, &b});
 }
 
-std::vector<const OpDef*> ElementwiseOps() { return PointersTo(Defs()); }
+std::vector<const OpDef*> ElementwiseOps() {
+  return {&AddDef(),       &SubDef(),       &MulDef(),       &DivDef(),
+          &PowDef(),       &MaximumDef(),   &MinimumDef(),   &EqDef(),
+          &NeDef(),        &LtDef(),        &LeDef(),        &GtDef(),
+          &GeDef(),        &AddScalarDef(), &SubScalarDef(), &MulScalarDef(),
+          &DivScalarDef(), &PowScalarDef(), &EqScalarDef(),  &NeScalarDef(),
+          &LtScalarDef(),  &LeScalarDef(),  &GtScalarDef(),  &GeScalarDef(),
+          &NegDef(),       &AbsDef(),       &ExpDef(),       &LogDef(),
+          &SqrtDef(),      &RsqrtDef(),     &ReluDef(),      &GeluDef(),
+          &SiluDef(),      &SigmoidDef(),   &TanhDef(),      &WhereDef()};
+}
 
 }  // namespace ops
 }  // namespace dtensor

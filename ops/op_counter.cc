@@ -2,33 +2,14 @@
 
 #include <algorithm>
 
-#include "tensor/dtype.h"
 #include "base/status_macros.h"
+#include "tensor/dtype.h"
 
 namespace dtensor {
-namespace {
-
-// The counters active on this thread, innermost last.
-thread_local std::vector<OpCounter*> active_counters;
-
-}  // namespace
-
-OpCounter::Scope::Scope(OpCounter& counter) : counter_(&counter) {
-  active_counters.push_back(counter_);
-}
-
-OpCounter::Scope::~Scope() {
-  auto it =
-      std::find(active_counters.rbegin(), active_counters.rend(), counter_);
-  if (it != active_counters.rend()) {
-    active_counters.erase(std::next(it).base());
-  }
-}
-
-bool OpCounter::AnyActive() { return !active_counters.empty(); }
+bool OpCounter::AnyActive() { return !Scope::Active().empty(); }
 
 void OpCounter::RecordOnThread(const Event& event) {
-  for (OpCounter* counter : active_counters) {
+  for (OpCounter* counter : Scope::Active()) {
     counter->events_.push_back(event);
   }
 }

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/thread_scope.h"
 #include "dtensor/dtensor_spec.h"
 
 namespace dtensor {
@@ -37,16 +38,8 @@ class OpCounter {
     double cost_us = 0;
   };
 
-  class Scope {
-   public:
-    explicit Scope(OpCounter& counter);
-    ~Scope();
-    Scope(const Scope&) = delete;
-    Scope& operator=(const Scope&) = delete;
-
-   private:
-    OpCounter* counter_;
-  };
+  // Makes a counter record on this thread until destroyed.
+  using Scope = ThreadScope<OpCounter>;
 
   // Whether a counter is active on this thread (cheap: dispatch computes an
   // event only then).

@@ -102,6 +102,10 @@ struct OpDef {
   int num_inputs = 1;
   int num_optional_inputs = 0;
   int num_outputs = 1;
+  // The last `num_saved_outputs` outputs exist for the backward only
+  // (cross_entropy's count and log-sum-exp): the engine does not count
+  // completing their Partials into a strategy's cost (docs/ops.md).
+  int num_saved_outputs = 0;
   // The non-tensor arguments, in call order.
   std::vector<ArgSpec> args;
   InferFn infer;

@@ -7,9 +7,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "dtensor/cost_model.h"
 #include "dtensor/redistribute_planner.h"
-#include "base/status_macros.h"
+#include "ops/sharding_override.h"
 
 namespace dtensor {
 
@@ -89,24 +90,61 @@ bool Fits(const Sharding& s, int64_t mesh_ndim, int64_t rank) {
   return s.mesh_ndim() == mesh_ndim && s.tensor_rank() == rank;
 }
 
-// How good a strategy is; smaller is better.
+// How good a strategy is; smaller is better. `cost_us` is what the call
+// spends (redistributions and the kernel's collectives); `completion_us` what
+// reading its Partial outputs would add on the mesh dims where it
+// redistributes an input (docs/ops.md, "The cost rule").
 struct Score {
   double cost_us = 0;
+  double completion_us = 0;
+  int partial_outputs = 0;
   int changed_inputs = 0;
   int64_t steps = 0;
 
+  double total_us() const { return cost_us + completion_us; }
+
   bool BetterThan(const Score& other) const {
+    const double a = total_us();
+    const double b = other.total_us();
     const double tolerance =
-        1e-9 *
-        std::max(1.0, std::max(std::abs(cost_us), std::abs(other.cost_us)));
-    if (cost_us < other.cost_us - tolerance) return true;
-    if (cost_us > other.cost_us + tolerance) return false;
+        1e-9 * std::max(1.0, std::max(std::abs(a), std::abs(b)));
+    if (a < b - tolerance) return true;
+    if (a > b + tolerance) return false;
+    if (partial_outputs != other.partial_outputs) {
+      return partial_outputs < other.partial_outputs;
+    }
     if (changed_inputs != other.changed_inputs) {
       return changed_inputs < other.changed_inputs;
     }
     return steps < other.steps;
   }
 };
+
+// The mesh dims (a bit each) on which `plan` runs a collective. Local steps
+// do not count: slicing a complete value into shards or handing the op a
+// Partial term (P(sum) + R -> P(sum)) spends nothing, so a Partial output
+// there is as cheap as the layouts the caller chose (a data-parallel weight
+// gradient stays one all-reduce).
+uint64_t MeshDimsRedistributed(const RedistributePlan& plan) {
+  uint64_t dims = 0;
+  for (const RedistributeStep& step : plan.steps) {
+    if (step.kind == CommKind::kLocal) continue;
+    for (int64_t m : step.mesh_dims) dims |= uint64_t{1} << m;
+  }
+  return dims;
+}
+
+// `s` with its Partial mesh dims among `dims` (a bit each) made Replicate;
+// `s` itself when there are none.
+Sharding CompletedOn(const Sharding& s, uint64_t dims) {
+  std::vector<int64_t> partial;
+  for (int64_t m = 0; m < s.mesh_ndim(); ++m) {
+    if (s.placement(m).is_partial() && (dims >> m & 1) != 0) {
+      partial.push_back(m);
+    }
+  }
+  return partial.empty() ? s : s.WithReplicated(partial);
+}
 
 // The inputs padded with absent ones to the op's input count; errors for a
 // wrong count or a missing required input.
@@ -233,6 +271,17 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Build(
   return std::shared_ptr<const Propagation>(std::move(result));
 }
 
+// The planner's cost of completing an output laid out as `partial` (to
+// `complete`); 0 where it finds no plan (then nothing can complete it).
+double CompletionCostUs(const Sharding& partial, const Sharding& complete,
+                        const TensorMeta& meta, const StrategyContext& ctx,
+                        const CostModel& model,
+                        const RedistributePlanner& planner) {
+  absl::StatusOr<std::shared_ptr<const RedistributePlan>> plan = planner.Plan(
+      partial, complete, ctx.mesh_shape, meta.shape, meta.dtype, model);
+  return plan.ok() ? (*plan)->total_cost_us : 0;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
@@ -250,7 +299,8 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
                                             op.num_outputs));
   }
   const StrategyContext ctx{inputs, args, outputs, *mesh, mesh->shape()};
-  DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> strategies, op.strategies(ctx));
+  DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> strategies,
+                      StrategiesOf(op, ctx));
 
   const CostModel model = runtime.CostModelFor(*mesh);
   const RedistributePlanner& planner = runtime.planner();
@@ -284,6 +334,7 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
       valid = PartialsAllowed(s.outputs[j], outputs[j].dtype);
     }
     Score score;
+    uint64_t redistributed = 0;
     for (size_t i = 0; valid && i < inputs.size(); ++i) {
       if (inputs[i] == nullptr || s.inputs[i] == inputs[i]->sharding()) {
         continue;
@@ -298,11 +349,21 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
       score.cost_us += plan->total_cost_us;
       score.changed_inputs += 1;
       score.steps += static_cast<int64_t>(plan->steps.size());
+      redistributed |= MeshDimsRedistributed(*plan);
     }
     if (!valid) continue;
     for (const KernelComm& comm : s.kernel_comms) {
       score.cost_us += model.StepCostUs(comm.kind, comm.mesh_dims,
                                         ctx.mesh_shape, comm.local_bytes);
+    }
+    const size_t read_outputs = outputs.size() - op.num_saved_outputs;
+    for (size_t j = 0; j < read_outputs; ++j) {
+      score.partial_outputs +=
+          CompletedOn(s.outputs[j], ~uint64_t{0}) != s.outputs[j];
+      const Sharding complete = CompletedOn(s.outputs[j], redistributed);
+      if (complete == s.outputs[j]) continue;
+      score.completion_us += CompletionCostUs(s.outputs[j], complete,
+                                              outputs[j], ctx, model, planner);
     }
     ++num_valid;
     if (best < 0 || score.BetterThan(best_score)) {

@@ -174,12 +174,11 @@ absl::StatusOr<Sharding> SlotSharding(
   return Sharding::FromPlacements(placements, rank, order);
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<OpStrategy>> CombineMeshDims(
+// The candidates of each mesh dim that can apply (OptionViable); a
+// ResourceExhausted error when their combinations exceed kMaxStrategies.
+absl::StatusOr<std::vector<std::vector<const DimStrategy*>>> ViableCandidates(
     const StrategyContext& ctx,
-    absl::Span<const std::vector<DimStrategy>> all_candidates,
-    const LoopDims& loops) {
+    absl::Span<const std::vector<DimStrategy>> all_candidates) {
   const int64_t mesh_ndim = static_cast<int64_t>(all_candidates.size());
   std::vector<std::vector<const DimStrategy*>> candidates(mesh_ndim);
   int64_t combinations = 1;
@@ -194,6 +193,12 @@ absl::StatusOr<std::vector<OpStrategy>> CombineMeshDims(
           mesh_ndim, " mesh dims"));
     }
   }
+  return candidates;
+}
+
+// The present inputs, then the outputs, as slots.
+std::vector<TensorSlot> TensorSlots(const StrategyContext& ctx,
+                                    const LoopDims& loops) {
   std::vector<TensorSlot> slots;
   for (size_t i = 0; i < loops.inputs.size(); ++i) {
     if (ctx.inputs[i] == nullptr) continue;
@@ -203,7 +208,79 @@ absl::StatusOr<std::vector<OpStrategy>> CombineMeshDims(
   for (size_t j = 0; j < loops.outputs.size(); ++j) {
     slots.push_back({&loops.outputs[j], nullptr, false, static_cast<int>(j)});
   }
+  return slots;
+}
 
+// The strategy of one combination (a candidate per mesh dim) with the loops'
+// nesting `orders`.
+absl::StatusOr<OpStrategy> StrategyOf(
+    absl::Span<const DimStrategy* const> combination,
+    absl::Span<const TensorSlot> slots,
+    const std::map<int, std::vector<int64_t>>& orders, const LoopDims& loops) {
+  OpStrategy strategy;
+  strategy.inputs.resize(loops.inputs.size());
+  strategy.outputs.resize(loops.outputs.size());
+  for (const TensorSlot& slot : slots) {
+    DT_ASSIGN_OR_RETURN(Sharding sharding,
+                        SlotSharding(combination, slot, orders));
+    (slot.is_input ? strategy.inputs[slot.index]
+                   : strategy.outputs[slot.index]) = sharding;
+  }
+  for (int64_t m = 0; m < static_cast<int64_t>(combination.size()); ++m) {
+    for (KernelComm comm : combination[m]->kernel_comms) {
+      if (comm.mesh_dims.empty()) comm.mesh_dims = {m};
+      strategy.kernel_comms.push_back(std::move(comm));
+    }
+  }
+  return strategy;
+}
+
+// Appends the strategies of one combination: one per assignment of candidate
+// orders to the loops with nested shards.
+absl::Status AppendStrategiesOf(
+    absl::Span<const DimStrategy* const> combination,
+    const std::vector<TensorSlot>& slots, const LoopDims& loops,
+    std::vector<OpStrategy>* strategies) {
+  DT_ASSIGN_OR_RETURN(LoopMeshDims per_loop,
+                      MeshDimsPerLoop(combination, slots));
+  std::vector<std::pair<int, std::vector<std::vector<int64_t>>>> options;
+  for (const auto& [loop, dims] : per_loop) {
+    options.emplace_back(loop, dims.size() > 1
+                                   ? CandidateOrders(loop, dims, slots)
+                                   : std::vector<std::vector<int64_t>>{dims});
+  }
+  std::vector<size_t> pick(options.size(), 0);
+  while (true) {
+    std::map<int, std::vector<int64_t>> orders;
+    for (size_t k = 0; k < options.size(); ++k) {
+      orders[options[k].first] = options[k].second[pick[k]];
+    }
+    DT_ASSIGN_OR_RETURN(OpStrategy strategy,
+                        StrategyOf(combination, slots, orders, loops));
+    strategies->push_back(std::move(strategy));
+    size_t k = 0;
+    while (k < pick.size() && ++pick[k] == options[k].second.size()) {
+      pick[k++] = 0;
+    }
+    if (k == pick.size()) return absl::OkStatus();
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<OpStrategy>> CombineMeshDims(
+    const StrategyContext& ctx,
+    absl::Span<const std::vector<DimStrategy>> all_candidates,
+    const LoopDims& loops) {
+  DT_ASSIGN_OR_RETURN(
+      const std::vector<std::vector<const DimStrategy*>> candidates,
+      ViableCandidates(ctx, all_candidates));
+  const int64_t mesh_ndim = static_cast<int64_t>(candidates.size());
+  int64_t combinations = 1;
+  for (const auto& c : candidates) {
+    combinations *= static_cast<int64_t>(c.size());
+  }
+  const std::vector<TensorSlot> slots = TensorSlots(ctx, loops);
   std::vector<OpStrategy> strategies;
   strategies.reserve(combinations);
   std::vector<size_t> choice(mesh_ndim, 0);
@@ -212,43 +289,8 @@ absl::StatusOr<std::vector<OpStrategy>> CombineMeshDims(
     for (int64_t m = 0; m < mesh_ndim; ++m) {
       combination[m] = candidates[m][choice[m]];
     }
-    DT_ASSIGN_OR_RETURN(LoopMeshDims per_loop,
-                        MeshDimsPerLoop(combination, slots));
-    // Every assignment of candidate orders to the loops with nested shards.
-    std::vector<std::pair<int, std::vector<std::vector<int64_t>>>> options;
-    for (const auto& [loop, dims] : per_loop) {
-      options.emplace_back(loop, dims.size() > 1
-                                     ? CandidateOrders(loop, dims, slots)
-                                     : std::vector<std::vector<int64_t>>{dims});
-    }
-    std::vector<size_t> pick(options.size(), 0);
-    while (true) {
-      std::map<int, std::vector<int64_t>> orders;
-      for (size_t k = 0; k < options.size(); ++k) {
-        orders[options[k].first] = options[k].second[pick[k]];
-      }
-      OpStrategy strategy;
-      strategy.inputs.resize(loops.inputs.size());
-      strategy.outputs.resize(loops.outputs.size());
-      for (const TensorSlot& slot : slots) {
-        DT_ASSIGN_OR_RETURN(Sharding sharding,
-                            SlotSharding(combination, slot, orders));
-        (slot.is_input ? strategy.inputs[slot.index]
-                       : strategy.outputs[slot.index]) = sharding;
-      }
-      for (int64_t m = 0; m < mesh_ndim; ++m) {
-        for (KernelComm comm : combination[m]->kernel_comms) {
-          if (comm.mesh_dims.empty()) comm.mesh_dims = {m};
-          strategy.kernel_comms.push_back(std::move(comm));
-        }
-      }
-      strategies.push_back(std::move(strategy));
-      size_t k = 0;
-      while (k < pick.size() && ++pick[k] == options[k].second.size()) {
-        pick[k++] = 0;
-      }
-      if (k == pick.size()) break;
-    }
+    DT_RETURN_IF_ERROR(
+        AppendStrategiesOf(combination, slots, loops, &strategies));
     // Next combination, the last mesh dim fastest.
     for (int64_t m = mesh_ndim - 1; m >= 0; --m) {
       if (++choice[m] < candidates[m].size()) break;

@@ -20,39 +20,47 @@ namespace {
 
 // ---- Reshapes. ----
 
-// A run of non-1 dims of the input and of the output whose sizes multiply to
-// the same count: its outermost dims, and that count.
+// A run of dims of the input and of the output whose sizes multiply to the
+// same count: its outermost dims, and that count. A size-1 input dim met
+// where a size-1 output dim is (between groups) is a group of its own, so a
+// shard of it survives the view as in PyTorch; other size-1 dims belong to
+// no group.
 struct DimGroup {
   int64_t in_dim;
   int64_t out_dim;
   int64_t numel;
 };
 
-std::vector<int64_t> NonUnitDims(const Shape& shape) {
-  std::vector<int64_t> dims;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (shape[d] != 1) dims.push_back(d);
-  }
-  return dims;
-}
-
 // The groups of a reshape from `in` to `out` (equal element counts); none
 // for an empty tensor.
 std::vector<DimGroup> GroupDims(const Shape& in, const Shape& out) {
   std::vector<DimGroup> groups;
   if (NumElements(in) == 0) return groups;
-  const std::vector<int64_t> in_dims = NonUnitDims(in);
-  const std::vector<int64_t> out_dims = NonUnitDims(out);
-  size_t i = 0, j = 0;
-  while (i < in_dims.size() && j < out_dims.size()) {
-    DimGroup group{in_dims[i], out_dims[j], 0};
-    int64_t in_count = in[in_dims[i++]];
-    int64_t out_count = out[out_dims[j++]];
+  const int64_t in_rank = static_cast<int64_t>(in.size());
+  const int64_t out_rank = static_cast<int64_t>(out.size());
+  int64_t i = 0, j = 0;
+  while (i < in_rank || j < out_rank) {
+    if (i < in_rank && j < out_rank && in[i] == 1 && out[j] == 1) {
+      groups.push_back(DimGroup{i++, j++, 1});
+      continue;
+    }
+    if (i < in_rank && in[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (j < out_rank && out[j] == 1) {
+      ++j;
+      continue;
+    }
+    if (i == in_rank || j == out_rank) return groups;  // Unequal counts.
+    DimGroup group{i, j, 0};
+    int64_t in_count = in[i++];
+    int64_t out_count = out[j++];
     while (in_count != out_count) {
-      if (in_count < out_count && i < in_dims.size()) {
-        in_count *= in[in_dims[i++]];
-      } else if (out_count < in_count && j < out_dims.size()) {
-        out_count *= out[out_dims[j++]];
+      if (in_count < out_count && i < in_rank) {
+        in_count *= in[i++];
+      } else if (out_count < in_count && j < out_rank) {
+        out_count *= out[j++];
       } else {
         return groups;  // Unreachable for equal element counts.
       }

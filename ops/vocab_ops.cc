@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "collectives/communicator.h"
 #include "ops/backward_helpers.h"
 #include "ops/cast_ops.h"
@@ -21,7 +22,6 @@
 #include "ops/view_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/kernel_checks.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {
@@ -497,6 +497,7 @@ OpDef MakeCrossEntropy(bool loss_parallel) {
             "parallel on sharded C)";
   def.num_inputs = 2;
   def.num_outputs = 3;
+  def.num_saved_outputs = 2;
   def.args = {{"reduction", ArgKind::kInt, "1"},
               {"ignore_index", ArgKind::kInt, "-100"}};
   def.infer = CrossEntropyInfer;

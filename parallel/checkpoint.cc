@@ -169,7 +169,7 @@ absl::Status WriteRankFiles(
     if (options.before_block) {
       DT_RETURN_IF_ERROR(options.before_block(stats.blocks_written));
     }
-    DT_ASSIGN_OR_RETURN(Tensor host, tensor.local().To(Device::CPU()));
+    DT_ASSIGN_OR_RETURN(Tensor host, tensor.ToLocal().To(Device::CPU()));
     host = host.Contiguous();
     if (!host.defined()) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -268,7 +268,7 @@ absl::StatusOr<Tensor> ReadShard(const std::string& dir, const std::string& key,
     }
   }
   DT_ASSIGN_OR_RETURN(ShardBlock box, target.LocalBlock());
-  const Tensor& local = target.local();
+  const Tensor& local = target.ToLocal();
   if (!local.defined() || local.shape() != box.shape ||
       local.dtype() != target.dtype()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -401,7 +401,7 @@ absl::Status LoadCheckpoint(const std::string& dir, const nn::StateDict& state,
   size_t i = 0;
   absl::Status assigned;
   for (const auto& [key, target] : state) {
-    absl::Status status = nn::Assign(target.local(), (*shards)[i++]);
+    absl::Status status = nn::Assign(target.ToLocal(), (*shards)[i++]);
     if (assigned.ok() && !status.ok()) {
       assigned = WithContext(status, LoadContext(*source, key));
     }

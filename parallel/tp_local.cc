@@ -52,7 +52,7 @@ absl::StatusOr<DTensor> MoveGradient(DTensor grad, const Sharding& layout,
   if (grad.sharding() != layout) {
     DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(layout));
   }
-  return Wrap(grad.runtime(), grad.local(), to.mesh(),
+  return Wrap(grad.runtime(), grad.ToLocal(), to.mesh(),
               to.sharding().WithoutPartials(), to.shape(), to.dtype());
 }
 
@@ -115,7 +115,7 @@ absl::StatusOr<DTensor> ToTpLocal(const DTensor& x, int64_t tp) {
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh,
                       TpLocalMesh(x.mesh(), tp, x.runtime()->rank()));
   DT_ASSIGN_OR_RETURN(
-      DTensor local, Wrap(x.runtime(), x.local(), mesh,
+      DTensor local, Wrap(x.runtime(), x.ToLocal(), mesh,
                           x.sharding().WithReplicated({tp}), shape, x.dtype()));
   Record(/*to_local=*/true, x, local);
   return local;
@@ -148,7 +148,7 @@ absl::StatusOr<DTensor> FromTpLocal(const DTensor& local,
   } else if (placement.is_partial()) {
     sharding = from.WithPartial(tp, placement.reduce_op());
   }
-  DT_ASSIGN_OR_RETURN(DTensor full, Wrap(local.runtime(), local.local(), mesh,
+  DT_ASSIGN_OR_RETURN(DTensor full, Wrap(local.runtime(), local.ToLocal(), mesh,
                                          sharding, shape, local.dtype()));
   Record(/*to_local=*/false, local, full);
   return full;

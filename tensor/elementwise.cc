@@ -10,11 +10,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 #include "tensor/blocked_loop.h"
 #include "tensor/convert.h"
+#include "tensor/cuda_backend_ops.h"
 #include "tensor/dispatch.h"
 #include "tensor/kernel_checks.h"
-#include "base/status_macros.h"
 #include "tensor/strided_loop.h"
 
 namespace dtensor {
@@ -84,6 +85,7 @@ C Negate(C x) {
 }
 
 struct AddOp {
+  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kAdd;
   static constexpr Domain kDomain = Domain::kNumeric;
   template <typename C>
   C operator()(C x, C y) const {
@@ -97,6 +99,7 @@ struct AddOp {
 };
 
 struct SubOp {
+  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kSub;
   static constexpr Domain kDomain = Domain::kNumeric;
   template <typename C>
   C operator()(C x, C y) const {
@@ -105,6 +108,7 @@ struct SubOp {
 };
 
 struct MulOp {
+  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kMul;
   static constexpr Domain kDomain = Domain::kNumeric;
   template <typename C>
   C operator()(C x, C y) const {
@@ -119,6 +123,7 @@ struct MulOp {
 
 // Integer divisors are checked to be non-zero before this runs.
 struct DivOp {
+  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kDiv;
   static constexpr Domain kDomain = Domain::kNumeric;
   template <typename C>
   C operator()(C x, C y) const {
@@ -131,6 +136,7 @@ struct DivOp {
 };
 
 struct PowOp {
+  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kPow;
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x, C y) const {
@@ -140,6 +146,7 @@ struct PowOp {
 
 // Maximum and Minimum propagate NaN, like torch.maximum.
 struct MaximumOp {
+  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kMaximum;
   static constexpr Domain kDomain = Domain::kAny;
   template <typename C>
   C operator()(C x, C y) const {
@@ -148,6 +155,7 @@ struct MaximumOp {
 };
 
 struct MinimumOp {
+  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kMinimum;
   static constexpr Domain kDomain = Domain::kAny;
   template <typename C>
   C operator()(C x, C y) const {
@@ -156,6 +164,7 @@ struct MinimumOp {
 };
 
 struct NegOp {
+  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kNeg;
   static constexpr Domain kDomain = Domain::kNumeric;
   template <typename C>
   C operator()(C x) const {
@@ -164,6 +173,7 @@ struct NegOp {
 };
 
 struct AbsOp {
+  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kAbs;
   static constexpr Domain kDomain = Domain::kNumeric;
   template <typename C>
   C operator()(C x) const {
@@ -176,6 +186,7 @@ struct AbsOp {
 };
 
 struct ExpOp {
+  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kExp;
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
@@ -184,6 +195,7 @@ struct ExpOp {
 };
 
 struct LogOp {
+  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kLog;
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
@@ -192,6 +204,7 @@ struct LogOp {
 };
 
 struct SqrtOp {
+  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kSqrt;
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
@@ -200,6 +213,7 @@ struct SqrtOp {
 };
 
 struct RsqrtOp {
+  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kRsqrt;
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
@@ -209,6 +223,7 @@ struct RsqrtOp {
 
 // NaN stays NaN, like torch.relu.
 struct ReluOp {
+  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kRelu;
   static constexpr Domain kDomain = Domain::kNumeric;
   template <typename C>
   C operator()(C x) const {
@@ -217,6 +232,7 @@ struct ReluOp {
 };
 
 struct GeluErfOp {
+  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kGeluErf;
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
@@ -226,6 +242,7 @@ struct GeluErfOp {
 };
 
 struct GeluTanhOp {
+  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kGeluTanh;
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
@@ -236,6 +253,7 @@ struct GeluTanhOp {
 };
 
 struct SigmoidOp {
+  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kSigmoid;
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
@@ -244,6 +262,7 @@ struct SigmoidOp {
 };
 
 struct SiluOp {
+  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kSilu;
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
@@ -252,6 +271,7 @@ struct SiluOp {
 };
 
 struct TanhOp {
+  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kTanh;
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
@@ -260,20 +280,21 @@ struct TanhOp {
 };
 
 // Comparisons give bool and accept every dtype.
-#define DT_COMPARISON_OP(Name, expr)                \
-  struct Name {                                     \
-    static constexpr Domain kDomain = Domain::kAny; \
-    template <typename C>                           \
-    bool operator()(C x, C y) const {               \
-      return expr;                                  \
-    }                                               \
+#define DT_COMPARISON_OP(Name, device_op, expr)                            \
+  struct Name {                                                            \
+    static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::device_op; \
+    static constexpr Domain kDomain = Domain::kAny;                        \
+    template <typename C>                                                  \
+    bool operator()(C x, C y) const {                                      \
+      return expr;                                                         \
+    }                                                                      \
   };
-DT_COMPARISON_OP(EqOp, x == y)
-DT_COMPARISON_OP(NeOp, x != y)
-DT_COMPARISON_OP(LtOp, x < y)
-DT_COMPARISON_OP(LeOp, x <= y)
-DT_COMPARISON_OP(GtOp, x > y)
-DT_COMPARISON_OP(GeOp, x >= y)
+DT_COMPARISON_OP(EqOp, kEq, x == y)
+DT_COMPARISON_OP(NeOp, kNe, x != y)
+DT_COMPARISON_OP(LtOp, kLt, x < y)
+DT_COMPARISON_OP(LeOp, kLe, x <= y)
+DT_COMPARISON_OP(GtOp, kGt, x > y)
+DT_COMPARISON_OP(GeOp, kGe, x >= y)
 #undef DT_COMPARISON_OP
 
 // The storage type an op writes for inputs of storage type T: bool for
@@ -424,6 +445,7 @@ bool ContainsZero(const Tensor& t) {
 
 template <typename Op>
 absl::StatusOr<Tensor> Unary(absl::string_view name, const Tensor& x, Op op) {
+  if (cuda::OnCuda(x)) return cuda::UnaryOnDevice(Op::kDeviceOp, name, x);
   DT_RETURN_IF_ERROR(CheckOperand(x, Op::kDomain, name, "a"));
   return DispatchInDomain<Op::kDomain>(
       x.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
@@ -472,6 +494,9 @@ absl::StatusOr<Tensor> RunBinary(const Tensor& a, const Tensor& b,
 template <typename Op>
 absl::StatusOr<Tensor> Binary(absl::string_view name, const Tensor& a,
                               const Tensor& b, Op op) {
+  if (cuda::OnCuda(a) || cuda::OnCuda(b)) {
+    return cuda::BinaryOnDevice(Op::kDeviceOp, name, a, b);
+  }
   DT_ASSIGN_OR_RETURN(Shape shape, CheckBinary(name, a, b, Op::kDomain));
   return RunBinary(a, b, shape, op);
 }
@@ -507,6 +532,9 @@ absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b) {
   return Binary("Mul", a, b, MulOp());
 }
 absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b) {
+  if (cuda::OnCuda(a) || cuda::OnCuda(b)) {
+    return cuda::BinaryOnDevice(cuda::BinaryOp::kDiv, "Div", a, b);
+  }
   DT_ASSIGN_OR_RETURN(Shape shape, CheckBinary("Div", a, b, DivOp::kDomain));
   if (!IsFloatingPoint(b.dtype()) && NumElements(shape) > 0 &&
       ContainsZero(b)) {

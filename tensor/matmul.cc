@@ -8,9 +8,10 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/cuda_backend_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/kernel_checks.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {
@@ -219,6 +220,7 @@ absl::StatusOr<Tensor> MatmulImpl(const Tensor& a, const Tensor& b,
 }  // namespace
 
 absl::StatusOr<Tensor> Matmul(const Tensor& a, const Tensor& b) {
+  if (cuda::OnCuda(a) || cuda::OnCuda(b)) return cuda::MatmulOnDevice(a, b);
   DT_RETURN_IF_ERROR(CheckFloatingCpu(a, "Matmul", "a"));
   DT_RETURN_IF_ERROR(CheckFloatingCpu(b, "Matmul", "b"));
   DT_RETURN_IF_ERROR(CheckSameDType(a, b, "Matmul", "a", "b"));
@@ -232,6 +234,11 @@ absl::StatusOr<Tensor> Matmul(const Tensor& a, const Tensor& b) {
 
 absl::StatusOr<Tensor> Linear(const Tensor& a, const Tensor& weight,
                               const Tensor& bias) {
+  if (cuda::OnCuda(a) || cuda::OnCuda(weight)) {
+    DT_ASSIGN_OR_RETURN(const Tensor weight_t, weight.Transpose(0, 1));
+    DT_ASSIGN_OR_RETURN(Tensor product, cuda::MatmulOnDevice(a, weight_t));
+    return bias.defined() ? Add(product, bias) : product;
+  }
   DT_RETURN_IF_ERROR(CheckFloatingCpu(a, "Linear", "input"));
   DT_RETURN_IF_ERROR(CheckFloatingCpu(weight, "Linear", "weight"));
   DT_RETURN_IF_ERROR(CheckSameDType(a, weight, "Linear", "input", "weight"));

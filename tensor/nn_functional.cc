@@ -8,11 +8,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/cuda_backend_ops.h"
 #include "tensor/dispatch.h"
 #include "tensor/elementwise.h"
 #include "tensor/kernel_checks.h"
 #include "tensor/matmul.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {
@@ -256,15 +257,18 @@ void RotateHalf(const T* x, T* y, int64_t outer, int64_t seq, int64_t heads,
 }  // namespace
 
 absl::StatusOr<Tensor> Softmax(const Tensor& x, int64_t dim) {
+  if (cuda::OnCuda(x)) return cuda::SoftmaxOnDevice(x, dim, /*log=*/false);
   return SoftmaxImpl(x, dim, /*log=*/false, "Softmax");
 }
 
 absl::StatusOr<Tensor> LogSoftmax(const Tensor& x, int64_t dim) {
+  if (cuda::OnCuda(x)) return cuda::SoftmaxOnDevice(x, dim, /*log=*/true);
   return SoftmaxImpl(x, dim, /*log=*/true, "LogSoftmax");
 }
 
 absl::StatusOr<Tensor> RmsNorm(const Tensor& x, const Tensor& weight,
                                double eps) {
+  if (cuda::OnCuda(x)) return cuda::RmsNormOnDevice(x, weight, eps);
   DT_RETURN_IF_ERROR(CheckNormInput(x, "RmsNorm"));
   DT_RETURN_IF_ERROR(CheckNormParam(x, weight, "RmsNorm", "weight"));
   const int64_t width = x.size(-1);
@@ -320,6 +324,7 @@ absl::StatusOr<Tensor> LayerNorm(const Tensor& x, const Tensor& weight,
 }
 
 absl::StatusOr<Tensor> Embedding(const Tensor& indices, const Tensor& table) {
+  if (cuda::OnCuda(table)) return cuda::EmbeddingOnDevice(indices, table);
   DT_RETURN_IF_ERROR(CheckFloatingCpu(table, "Embedding", "table"));
   if (table.dim() != 2) {
     return absl::InvalidArgumentError(
@@ -348,6 +353,9 @@ absl::StatusOr<Tensor> Embedding(const Tensor& indices, const Tensor& table) {
 
 absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& target,
                                     Reduction reduction, int64_t ignore_index) {
+  if (cuda::OnCuda(logits)) {
+    return cuda::CrossEntropyOnDevice(logits, target, reduction, ignore_index);
+  }
   DT_RETURN_IF_ERROR(CheckFloatingCpu(logits, "CrossEntropy", "logits"));
   DT_RETURN_IF_ERROR(CheckCpu(target, "CrossEntropy", "target"));
   if (logits.dim() < 1 || logits.dim() > 2 ||

@@ -16,11 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 #include "tensor/blocked_loop.h"
 #include "tensor/convert.h"
+#include "tensor/cuda_backend_ops.h"
 #include "tensor/dispatch.h"
 #include "tensor/kernel_checks.h"
-#include "base/status_macros.h"
 #include "tensor/strided_loop.h"
 
 namespace dtensor {
@@ -369,6 +370,10 @@ void ArgmaxInto(const Tensor& a, const ReductionPlan& plan, int64_t dim,
 
 absl::StatusOr<Tensor> Sum(const Tensor& a, absl::Span<const int64_t> dims,
                            bool keepdim) {
+  if (cuda::OnCuda(a)) {
+    return cuda::ReduceOnDevice(cuda::ReduceOp::kSum, false, "Sum", a, dims,
+                                keepdim);
+  }
   DT_ASSIGN_OR_RETURN(const ReductionPlan plan,
                       PlanReduction("Sum", a, dims, keepdim));
   return DispatchDType(a.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
@@ -385,6 +390,10 @@ absl::StatusOr<Tensor> Sum(const Tensor& a, absl::Span<const int64_t> dims,
 
 absl::StatusOr<Tensor> Mean(const Tensor& a, absl::Span<const int64_t> dims,
                             bool keepdim) {
+  if (cuda::OnCuda(a)) {
+    return cuda::ReduceOnDevice(cuda::ReduceOp::kSum, true, "Mean", a, dims,
+                                keepdim);
+  }
   DT_RETURN_IF_ERROR(internal::CheckFloatingCpu(a, "Mean", "a"));
   DT_ASSIGN_OR_RETURN(const ReductionPlan plan,
                       PlanReduction("Mean", a, dims, keepdim));
@@ -397,6 +406,10 @@ absl::StatusOr<Tensor> Mean(const Tensor& a, absl::Span<const int64_t> dims,
 
 absl::StatusOr<Tensor> Max(const Tensor& a, absl::Span<const int64_t> dims,
                            bool keepdim) {
+  if (cuda::OnCuda(a)) {
+    return cuda::ReduceOnDevice(cuda::ReduceOp::kMax, false, "Max", a, dims,
+                                keepdim);
+  }
   DT_ASSIGN_OR_RETURN(const ReductionPlan plan,
                       PlanReduction("Max", a, dims, keepdim));
   DT_RETURN_IF_ERROR(CheckNonEmptyExtent("Max", a, dims, plan));
@@ -409,6 +422,10 @@ absl::StatusOr<Tensor> Max(const Tensor& a, absl::Span<const int64_t> dims,
 
 absl::StatusOr<Tensor> Min(const Tensor& a, absl::Span<const int64_t> dims,
                            bool keepdim) {
+  if (cuda::OnCuda(a)) {
+    return cuda::ReduceOnDevice(cuda::ReduceOp::kMin, false, "Min", a, dims,
+                                keepdim);
+  }
   DT_ASSIGN_OR_RETURN(const ReductionPlan plan,
                       PlanReduction("Min", a, dims, keepdim));
   DT_RETURN_IF_ERROR(CheckNonEmptyExtent("Min", a, dims, plan));

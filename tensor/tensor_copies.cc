@@ -7,6 +7,7 @@
 #include "base/status_macros.h"
 #include "tensor/convert.h"
 #include "tensor/cuda_backend.h"
+#include "tensor/cuda_backend_ops.h"
 #include "tensor/dispatch.h"
 #include "tensor/strided_loop.h"
 #include "tensor/tensor.h"
@@ -92,6 +93,9 @@ absl::Status Tensor::CopyFrom(const Tensor& src) {
     return absl::InvalidArgumentError(absl::StrCat(
         "CopyFrom: cannot broadcast source shape ", ShapeToString(src.shape()),
         " to ", ShapeToString(shape_)));
+  }
+  if (device().is_cuda() && src.device() == device()) {
+    return cuda::CopyOnDevice(*expanded, *this);
   }
   if (!device().is_cpu()) {
     // Stage the converted values on the host, then copy them over.

@@ -18,6 +18,17 @@ namespace dtensor {
 using internal::CheckedNumElements;
 using internal::LastElementOffset;
 
+namespace {
+
+// OK for a floating dtype, else InvalidArgument naming `op` and the dtype.
+absl::Status CheckFloatingDType(DType dtype, absl::string_view op) {
+  if (IsFloatingPoint(dtype)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": dtype ", std::string(DTypeName(dtype)), " is not floating point"));
+}
+
+}  // namespace
+
 // ---- Creation. ----
 
 absl::StatusOr<Tensor> Tensor::Empty(Shape shape, DType dtype, Device device) {
@@ -85,11 +96,7 @@ absl::StatusOr<Tensor> Tensor::Arange(double start, double end, double step,
 
 absl::StatusOr<Tensor> Tensor::Uniform(Shape shape, double low, double high,
                                        Generator& generator, DType dtype) {
-  if (!IsFloatingPoint(dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Uniform: dtype ", std::string(DTypeName(dtype)),
-                     " is not floating point"));
-  }
+  DT_RETURN_IF_ERROR(CheckFloatingDType(dtype, "Uniform"));
   if (!std::isfinite(low) || !std::isfinite(high) || low > high) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Uniform: [", low, ", ", high, ") is not a finite interval"));
@@ -113,11 +120,7 @@ absl::StatusOr<Tensor> Tensor::Uniform(Shape shape, double low, double high,
 
 absl::StatusOr<Tensor> Tensor::Normal(Shape shape, double mean, double stddev,
                                       Generator& generator, DType dtype) {
-  if (!IsFloatingPoint(dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Normal: dtype ", std::string(DTypeName(dtype)),
-                     " is not floating point"));
-  }
+  DT_RETURN_IF_ERROR(CheckFloatingDType(dtype, "Normal"));
   if (!std::isfinite(mean) || !std::isfinite(stddev) || stddev < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("Normal: mean ", mean, " and stddev ", stddev,

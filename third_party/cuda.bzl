@@ -25,7 +25,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_flags = [], **kwargs):
             outs = [obj],
             cmd = " ".join([
                 NVCC,
-                "-std=c++17 -O3 -Xcompiler=-fPIC -I.",
+                "-std=c++17 -O3 -Xcompiler=-fPIC -I. --expt-relaxed-constexpr",
                 " ".join(CUDA_ARCH_FLAGS + nvcc_flags),
                 "-c $(location %s) -o $@" % src,
             ]),

@@ -1,5 +1,6 @@
 #include "tools/explain.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <utility>
@@ -10,11 +11,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "dtensor/comm_owner.h"
 #include "dtensor/runtime.h"
 #include "nn/autograd.h"
 #include "parallel/llama_trainer.h"
-#include "base/status_macros.h"
+#include "tools/explain_layers.h"
 
 namespace dtensor {
 namespace {
@@ -44,11 +46,7 @@ void AddCollective(const CommCounter::Event& event,
 std::string LayerPattern(absl::string_view name) {
   std::vector<std::string> parts = absl::StrSplit(name, '.');
   for (std::string& part : parts) {
-    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
-          return absl::ascii_isdigit(static_cast<unsigned char>(c));
-        })) {
-      part = "*";
-    }
+    if (IsLayerIndex(part)) part = "*";
   }
   return absl::StrJoin(parts, ".");
 }
@@ -61,13 +59,12 @@ class Warnings {
     if (inserted) order_.push_back(text);
     ++it->second;
   }
-  std::vector<std::string> Lines() const {
-    std::vector<std::string> lines;
+  std::vector<std::pair<std::string, int64_t>> Counts() const {
+    std::vector<std::pair<std::string, int64_t>> counts;
     for (const std::string& text : order_) {
-      const int64_t n = counts_.at(text);
-      lines.push_back(n == 1 ? text : absl::StrCat(text, " (x", n, ")"));
+      counts.push_back({text, counts_.at(text)});
     }
-    return lines;
+    return counts;
   }
 
  private:
@@ -168,32 +165,9 @@ absl::Status FillTable(nn::Module& root, ModuleTable& table,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-void CommTotals::Add(const CommCounter::Event& event) {
-  if (event.kind == CommKind::kLocal) return;
-  PerKind& k = by_kind[static_cast<size_t>(event.kind)];
-  ++k.count;
-  k.bytes_per_rank += event.bytes;
-  k.time_us += event.estimated_us;
-  ++collectives;
-  bytes_per_rank += event.bytes;
-  time_us += event.estimated_us;
-}
-
-void CommTotals::Add(const CommTotals& other) {
-  for (size_t i = 0; i < by_kind.size(); ++i) {
-    by_kind[i].count += other.by_kind[i].count;
-    by_kind[i].bytes_per_rank += other.by_kind[i].bytes_per_rank;
-    by_kind[i].time_us += other.by_kind[i].time_us;
-  }
-  collectives += other.collectives;
-  bytes_per_rank += other.bytes_per_rank;
-  time_us += other.time_us;
-}
-
-absl::StatusOr<ExplainReport> ExplainLlamaStep(const ExplainRequest& request,
-                                               int64_t rank) {
+// One training step run in full (every layer).
+absl::StatusOr<ExplainRun> RunStep(const ExplainRequest& request,
+                                   int64_t rank) {
   if (rank < 0 || rank >= request.mesh.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rank ", rank, " is not in mesh ", request.mesh.ToString()));
@@ -266,8 +240,50 @@ absl::StatusOr<ExplainReport> ExplainLlamaStep(const ExplainRequest& request,
   DT_ASSIGN_OR_RETURN(report.memory,
                       EstimateStepMemory(trainer->parameters(), grads, held));
   report.modules = std::move(table.reports);
-  report.warnings = warnings.Lines();
-  return report;
+  ExplainRun run{std::move(report), warnings.Counts()};
+  run.report.warnings = WarningLines(run.warnings);
+  return run;
+}
+
+}  // namespace
+
+void CommTotals::Add(const CommCounter::Event& event) {
+  if (event.kind == CommKind::kLocal) return;
+  PerKind& k = by_kind[static_cast<size_t>(event.kind)];
+  ++k.count;
+  k.bytes_per_rank += event.bytes;
+  k.time_us += event.estimated_us;
+  ++collectives;
+  bytes_per_rank += event.bytes;
+  time_us += event.estimated_us;
+}
+
+void CommTotals::Add(const CommTotals& other) {
+  for (size_t i = 0; i < by_kind.size(); ++i) {
+    by_kind[i].count += other.by_kind[i].count;
+    by_kind[i].bytes_per_rank += other.by_kind[i].bytes_per_rank;
+    by_kind[i].time_us += other.by_kind[i].time_us;
+  }
+  collectives += other.collectives;
+  bytes_per_rank += other.bytes_per_rank;
+  time_us += other.time_us;
+}
+
+absl::StatusOr<ExplainReport> ExplainLlamaStep(const ExplainRequest& request,
+                                               int64_t rank) {
+  const int64_t n_layers = request.config.n_layers;
+  if (n_layers <= std::max<int64_t>(request.max_layers_run, 3) ||
+      !PlanTreatsLayersAlike(request.plan)) {
+    DT_ASSIGN_OR_RETURN(ExplainRun run, RunStep(request, rank));
+    return std::move(run.report);
+  }
+  // Identical blocks: run 2 and 3 of them, extrapolate the rest.
+  ExplainRequest fewer = request;
+  fewer.config.n_layers = 2;
+  DT_ASSIGN_OR_RETURN(ExplainRun two, RunStep(fewer, rank));
+  fewer.config.n_layers = 3;
+  DT_ASSIGN_OR_RETURN(ExplainRun three, RunStep(fewer, rank));
+  return ExtrapolateLayers(two, three, n_layers).report;
 }
 
 }  // namespace dtensor

@@ -19,6 +19,9 @@
 
 namespace dtensor {
 
+// Every shipped config (405b: 126 layers) runs in full.
+inline constexpr int64_t kExplainMaxLayersRun = 128;
+
 // What `dtensor explain` explains: one training step (forward, backward,
 // AdamW update) of a Llama model parallelized by a plan on a mesh.
 struct ExplainRequest {
@@ -34,6 +37,11 @@ struct ExplainRequest {
   DType dtype = DType::kBF16;
   // One per mesh dim; empty: the cost model's defaults.
   std::vector<MeshDimLink> links;
+  // Models with more layers than this are not run layer by layer: their
+  // blocks are identical, so 2- and 3-layer runs give the rest
+  // (explain_layers.h), in time independent of the number of layers. Plans
+  // that name a layer by number are always run in full.
+  int64_t max_layers_run = kExplainMaxLayersRun;
 };
 
 // Identical collectives (kind, mesh dims, bytes, time), `count` of them.

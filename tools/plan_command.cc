@@ -1,5 +1,6 @@
 #include "tools/plan_command.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -7,14 +8,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/json_text.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/dtensor.h"
-#include "base/json_text.h"
 #include "dtensor/redistribute_planner.h"
 #include "dtensor/sharding.h"
 #include "mesh/device_mesh.h"
 #include "tensor/dtype.h"
-#include "base/status_macros.h"
 #include "tools/arg_parser.h"
 #include "tools/link_flags.h"
 #include "tools/mesh_flag.h"
@@ -43,8 +44,10 @@ constexpr FlagSpec kFlags[] = {
     {"json", false}, {"help", false},
 };
 
-// In-process verification runs one thread per rank.
+// In-process verification runs one thread per rank and holds the full
+// tensor (and each rank's copy of its block) in memory.
 constexpr int64_t kMaxVerifyRanks = 64;
+constexpr int64_t kMaxVerifyElements = int64_t{1} << 22;
 
 // What the command plans.
 struct PlanRequest {
@@ -98,6 +101,18 @@ absl::Status Verify(const PlanRequest& request) {
         "--verify runs one thread per rank: mesh ", request.mesh.ToString(),
         " has more than ", kMaxVerifyRanks));
   }
+  // Capped while multiplying, so that it cannot overflow.
+  int64_t elements = 1;
+  for (int64_t size : request.shape) {
+    elements = std::min(elements * std::min(size, kMaxVerifyElements + 1),
+                        kMaxVerifyElements + 1);
+  }
+  if (elements > kMaxVerifyElements) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--verify holds the whole tensor in memory: shape [",
+                     absl::StrJoin(request.shape, ","), "] has more than ",
+                     kMaxVerifyElements, " elements"));
+  }
   DT_ASSIGN_OR_RETURN(Tensor full, VerificationData(request));
   LocalCluster cluster(request.mesh.size());
   return cluster.Run([&](ProcessGroups& groups) -> absl::Status {
@@ -117,7 +132,7 @@ absl::Status Verify(const PlanRequest& request) {
       partial |= p.is_partial();
     }
     if (!partial) {
-      result = y.local();
+      result = y.ToLocal();
       for (int64_t d = 0; d < expected.dim(); ++d) {
         DT_ASSIGN_OR_RETURN(
             expected, expected.Narrow(d, block.offset[d], block.shape[d]));

@@ -12,9 +12,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/json_text.h"
+#include "base/status_macros.h"
 #include "dtensor/cost_model.h"
 #include "dtensor/dtensor_spec.h"
-#include "base/json_text.h"
 #include "dtensor/runtime.h"
 #include "dtensor/sharding.h"
 #include "mesh/device_mesh.h"
@@ -22,7 +23,6 @@
 #include "ops/propagation.h"
 #include "ops/registry.h"
 #include "tensor/dtype.h"
-#include "base/status_macros.h"
 #include "tools/arg_parser.h"
 #include "tools/mesh_flag.h"
 #include "tools/subcommand.h"
@@ -151,7 +151,7 @@ absl::StatusOr<Request> RequestFromArgs(const ParsedArgs& parsed,
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_text));
   DT_ASSIGN_OR_RETURN(DType dtype, ParseDType(parsed.ValueOr("dtype", "f32")));
   Request request;
-  DT_ASSIGN_OR_RETURN(request.op, OpRegistry::Builtin().Find(op_name));
+  DT_ASSIGN_OR_RETURN(request.op, OpRegistry::Global().Find(op_name));
   for (const std::string& text : split.inputs) {
     DT_ASSIGN_OR_RETURN(DTensorSpec spec, ParseInput(text, mesh, dtype));
     request.inputs.push_back(std::move(spec));
@@ -295,7 +295,7 @@ std::string PropagationText(const DeviceMesh& mesh, const Propagation& p) {
 
 std::string OpList() {
   std::string text;
-  for (const OpDef* op : OpRegistry::Builtin().ops()) {
+  for (const OpDef* op : OpRegistry::Global().ops()) {
     std::vector<std::string> args;
     for (const ArgSpec& arg : op->args) {
       args.push_back(absl::StrCat(arg.name, ":", ArgKindName(arg.kind),

@@ -1,7 +1,10 @@
 #include "collectives/gloo/call_records.h"
 
+#include <variant>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "collectives/gloo/piece_geometry.h"
 
 namespace dtensor {
 namespace {
@@ -108,6 +111,63 @@ absl::Status CheckTraffic(absl::Span<const int64_t> records,
     }
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// The traffic of each op that has one.
+struct TrafficOfArgs {
+  int64_t rank;
+  int64_t size;
+
+  CallTraffic operator()(const AllToAllArgs& a) const {
+    return {
+        PieceBytes(a.input.shape(), a.split_dim, a.send_sizes, a.input.dtype()),
+        PieceBytes(a.output.shape(), a.concat_dim, a.recv_sizes,
+                   a.output.dtype())};
+  }
+  CallTraffic operator()(const ScatterArgs& a) const {
+    CallTraffic traffic = Nothing();
+    if (rank == a.root) {
+      traffic.send_bytes =
+          PieceBytes(a.output.shape(), a.dim, a.sizes, a.output.dtype());
+    }
+    traffic.recv_bytes[a.root] = a.output.nbytes();
+    return traffic;
+  }
+  CallTraffic operator()(const GatherArgs& a) const {
+    CallTraffic traffic = Nothing();
+    traffic.send_bytes[a.root] = a.input.nbytes();
+    if (rank == a.root) {
+      traffic.recv_bytes =
+          PieceBytes(a.input.shape(), a.dim, a.sizes, a.input.dtype());
+    }
+    return traffic;
+  }
+  CallTraffic operator()(const PermuteArgs& a) const {
+    CallTraffic traffic = Nothing();
+    const PermutePeers peers = PermutePeersOf(a.pairs, rank);
+    if (peers.to.has_value()) traffic.send_bytes[*peers.to] = a.input.nbytes();
+    if (peers.from.has_value()) {
+      traffic.recv_bytes[*peers.from] = a.output.nbytes();
+    }
+    return traffic;
+  }
+  template <typename Args>
+  CallTraffic operator()(const Args&) const {
+    return {};
+  }
+
+  // No bytes to or from anyone.
+  CallTraffic Nothing() const {
+    return {std::vector<int64_t>(size, 0), std::vector<int64_t>(size, 0)};
+  }
+};
+
+}  // namespace
+
+CallTraffic TrafficOf(const CollectiveArgs& args, int64_t rank, int64_t size) {
+  return std::visit(TrafficOfArgs{rank, size}, args);
 }
 
 }  // namespace dtensor

@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "collectives/call_signature.h"
+#include "collectives/collective_call.h"
 
 namespace dtensor {
 
@@ -26,6 +27,10 @@ struct CallTraffic {
   std::vector<int64_t> send_bytes;
   std::vector<int64_t> recv_bytes;
 };
+
+// The traffic of the checked call `args` on group rank `rank` of a group of
+// `size`: all_to_all, scatter, gather and permute; empty for the others.
+CallTraffic TrafficOf(const CollectiveArgs& args, int64_t rank, int64_t size);
 
 // The number of int64s in one rank's record for a group of `group_size`.
 int64_t CallRecordSize(int64_t group_size);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "collectives/argument_checks.h"
 #include "collectives/gloo/piece_layout.h"
 #include "collectives/gloo/tensor_transfer.h"
@@ -22,7 +23,6 @@
 #include "gloo/types.h"
 #include "tensor/dispatch.h"
 #include "tensor/elementwise.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {
@@ -79,7 +79,7 @@ void GlooCommunicator::WaitIdle() {
   for (auto& [peer, queue] : recv_queues_) queue->WaitIdle();
 }
 
-std::string GlooCommunicator::Describe(const CallInfo& call) const {
+std::string GlooCommunicator::Describe(const CollectiveCall& call) const {
   if (call.sequence < 0) return absl::StrCat(call.op, " on ", GroupName());
   return absl::StrCat(call.op, " #", call.sequence, " on ", GroupName());
 }
@@ -87,14 +87,14 @@ std::string GlooCommunicator::Describe(const CallInfo& call) const {
 // ---- Running calls ----
 
 std::shared_ptr<Work> GlooCommunicator::Submit(
-    const CallInfo& call, OpQueue& queue, std::function<absl::Status()> run) {
+    const CollectiveCall& call, OpQueue& queue,
+    std::function<absl::Status()> run) {
   if (call.blocking && queue.Idle()) return CompletedWork(run());
   return queue.Submit(std::move(run));
 }
 
-std::shared_ptr<Work> GlooCommunicator::SubmitCollective(const CallInfo& call,
-                                                         CallTraffic traffic,
-                                                         Body body) {
+std::shared_ptr<Work> GlooCommunicator::SubmitCollective(
+    const CollectiveCall& call, CallTraffic traffic, Body body) {
   return Submit(
       call, collective_queue_,
       [this, call, traffic = std::move(traffic), body = std::move(body)] {
@@ -102,10 +102,8 @@ std::shared_ptr<Work> GlooCommunicator::SubmitCollective(const CallInfo& call,
       });
 }
 
-std::shared_ptr<Work> GlooCommunicator::SubmitPointToPoint(const CallInfo& call,
-                                                           int64_t peer,
-                                                           bool sending,
-                                                           Body body) {
+std::shared_ptr<Work> GlooCommunicator::SubmitPointToPoint(
+    const CollectiveCall& call, int64_t peer, bool sending, Body body) {
   OpQueue& queue = P2pQueue(sending ? send_queues_ : recv_queues_, peer);
   return Submit(call, queue,
                 [this, call, peer, sending, body = std::move(body)] {
@@ -123,7 +121,7 @@ OpQueue& GlooCommunicator::P2pQueue(
   return *queue;
 }
 
-absl::Status GlooCommunicator::RunCollective(const CallInfo& call,
+absl::Status GlooCommunicator::RunCollective(const CollectiveCall& call,
                                              const CallTraffic& traffic,
                                              const Body& body) {
   DT_RETURN_IF_ERROR(Broken());
@@ -280,8 +278,10 @@ absl::Status GlooCommunicator::Break(absl::Status status, bool post,
 
 // ---- The operations ----
 
-absl::Status GlooCommunicator::RunAllReduce(const Running& running,
-                                            const Tensor& tensor, ReduceOp op) {
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const AllReduceArgs& args) {
+  const Tensor& tensor = args.tensor;
+  const ReduceOp op = args.op;
   if (tensor.numel() == 0) return absl::OkStatus();
   DT_ASSIGN_OR_RETURN(Tensor buffer, ContiguousInput(tensor));
   const DType dtype = tensor.dtype();
@@ -310,10 +310,9 @@ absl::Status GlooCommunicator::RunAllReduce(const Running& running,
   return target.CopyFrom(buffer);
 }
 
-absl::Status GlooCommunicator::RunAllGather(const Running& running,
-                                            const Tensor& input,
-                                            const Tensor& output, int64_t dim,
-                                            const std::vector<int64_t>& sizes) {
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const AllGatherArgs& args) {
+  const auto& [input, output, dim, sizes] = args;
   const std::vector<int64_t> bytes =
       PieceBytes(output.shape(), dim, sizes, output.dtype());
   if (SumOf(bytes) == 0) return absl::OkStatus();
@@ -334,9 +333,9 @@ absl::Status GlooCommunicator::RunAllGather(const Running& running,
   return UnpackPieces(packed, output, dim, sizes);
 }
 
-absl::Status GlooCommunicator::RunReduceScatter(
-    const Running& running, const Tensor& input, const Tensor& output,
-    int64_t dim, ReduceOp op, const std::vector<int64_t>& sizes) {
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const ReduceScatterArgs& args) {
+  const auto& [input, output, dim, op, sizes] = args;
   // Gloo 0.5 has no reduce-scatter with unbound buffers and timeouts: each
   // rank receives its piece of every rank's input with Gloo's alltoallv,
   // then reduces the pieces in rank order (accumulating in double, as the
@@ -364,11 +363,10 @@ absl::Status GlooCommunicator::RunReduceScatter(
   return stage.Finish();
 }
 
-absl::Status GlooCommunicator::RunAllToAll(
-    const Running& running, const Tensor& input, const Tensor& output,
-    int64_t split_dim, int64_t concat_dim,
-    const std::vector<int64_t>& send_sizes,
-    const std::vector<int64_t>& recv_sizes) {
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const AllToAllArgs& args) {
+  const auto& [input, output, split_dim, concat_dim, send_sizes, recv_sizes] =
+      args;
   // No early exit when this rank moves nothing: Gloo's alltoallv still
   // exchanges (empty) messages with every peer.
   DT_ASSIGN_OR_RETURN(Tensor packed, PackPieces(input, split_dim, send_sizes));
@@ -391,9 +389,9 @@ absl::Status GlooCommunicator::RunAllToAll(
   return UnpackPieces(received, output, concat_dim, recv_sizes);
 }
 
-absl::Status GlooCommunicator::RunBroadcast(const Running& running,
-                                            const Tensor& tensor,
-                                            int64_t root) {
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const BroadcastArgs& args) {
+  const auto& [tensor, root] = args;
   if (tensor.numel() == 0) return absl::OkStatus();
   const bool is_root = rank() == root;
   std::optional<OutputStage> stage;
@@ -413,11 +411,9 @@ absl::Status GlooCommunicator::RunBroadcast(const Running& running,
   return is_root ? absl::OkStatus() : stage->Finish();
 }
 
-absl::Status GlooCommunicator::RunScatter(const Running& running,
-                                          const Tensor& input,
-                                          const Tensor& output, int64_t dim,
-                                          int64_t root,
-                                          const std::vector<int64_t>& sizes) {
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const ScatterArgs& args) {
+  const auto& [input, output, dim, root, sizes] = args;
   const std::vector<int64_t> bytes =
       PieceBytes(output.shape(), dim, sizes, output.dtype());
   if (SumOf(bytes) == 0) return absl::OkStatus();
@@ -469,11 +465,9 @@ absl::Status GlooCommunicator::RunScatter(const Running& running,
   return stage.Finish();
 }
 
-absl::Status GlooCommunicator::RunGather(const Running& running,
-                                         const Tensor& input,
-                                         const Tensor& output, int64_t dim,
-                                         int64_t root,
-                                         const std::vector<int64_t>& sizes) {
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const GatherArgs& args) {
+  const auto& [input, output, dim, root, sizes] = args;
   const std::vector<int64_t> bytes =
       PieceBytes(input.shape(), dim, sizes, input.dtype());
   if (SumOf(bytes) == 0) return absl::OkStatus();
@@ -522,15 +516,10 @@ absl::Status GlooCommunicator::RunGather(const Running& running,
   return UnpackPieces(packed, output, dim, sizes);
 }
 
-absl::Status GlooCommunicator::RunPermute(
-    const Running& running, const Tensor& input, const Tensor& output,
-    const std::vector<PermutePair>& pairs) {
-  std::optional<int64_t> to;
-  std::optional<int64_t> from;
-  for (const PermutePair& pair : pairs) {
-    if (pair.src == rank()) to = pair.dst;
-    if (pair.dst == rank()) from = pair.src;
-  }
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const PermuteArgs& args) {
+  const auto& [input, output, pairs] = args;
+  const auto [to, from] = PermutePeersOf(pairs, rank());
   if (to == rank()) {
     Tensor target = output;
     return target.CopyFrom(input);
@@ -569,6 +558,16 @@ absl::Status GlooCommunicator::RunPermute(
   return status;
 }
 
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const SendArgs& args) {
+  return RunTransfer(running, args.tensor, args.dst, true);
+}
+
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const RecvArgs& args) {
+  return RunTransfer(running, args.tensor, args.src, false);
+}
+
 absl::Status GlooCommunicator::RunTransfer(const Running& running,
                                            const Tensor& tensor, int64_t peer,
                                            bool sending) {
@@ -591,148 +590,36 @@ absl::Status GlooCommunicator::RunTransfer(const Running& running,
   return stage.Finish();
 }
 
-// ---- Start methods ----
-
-std::shared_ptr<Work> GlooCommunicator::StartAllReduce(const Tensor& tensor,
-                                                       ReduceOp op,
-                                                       const CallInfo& call) {
-  return SubmitCollective(call, {}, [this, tensor, op](const Running& r) {
-    return RunAllReduce(r, tensor, op);
-  });
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const BarrierArgs&) {
+  gloo::BarrierOptions opts(context_);
+  opts.setTag(running.Tag(0));
+  opts.setTimeout(GlooTimeout(running.deadline));
+  gloo::barrier(opts);
+  return absl::OkStatus();
 }
 
-std::shared_ptr<Work> GlooCommunicator::StartAllGather(
-    const Tensor& input, const Tensor& output, int64_t dim,
-    std::vector<int64_t> sizes, const CallInfo& call) {
-  return SubmitCollective(
-      call, {},
-      [this, input, output, dim, sizes = std::move(sizes)](const Running& r) {
-        return RunAllGather(r, input, output, dim, sizes);
-      });
-}
+// ---- Start ----
 
-std::shared_ptr<Work> GlooCommunicator::StartReduceScatter(
-    const Tensor& input, const Tensor& output, int64_t dim, ReduceOp op,
-    std::vector<int64_t> sizes, const CallInfo& call) {
-  return SubmitCollective(call, {},
-                          [this, input, output, dim, op,
-                           sizes = std::move(sizes)](const Running& r) {
-                            return RunReduceScatter(r, input, output, dim, op,
-                                                    sizes);
-                          });
-}
-
-std::shared_ptr<Work> GlooCommunicator::StartAllToAll(
-    const Tensor& input, const Tensor& output, int64_t split_dim,
-    int64_t concat_dim, std::vector<int64_t> send_sizes,
-    std::vector<int64_t> recv_sizes, const CallInfo& call) {
-  CallTraffic traffic;
-  if (options().debug) {
-    traffic.send_bytes =
-        PieceBytes(input.shape(), split_dim, send_sizes, input.dtype());
-    traffic.recv_bytes =
-        PieceBytes(output.shape(), concat_dim, recv_sizes, output.dtype());
+std::shared_ptr<Work> GlooCommunicator::Start(const CollectiveCall& call) {
+  Body body = std::visit(
+      [this](const auto& args) -> Body {
+        return [this, args](const Running& r) { return RunOp(r, args); };
+      },
+      call.args);
+  if (const auto* send = std::get_if<SendArgs>(&call.args)) {
+    return SubmitPointToPoint(call, send->dst, true, std::move(body));
   }
-  return SubmitCollective(
-      call, std::move(traffic),
-      [this, input, output, split_dim, concat_dim,
-       send_sizes = std::move(send_sizes),
-       recv_sizes = std::move(recv_sizes)](const Running& r) {
-        return RunAllToAll(r, input, output, split_dim, concat_dim, send_sizes,
-                           recv_sizes);
-      });
-}
-
-std::shared_ptr<Work> GlooCommunicator::StartBroadcast(const Tensor& tensor,
-                                                       int64_t root,
-                                                       const CallInfo& call) {
-  return SubmitCollective(call, {}, [this, tensor, root](const Running& r) {
-    return RunBroadcast(r, tensor, root);
-  });
-}
-
-std::shared_ptr<Work> GlooCommunicator::StartScatter(const Tensor& input,
-                                                     const Tensor& output,
-                                                     int64_t dim, int64_t root,
-                                                     std::vector<int64_t> sizes,
-                                                     const CallInfo& call) {
-  CallTraffic traffic;
-  if (options().debug) {
-    traffic.send_bytes.assign(size(), 0);
-    traffic.recv_bytes.assign(size(), 0);
-    if (rank() == root) {
-      traffic.send_bytes = PieceBytes(input.shape(), dim, sizes, input.dtype());
-    }
-    traffic.recv_bytes[root] = output.nbytes();
+  if (const auto* recv = std::get_if<RecvArgs>(&call.args)) {
+    return SubmitPointToPoint(call, recv->src, false, std::move(body));
   }
-  return SubmitCollective(call, std::move(traffic),
-                          [this, input, output, dim, root,
-                           sizes = std::move(sizes)](const Running& r) {
-                            return RunScatter(r, input, output, dim, root,
-                                              sizes);
-                          });
-}
-
-std::shared_ptr<Work> GlooCommunicator::StartGather(const Tensor& input,
-                                                    const Tensor& output,
-                                                    int64_t dim, int64_t root,
-                                                    std::vector<int64_t> sizes,
-                                                    const CallInfo& call) {
+  // Sends and receives of permute check their shapes themselves
+  // (tensor_transfer.h); debug mode compares the other ops' traffic.
   CallTraffic traffic;
-  if (options().debug) {
-    traffic.send_bytes.assign(size(), 0);
-    traffic.recv_bytes.assign(size(), 0);
-    traffic.send_bytes[root] = input.nbytes();
-    if (rank() == root) {
-      traffic.recv_bytes =
-          PieceBytes(output.shape(), dim, sizes, output.dtype());
-    }
+  if (options().debug && !std::holds_alternative<PermuteArgs>(call.args)) {
+    traffic = TrafficOf(call.args, rank(), size());
   }
-  return SubmitCollective(call, std::move(traffic),
-                          [this, input, output, dim, root,
-                           sizes = std::move(sizes)](const Running& r) {
-                            return RunGather(r, input, output, dim, root,
-                                             sizes);
-                          });
-}
-
-std::shared_ptr<Work> GlooCommunicator::StartPermute(
-    const Tensor& input, const Tensor& output, std::vector<PermutePair> pairs,
-    const CallInfo& call) {
-  // Sends and receives check their shapes themselves (tensor_transfer.h).
-  return SubmitCollective(
-      call, {},
-      [this, input, output, pairs = std::move(pairs)](const Running& r) {
-        return RunPermute(r, input, output, pairs);
-      });
-}
-
-std::shared_ptr<Work> GlooCommunicator::StartBarrier(const CallInfo& call) {
-  return SubmitCollective(call, {}, [this](const Running& r) {
-    gloo::BarrierOptions opts(context_);
-    opts.setTag(r.Tag(0));
-    opts.setTimeout(GlooTimeout(r.deadline));
-    gloo::barrier(opts);
-    return absl::OkStatus();
-  });
-}
-
-std::shared_ptr<Work> GlooCommunicator::StartSend(const Tensor& tensor,
-                                                  int64_t dst,
-                                                  const CallInfo& call) {
-  return SubmitPointToPoint(call, dst, true,
-                            [this, tensor, dst](const Running& r) {
-                              return RunTransfer(r, tensor, dst, true);
-                            });
-}
-
-std::shared_ptr<Work> GlooCommunicator::StartRecv(const Tensor& tensor,
-                                                  int64_t src,
-                                                  const CallInfo& call) {
-  return SubmitPointToPoint(call, src, false,
-                            [this, tensor, src](const Running& r) {
-                              return RunTransfer(r, tensor, src, false);
-                            });
+  return SubmitCollective(call, std::move(traffic), std::move(body));
 }
 
 }  // namespace dtensor

@@ -58,40 +58,7 @@ class GlooCommunicator final : public Communicator {
   void WaitIdle();
 
  protected:
-  std::shared_ptr<Work> StartAllReduce(const Tensor& tensor, ReduceOp op,
-                                       const CallInfo& call) override;
-  std::shared_ptr<Work> StartAllGather(const Tensor& input,
-                                       const Tensor& output, int64_t dim,
-                                       std::vector<int64_t> sizes,
-                                       const CallInfo& call) override;
-  std::shared_ptr<Work> StartReduceScatter(const Tensor& input,
-                                           const Tensor& output, int64_t dim,
-                                           ReduceOp op,
-                                           std::vector<int64_t> sizes,
-                                           const CallInfo& call) override;
-  std::shared_ptr<Work> StartAllToAll(const Tensor& input, const Tensor& output,
-                                      int64_t split_dim, int64_t concat_dim,
-                                      std::vector<int64_t> send_sizes,
-                                      std::vector<int64_t> recv_sizes,
-                                      const CallInfo& call) override;
-  std::shared_ptr<Work> StartBroadcast(const Tensor& tensor, int64_t root,
-                                       const CallInfo& call) override;
-  std::shared_ptr<Work> StartScatter(const Tensor& input, const Tensor& output,
-                                     int64_t dim, int64_t root,
-                                     std::vector<int64_t> sizes,
-                                     const CallInfo& call) override;
-  std::shared_ptr<Work> StartGather(const Tensor& input, const Tensor& output,
-                                    int64_t dim, int64_t root,
-                                    std::vector<int64_t> sizes,
-                                    const CallInfo& call) override;
-  std::shared_ptr<Work> StartPermute(const Tensor& input, const Tensor& output,
-                                     std::vector<PermutePair> pairs,
-                                     const CallInfo& call) override;
-  std::shared_ptr<Work> StartBarrier(const CallInfo& call) override;
-  std::shared_ptr<Work> StartSend(const Tensor& tensor, int64_t dst,
-                                  const CallInfo& call) override;
-  std::shared_ptr<Work> StartRecv(const Tensor& tensor, int64_t src,
-                                  const CallInfo& call) override;
+  std::shared_ptr<Work> Start(const CollectiveCall& call) override;
 
  private:
   // Why a call failed, and whether the error is a peer's (adopted from the
@@ -102,7 +69,7 @@ class GlooCommunicator final : public Communicator {
   };
   // A call while it runs: its deadline and its Gloo tags.
   struct Running {
-    const CallInfo& call;
+    const CollectiveCall& call;
     absl::Time deadline;
     // The Gloo tag of the call's `phase` (0: the op; 1, 2: debug checks):
     // distinct per collective, so that no two calls' messages can match.
@@ -113,16 +80,17 @@ class GlooCommunicator final : public Communicator {
   using Body = std::function<absl::Status(const Running&)>;
 
   // Runs `body` inline (a blocking call with `queue` idle) or on `queue`.
-  std::shared_ptr<Work> Submit(const CallInfo& call, OpQueue& queue,
+  std::shared_ptr<Work> Submit(const CollectiveCall& call, OpQueue& queue,
                                std::function<absl::Status()> run);
-  std::shared_ptr<Work> SubmitCollective(const CallInfo& call,
+  std::shared_ptr<Work> SubmitCollective(const CollectiveCall& call,
                                          CallTraffic traffic, Body body);
   // `peer` is the group rank sent to (`sending`) or received from.
-  std::shared_ptr<Work> SubmitPointToPoint(const CallInfo& call, int64_t peer,
-                                           bool sending, Body body);
+  std::shared_ptr<Work> SubmitPointToPoint(const CollectiveCall& call,
+                                           int64_t peer, bool sending,
+                                           Body body);
 
-  absl::Status RunCollective(const CallInfo& call, const CallTraffic& traffic,
-                             const Body& body);
+  absl::Status RunCollective(const CollectiveCall& call,
+                             const CallTraffic& traffic, const Body& body);
   // Runs `body`, turning exceptions into diagnosed errors that break the
   // communicator. `peer`: the other side of a send or recv.
   absl::Status RunGuarded(const Running& running, const Body& body,
@@ -142,36 +110,24 @@ class GlooCommunicator final : public Communicator {
   absl::Status Break(absl::Status status, bool post, bool point_to_point);
 
   // "all_reduce #3 on group [0, 1]", "send on group [0, 1]".
-  std::string Describe(const CallInfo& call) const;
+  std::string Describe(const CollectiveCall& call) const;
   // The queue of sends to / recvs from `peer`, made on first use.
   OpQueue& P2pQueue(std::map<int64_t, std::unique_ptr<OpQueue>>& queues,
                     int64_t peer);
 
-  // The ops, run by the Start methods on the queues.
-  absl::Status RunAllReduce(const Running& running, const Tensor& tensor,
-                            ReduceOp op);
-  absl::Status RunAllGather(const Running& running, const Tensor& input,
-                            const Tensor& output, int64_t dim,
-                            const std::vector<int64_t>& sizes);
-  absl::Status RunReduceScatter(const Running& running, const Tensor& input,
-                                const Tensor& output, int64_t dim, ReduceOp op,
-                                const std::vector<int64_t>& sizes);
-  absl::Status RunAllToAll(const Running& running, const Tensor& input,
-                           const Tensor& output, int64_t split_dim,
-                           int64_t concat_dim,
-                           const std::vector<int64_t>& send_sizes,
-                           const std::vector<int64_t>& recv_sizes);
-  absl::Status RunBroadcast(const Running& running, const Tensor& tensor,
-                            int64_t root);
-  absl::Status RunScatter(const Running& running, const Tensor& input,
-                          const Tensor& output, int64_t dim, int64_t root,
-                          const std::vector<int64_t>& sizes);
-  absl::Status RunGather(const Running& running, const Tensor& input,
-                         const Tensor& output, int64_t dim, int64_t root,
-                         const std::vector<int64_t>& sizes);
-  absl::Status RunPermute(const Running& running, const Tensor& input,
-                          const Tensor& output,
-                          const std::vector<PermutePair>& pairs);
+  // The ops, run by Start on the queues.
+  absl::Status RunOp(const Running& running, const AllReduceArgs& args);
+  absl::Status RunOp(const Running& running, const AllGatherArgs& args);
+  absl::Status RunOp(const Running& running, const ReduceScatterArgs& args);
+  absl::Status RunOp(const Running& running, const AllToAllArgs& args);
+  absl::Status RunOp(const Running& running, const BroadcastArgs& args);
+  absl::Status RunOp(const Running& running, const ScatterArgs& args);
+  absl::Status RunOp(const Running& running, const GatherArgs& args);
+  absl::Status RunOp(const Running& running, const PermuteArgs& args);
+  absl::Status RunOp(const Running& running, const BarrierArgs& args);
+  absl::Status RunOp(const Running& running, const SendArgs& args);
+  absl::Status RunOp(const Running& running, const RecvArgs& args);
+  // A send to (`sending`) or a receive from group rank `peer`.
   absl::Status RunTransfer(const Running& running, const Tensor& tensor,
                            int64_t peer, bool sending);
 

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "collectives/promise_work.h"
 #include "base/status_macros.h"
+#include "collectives/promise_work.h"
 
 namespace dtensor {
 
@@ -22,28 +22,68 @@ void InProcessCommunicator::WaitIdle() {
   for (auto& [peer, queue] : recv_queues_) queue->WaitIdle();
 }
 
-std::shared_ptr<Work> InProcessCommunicator::Submit(const CallInfo& call,
-                                                    OpQueue& queue,
-                                                    OpQueue::Op op) {
-  if (call.blocking && queue.Idle()) return CompletedWork(op());
-  return queue.Submit(std::move(op));
-}
+namespace {
 
-std::shared_ptr<Work> InProcessCommunicator::SubmitCollective(
-    const CallInfo& call, std::shared_ptr<Posting> posting, RunFn run) {
-  return Submit(call, collective_queue_,
-                [this, call, posting = std::move(posting), run] {
-                  return RunCollective(call, posting, run);
-                });
-}
+using RunFn = absl::Status (*)(const PhaseContext&);
 
-WaitContext InProcessCommunicator::StartWait(const CallInfo& call) {
-  return WaitContext{call.op, call.sequence, call.deadline,
-                     absl::Now() + call.deadline};
-}
+// Fills a collective's posting from its arguments and names the shared
+// memory op that runs it (null for a barrier: the exchange is all of it).
+struct PostingFiller {
+  Posting& p;
 
-std::shared_ptr<Posting> InProcessCommunicator::NewPosting(
-    const CallInfo& call) {
+  RunFn operator()(const AllGatherArgs& a) const {
+    Pieces(a.input, a.output, a.dim, a.sizes);
+    return RunAllGather;
+  }
+  RunFn operator()(const ReduceScatterArgs& a) const {
+    Pieces(a.input, a.output, a.dim, a.sizes);
+    p.reduce = a.op;
+    return RunReduceScatter;
+  }
+  RunFn operator()(const AllToAllArgs& a) const {
+    Pieces(a.input, a.output, a.split_dim, a.send_sizes);
+    p.concat_dim = a.concat_dim;
+    p.recv_sizes = a.recv_sizes;
+    return RunAllToAll;
+  }
+  RunFn operator()(const BroadcastArgs& a) const {
+    p.input = a.tensor;
+    p.root = a.root;
+    return RunBroadcast;
+  }
+  RunFn operator()(const ScatterArgs& a) const {
+    Pieces(a.input, a.output, a.dim, a.sizes);
+    p.root = a.root;
+    return RunScatter;
+  }
+  RunFn operator()(const GatherArgs& a) const {
+    Pieces(a.input, a.output, a.dim, a.sizes);
+    p.root = a.root;
+    return RunGather;
+  }
+  RunFn operator()(const PermuteArgs& a) const {
+    p.input = a.input;
+    p.output = a.output;
+    p.pairs = a.pairs;
+    return RunPermute;
+  }
+  RunFn operator()(const BarrierArgs&) const { return nullptr; }
+  // Started elsewhere (StartAllReduce, StartPointToPoint).
+  RunFn operator()(const AllReduceArgs&) const { return nullptr; }
+  RunFn operator()(const SendArgs&) const { return nullptr; }
+  RunFn operator()(const RecvArgs&) const { return nullptr; }
+
+  void Pieces(const Tensor& input, const Tensor& output, int64_t dim,
+              const std::vector<int64_t>& sizes) const {
+    p.input = input;
+    p.output = output;
+    p.dim = dim;
+    p.sizes = sizes;
+  }
+};
+
+// The posting of `call` before its arguments: op and signature.
+std::shared_ptr<Posting> NewPosting(const CollectiveCall& call) {
   auto posting = std::make_shared<Posting>();
   posting->op = call.op;
   posting->sequence = call.sequence;
@@ -51,19 +91,35 @@ std::shared_ptr<Posting> InProcessCommunicator::NewPosting(
   return posting;
 }
 
-std::shared_ptr<Posting> InProcessCommunicator::PiecesPosting(
-    const CallInfo& call, const Tensor& input, const Tensor& output,
-    int64_t dim, std::vector<int64_t> sizes) {
-  auto posting = NewPosting(call);
-  posting->input = input;
-  posting->output = output;
-  posting->dim = dim;
-  posting->sizes = std::move(sizes);
-  return posting;
+}  // namespace
+
+std::shared_ptr<Work> InProcessCommunicator::Start(const CollectiveCall& call) {
+  if (std::holds_alternative<AllReduceArgs>(call.args)) {
+    return StartAllReduce(call);
+  }
+  if (IsPointToPoint(call.args)) return StartPointToPoint(call);
+  std::shared_ptr<Posting> posting = NewPosting(call);
+  const RunFn run = std::visit(PostingFiller{*posting}, call.args);
+  return Submit(call, collective_queue_,
+                [this, call, posting = std::move(posting), run] {
+                  return RunCollective(call, posting, run);
+                });
+}
+
+std::shared_ptr<Work> InProcessCommunicator::Submit(const CollectiveCall& call,
+                                                    OpQueue& queue,
+                                                    OpQueue::Op op) {
+  if (call.blocking && queue.Idle()) return CompletedWork(op());
+  return queue.Submit(std::move(op));
+}
+
+WaitContext InProcessCommunicator::StartWait(const CollectiveCall& call) {
+  return WaitContext{call.op, call.sequence, call.deadline,
+                     absl::Now() + call.deadline};
 }
 
 absl::Status InProcessCommunicator::RunCollective(
-    const CallInfo& call, std::shared_ptr<Posting> posting, RunFn run) {
+    const CollectiveCall& call, std::shared_ptr<Posting> posting, RunFn run) {
   const WaitContext wait = StartWait(call);
   DT_ASSIGN_OR_RETURN(Postings all,
                       group_->Exchange(rank(), std::move(posting), wait));
@@ -102,104 +158,44 @@ OpQueue& InProcessCommunicator::P2pQueue(
 }
 
 std::shared_ptr<Work> InProcessCommunicator::StartAllReduce(
-    const Tensor& tensor, ReduceOp op, const CallInfo& call) {
-  return Submit(call, collective_queue_, [this, tensor, op, call] {
-    // Peers read whole slices of the buffer, so it must be contiguous.
-    auto posting = NewPosting(call);
-    posting->input = tensor.Contiguous();
-    posting->reduce = op;
-    if (!posting->input.defined()) {
-      return absl::ResourceExhaustedError(
-          "all_reduce: no memory for a contiguous copy");
-    }
-    const Tensor buffer = posting->input;
-    DT_RETURN_IF_ERROR(RunCollective(call, std::move(posting), RunAllReduce));
-    if (buffer.storage() == tensor.storage()) return absl::OkStatus();
-    Tensor target = tensor;  // A view: writes go to the caller's elements.
-    return target.CopyFrom(buffer);
-  });
+    const CollectiveCall& call) {
+  const AllReduceArgs& args = std::get<AllReduceArgs>(call.args);
+  return Submit(call, collective_queue_,
+                [this, tensor = args.tensor, op = args.op, call] {
+                  // Peers read whole slices of the buffer, so it must be
+                  // contiguous.
+                  auto posting = NewPosting(call);
+                  posting->input = tensor.Contiguous();
+                  posting->reduce = op;
+                  if (!posting->input.defined()) {
+                    return absl::ResourceExhaustedError(
+                        "all_reduce: no memory for a contiguous copy");
+                  }
+                  const Tensor buffer = posting->input;
+                  DT_RETURN_IF_ERROR(
+                      RunCollective(call, std::move(posting), RunAllReduce));
+                  if (buffer.storage() == tensor.storage()) {
+                    return absl::OkStatus();
+                  }
+                  Tensor target = tensor;  // A view: writes go to the
+                                           // caller's elements.
+                  return target.CopyFrom(buffer);
+                });
 }
 
-std::shared_ptr<Work> InProcessCommunicator::StartAllGather(
-    const Tensor& input, const Tensor& output, int64_t dim,
-    std::vector<int64_t> sizes, const CallInfo& call) {
-  return SubmitCollective(
-      call, PiecesPosting(call, input, output, dim, std::move(sizes)),
-      RunAllGather);
-}
-
-std::shared_ptr<Work> InProcessCommunicator::StartReduceScatter(
-    const Tensor& input, const Tensor& output, int64_t dim, ReduceOp op,
-    std::vector<int64_t> sizes, const CallInfo& call) {
-  auto posting = PiecesPosting(call, input, output, dim, std::move(sizes));
-  posting->reduce = op;
-  return SubmitCollective(call, std::move(posting), RunReduceScatter);
-}
-
-std::shared_ptr<Work> InProcessCommunicator::StartAllToAll(
-    const Tensor& input, const Tensor& output, int64_t split_dim,
-    int64_t concat_dim, std::vector<int64_t> send_sizes,
-    std::vector<int64_t> recv_sizes, const CallInfo& call) {
-  auto posting =
-      PiecesPosting(call, input, output, split_dim, std::move(send_sizes));
-  posting->concat_dim = concat_dim;
-  posting->recv_sizes = std::move(recv_sizes);
-  return SubmitCollective(call, std::move(posting), RunAllToAll);
-}
-
-std::shared_ptr<Work> InProcessCommunicator::StartBroadcast(
-    const Tensor& tensor, int64_t root, const CallInfo& call) {
-  auto posting = NewPosting(call);
-  posting->input = tensor;
-  posting->root = root;
-  return SubmitCollective(call, std::move(posting), RunBroadcast);
-}
-
-std::shared_ptr<Work> InProcessCommunicator::StartScatter(
-    const Tensor& input, const Tensor& output, int64_t dim, int64_t root,
-    std::vector<int64_t> sizes, const CallInfo& call) {
-  auto posting = PiecesPosting(call, input, output, dim, std::move(sizes));
-  posting->root = root;
-  return SubmitCollective(call, std::move(posting), RunScatter);
-}
-
-std::shared_ptr<Work> InProcessCommunicator::StartGather(
-    const Tensor& input, const Tensor& output, int64_t dim, int64_t root,
-    std::vector<int64_t> sizes, const CallInfo& call) {
-  auto posting = PiecesPosting(call, input, output, dim, std::move(sizes));
-  posting->root = root;
-  return SubmitCollective(call, std::move(posting), RunGather);
-}
-
-std::shared_ptr<Work> InProcessCommunicator::StartPermute(
-    const Tensor& input, const Tensor& output, std::vector<PermutePair> pairs,
-    const CallInfo& call) {
-  auto posting = NewPosting(call);
-  posting->input = input;
-  posting->output = output;
-  posting->pairs = std::move(pairs);
-  return SubmitCollective(call, std::move(posting), RunPermute);
-}
-
-std::shared_ptr<Work> InProcessCommunicator::StartBarrier(
-    const CallInfo& call) {
-  return SubmitCollective(call, NewPosting(call), nullptr);
-}
-
-std::shared_ptr<Work> InProcessCommunicator::StartSend(const Tensor& tensor,
-                                                       int64_t dst,
-                                                       const CallInfo& call) {
-  return Submit(call, P2pQueue(send_queues_, dst), [this, tensor, dst, call] {
-    return group_->Send(rank(), dst, tensor, StartWait(call));
-  });
-}
-
-std::shared_ptr<Work> InProcessCommunicator::StartRecv(const Tensor& tensor,
-                                                       int64_t src,
-                                                       const CallInfo& call) {
-  return Submit(call, P2pQueue(recv_queues_, src), [this, tensor, src, call] {
-    return group_->Recv(src, rank(), tensor, StartWait(call));
-  });
+std::shared_ptr<Work> InProcessCommunicator::StartPointToPoint(
+    const CollectiveCall& call) {
+  if (const auto* send = std::get_if<SendArgs>(&call.args)) {
+    return Submit(call, P2pQueue(send_queues_, send->dst),
+                  [this, tensor = send->tensor, dst = send->dst, call] {
+                    return group_->Send(rank(), dst, tensor, StartWait(call));
+                  });
+  }
+  const RecvArgs& recv = std::get<RecvArgs>(call.args);
+  return Submit(call, P2pQueue(recv_queues_, recv.src),
+                [this, tensor = recv.tensor, src = recv.src, call] {
+                  return group_->Recv(src, rank(), tensor, StartWait(call));
+                });
 }
 
 }  // namespace dtensor

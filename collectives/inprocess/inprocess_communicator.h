@@ -34,66 +34,23 @@ class InProcessCommunicator final : public Communicator {
   void WaitIdle();
 
  protected:
-  std::shared_ptr<Work> StartAllReduce(const Tensor& tensor, ReduceOp op,
-                                       const CallInfo& call) override;
-  std::shared_ptr<Work> StartAllGather(const Tensor& input,
-                                       const Tensor& output, int64_t dim,
-                                       std::vector<int64_t> sizes,
-                                       const CallInfo& call) override;
-  std::shared_ptr<Work> StartReduceScatter(const Tensor& input,
-                                           const Tensor& output, int64_t dim,
-                                           ReduceOp op,
-                                           std::vector<int64_t> sizes,
-                                           const CallInfo& call) override;
-  std::shared_ptr<Work> StartAllToAll(const Tensor& input, const Tensor& output,
-                                      int64_t split_dim, int64_t concat_dim,
-                                      std::vector<int64_t> send_sizes,
-                                      std::vector<int64_t> recv_sizes,
-                                      const CallInfo& call) override;
-  std::shared_ptr<Work> StartBroadcast(const Tensor& tensor, int64_t root,
-                                       const CallInfo& call) override;
-  std::shared_ptr<Work> StartScatter(const Tensor& input, const Tensor& output,
-                                     int64_t dim, int64_t root,
-                                     std::vector<int64_t> sizes,
-                                     const CallInfo& call) override;
-  std::shared_ptr<Work> StartGather(const Tensor& input, const Tensor& output,
-                                    int64_t dim, int64_t root,
-                                    std::vector<int64_t> sizes,
-                                    const CallInfo& call) override;
-  std::shared_ptr<Work> StartPermute(const Tensor& input, const Tensor& output,
-                                     std::vector<PermutePair> pairs,
-                                     const CallInfo& call) override;
-  std::shared_ptr<Work> StartBarrier(const CallInfo& call) override;
-  std::shared_ptr<Work> StartSend(const Tensor& tensor, int64_t dst,
-                                  const CallInfo& call) override;
-  std::shared_ptr<Work> StartRecv(const Tensor& tensor, int64_t src,
-                                  const CallInfo& call) override;
+  std::shared_ptr<Work> Start(const CollectiveCall& call) override;
 
  private:
   using RunFn = absl::Status (*)(const PhaseContext&);
 
   // Runs `op` inline (a blocking call with `queue` idle) or on `queue`.
-  static std::shared_ptr<Work> Submit(const CallInfo& call, OpQueue& queue,
-                                      OpQueue::Op op);
-  // Submits RunCollective(call, posting, run) to the collective queue.
-  std::shared_ptr<Work> SubmitCollective(const CallInfo& call,
-                                         std::shared_ptr<Posting> posting,
-                                         RunFn run);
+  static std::shared_ptr<Work> Submit(const CollectiveCall& call,
+                                      OpQueue& queue, OpQueue::Op op);
+  // All-reduce works on a contiguous buffer its peers read in slices.
+  std::shared_ptr<Work> StartAllReduce(const CollectiveCall& call);
+  // A send or a recv, on the queue of its peer and direction.
+  std::shared_ptr<Work> StartPointToPoint(const CollectiveCall& call);
   // The wait of `call`, starting now.
-  static WaitContext StartWait(const CallInfo& call);
-  // The posting of a new collective call, with its op and signature.
-  static std::shared_ptr<Posting> NewPosting(const CallInfo& call);
-  // The same, for an op on pieces of `sizes` along `dim` of `input` or
-  // `output` (all_gather, reduce_scatter, scatter, gather; all_to_all with
-  // its split dim and send sizes).
-  static std::shared_ptr<Posting> PiecesPosting(const CallInfo& call,
-                                                const Tensor& input,
-                                                const Tensor& output,
-                                                int64_t dim,
-                                                std::vector<int64_t> sizes);
+  static WaitContext StartWait(const CollectiveCall& call);
   // Exchanges postings, checks that every rank made the same call, then
   // runs `run` (null: nothing after the exchange, as for a barrier).
-  absl::Status RunCollective(const CallInfo& call,
+  absl::Status RunCollective(const CollectiveCall& call,
                              std::shared_ptr<Posting> posting, RunFn run);
   // The same op on every rank; in debug mode, the same CallSignature.
   absl::Status CheckSameCalls(const Postings& all) const;

@@ -8,7 +8,7 @@
 
 #include "absl/strings/string_view.h"
 #include "collectives/call_signature.h"
-#include "collectives/communicator.h"
+#include "collectives/collective_call.h"
 #include "collectives/reduce_op.h"
 #include "tensor/tensor.h"
 

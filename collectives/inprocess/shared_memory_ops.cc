@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "collectives/argument_checks.h"
 #include "collectives/inprocess/view_copy.h"
 #include "collectives/reduce_kernel.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

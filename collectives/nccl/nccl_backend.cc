@@ -10,11 +10,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "collectives/gloo/group_failures.h"
 #include "collectives/nccl/nccl_channel.h"
 #include "collectives/nccl/nccl_communicator.h"
 #include "tensor/cuda_backend.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

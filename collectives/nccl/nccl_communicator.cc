@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "collectives/argument_checks.h"
-#include "collectives/gloo/piece_geometry.h"
-#include "collectives/nccl/device_copy.h"
-#include "collectives/promise_work.h"
 #include "base/status_macros.h"
+#include "collectives/argument_checks.h"
+#include "collectives/promise_work.h"
 
 namespace dtensor {
 namespace {
@@ -18,96 +17,6 @@ namespace {
 constexpr absl::Duration kPeerCheck = absl::Milliseconds(50);
 constexpr absl::Duration kFirstPoll = absl::Microseconds(10);
 constexpr absl::Duration kLongestPoll = absl::Milliseconds(1);
-
-ncclDataType_t NcclType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return ncclFloat32;
-    case DType::kF64:
-      return ncclFloat64;
-    case DType::kBF16:
-      return ncclBfloat16;
-    case DType::kF16:
-      return ncclFloat16;
-    case DType::kI32:
-      return ncclInt32;
-    case DType::kI64:
-      return ncclInt64;
-    case DType::kBool:
-      return ncclUint8;
-  }
-  return ncclUint8;
-}
-
-// On bool, sum and max are logical or (max of 0/1), min is logical and.
-ncclRedOp_t NcclOp(ReduceOp op, DType dtype) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return dtype == DType::kBool ? ncclMax : ncclSum;
-    case ReduceOp::kAvg:
-      return ncclAvg;
-    case ReduceOp::kMax:
-      return ncclMax;
-    case ReduceOp::kMin:
-      return ncclMin;
-  }
-  return ncclSum;
-}
-
-char* Ptr(const Tensor& tensor) {
-  return static_cast<char*>(tensor.raw_data());
-}
-
-bool Same(const Tensor& a, const Tensor& b) {
-  return a.storage() == b.storage() && a.storage_offset() == b.storage_offset();
-}
-
-// `tensor` when contiguous, else a contiguous scratch tensor of its shape on
-// its device.
-absl::StatusOr<Tensor> ContiguousBuffer(const Tensor& tensor) {
-  if (tensor.is_contiguous()) return tensor;
-  return Tensor::Empty(tensor.shape(), tensor.dtype(), tensor.device());
-}
-
-// A contiguous 1-d tensor for `tensor`'s pieces along `dim`: `tensor`
-// itself when they are ranges of it, else scratch.
-absl::StatusOr<Tensor> PackedBuffer(const Tensor& tensor, int64_t dim) {
-  if (PiecesAreRanges(tensor, dim)) return tensor.View({tensor.numel()});
-  return Tensor::Empty({tensor.numel()}, tensor.dtype(), tensor.device());
-}
-
-absl::Status Pack(const Tensor& packed, const Tensor& tensor, int64_t dim,
-                  absl::Span<const int64_t> sizes, cudaStream_t stream) {
-  if (Same(packed, tensor) || PiecesAreRanges(tensor, dim)) {
-    return absl::OkStatus();
-  }
-  return ForEachPackedPiece(packed, tensor, dim, sizes,
-                            [stream](const Tensor& piece, const Tensor& view) {
-                              return CopyViewOnDevice(view, piece, stream);
-                            });
-}
-
-absl::Status Unpack(const Tensor& packed, const Tensor& tensor, int64_t dim,
-                    absl::Span<const int64_t> sizes, cudaStream_t stream) {
-  if (PiecesAreRanges(tensor, dim)) return absl::OkStatus();
-  return ForEachPackedPiece(packed, tensor, dim, sizes,
-                            [stream](const Tensor& piece, const Tensor& view) {
-                              return CopyViewOnDevice(piece, view, stream);
-                            });
-}
-
-absl::Status DeviceCopy(char* dst, const char* src, int64_t bytes,
-                        cudaStream_t stream) {
-  if (bytes == 0 || dst == src) return absl::OkStatus();
-  return FromCuda(
-      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
-      "cudaMemcpyAsync");
-}
-
-bool AllEqual(absl::Span<const int64_t> values) {
-  return std::adjacent_find(values.begin(), values.end(),
-                            std::not_equal_to<>()) == values.end();
-}
 
 // A debug-mode post: the call record (little-endian int64s), then the
 // signature text.
@@ -178,23 +87,46 @@ NcclCommunicator::NcclCommunicator(std::vector<int64_t> group_ranks,
       failures_(*runtime_->session, key_prefix_, this->group_ranks(),
                 this->rank()) {}
 
-std::string NcclCommunicator::Describe(const CallInfo& call) const {
+std::string NcclCommunicator::Describe(const CollectiveCall& call) const {
   if (call.sequence < 0) return absl::StrCat(call.op, " on ", GroupName());
   return absl::StrCat(call.op, " #", call.sequence, " on ", GroupName());
 }
 
 // ---- Launching and waiting ----
 
+std::shared_ptr<Work> NcclCommunicator::Start(const CollectiveCall& call) {
+  if (const auto* send = std::get_if<SendArgs>(&call.args)) {
+    return SubmitPointToPoint(call, send->tensor, send->dst, true);
+  }
+  if (const auto* recv = std::get_if<RecvArgs>(&call.args)) {
+    return SubmitPointToPoint(call, recv->tensor, recv->src, false);
+  }
+  return LaunchCollective(call);
+}
+
 std::shared_ptr<Work> NcclCommunicator::LaunchCollective(
-    const CallInfo& call, CallTraffic traffic, std::vector<Tensor> keep,
-    Enqueue enqueue) {
+    const CollectiveCall& call) {
   const absl::Time deadline = absl::Now() + call.deadline;
+  absl::StatusOr<Prepared> prepared = std::visit(
+      [this](const auto& args) -> absl::StatusOr<Prepared> {
+        using Args = std::decay_t<decltype(args)>;
+        if constexpr (std::is_same_v<Args, SendArgs> ||
+                      std::is_same_v<Args, RecvArgs>) {
+          return absl::InternalError("a send or recv is not a collective");
+        } else {
+          return Prepare(args);
+        }
+      },
+      call.args);
+  // A rank that cannot take part leaves its peers waiting: break.
+  if (!prepared.ok())
+    return CompletedWork(Break(prepared.status(), true, false));
   if (options().debug) {
-    absl::Status agreed = CheckCallsAgree(call, traffic, deadline);
+    absl::Status agreed = CheckCallsAgree(call, deadline);
     if (!agreed.ok()) return CompletedWork(agreed);
   }
   return Launch(Launched{call, deadline, channel_.get(), std::nullopt, false},
-                std::move(keep), enqueue);
+                std::move(prepared->keep), prepared->enqueue);
 }
 
 std::shared_ptr<Work> NcclCommunicator::Launch(Launched launched,
@@ -225,7 +157,7 @@ std::shared_ptr<Work> NcclCommunicator::Launch(Launched launched,
 
 absl::Status NcclCommunicator::Await(const Launched& launched,
                                      cudaEvent_t done) {
-  const CallInfo& call = launched.call;
+  const CollectiveCall& call = launched.call;
   const bool point_to_point = launched.peer.has_value();
   const std::string name = Describe(call);
   const std::string within = absl::FormatDuration(call.deadline);
@@ -306,12 +238,11 @@ absl::Status NcclCommunicator::Await(const Launched& launched,
   return status;
 }
 
-absl::Status NcclCommunicator::CheckCallsAgree(const CallInfo& call,
-                                               const CallTraffic& traffic,
+absl::Status NcclCommunicator::CheckCallsAgree(const CollectiveCall& call,
                                                absl::Time deadline) {
   const int64_t n = size();
   const std::vector<int64_t> record =
-      EncodeCallRecord(*call.signature, traffic, n);
+      EncodeCallRecord(*call.signature, TrafficOf(call.args, rank(), n), n);
   std::vector<std::string> keys;
   for (int64_t member = 0; member < n; ++member) {
     keys.push_back(
@@ -405,351 +336,7 @@ absl::Status NcclCommunicator::Break(absl::Status status, bool post,
   return status;
 }
 
-// ---- The operations ----
-
-std::shared_ptr<Work> NcclCommunicator::StartAllReduce(const Tensor& tensor,
-                                                       ReduceOp op,
-                                                       const CallInfo& call) {
-  absl::StatusOr<Tensor> buffer = ContiguousBuffer(tensor);
-  if (!buffer.ok()) return CompletedWork(Break(buffer.status(), true, false));
-  const Tensor staged = *buffer;
-  return LaunchCollective(
-      call, {}, {tensor, staged},
-      [tensor, staged, op](ncclComm_t comm,
-                           cudaStream_t stream) -> absl::Status {
-        if (tensor.numel() == 0) return absl::OkStatus();
-        const bool copied = !Same(staged, tensor);
-        if (copied)
-          DT_RETURN_IF_ERROR(CopyViewOnDevice(staged, tensor, stream));
-        DT_RETURN_IF_ERROR(
-            FromNccl(ncclAllReduce(Ptr(staged), Ptr(staged), staged.numel(),
-                                   NcclType(tensor.dtype()),
-                                   NcclOp(op, tensor.dtype()), comm, stream),
-                     "ncclAllReduce"));
-        if (copied)
-          DT_RETURN_IF_ERROR(CopyViewOnDevice(tensor, staged, stream));
-        return absl::OkStatus();
-      });
-}
-
-std::shared_ptr<Work> NcclCommunicator::StartAllGather(
-    const Tensor& input, const Tensor& output, int64_t dim,
-    std::vector<int64_t> sizes, const CallInfo& call) {
-  absl::StatusOr<Tensor> in = ContiguousBuffer(input);
-  absl::StatusOr<Tensor> packed =
-      in.ok() ? PackedBuffer(output, dim) : in.status();
-  if (!packed.ok()) return CompletedWork(Break(packed.status(), true, false));
-  const std::vector<int64_t> bytes =
-      PieceBytes(output.shape(), dim, sizes, output.dtype());
-  const int64_t me = rank();
-  return LaunchCollective(
-      call, {}, {input, output, *in, *packed},
-      [input, output, dim, sizes, bytes, me, in = *in, packed = *packed](
-          ncclComm_t comm, cudaStream_t stream) -> absl::Status {
-        if (SumOf(bytes) == 0) return absl::OkStatus();
-        if (!Same(in, input)) {
-          DT_RETURN_IF_ERROR(CopyViewOnDevice(in, input, stream));
-        }
-        if (AllEqual(bytes)) {
-          DT_RETURN_IF_ERROR(
-              FromNccl(ncclAllGather(Ptr(in), Ptr(packed), bytes[0], ncclUint8,
-                                     comm, stream),
-                       "ncclAllGather"));
-        } else {
-          DT_RETURN_IF_ERROR(FromNccl(ncclGroupStart(), "ncclGroupStart"));
-          for (int64_t r = 0; r < static_cast<int64_t>(bytes.size()); ++r) {
-            if (r == me) continue;
-            if (bytes[r] > 0) {
-              ncclRecv(Ptr(packed) + OffsetOf(bytes, r), bytes[r], ncclUint8,
-                       static_cast<int>(r), comm, stream);
-            }
-            if (bytes[me] > 0) {
-              ncclSend(Ptr(in), bytes[me], ncclUint8, static_cast<int>(r), comm,
-                       stream);
-            }
-          }
-          DT_RETURN_IF_ERROR(FromNccl(ncclGroupEnd(), "all_gather"));
-          DT_RETURN_IF_ERROR(DeviceCopy(Ptr(packed) + OffsetOf(bytes, me),
-                                        Ptr(in), bytes[me], stream));
-        }
-        return Unpack(packed, output, dim, sizes, stream);
-      });
-}
-
-std::shared_ptr<Work> NcclCommunicator::StartReduceScatter(
-    const Tensor& input, const Tensor& output, int64_t dim, ReduceOp op,
-    std::vector<int64_t> sizes, const CallInfo& call) {
-  absl::StatusOr<Tensor> packed = PackedBuffer(input, dim);
-  absl::StatusOr<Tensor> out =
-      packed.ok() ? ContiguousBuffer(output) : packed.status();
-  if (!out.ok()) return CompletedWork(Break(out.status(), true, false));
-  const int64_t per_index = ElementsPerIndex(input.shape(), dim);
-  const int64_t me = rank();
-  return LaunchCollective(
-      call, {}, {input, output, *packed, *out},
-      [input, output, dim, op, sizes, per_index, me, packed = *packed,
-       out = *out](ncclComm_t comm, cudaStream_t stream) -> absl::Status {
-        if (input.numel() == 0) return absl::OkStatus();
-        DT_RETURN_IF_ERROR(Pack(packed, input, dim, sizes, stream));
-        const ncclDataType_t type = NcclType(input.dtype());
-        const ncclRedOp_t reduce = NcclOp(op, input.dtype());
-        if (AllEqual(sizes)) {
-          DT_RETURN_IF_ERROR(FromNccl(
-              ncclReduceScatter(Ptr(packed), Ptr(out), sizes[me] * per_index,
-                                type, reduce, comm, stream),
-              "ncclReduceScatter"));
-        } else {
-          // Uneven pieces: NCCL has no reduce-scatter-v; one reduce per
-          // piece, to its owner, in one group.
-          const int64_t element = ElementSize(input.dtype());
-          DT_RETURN_IF_ERROR(FromNccl(ncclGroupStart(), "ncclGroupStart"));
-          for (int64_t r = 0; r < static_cast<int64_t>(sizes.size()); ++r) {
-            if (sizes[r] == 0) continue;
-            char* piece =
-                Ptr(packed) + OffsetOf(sizes, r) * per_index * element;
-            ncclReduce(piece, r == me ? Ptr(out) : piece, sizes[r] * per_index,
-                       type, reduce, static_cast<int>(r), comm, stream);
-          }
-          DT_RETURN_IF_ERROR(FromNccl(ncclGroupEnd(), "reduce_scatter"));
-        }
-        if (Same(out, output)) return absl::OkStatus();
-        return CopyViewOnDevice(output, out, stream);
-      });
-}
-
-std::shared_ptr<Work> NcclCommunicator::StartAllToAll(
-    const Tensor& input, const Tensor& output, int64_t split_dim,
-    int64_t concat_dim, std::vector<int64_t> send_sizes,
-    std::vector<int64_t> recv_sizes, const CallInfo& call) {
-  absl::StatusOr<Tensor> packed = PackedBuffer(input, split_dim);
-  absl::StatusOr<Tensor> received =
-      packed.ok() ? PackedBuffer(output, concat_dim) : packed.status();
-  if (!received.ok()) {
-    return CompletedWork(Break(received.status(), true, false));
-  }
-  const std::vector<int64_t> sends =
-      PieceBytes(input.shape(), split_dim, send_sizes, input.dtype());
-  const std::vector<int64_t> receives =
-      PieceBytes(output.shape(), concat_dim, recv_sizes, output.dtype());
-  CallTraffic traffic;
-  if (options().debug) traffic = {sends, receives};
-  const int64_t me = rank();
-  return LaunchCollective(
-      call, std::move(traffic), {input, output, *packed, *received},
-      [input, output, split_dim, concat_dim, send_sizes, recv_sizes, sends,
-       receives, me, packed = *packed, received = *received](
-          ncclComm_t comm, cudaStream_t stream) -> absl::Status {
-        DT_RETURN_IF_ERROR(Pack(packed, input, split_dim, send_sizes, stream));
-        DT_RETURN_IF_ERROR(FromNccl(ncclGroupStart(), "ncclGroupStart"));
-        for (int64_t r = 0; r < static_cast<int64_t>(sends.size()); ++r) {
-          if (r == me) continue;
-          if (sends[r] > 0) {
-            ncclSend(Ptr(packed) + OffsetOf(sends, r), sends[r], ncclUint8,
-                     static_cast<int>(r), comm, stream);
-          }
-          if (receives[r] > 0) {
-            ncclRecv(Ptr(received) + OffsetOf(receives, r), receives[r],
-                     ncclUint8, static_cast<int>(r), comm, stream);
-          }
-        }
-        DT_RETURN_IF_ERROR(FromNccl(ncclGroupEnd(), "all_to_all"));
-        DT_RETURN_IF_ERROR(DeviceCopy(Ptr(received) + OffsetOf(receives, me),
-                                      Ptr(packed) + OffsetOf(sends, me),
-                                      receives[me], stream));
-        return Unpack(received, output, concat_dim, recv_sizes, stream);
-      });
-}
-
-std::shared_ptr<Work> NcclCommunicator::StartBroadcast(const Tensor& tensor,
-                                                       int64_t root,
-                                                       const CallInfo& call) {
-  absl::StatusOr<Tensor> buffer = ContiguousBuffer(tensor);
-  if (!buffer.ok()) return CompletedWork(Break(buffer.status(), true, false));
-  const bool is_root = rank() == root;
-  return LaunchCollective(
-      call, {}, {tensor, *buffer},
-      [tensor, root, is_root, staged = *buffer](
-          ncclComm_t comm, cudaStream_t stream) -> absl::Status {
-        if (tensor.numel() == 0) return absl::OkStatus();
-        const bool copied = !Same(staged, tensor);
-        if (copied && is_root) {
-          DT_RETURN_IF_ERROR(CopyViewOnDevice(staged, tensor, stream));
-        }
-        DT_RETURN_IF_ERROR(FromNccl(
-            ncclBroadcast(Ptr(staged), Ptr(staged), staged.nbytes(), ncclUint8,
-                          static_cast<int>(root), comm, stream),
-            "ncclBroadcast"));
-        if (copied && !is_root) {
-          DT_RETURN_IF_ERROR(CopyViewOnDevice(tensor, staged, stream));
-        }
-        return absl::OkStatus();
-      });
-}
-
-std::shared_ptr<Work> NcclCommunicator::StartScatter(const Tensor& input,
-                                                     const Tensor& output,
-                                                     int64_t dim, int64_t root,
-                                                     std::vector<int64_t> sizes,
-                                                     const CallInfo& call) {
-  const bool is_root = rank() == root;
-  absl::StatusOr<Tensor> out = ContiguousBuffer(output);
-  absl::StatusOr<Tensor> packed = Tensor();
-  if (is_root && out.ok()) packed = PackedBuffer(input, dim);
-  if (!out.ok() || !packed.ok()) {
-    return CompletedWork(
-        Break(out.ok() ? packed.status() : out.status(), true, false));
-  }
-  const std::vector<int64_t> bytes =
-      PieceBytes(output.shape(), dim, sizes, output.dtype());
-  CallTraffic traffic;
-  if (options().debug) {
-    traffic.send_bytes.assign(size(), 0);
-    traffic.recv_bytes.assign(size(), 0);
-    if (is_root) traffic.send_bytes = bytes;
-    traffic.recv_bytes[root] = output.nbytes();
-  }
-  const int64_t me = rank();
-  return LaunchCollective(
-      call, std::move(traffic), {input, output, *out, *packed},
-      [input, output, dim, root, sizes, bytes, me, is_root, out = *out,
-       packed = *packed](ncclComm_t comm, cudaStream_t stream) -> absl::Status {
-        if (is_root)
-          DT_RETURN_IF_ERROR(Pack(packed, input, dim, sizes, stream));
-        DT_RETURN_IF_ERROR(FromNccl(ncclGroupStart(), "ncclGroupStart"));
-        if (is_root) {
-          for (int64_t r = 0; r < static_cast<int64_t>(bytes.size()); ++r) {
-            if (r == me || bytes[r] == 0) continue;
-            ncclSend(Ptr(packed) + OffsetOf(bytes, r), bytes[r], ncclUint8,
-                     static_cast<int>(r), comm, stream);
-          }
-        } else if (bytes[me] > 0) {
-          ncclRecv(Ptr(out), bytes[me], ncclUint8, static_cast<int>(root), comm,
-                   stream);
-        }
-        DT_RETURN_IF_ERROR(FromNccl(ncclGroupEnd(), "scatter"));
-        if (is_root) {
-          DT_RETURN_IF_ERROR(DeviceCopy(
-              Ptr(out), Ptr(packed) + OffsetOf(bytes, me), bytes[me], stream));
-        }
-        if (Same(out, output)) return absl::OkStatus();
-        return CopyViewOnDevice(output, out, stream);
-      });
-}
-
-std::shared_ptr<Work> NcclCommunicator::StartGather(const Tensor& input,
-                                                    const Tensor& output,
-                                                    int64_t dim, int64_t root,
-                                                    std::vector<int64_t> sizes,
-                                                    const CallInfo& call) {
-  const bool is_root = rank() == root;
-  absl::StatusOr<Tensor> in = ContiguousBuffer(input);
-  absl::StatusOr<Tensor> packed = Tensor();
-  if (is_root && in.ok()) packed = PackedBuffer(output, dim);
-  if (!in.ok() || !packed.ok()) {
-    return CompletedWork(
-        Break(in.ok() ? packed.status() : in.status(), true, false));
-  }
-  const std::vector<int64_t> bytes =
-      PieceBytes(input.shape(), dim, sizes, input.dtype());
-  CallTraffic traffic;
-  if (options().debug) {
-    traffic.send_bytes.assign(size(), 0);
-    traffic.recv_bytes.assign(size(), 0);
-    traffic.send_bytes[root] = input.nbytes();
-    if (is_root) traffic.recv_bytes = bytes;
-  }
-  const int64_t me = rank();
-  return LaunchCollective(
-      call, std::move(traffic), {input, output, *in, *packed},
-      [input, output, dim, root, sizes, bytes, me, is_root, in = *in,
-       packed = *packed](ncclComm_t comm, cudaStream_t stream) -> absl::Status {
-        if (!Same(in, input)) {
-          DT_RETURN_IF_ERROR(CopyViewOnDevice(in, input, stream));
-        }
-        DT_RETURN_IF_ERROR(FromNccl(ncclGroupStart(), "ncclGroupStart"));
-        if (is_root) {
-          for (int64_t r = 0; r < static_cast<int64_t>(bytes.size()); ++r) {
-            if (r == me || bytes[r] == 0) continue;
-            ncclRecv(Ptr(packed) + OffsetOf(bytes, r), bytes[r], ncclUint8,
-                     static_cast<int>(r), comm, stream);
-          }
-        } else if (bytes[me] > 0) {
-          ncclSend(Ptr(in), bytes[me], ncclUint8, static_cast<int>(root), comm,
-                   stream);
-        }
-        DT_RETURN_IF_ERROR(FromNccl(ncclGroupEnd(), "gather"));
-        if (!is_root) return absl::OkStatus();
-        DT_RETURN_IF_ERROR(DeviceCopy(Ptr(packed) + OffsetOf(bytes, me),
-                                      Ptr(in), bytes[me], stream));
-        return Unpack(packed, output, dim, sizes, stream);
-      });
-}
-
-std::shared_ptr<Work> NcclCommunicator::StartPermute(
-    const Tensor& input, const Tensor& output, std::vector<PermutePair> pairs,
-    const CallInfo& call) {
-  std::optional<int64_t> to;
-  std::optional<int64_t> from;
-  for (const PermutePair& pair : pairs) {
-    if (pair.src == rank()) to = pair.dst;
-    if (pair.dst == rank()) from = pair.src;
-  }
-  absl::StatusOr<Tensor> in =
-      to.has_value() ? ContiguousBuffer(input) : Tensor();
-  absl::StatusOr<Tensor> out =
-      in.ok() && from.has_value() ? ContiguousBuffer(output) : Tensor();
-  if (!in.ok() || !out.ok()) {
-    return CompletedWork(
-        Break(in.ok() ? out.status() : in.status(), true, false));
-  }
-  CallTraffic traffic;
-  if (options().debug) {
-    traffic.send_bytes.assign(size(), 0);
-    traffic.recv_bytes.assign(size(), 0);
-    if (to.has_value()) traffic.send_bytes[*to] = input.nbytes();
-    if (from.has_value()) traffic.recv_bytes[*from] = output.nbytes();
-  }
-  const int64_t me = rank();
-  return LaunchCollective(
-      call, std::move(traffic), {input, output, *in, *out},
-      [input, output, to, from, me, in = *in, out = *out](
-          ncclComm_t comm, cudaStream_t stream) -> absl::Status {
-        if (to.has_value() && !Same(in, input)) {
-          DT_RETURN_IF_ERROR(CopyViewOnDevice(in, input, stream));
-        }
-        if (to == me) {
-          DT_RETURN_IF_ERROR(
-              DeviceCopy(Ptr(out), Ptr(in), input.nbytes(), stream));
-        } else {
-          DT_RETURN_IF_ERROR(FromNccl(ncclGroupStart(), "ncclGroupStart"));
-          if (to.has_value() && input.nbytes() > 0) {
-            ncclSend(Ptr(in), input.nbytes(), ncclUint8, static_cast<int>(*to),
-                     comm, stream);
-          }
-          if (from.has_value() && output.nbytes() > 0) {
-            ncclRecv(Ptr(out), output.nbytes(), ncclUint8,
-                     static_cast<int>(*from), comm, stream);
-          }
-          DT_RETURN_IF_ERROR(FromNccl(ncclGroupEnd(), "permute"));
-        }
-        if (!from.has_value() || Same(out, output)) return absl::OkStatus();
-        return CopyViewOnDevice(output, out, stream);
-      });
-}
-
-std::shared_ptr<Work> NcclCommunicator::StartBarrier(const CallInfo& call) {
-  absl::StatusOr<Tensor> token = Tensor::Empty({1}, DType::kI32, device());
-  if (!token.ok()) return CompletedWork(Break(token.status(), true, false));
-  return LaunchCollective(
-      call, {}, {*token},
-      [token = *token](ncclComm_t comm, cudaStream_t stream) {
-        return FromNccl(ncclAllReduce(Ptr(token), Ptr(token), 1, ncclInt32,
-                                      ncclSum, comm, stream),
-                        "barrier");
-      });
-}
-
-absl::Status NcclCommunicator::RunPointToPoint(const CallInfo& call,
+absl::Status NcclCommunicator::RunPointToPoint(const CollectiveCall& call,
                                                const Tensor& tensor,
                                                int64_t peer, bool sending) {
   const absl::Time deadline = absl::Now() + call.deadline;
@@ -768,37 +355,16 @@ absl::Status NcclCommunicator::RunPointToPoint(const CallInfo& call,
         channel.status().code(),
         absl::StrCat(Describe(call), ": ", channel.status().message()));
   }
-  absl::StatusOr<Tensor> buffer = ContiguousBuffer(tensor);
-  if (!buffer.ok()) return buffer.status();
-  const Tensor staged = *buffer;
-  // The channel's ranks: 0 sends, 1 receives.
-  std::shared_ptr<Work> work = Launch(
-      Launched{call, deadline, *channel, peer, sending}, {tensor, staged},
-      [tensor, staged, sending](ncclComm_t comm,
-                                cudaStream_t stream) -> absl::Status {
-        if (staged.nbytes() == 0) return absl::OkStatus();
-        const bool copied = !Same(staged, tensor);
-        if (sending) {
-          if (copied) {
-            DT_RETURN_IF_ERROR(CopyViewOnDevice(staged, tensor, stream));
-          }
-          return FromNccl(ncclSend(Ptr(staged), staged.nbytes(), ncclUint8, 1,
-                                   comm, stream),
-                          "ncclSend");
-        }
-        DT_RETURN_IF_ERROR(FromNccl(
-            ncclRecv(Ptr(staged), staged.nbytes(), ncclUint8, 0, comm, stream),
-            "ncclRecv"));
-        if (!copied) return absl::OkStatus();
-        return CopyViewOnDevice(tensor, staged, stream);
-      });
+  DT_ASSIGN_OR_RETURN(Prepared prepared, PrepareTransfer(tensor, sending));
+  std::shared_ptr<Work> work =
+      Launch(Launched{call, deadline, *channel, peer, sending},
+             std::move(prepared.keep), prepared.enqueue);
   return work->Wait();
 }
 
-std::shared_ptr<Work> NcclCommunicator::SubmitPointToPoint(const CallInfo& call,
-                                                           const Tensor& tensor,
-                                                           int64_t peer,
-                                                           bool sending) {
+std::shared_ptr<Work> NcclCommunicator::SubmitPointToPoint(
+    const CollectiveCall& call, const Tensor& tensor, int64_t peer,
+    bool sending) {
   std::unique_ptr<OpQueue>& queue =
       (sending ? send_queues_ : recv_queues_)[peer];
   if (queue == nullptr) queue = std::make_unique<OpQueue>();
@@ -807,18 +373,6 @@ std::shared_ptr<Work> NcclCommunicator::SubmitPointToPoint(const CallInfo& call,
   };
   if (call.blocking && queue->Idle()) return CompletedWork(run());
   return queue->Submit(std::move(run));
-}
-
-std::shared_ptr<Work> NcclCommunicator::StartSend(const Tensor& tensor,
-                                                  int64_t dst,
-                                                  const CallInfo& call) {
-  return SubmitPointToPoint(call, tensor, dst, true);
-}
-
-std::shared_ptr<Work> NcclCommunicator::StartRecv(const Tensor& tensor,
-                                                  int64_t src,
-                                                  const CallInfo& call) {
-  return SubmitPointToPoint(call, tensor, src, false);
 }
 
 }  // namespace dtensor

@@ -54,40 +54,7 @@ class NcclCommunicator final
   Device device() const override { return Device::CUDA(runtime_->device); }
 
  protected:
-  std::shared_ptr<Work> StartAllReduce(const Tensor& tensor, ReduceOp op,
-                                       const CallInfo& call) override;
-  std::shared_ptr<Work> StartAllGather(const Tensor& input,
-                                       const Tensor& output, int64_t dim,
-                                       std::vector<int64_t> sizes,
-                                       const CallInfo& call) override;
-  std::shared_ptr<Work> StartReduceScatter(const Tensor& input,
-                                           const Tensor& output, int64_t dim,
-                                           ReduceOp op,
-                                           std::vector<int64_t> sizes,
-                                           const CallInfo& call) override;
-  std::shared_ptr<Work> StartAllToAll(const Tensor& input, const Tensor& output,
-                                      int64_t split_dim, int64_t concat_dim,
-                                      std::vector<int64_t> send_sizes,
-                                      std::vector<int64_t> recv_sizes,
-                                      const CallInfo& call) override;
-  std::shared_ptr<Work> StartBroadcast(const Tensor& tensor, int64_t root,
-                                       const CallInfo& call) override;
-  std::shared_ptr<Work> StartScatter(const Tensor& input, const Tensor& output,
-                                     int64_t dim, int64_t root,
-                                     std::vector<int64_t> sizes,
-                                     const CallInfo& call) override;
-  std::shared_ptr<Work> StartGather(const Tensor& input, const Tensor& output,
-                                    int64_t dim, int64_t root,
-                                    std::vector<int64_t> sizes,
-                                    const CallInfo& call) override;
-  std::shared_ptr<Work> StartPermute(const Tensor& input, const Tensor& output,
-                                     std::vector<PermutePair> pairs,
-                                     const CallInfo& call) override;
-  std::shared_ptr<Work> StartBarrier(const CallInfo& call) override;
-  std::shared_ptr<Work> StartSend(const Tensor& tensor, int64_t dst,
-                                  const CallInfo& call) override;
-  std::shared_ptr<Work> StartRecv(const Tensor& tensor, int64_t src,
-                                  const CallInfo& call) override;
+  std::shared_ptr<Work> Start(const CollectiveCall& call) override;
 
  private:
   friend class NcclWork;
@@ -97,26 +64,42 @@ class NcclCommunicator final
 
   // A call on its way: what its Work needs to wait for it.
   struct Launched {
-    CallInfo call;
+    CollectiveCall call;
     absl::Time deadline;
     NcclChannel* channel;
     std::optional<int64_t> peer;  // The other side of a send or recv.
     bool sending = false;
   };
 
+  // An operation ready to enqueue: the tensors the GPU uses until it has
+  // finished (arguments and staging buffers), and its calls.
+  struct Prepared {
+    std::vector<Tensor> keep;
+    Enqueue enqueue;
+  };
+  // Each collective's staging buffers and calls (nccl_collectives.cc).
+  absl::StatusOr<Prepared> Prepare(const AllReduceArgs& args) const;
+  absl::StatusOr<Prepared> Prepare(const AllGatherArgs& args) const;
+  absl::StatusOr<Prepared> Prepare(const ReduceScatterArgs& args) const;
+  absl::StatusOr<Prepared> Prepare(const AllToAllArgs& args) const;
+  absl::StatusOr<Prepared> Prepare(const BroadcastArgs& args) const;
+  absl::StatusOr<Prepared> Prepare(const ScatterArgs& args) const;
+  absl::StatusOr<Prepared> Prepare(const GatherArgs& args) const;
+  absl::StatusOr<Prepared> Prepare(const PermuteArgs& args) const;
+  absl::StatusOr<Prepared> Prepare(const BarrierArgs& args) const;
+  // A send (`sending`) or a receive on a two-rank channel.
+  static absl::StatusOr<Prepared> PrepareTransfer(const Tensor& tensor,
+                                                  bool sending);
+
   // Enqueues a collective (after the debug check) on the main channel.
-  std::shared_ptr<Work> LaunchCollective(const CallInfo& call,
-                                         CallTraffic traffic,
-                                         std::vector<Tensor> keep,
-                                         Enqueue enqueue);
+  std::shared_ptr<Work> LaunchCollective(const CollectiveCall& call);
   std::shared_ptr<Work> Launch(Launched launched, std::vector<Tensor> keep,
                                const Enqueue& enqueue);
   // Waits for a launched call whose GPU work ends with `done`.
   absl::Status Await(const Launched& launched, cudaEvent_t done);
   // Debug mode: every rank made the same call, moving matching bytes
   // (compared through the store).
-  absl::Status CheckCallsAgree(const CallInfo& call, const CallTraffic& traffic,
-                               absl::Time deadline);
+  absl::Status CheckCallsAgree(const CollectiveCall& call, absl::Time deadline);
   // The two-rank channel of sends from member `src` to member `dst`, made
   // on first use by both.
   absl::StatusOr<NcclChannel*> PointToPointChannel(int64_t src, int64_t dst,
@@ -124,9 +107,9 @@ class NcclCommunicator final
   // A send to or receive from `peer`, to its end. Runs on the queue of its
   // peer and direction: making a channel waits for the peer to make it too,
   // which must not hold up the caller's other calls.
-  absl::Status RunPointToPoint(const CallInfo& call, const Tensor& tensor,
+  absl::Status RunPointToPoint(const CollectiveCall& call, const Tensor& tensor,
                                int64_t peer, bool sending);
-  std::shared_ptr<Work> SubmitPointToPoint(const CallInfo& call,
+  std::shared_ptr<Work> SubmitPointToPoint(const CollectiveCall& call,
                                            const Tensor& tensor, int64_t peer,
                                            bool sending);
 
@@ -135,7 +118,7 @@ class NcclCommunicator final
   // `status` unless it came from a peer, and aborts every channel.
   absl::Status Break(absl::Status status, bool post, bool point_to_point);
   // "all_reduce #3 on group [0, 1]", "send on group [0, 1]".
-  std::string Describe(const CallInfo& call) const;
+  std::string Describe(const CollectiveCall& call) const;
 
   const std::shared_ptr<NcclRuntime> runtime_;
   const std::unique_ptr<NcclChannel> channel_;

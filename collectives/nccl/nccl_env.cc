@@ -2,9 +2,9 @@
 // CUDA.
 #include <utility>
 
+#include "base/status_macros.h"
 #include "collectives/gloo/launch_env.h"
 #include "collectives/nccl/nccl_backend.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 

@@ -3,24 +3,438 @@
 namespace dtensor::cuda {
 namespace {
 
+constexpr int kThreads = 256;
+
+int GridFor(int64_t count) {
+  const int64_t wanted = (count + kThreads - 1) / kThreads;
+  return static_cast<int>(wanted < 65535 ? (wanted < 1 ? 1 : wanted) : 65535);
+}
+
+// Calls fn(T{}) with T the storage type of `type`.
+template <typename Fn>
+cudaError_t Dispatch(ScalarType type, Fn&& fn) {
+  switch (type) {
+    case ScalarType::kF32:
+      return fn(float{});
+    case ScalarType::kF64:
+      return fn(double{});
+    case ScalarType::kBF16:
+      return fn(Bf16{});
+    case ScalarType::kF16:
+      return fn(F16{});
+    case ScalarType::kI32:
+      return fn(int32_t{});
+    case ScalarType::kI64:
+      return fn(int64_t{});
+    case ScalarType::kBool:
+      return fn(bool{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+// Dispatch over the floating types only; others are an invalid value.
+template <typename Fn>
+cudaError_t DispatchFloating(ScalarType type, Fn&& fn) {
+  return Dispatch(type, [&](auto tag) -> cudaError_t {
+    if constexpr (std::is_floating_point_v<Compute<decltype(tag)>>) {
+      return fn(tag);
+    } else {
+      return cudaErrorInvalidValue;
+    }
+  });
+}
+
+// Combines the values of a block's threads (blockDim.x == kThreads) with
+// `combine`; every thread gets the result.
+template <typename A, typename Combine>
+__device__ A BlockReduce(A value, Combine combine) {
+  __shared__ alignas(8) unsigned char raw[kThreads * sizeof(double)];
+  A* shared = reinterpret_cast<A*>(raw);
+  __syncthreads();  // The buffer may still be read by a previous call.
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) {
+      shared[threadIdx.x] =
+          combine(shared[threadIdx.x], shared[threadIdx.x + width]);
+    }
+    __syncthreads();
+  }
+  return shared[0];
+}
+
+struct AddCombine {
+  template <typename A>
+  __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
+};
+
+struct MaxCombine {
+  template <typename A>
+  __device__ A operator()(A a, A b) const {
+    return MaxKeepingFirst(a, b);
+  }
+};
+
+// ---- Elementwise. ----
+
 __global__ void Fill32Kernel(unsigned* dst, size_t count, unsigned bits) {
-  const size_t stride = static_cast<size_t>(blockDim.x) * gridDim.x;
+  const size_t step = static_cast<size_t>(blockDim.x) * gridDim.x;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-       i < count; i += stride) {
+       i < count; i += step) {
     dst[i] = bits;
   }
 }
+
+template <typename Out, typename T>
+__global__ void UnaryKernel(UnaryOp op, const T* x, Out* out,
+                            StridedShape<2> shape, int64_t numel,
+                            bool contiguous) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < numel; i += step) {
+    if (contiguous) {
+      UnaryElement(op, x + i, out + i);
+    } else {
+      int64_t offsets[2];
+      OperandOffsetsAt(shape, i, offsets);
+      UnaryElement(op, x + offsets[1], out + offsets[0]);
+    }
+  }
+}
+
+template <typename Out, typename T>
+__global__ void BinaryKernel(BinaryOp op, const T* a, const T* b, Out* out,
+                             StridedShape<3> shape, int64_t numel,
+                             bool contiguous) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < numel; i += step) {
+    if (contiguous) {
+      BinaryElement(op, a + i, b + i, out + i);
+    } else {
+      int64_t offsets[3];
+      OperandOffsetsAt(shape, i, offsets);
+      BinaryElement(op, a + offsets[1], b + offsets[2], out + offsets[0]);
+    }
+  }
+}
+
+template <typename To, typename From>
+__global__ void CastKernel(const From* x, To* out, StridedShape<2> shape,
+                           int64_t numel, bool contiguous) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < numel; i += step) {
+    if (contiguous) {
+      CastElement(x + i, out + i);
+    } else {
+      int64_t offsets[2];
+      OperandOffsetsAt(shape, i, offsets);
+      CastElement(x + offsets[1], out + offsets[0]);
+    }
+  }
+}
+
+// True when every operand walks the elements in order (after the host merged
+// the dims: one dim of stride 1 everywhere).
+template <int N>
+bool IsContiguous(const StridedShape<N>& shape) {
+  if (shape.ndim == 0) return true;
+  if (shape.ndim != 1) return false;
+  for (int k = 0; k < N; ++k) {
+    if (shape.strides[k][0] != 1) return false;
+  }
+  return true;
+}
+
+// ---- Rows: one block per row. ----
+
+template <typename T>
+__global__ void SoftmaxKernel(const T* x, T* out, int64_t n, int64_t inner,
+                              bool log) {
+  const int64_t outer_index = blockIdx.x / inner;
+  const int64_t inner_index = blockIdx.x % inner;
+  const int64_t base = outer_index * n * inner + inner_index;
+  const Row<T> row{x + base, n, inner};
+  const int lane = threadIdx.x;
+  const auto max =
+      BlockReduce(SoftmaxMaxPartial(row, lane, kThreads), MaxCombine());
+  const double sum =
+      BlockReduce(SoftmaxSumPartial(row, max, lane, kThreads), AddCombine());
+  SoftmaxWrite(row, out + base, max, sum, log, lane, kThreads);
+}
+
+template <typename T>
+__global__ void RmsNormKernel(const T* x, const T* weight, T* out,
+                              int64_t width, double eps) {
+  const int64_t base = blockIdx.x * width;
+  const Row<T> row{x + base, width, 1};
+  const double sum =
+      BlockReduce(SumSquaresPartial(row, threadIdx.x, kThreads), AddCombine());
+  RmsNormWrite(row, weight, out + base, sum, eps, threadIdx.x, kThreads);
+}
+
+template <typename T>
+__global__ void CrossEntropyKernel(const T* logits, const int64_t* targets,
+                                   double* losses, int64_t classes,
+                                   int64_t ignore_index) {
+  const int64_t r = blockIdx.x;
+  const int64_t target = targets[r];
+  if (target == ignore_index) {  // Uniform across the block.
+    if (threadIdx.x == 0) losses[r] = 0;
+    return;
+  }
+  const Row<T> row{logits + r * classes, classes, 1};
+  const double max = BlockReduce(
+      LogSumExpMaxPartial(row, threadIdx.x, kThreads), MaxCombine());
+  const double sum = BlockReduce(
+      LogSumExpSumPartial(row, max, threadIdx.x, kThreads), AddCombine());
+  if (threadIdx.x == 0) losses[r] = CrossEntropyLoss(row, max, sum, target);
+}
+
+template <typename A>
+struct ReduceCombineFn {
+  ReduceOp op;
+  __device__ A operator()(A a, A b) const { return ReduceCombine(op, a, b); }
+};
+
+template <typename A, typename Out, typename T>
+__global__ void ReduceRowsKernel(ReduceOp op, const T* x, Out* out, int64_t n,
+                                 double divisor) {
+  const Row<T> row{x + blockIdx.x * n, n, 1};
+  const A total = BlockReduce(ReducePartial<A>(op, row, threadIdx.x, kThreads),
+                              ReduceCombineFn<A>{op});
+  if (threadIdx.x != 0) return;
+  if (divisor == 1.0) {
+    out[blockIdx.x] = Store<Out>(total);
+  } else {
+    out[blockIdx.x] = Store<Out>(static_cast<double>(total) / divisor);
+  }
+}
+
+template <typename T>
+__global__ void EmbeddingKernel(const int64_t* indices, const T* table, T* out,
+                                int64_t count, int64_t dim) {
+  const int64_t total = count * dim;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < total; i += step) {
+    out[i] = table[indices[i / dim] * dim + i % dim];
+  }
+}
+
+template <typename C>
+__global__ void MaskedSoftmaxKernel(C* scores, int64_t lq, int64_t lk,
+                                    bool causal, C scale) {
+  C* row = scores + blockIdx.x * lk;
+  const int64_t visible = VisibleKeys(blockIdx.x % lq, lq, lk, causal);
+  const C max =
+      BlockReduce(ScaledMaxPartial(row, visible, scale, threadIdx.x, kThreads),
+                  MaxCombine());
+  const double sum =
+      BlockReduce(ExpInPlacePartial(row, visible, max, threadIdx.x, kThreads),
+                  AddCombine());
+  NormalizeMasked(row, visible, lk, sum, threadIdx.x, kThreads);
+}
+
+template <typename T>
+__global__ void RotaryKernel(const T* x, T* out, const double* cos_table,
+                             const double* sin_table, int64_t outer,
+                             int64_t seq, int64_t heads, int64_t half) {
+  const int64_t pairs = outer * seq * heads * half;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       p < pairs; p += step) {
+    const int64_t i = p % half;
+    const int64_t head_row = p / half;  // (o * seq + s) * heads + h
+    const int64_t s = (head_row / heads) % seq;
+    const int64_t base = head_row * 2 * half;
+    RotatePair(x + base, out + base, i, half, cos_table[s * half + i],
+               sin_table[s * half + i]);
+  }
+}
+
+// Blocks per grid dimension x for one block per row.
+bool RowsFit(int64_t rows) { return rows <= 2147483647; }
 
 }  // namespace
 
 cudaError_t LaunchFill32(unsigned* dst, size_t count, unsigned bits,
                          cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  constexpr int kThreads = 256;
-  const size_t wanted = (count + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(wanted < 4096 ? wanted : 4096);
-  Fill32Kernel<<<blocks, kThreads, 0, stream>>>(dst, count, bits);
+  Fill32Kernel<<<GridFor(count), kThreads, 0, stream>>>(dst, count, bits);
   return cudaGetLastError();
+}
+
+cudaError_t LaunchUnary(UnaryOp op, ScalarType in_type, ScalarType out_type,
+                        const void* x, void* out, const StridedShape<2>& shape,
+                        int64_t numel, cudaStream_t stream) {
+  if (numel == 0) return cudaSuccess;
+  const bool contiguous = IsContiguous(shape);
+  return Dispatch(in_type, [&](auto tag) {
+    using T = decltype(tag);
+    return Dispatch(out_type, [&](auto out_tag) {
+      using Out = decltype(out_tag);
+      UnaryKernel<<<GridFor(numel), kThreads, 0, stream>>>(
+          op, static_cast<const T*>(x), static_cast<Out*>(out), shape, numel,
+          contiguous);
+      return cudaGetLastError();
+    });
+  });
+}
+
+cudaError_t LaunchBinary(BinaryOp op, ScalarType in_type, ScalarType out_type,
+                         const void* a, const void* b, void* out,
+                         const StridedShape<3>& shape, int64_t numel,
+                         cudaStream_t stream) {
+  if (numel == 0) return cudaSuccess;
+  const bool contiguous = IsContiguous(shape);
+  return Dispatch(in_type, [&](auto tag) {
+    using T = decltype(tag);
+    if (out_type == ScalarType::kBool) {
+      BinaryKernel<<<GridFor(numel), kThreads, 0, stream>>>(
+          op, static_cast<const T*>(a), static_cast<const T*>(b),
+          static_cast<bool*>(out), shape, numel, contiguous);
+    } else {
+      BinaryKernel<<<GridFor(numel), kThreads, 0, stream>>>(
+          op, static_cast<const T*>(a), static_cast<const T*>(b),
+          static_cast<T*>(out), shape, numel, contiguous);
+    }
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchCast(ScalarType from, ScalarType to, const void* x, void* out,
+                       const StridedShape<2>& shape, int64_t numel,
+                       cudaStream_t stream) {
+  if (numel == 0) return cudaSuccess;
+  const bool contiguous = IsContiguous(shape);
+  return Dispatch(from, [&](auto tag) {
+    using From = decltype(tag);
+    return Dispatch(to, [&](auto to_tag) {
+      using To = decltype(to_tag);
+      CastKernel<<<GridFor(numel), kThreads, 0, stream>>>(
+          static_cast<const From*>(x), static_cast<To*>(out), shape, numel,
+          contiguous);
+      return cudaGetLastError();
+    });
+  });
+}
+
+cudaError_t LaunchSoftmax(ScalarType type, const void* x, void* out,
+                          int64_t outer, int64_t n, int64_t inner, bool log,
+                          cudaStream_t stream) {
+  const int64_t rows = outer * inner;
+  if (rows == 0 || n == 0) return cudaSuccess;
+  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    SoftmaxKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(out), n, inner, log);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchRmsNorm(ScalarType type, const void* x, const void* weight,
+                          void* out, int64_t rows, int64_t width, double eps,
+                          cudaStream_t stream) {
+  if (rows == 0 || width == 0) return cudaSuccess;
+  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    RmsNormKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(weight),
+        static_cast<T*>(out), width, eps);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchCrossEntropyRows(ScalarType type, const void* logits,
+                                   const int64_t* targets, double* losses,
+                                   int64_t rows, int64_t classes,
+                                   int64_t ignore_index, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    CrossEntropyKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<const T*>(logits), targets, losses, classes, ignore_index);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchReduceRows(ReduceOp op, ScalarType in_type,
+                             ScalarType out_type, const void* x, void* out,
+                             int64_t rows, int64_t n, double divisor,
+                             cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
+  return Dispatch(in_type, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    // Floating sums accumulate in double, integer sums in int64, max and min
+    // in the compute type.
+    using SumAcc =
+        std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
+    return Dispatch(out_type, [&](auto out_tag) {
+      using Out = decltype(out_tag);
+      if (op == ReduceOp::kSum) {
+        ReduceRowsKernel<SumAcc><<<rows, kThreads, 0, stream>>>(
+            op, static_cast<const T*>(x), static_cast<Out*>(out), n, divisor);
+      } else {
+        ReduceRowsKernel<C><<<rows, kThreads, 0, stream>>>(
+            op, static_cast<const T*>(x), static_cast<Out*>(out), n, divisor);
+      }
+      return cudaGetLastError();
+    });
+  });
+}
+
+cudaError_t LaunchEmbedding(ScalarType type, const int64_t* indices,
+                            const void* table, void* out, int64_t count,
+                            int64_t dim, cudaStream_t stream) {
+  if (count == 0 || dim == 0) return cudaSuccess;
+  return Dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    EmbeddingKernel<<<GridFor(count * dim), kThreads, 0, stream>>>(
+        indices, static_cast<const T*>(table), static_cast<T*>(out), count,
+        dim);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchMaskedSoftmax(ScalarType type, void* scores, int64_t rows,
+                                int64_t lq, int64_t lk, bool causal,
+                                double scale, cudaStream_t stream) {
+  if (rows == 0 || lk == 0) return cudaSuccess;
+  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
+  if (type == ScalarType::kF64) {
+    MaskedSoftmaxKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<double*>(scores), lq, lk, causal, scale);
+  } else if (type == ScalarType::kF32) {
+    MaskedSoftmaxKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<float*>(scores), lq, lk, causal, static_cast<float>(scale));
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRotary(ScalarType type, const void* x, void* out,
+                         const double* cos_table, const double* sin_table,
+                         int64_t outer, int64_t seq, int64_t heads,
+                         int64_t half, cudaStream_t stream) {
+  const int64_t pairs = outer * seq * heads * half;
+  if (pairs == 0) return cudaSuccess;
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    RotaryKernel<<<GridFor(pairs), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(out), cos_table, sin_table,
+        outer, seq, heads, half);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace dtensor::cuda

@@ -1,15 +1,77 @@
 #ifndef DTENSOR_TENSOR_CUDA_KERNELS_H_
 #define DTENSOR_TENSOR_CUDA_KERNELS_H_
 
+// Launches of the device kernels on a stream. Each returns the launch error
+// (cudaSuccess when the launch was accepted); pointers are device pointers.
+// The per-element and per-row math lives in elementwise_body.h and
+// row_body.h, shared with the host forms that the CPU tests check.
+
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 
 #include <cstddef>
+
+#include "tensor/cuda/elementwise_body.h"
+#include "tensor/cuda/host_device.h"
+#include "tensor/cuda/row_body.h"
 
 namespace dtensor::cuda {
 
 // Sets `count` 32-bit words at device pointer `dst` to `bits` on `stream`.
 cudaError_t LaunchFill32(unsigned* dst, size_t count, unsigned bits,
                          cudaStream_t stream);
+
+// out = op(x) over `numel` elements laid out by `shape` (operand 0: out,
+// 1: x); `out_type` is `in_type`, or kBool for comparisons.
+cudaError_t LaunchUnary(UnaryOp op, ScalarType in_type, ScalarType out_type,
+                        const void* x, void* out, const StridedShape<2>& shape,
+                        int64_t numel, cudaStream_t stream);
+// out = op(a, b) (operands 0: out, 1: a, 2: b).
+cudaError_t LaunchBinary(BinaryOp op, ScalarType in_type, ScalarType out_type,
+                         const void* a, const void* b, void* out,
+                         const StridedShape<3>& shape, int64_t numel,
+                         cudaStream_t stream);
+// out = x converted from `from` to `to` (operands 0: out, 1: x): casts and
+// strided copies.
+cudaError_t LaunchCast(ScalarType from, ScalarType to, const void* x, void* out,
+                       const StridedShape<2>& shape, int64_t numel,
+                       cudaStream_t stream);
+
+// Softmax (or log-softmax) of contiguous x seen as [outer, n, inner] along n.
+cudaError_t LaunchSoftmax(ScalarType type, const void* x, void* out,
+                          int64_t outer, int64_t n, int64_t inner, bool log,
+                          cudaStream_t stream);
+// RMSNorm of the `rows` contiguous rows of `width`; `weight` may be null.
+cudaError_t LaunchRmsNorm(ScalarType type, const void* x, const void* weight,
+                          void* out, int64_t rows, int64_t width, double eps,
+                          cudaStream_t stream);
+// losses[r] = logsumexp(row r) - row r[targets[r]], 0 where targets[r] ==
+// ignore_index; targets are checked to lie in range before launch.
+cudaError_t LaunchCrossEntropyRows(ScalarType type, const void* logits,
+                                   const int64_t* targets, double* losses,
+                                   int64_t rows, int64_t classes,
+                                   int64_t ignore_index, cudaStream_t stream);
+// out[r] = reduce(row r of contiguous x [rows, n]) / divisor (divisor 1 for
+// sum, max and min; n for mean), stored as `out_type`.
+cudaError_t LaunchReduceRows(ReduceOp op, ScalarType in_type,
+                             ScalarType out_type, const void* x, void* out,
+                             int64_t rows, int64_t n, double divisor,
+                             cudaStream_t stream);
+// out[i, :] = table[indices[i], :] for i < count (indices in range).
+cudaError_t LaunchEmbedding(ScalarType type, const int64_t* indices,
+                            const void* table, void* out, int64_t count,
+                            int64_t dim, cudaStream_t stream);
+// The attention softmax, in place on f32 or f64 scores [rows, lk], row r being
+// query r % lq.
+cudaError_t LaunchMaskedSoftmax(ScalarType type, void* scores, int64_t rows,
+                                int64_t lq, int64_t lk, bool causal,
+                                double scale, cudaStream_t stream);
+// Rotary embedding of contiguous x [outer, seq, heads, 2 * half] with
+// contiguous f64 tables cos/sin [seq, half].
+cudaError_t LaunchRotary(ScalarType type, const void* x, void* out,
+                         const double* cos_table, const double* sin_table,
+                         int64_t outer, int64_t seq, int64_t heads,
+                         int64_t half, cudaStream_t stream);
 
 }  // namespace dtensor::cuda
 

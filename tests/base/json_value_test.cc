@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace dtensor {
@@ -202,6 +203,26 @@ TEST(JsonValueTest, RandomDocumentsRoundTrip) {
     ASSERT_TRUE(v.ok()) << text << ": " << v.status();
     ExpectSame(node, *v);
   }
+}
+
+// Many keys: every one is kept in order, and a duplicate of an early key is
+// found at the end (the set of keys seen, not a rescan per key).
+TEST(JsonValueTest, LargeObjectKeepsKeysAndFindsLateDuplicate) {
+  constexpr int kKeys = 50000;
+  std::string text = "{";
+  for (int i = 0; i < kKeys; ++i) {
+    absl::StrAppend(&text, i == 0 ? "" : ",", "\"k", i, "\":", i);
+  }
+  absl::StatusOr<JsonValue> parsed = ParseJson(absl::StrCat(text, "}"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->members().size(), kKeys);
+  EXPECT_EQ(parsed->members()[kKeys - 1].first, absl::StrCat("k", kKeys - 1));
+
+  absl::StatusOr<JsonValue> duplicate =
+      ParseJson(absl::StrCat(text, ",\"k7\":0}"));
+  ASSERT_FALSE(duplicate.ok());
+  EXPECT_THAT(duplicate.status().message(),
+              testing::HasSubstr("duplicate key \"k7\""));
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ TEST(DTensorTest, DistributeFromAnySourceRankIgnoresOtherRanksData) {
                         full.Narrow(0, block.offset[0], block.shape[0]));
     DT_ASSIGN_OR_RETURN(expected,
                         expected.Narrow(1, block.offset[1], block.shape[1]));
-    DT_RETURN_IF_ERROR(Expect(AllClose(x.local(), expected), "local shard"));
+    DT_RETURN_IF_ERROR(Expect(AllClose(x.ToLocal(), expected), "local shard"));
     DT_ASSIGN_OR_RETURN(Tensor back, x.FullTensor());
     return Expect(AllClose(back, full), "full tensor");
   });
@@ -70,7 +70,7 @@ TEST(DTensorTest, DistributePartialSumKeepsOneTermPerGroup) {
     // Rank 0 holds the value, the others zeros; the sum is the value.
     const double expected_sum = runtime->rank() == 0 ? 15.0 : 0.0;
     double sum = 0;
-    for (float v : x.local().ToVector<float>()) sum += v;
+    for (float v : x.ToLocal().ToVector<float>()) sum += v;
     DT_RETURN_IF_ERROR(Expect(sum == expected_sum, "partial term"));
     DT_ASSIGN_OR_RETURN(Tensor back, x.FullTensor());
     return Expect(AllClose(back, full), "reduced value");
@@ -183,7 +183,7 @@ TEST(DTensorTest, MetadataOnlyRecordsWithoutData) {
     absl::StatusOr<DTensor> y =
         x->Redistribute({Placement::Replicate(), Placement::Shard(1)});
     ASSERT_TRUE(y.ok()) << y.status();
-    EXPECT_FALSE(y->local().defined());
+    EXPECT_FALSE(y->ToLocal().defined());
   }
   // One all-gather over the 64 ranks of mesh dim 0: each receives 63 blocks
   // of 64 x 512 bf16 values.

@@ -9,11 +9,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
 #include "gtest/gtest.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {
@@ -201,12 +201,14 @@ void RunCase(uint64_t seed) {
       return absl::OkStatus();
     }
     ReferenceBlock(to, mesh_shape, shape, coord, &offset, &size);
-    if (y.local().shape() != size) {
-      return absl::InternalError(absl::StrCat(
-          "rank ", groups.rank(), " local shape ",
-          ShapeToString(y.local().shape()), " expected ", ShapeToString(size)));
+    if (y.ToLocal().shape() != size) {
+      return absl::InternalError(
+          absl::StrCat("rank ", groups.rank(), " local shape ",
+                       ShapeToString(y.ToLocal().shape()), " expected ",
+                       ShapeToString(size)));
     }
-    if (y.local().ToVector<float>() != BlockValues(shape, offset, size, seed)) {
+    if (y.ToLocal().ToVector<float>() !=
+        BlockValues(shape, offset, size, seed)) {
       return absl::InternalError(
           absl::StrCat("rank ", groups.rank(), " values differ"));
     }
@@ -219,7 +221,7 @@ void RunCase(uint64_t seed) {
       if (!partial_source) {
         DT_ASSIGN_OR_RETURN(DTensor back,
                             y.Redistribute(from.placements, from.order));
-        if (back.local().ToVector<float>() != local.ToVector<float>()) {
+        if (back.ToLocal().ToVector<float>() != local.ToVector<float>()) {
           return absl::InternalError(
               absl::StrCat("rank ", groups.rank(), " round trip differs"));
         }
@@ -287,7 +289,7 @@ TEST_P(KnownPlanTest, RunsAsOneCollective) {
     for (int64_t d = 1; d < rank; ++d) {
       DT_ASSIGN_OR_RETURN(block, block.Narrow(d, offset[d], size[d]));
     }
-    if (y.local().ToVector<float>() != block.ToVector<float>()) {
+    if (y.ToLocal().ToVector<float>() != block.ToVector<float>()) {
       return absl::InternalError(
           absl::StrCat("rank ", groups.rank(), " holds a wrong shard"));
     }

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "dtensor/dtensor_spec.h"
 #include "gtest/gtest.h"
 #include "nn/embedding.h"
@@ -22,7 +23,6 @@
 #include "nn/llama.h"
 #include "nn/module_list.h"
 #include "tensor/generator.h"
-#include "base/status_macros.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace dtensor {
@@ -80,12 +80,12 @@ TEST(InitTest, ValuesAreThePhiloxDrawsOfTheSeedAndName) {
                                        Seeded(kSeed)));
         for (const NamedSlot& named : model->NamedSlots()) {
           const Tensor expected = Expected(*named.slot, named.name, kSeed);
-          EXPECT_TRUE(AllClose(named.slot->value.local(), expected, 0, 0))
+          EXPECT_TRUE(AllClose(named.slot->value.ToLocal(), expected, 0, 0))
               << named.name;
         }
         DT_ASSIGN_OR_RETURN(nn::TensorSlot * norm,
                             model->FindSlot("layers.1.ffn_norm.weight"));
-        EXPECT_EQ(norm->value.local().ToVector<double>(),
+        EXPECT_EQ(norm->value.ToLocal().ToVector<double>(),
                   std::vector<double>(32, 1.0));
         return absl::OkStatus();
       });
@@ -116,7 +116,7 @@ TEST(InitTest, ShardedMeshesGiveTheOneRankValues) {
             EXPECT_EQ(value.sharding().ToString(),
                       layout[named.slot->shape.size()])
                 << named.name;
-            EXPECT_LT(value.local().numel(), NumElements(named.slot->shape))
+            EXPECT_LT(value.ToLocal().numel(), NumElements(named.slot->shape))
                 << named.name << " is not sharded";
             DT_ASSIGN_OR_RETURN(Tensor full, value.FullTensor());
             EXPECT_TRUE(
@@ -208,7 +208,7 @@ TEST(InitTest, NormalAndUniformHaveTheirMoments) {
         DT_ASSIGN_OR_RETURN(auto linear, nn::Linear::Create(100, 100, options));
         DT_RETURN_IF_ERROR(nn::Initialize(*linear, runtime, mesh));
         const std::vector<double> w =
-            linear->weight().local().ToVector<double>();
+            linear->weight().ToLocal().ToVector<double>();
         double mean = 0, square = 0;
         for (double v : w) mean += v;
         mean /= w.size();
@@ -216,7 +216,8 @@ TEST(InitTest, NormalAndUniformHaveTheirMoments) {
         const double stddev = std::sqrt(square / w.size());
         EXPECT_NEAR(mean, 0.5, 4 * 0.02 / 100);
         EXPECT_NEAR(stddev, 0.02, 0.02 * 0.05);
-        const std::vector<double> b = linear->bias().local().ToVector<double>();
+        const std::vector<double> b =
+            linear->bias().ToLocal().ToVector<double>();
         double b_mean = 0;
         for (double v : b) {
           EXPECT_GE(v, -2);
@@ -264,7 +265,7 @@ TEST(InitTest, MetadataOnlyGivesSpecsWithoutData) {
   for (const NamedSlot& named : model->NamedSlots()) {
     const DTensor& value = named.slot->value;
     ASSERT_TRUE(value.defined()) << named.name;
-    EXPECT_FALSE(value.local().defined()) << named.name;
+    EXPECT_FALSE(value.ToLocal().defined()) << named.name;
     EXPECT_EQ(value.shape(), named.slot->shape);
     EXPECT_EQ(value.sharding().ToString(),
               named.slot->shape.size() == 1 ? "S(0),R" : "R,S(1)");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "nn/attention.h"
 #include "nn/dropout.h"
@@ -18,7 +19,6 @@
 #include "nn/linear.h"
 #include "nn/norms.h"
 #include "ops/random_ops.h"
-#include "base/status_macros.h"
 #include "tests/nn/nn_test_util.h"
 #include "tests/nn/reference_llama.h"
 
@@ -61,31 +61,31 @@ absl::Status OnOneRank(const nn_testing::RankFn& body) {
 
 TEST(LayersTest, LinearMatchesReference) {
   for (const bool bias : {false, true}) {
-    const absl::Status status =
-        OnOneRank([&](std::shared_ptr<Runtime> runtime,
-                      const DeviceMesh& mesh) -> absl::Status {
-          nn::LinearOptions options;
-          options.bias = bias;
-          options.weight_init = kWide;
-          options.bias_init = Initializer::Uniform(-1, 1);
-          DT_ASSIGN_OR_RETURN(auto linear, nn::Linear::Create(5, 7, options));
-          DT_ASSIGN_OR_RETURN(auto weights,
-                              InitializeRandomly(*linear, runtime, mesh, 1));
-          std::mt19937 rng(4);
-          const Tensor x = nn_testing::RandomF32({2, 3, 5}, -1, 1, rng);
-          DT_ASSIGN_OR_RETURN(DTensor input,
-                              nn_testing::Replicated(runtime, mesh, x));
-          DT_ASSIGN_OR_RETURN(DTensor y, (*linear)(input));
-          EXPECT_EQ(y.shape(), (Shape{2, 3, 7}));
-          const std::vector<double> expected = nn_testing::RefLinear(
-              x.ToVector<double>(), 6, weights.at("weight"),
-              bias ? &weights.at("bias") : nullptr);
-          EXPECT_TRUE(Close(y.local().ToVector<double>(), expected, 1e-5, 1e-6))
-              << "bias " << bias;
-          EXPECT_EQ(linear->has_bias(), bias);
-          EXPECT_EQ(linear->bias().defined(), bias);
-          return absl::OkStatus();
-        });
+    const absl::Status status = OnOneRank([&](std::shared_ptr<Runtime> runtime,
+                                              const DeviceMesh& mesh)
+                                              -> absl::Status {
+      nn::LinearOptions options;
+      options.bias = bias;
+      options.weight_init = kWide;
+      options.bias_init = Initializer::Uniform(-1, 1);
+      DT_ASSIGN_OR_RETURN(auto linear, nn::Linear::Create(5, 7, options));
+      DT_ASSIGN_OR_RETURN(auto weights,
+                          InitializeRandomly(*linear, runtime, mesh, 1));
+      std::mt19937 rng(4);
+      const Tensor x = nn_testing::RandomF32({2, 3, 5}, -1, 1, rng);
+      DT_ASSIGN_OR_RETURN(DTensor input,
+                          nn_testing::Replicated(runtime, mesh, x));
+      DT_ASSIGN_OR_RETURN(DTensor y, (*linear)(input));
+      EXPECT_EQ(y.shape(), (Shape{2, 3, 7}));
+      const std::vector<double> expected =
+          nn_testing::RefLinear(x.ToVector<double>(), 6, weights.at("weight"),
+                                bias ? &weights.at("bias") : nullptr);
+      EXPECT_TRUE(Close(y.ToLocal().ToVector<double>(), expected, 1e-5, 1e-6))
+          << "bias " << bias;
+      EXPECT_EQ(linear->has_bias(), bias);
+      EXPECT_EQ(linear->bias().defined(), bias);
+      return absl::OkStatus();
+    });
     EXPECT_TRUE(status.ok()) << status;
   }
 }
@@ -110,7 +110,7 @@ TEST(LayersTest, EmbeddingLooksUpRows) {
             expected.push_back(table.values[index * 4 + j]);
           }
         }
-        EXPECT_EQ(y.local().ToVector<double>(), expected);
+        EXPECT_EQ(y.ToLocal().ToVector<double>(), expected);
         return absl::OkStatus();
       });
   EXPECT_TRUE(status.ok()) << status;
@@ -131,7 +131,7 @@ TEST(LayersTest, NormsMatchReference) {
                             InitializeRandomly(*rms, runtime, mesh, 3));
         DT_ASSIGN_OR_RETURN(DTensor y, (*rms)(input));
         EXPECT_TRUE(
-            Close(y.local().ToVector<double>(),
+            Close(y.ToLocal().ToVector<double>(),
                   nn_testing::RefRmsNorm(xs, rms_weights.at("weight"), 1e-3),
                   1e-5, 1e-6));
 
@@ -146,7 +146,7 @@ TEST(LayersTest, NormsMatchReference) {
             DT_ASSIGN_OR_RETURN(y, (*ln)(input));
             const Array* weight = affine ? &w.at("weight") : nullptr;
             const Array* b = affine && bias ? &w.at("bias") : nullptr;
-            EXPECT_TRUE(Close(y.local().ToVector<double>(),
+            EXPECT_TRUE(Close(y.ToLocal().ToVector<double>(),
                               nn_testing::RefLayerNorm(xs, 8, weight, b, 1e-2),
                               1e-5, 1e-5))
                 << "affine " << affine << " bias " << bias;
@@ -170,7 +170,7 @@ TEST(LayersTest, FeedForwardMatchesReference) {
                             nn_testing::Replicated(runtime, mesh, x));
         DT_ASSIGN_OR_RETURN(DTensor y, (*ffn)(input));
         EXPECT_TRUE(Close(
-            y.local().ToVector<double>(),
+            y.ToLocal().ToVector<double>(),
             nn_testing::RefFeedForward(x.ToVector<double>(), 6, weights, ""),
             1e-5, 1e-6));
         return absl::OkStatus();
@@ -204,7 +204,7 @@ TEST(LayersTest, AttentionMatchesReference) {
       DT_ASSIGN_OR_RETURN(DTensor y, (*attention)(input));
       EXPECT_EQ(y.shape(), x.shape());
       EXPECT_TRUE(Close(
-          y.local().ToVector<double>(),
+          y.ToLocal().ToVector<double>(),
           nn_testing::RefAttention(x.ToVector<double>(), c.batch, c.seq,
                                    weights, "", c.n_heads, c.n_kv_heads, 500.0),
           1e-4, 1e-5))
@@ -262,7 +262,7 @@ TEST(LayersTest, TensorParallelAttentionEqualsReplicated) {
     DT_ASSIGN_OR_RETURN(DTensor input,
                         nn_testing::Replicated(runtime, mesh, x));
     DT_ASSIGN_OR_RETURN(DTensor y, (*attention)(input));
-    expected = y.local();
+    expected = y.ToLocal();
     return absl::OkStatus();
   });
   ASSERT_TRUE(status.ok()) << status;
@@ -302,12 +302,12 @@ TEST(LayersTest, DropoutDrawsFreshMasksInTrainingOnly) {
         // Call k uses draws [24k, 24k + 24) of the stream of the seed.
         DT_ASSIGN_OR_RETURN(DTensor at0, ops::Dropout(input, 0.25, 77, 0));
         DT_ASSIGN_OR_RETURN(DTensor at24, ops::Dropout(input, 0.25, 77, 24));
-        EXPECT_TRUE(AllClose(first.local(), at0.local(), 0, 0));
-        EXPECT_TRUE(AllClose(second.local(), at24.local(), 0, 0));
-        EXPECT_FALSE(AllClose(first.local(), second.local(), 0, 0));
+        EXPECT_TRUE(AllClose(first.ToLocal(), at0.ToLocal(), 0, 0));
+        EXPECT_TRUE(AllClose(second.ToLocal(), at24.ToLocal(), 0, 0));
+        EXPECT_FALSE(AllClose(first.ToLocal(), second.ToLocal(), 0, 0));
         // Kept elements are scaled by 1 / (1 - p).
         const std::vector<double> xs = x.ToVector<double>();
-        const std::vector<double> ys = first.local().ToVector<double>();
+        const std::vector<double> ys = first.ToLocal().ToVector<double>();
         int dropped = 0;
         for (size_t i = 0; i < xs.size(); ++i) {
           if (ys[i] == 0) {
@@ -320,11 +320,11 @@ TEST(LayersTest, DropoutDrawsFreshMasksInTrainingOnly) {
         EXPECT_LT(dropped, 24);
         dropout->SetTraining(false);
         DT_ASSIGN_OR_RETURN(DTensor eval, (*dropout)(input));
-        EXPECT_TRUE(AllClose(eval.local(), x, 0, 0));
+        EXPECT_TRUE(AllClose(eval.ToLocal(), x, 0, 0));
         EXPECT_EQ(dropout->offset(), 48u);
         DT_ASSIGN_OR_RETURN(auto none, nn::Dropout::Create(0, 1));
         DT_ASSIGN_OR_RETURN(DTensor kept, (*none)(input));
-        EXPECT_TRUE(AllClose(kept.local(), x, 0, 0));
+        EXPECT_TRUE(AllClose(kept.ToLocal(), x, 0, 0));
         return absl::OkStatus();
       });
   EXPECT_TRUE(status.ok()) << status;

@@ -112,7 +112,7 @@ TEST(LlamaTest, ReplicatedForwardOnSeveralRanksEqualsOneRank) {
             EXPECT_TRUE(p.is_replicate()) << logits.spec();
           }
           // Replicate: the local tensor is the whole result.
-          EXPECT_TRUE(AllClose(logits.local(), *expected, 1e-6, 1e-7))
+          EXPECT_TRUE(AllClose(logits.ToLocal(), *expected, 1e-6, 1e-7))
               << "mesh " << mesh.ToString() << " rank " << runtime->rank();
           return absl::OkStatus();
         });
@@ -228,7 +228,7 @@ TEST(LlamaTest, MetadataOnlyForwardOf70BOnA64x8Mesh) {
   EXPECT_EQ((*model)->NumParameters(), 70553706496);
   for (const nn::NamedSlot& named : (*model)->NamedParameters()) {
     ASSERT_TRUE(named.slot->value.defined()) << named.name;
-    EXPECT_FALSE(named.slot->value.local().defined()) << named.name;
+    EXPECT_FALSE(named.slot->value.ToLocal().defined()) << named.name;
     EXPECT_EQ(named.slot->value.sharding().ToString(), "R,R") << named.name;
   }
   const int64_t batch = 64;
@@ -249,7 +249,7 @@ TEST(LlamaTest, MetadataOnlyForwardOf70BOnA64x8Mesh) {
   EXPECT_EQ(logits->shape(), (Shape{batch, seq, config.vocab_size}));
   EXPECT_EQ(logits->dtype(), DType::kBF16);
   EXPECT_EQ(logits->sharding().ToString(), "S(0),R");
-  EXPECT_FALSE(logits->local().defined());
+  EXPECT_FALSE(logits->ToLocal().defined());
   EXPECT_EQ(comms.total_collectives(), 0);
   ASSERT_FALSE(op_counter.events().empty());
   // This rank's logits: one sequence of bf16.

@@ -322,14 +322,14 @@ TEST(ModuleTest, HooksRunInOrderAroundForward) {
         DT_ASSIGN_OR_RETURN(DTensor y, (*scale)(input));
         EXPECT_EQ(calls, (std::vector<std::string>{"in1", "in2", "out"}));
         // ((x + 1) * 3) * scale - 0.5, by the tensor layer.
-        const Tensor s = scale->slots()[0].value.local();
+        const Tensor s = scale->slots()[0].value.ToLocal();
         const Tensor expected = *Sub(*Mul(*Mul(*Add(x, 1.0), 3.0), s), 0.5);
-        EXPECT_TRUE(AllClose(y.local(), expected, 1e-6, 1e-6));
+        EXPECT_TRUE(AllClose(y.ToLocal(), expected, 1e-6, 1e-6));
         EXPECT_EQ(scale->num_input_hooks(), 2);
         scale->ClearHooks();
         EXPECT_EQ(scale->num_output_hooks(), 0);
         DT_ASSIGN_OR_RETURN(y, (*scale)(input));
-        EXPECT_TRUE(AllClose(y.local(), *Mul(x, s), 1e-6, 1e-6));
+        EXPECT_TRUE(AllClose(y.ToLocal(), *Mul(x, s), 1e-6, 1e-6));
         // A failing hook fails the call with its error.
         scale->AddOutputHook([](const DTensor&) -> absl::StatusOr<DTensor> {
           return absl::InternalError("hook says no");
@@ -382,7 +382,7 @@ TEST(ModuleTest, HooksApplyInsideATree) {
         });
         DT_ASSIGN_OR_RETURN(DTensor hooked, (*model)(tokens));
         EXPECT_EQ(calls, 1);
-        EXPECT_FALSE(AllClose(hooked.local(), plain.local(), 1e-3, 1e-3));
+        EXPECT_FALSE(AllClose(hooked.ToLocal(), plain.ToLocal(), 1e-3, 1e-3));
         return absl::OkStatus();
       });
   EXPECT_TRUE(status.ok()) << status;

@@ -10,12 +10,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/dtensor.h"
 #include "gtest/gtest.h"
 #include "nn/optim.h"
 #include "nn/optim_adamw.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {
@@ -63,7 +63,7 @@ TEST(AdamWStateTest, StateIsKeyedLaidOutAndShared) {
     for (const char* name : {"w.exp_avg", "w.exp_avg_sq"}) {
       const DTensor& moment = state.at(name);
       DT_RETURN_IF_ERROR(Check(moment.spec() == p.spec(), name));
-      for (double v : moment.local().ToVector<double>()) {
+      for (double v : moment.ToLocal().ToVector<double>()) {
         DT_RETURN_IF_ERROR(Check(v == 0, absl::StrCat(name, " not zero")));
       }
     }
@@ -75,13 +75,13 @@ TEST(AdamWStateTest, StateIsKeyedLaidOutAndShared) {
     // Writing the state's shards sets the optimizer's state.
     DT_ASSIGN_OR_RETURN(
         Tensor sevens,
-        Tensor::Full(state.at("w.exp_avg").local().shape(), 7, DType::kF64));
-    DT_RETURN_IF_ERROR(nn::Assign(state.at("w.exp_avg").local(), sevens));
-    DT_RETURN_IF_ERROR(
-        nn::Assign(state.at("b.step").local(), Tensor::Scalar(5, DType::kI64)));
+        Tensor::Full(state.at("w.exp_avg").ToLocal().shape(), 7, DType::kF64));
+    DT_RETURN_IF_ERROR(nn::Assign(state.at("w.exp_avg").ToLocal(), sevens));
+    DT_RETURN_IF_ERROR(nn::Assign(state.at("b.step").ToLocal(),
+                                  Tensor::Scalar(5, DType::kI64)));
     DT_RETURN_IF_ERROR(Check(adam->steps() == std::vector<int64_t>{0, 5},
                              "steps after assigning"));
-    for (double v : adam->exp_avg()[0].local().ToVector<double>()) {
+    for (double v : adam->exp_avg()[0].ToLocal().ToVector<double>()) {
       DT_RETURN_IF_ERROR(Check(v == 7, "exp_avg after assigning"));
     }
     // A step counts from the assigned step.
@@ -108,20 +108,20 @@ TEST(AdamWStateTest, ResumingFromACopiedStateContinuesExactly) {
     // state after one step.
     DT_ASSIGN_OR_RETURN(DTensor copy,
                         Pattern(runtime, mesh, Placement::Shard(0), 9));
-    DT_RETURN_IF_ERROR(nn::Assign(copy.local(), p.local()));
+    DT_RETURN_IF_ERROR(nn::Assign(copy.ToLocal(), p.ToLocal()));
     DT_ASSIGN_OR_RETURN(std::unique_ptr<nn::AdamW> second,
                         nn::AdamW::Create({copy}, options));
     DT_ASSIGN_OR_RETURN(State from, first->State({"p"}));
     DT_ASSIGN_OR_RETURN(State to, second->State({"p"}));
     for (const auto& [key, tensor] : from) {
-      DT_RETURN_IF_ERROR(nn::Assign(to.at(key).local(), tensor.local()));
+      DT_RETURN_IF_ERROR(nn::Assign(to.at(key).ToLocal(), tensor.ToLocal()));
     }
     DT_RETURN_IF_ERROR(first->Step({g2}));
     DT_RETURN_IF_ERROR(second->Step({g2}));
     DT_RETURN_IF_ERROR(
         Check(second->steps() == std::vector<int64_t>{2}, "resumed steps"));
     return Check(
-        copy.local().ToVector<double>() == p.local().ToVector<double>(),
+        copy.ToLocal().ToVector<double>() == p.ToLocal().ToVector<double>(),
         "resumed parameter differs from the uninterrupted run");
   });
 }

@@ -75,7 +75,7 @@ absl::StatusOr<Observed> RunProgram(int64_t ranks, bool recompute) {
       if (recompute) {
         DT_RETURN_IF_ERROR(GradientTape::RecomputeInBackward(g, w));
       }
-      gathered_storage = g.local().storage();
+      gathered_storage = g.ToLocal().storage();
       DT_ASSIGN_OR_RETURN(DTensor y, ops::Linear(x, g));
       DT_ASSIGN_OR_RETURN(DTensor t, ops::Tanh(y));
       DT_ASSIGN_OR_RETURN(DTensor ty, ops::Mul(t, y));

@@ -57,8 +57,8 @@ TEST(StateDictTest, RoundTripGivesEqualParametersAndForward) {
         EXPECT_EQ(state.size(), a->NamedSlots().size());
         EXPECT_EQ(state.begin()->first, "layers.0.attention.wk.weight");
         // Shares storage: no copy.
-        EXPECT_EQ(state.at("norm.weight").local().storage(),
-                  a->norm().weight().local().storage());
+        EXPECT_EQ(state.at("norm.weight").ToLocal().storage(),
+                  a->norm().weight().ToLocal().storage());
         DT_RETURN_IF_ERROR(nn::LoadStateDict(*b, state));
         EXPECT_TRUE(SameValues(*a, *b));
         std::mt19937 rng(3);
@@ -68,7 +68,7 @@ TEST(StateDictTest, RoundTripGivesEqualParametersAndForward) {
                                    nn_testing::RandomTokens({2, 5}, 64, rng)));
         DT_ASSIGN_OR_RETURN(DTensor ya, (*a)(tokens));
         DT_ASSIGN_OR_RETURN(DTensor yb, (*b)(tokens));
-        EXPECT_TRUE(AllClose(ya.local(), yb.local(), 0, 0));
+        EXPECT_TRUE(AllClose(ya.ToLocal(), yb.ToLocal(), 0, 0));
         // A tree without values takes the state dict's DTensors as they are.
         DT_ASSIGN_OR_RETURN(auto fresh, Transformer::Create(config));
         EXPECT_FALSE(nn::GetStateDict(*fresh).ok());

@@ -329,11 +329,13 @@ TEST(ElementwiseLayoutTest, NonlinearOpsDoNotKeepPartial) {
     EXPECT_EQ(o.layout.find("P"), std::string::npos) << o.layout;
     EXPECT_GE(o.collectives, 1);
   }
-  // x * x of a Partial x: one copy is all-reduced, the other stays Partial.
+  // x * x of a Partial x: all-reducing one copy would leave a Partial product
+  // that costs a second all-reduce to read; reduce-scattering both copies is
+  // cheaper and ends complete (docs/ops.md, the cost rule).
   const Outcome square = RunMeta(
       {{{8, 4}, "P"}}, [](const In& in) { return ops::Mul(in[0], in[0]); });
-  EXPECT_EQ(square.layout, "P(sum)");
-  EXPECT_EQ(square.collectives, 1);
+  EXPECT_EQ(square.layout, "S(0)");
+  EXPECT_EQ(square.collectives, 2);
   // A sum reduced by the cheaper reduce-scatter rather than an all-reduce.
   const Outcome exp =
       RunMeta({{{8, 4}, "P"}}, [](const In& in) { return ops::Exp(in[0]); });

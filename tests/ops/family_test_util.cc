@@ -6,11 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "ops/propagation.h"
 #include "ops/registry.h"
 #include "ops/strategy.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace testing_util {
@@ -120,7 +120,7 @@ absl::StatusOr<std::vector<DTensor>> RunStrategy(
                               s.inputs[i].shard_order()};
       DT_ASSIGN_OR_RETURN(
           DTensor x, DistributeWithTerms(runtime, c.inputs[i], mesh, layout));
-      locals[i] = x.local();
+      locals[i] = x.ToLocal();
       in.from = std::make_shared<const DTensorSpec>(x.spec());
       in.to = in.from;
     }
@@ -193,9 +193,9 @@ absl::Status CheckEveryStrategy(const std::vector<int64_t>& mesh_shape,
       for (size_t j = 0; j < out->size(); ++j) {
         const DTensor& d = (*out)[j];
         DT_ASSIGN_OR_RETURN(ShardBlock block, d.LocalBlock());
-        if (d.local().shape() != block.shape) {
+        if (d.ToLocal().shape() != block.shape) {
           return fail(absl::StrCat("output ", j, " has local shape ",
-                                   ShapeToString(d.local().shape()),
+                                   ShapeToString(d.ToLocal().shape()),
                                    ", its layout gives ",
                                    ShapeToString(block.shape)));
         }

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dtensor/comm_counter.h"
 #include "gtest/gtest.h"
 #include "ops/vocab_ops.h"
-#include "base/status_macros.h"
 #include "tests/ops/family_test_util.h"
 #include "tests/ops/op_test_util.h"
 

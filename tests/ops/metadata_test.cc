@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "gtest/gtest.h"
@@ -19,7 +20,6 @@
 #include "ops/matmul_ops.h"
 #include "ops/op_counter.h"
 #include "ops/reduction_ops.h"
-#include "base/status_macros.h"
 #include "tests/ops/op_test_util.h"
 
 namespace dtensor {

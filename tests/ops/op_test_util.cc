@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "collectives/inprocess/local_cluster.h"
 #include "base/status_macros.h"
+#include "collectives/inprocess/local_cluster.h"
 
 namespace dtensor {
 namespace testing_util {
@@ -106,7 +106,7 @@ absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
                       mesh.CoordinateOf(runtime->rank()));
   const std::vector<int64_t> mesh_shape = mesh.shape();
   const DType dtype = full.dtype();
-  DT_ASSIGN_OR_RETURN(Tensor term, x.local().To(DType::kF64));
+  DT_ASSIGN_OR_RETURN(Tensor term, x.ToLocal().To(DType::kF64));
   term = term.Clone();
   double* data = term.data<double>();
   for (int64_t m = 0; m < mesh.ndim(); ++m) {
@@ -211,10 +211,10 @@ absl::Status CheckCases(const std::vector<int64_t>& mesh_shape,
       for (size_t j = 0; j < outputs->size(); ++j) {
         const DTensor& out = (*outputs)[j];
         DT_ASSIGN_OR_RETURN(ShardBlock block, out.LocalBlock());
-        if (out.local().shape() != block.shape) {
+        if (out.ToLocal().shape() != block.shape) {
           return fail(absl::StrCat(
               "output ", j, " (", out.spec().ToString(), ") has local shape ",
-              ShapeToString(out.local().shape()), " on rank ", groups.rank(),
+              ShapeToString(out.ToLocal().shape()), " on rank ", groups.rank(),
               ", its layout gives ", ShapeToString(block.shape)));
         }
         DT_ASSIGN_OR_RETURN(Tensor full, out.FullTensor());

@@ -47,22 +47,23 @@ TEST(PropagateCommandTest, IssueExampleJson) {
 }
 
 TEST(PropagateCommandTest, RedistributionStepsAndCountsInJson) {
-  // Both operands row-sharded: moving x to S(1) (one all-to-all of 72 bytes
-  // per rank) is the cheapest, and the product is a partial sum.
+  // Both operands row-sharded: moving x to S(1) (one all-to-all) would leave
+  // a partial sum that costs an all-reduce to read; gathering w (96 bytes per
+  // rank) is cheaper with that counted and gives row-sharded output.
   const Result r = RunCommand({"--mesh", "4", "--op=mm", "--in=12x8:S(0)",
                                "--in", "8x4:S(0)", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find(R"j("output":{"shape":[12,4],"placements":"P(sum)"})j"),
+  EXPECT_NE(r.out.find(R"j("output":{"shape":[12,4],"placements":"S(0)"})j"),
             std::string::npos)
       << r.out;
   EXPECT_NE(
-      r.out.find(R"j({"input":0,"from":"S(0)","to":"S(1)","steps":[{"kind":)j"
-                 R"j("all_to_all","mesh_dims":[0],"after":"S(1)",)j"
-                 R"j("bytes_per_rank":72,"cost_us":)j"),
+      r.out.find(R"j({"input":1,"from":"S(0)","to":"R","steps":[{"kind":)j"
+                 R"j("all_gather","mesh_dims":[0],"after":"R",)j"
+                 R"j("bytes_per_rank":96,"cost_us":)j"),
       std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find(R"j("collectives":{"all_gather":0,"all_reduce":0,)j"
-                       R"j("reduce_scatter":0,"all_to_all":1,"permute":0})j"),
+  EXPECT_NE(r.out.find(R"j("collectives":{"all_gather":1,"all_reduce":0,)j"
+                       R"j("reduce_scatter":0,"all_to_all":0,"permute":0})j"),
             std::string::npos)
       << r.out;
 }

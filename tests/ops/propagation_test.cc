@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "collectives/communicator.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
@@ -23,7 +24,6 @@
 #include "ops/reduction_ops.h"
 #include "ops/registry.h"
 #include "tensor/reduction.h"
-#include "base/status_macros.h"
 #include "tests/ops/op_test_util.h"
 
 namespace dtensor {
@@ -137,13 +137,45 @@ TEST(PropagationCostTest, TiesGoToNoRedistributionThenToTheFirstStrategy) {
   EXPECT_EQ((*p)->outputs[0]->sharding().ToString(), "R");
   EXPECT_EQ((*p)->num_valid_strategies, 2);
   // Equal in every respect: the first generated wins.
-  for (const std::string first : {"R", "P(sum)"}) {
-    const std::string second = first == "R" ? "P(sum)" : "R";
+  for (const std::string first : {"R", "S(0)"}) {
+    const std::string second = first == "R" ? "S(0)" : "R";
     const auto op = TestOp({{"R", first, {}}, {"R", second, {}}});
     p = PropagateOne(*op, {8}, "R");
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ((*p)->outputs[0]->sharding().ToString(), first);
   }
+}
+
+TEST(PropagationCostTest, TiesGoToCompleteOutputs) {
+  for (const bool partial_first : {true, false}) {
+    const auto op = partial_first
+                        ? TestOp({{"R", "P(sum)", {}}, {"R", "R", {}}})
+                        : TestOp({{"R", "R", {}}, {"R", "P(sum)", {}}});
+    absl::StatusOr<std::shared_ptr<const Propagation>> p =
+        PropagateOne(*op, {8}, "R");
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ((*p)->outputs[0]->sharding().ToString(), "R");
+  }
+}
+
+TEST(PropagationCostTest, ACommunicatingStrategyPaysForCompletingItsOutput) {
+  // From S(0): an all-to-all to S(1) leaving a Partial output (which one more
+  // all-reduce completes), or an all-gather leaving a complete one. The
+  // all-to-all alone is cheaper; with the completion it is not.
+  const auto op = TestOp({{"S(1)", "P(sum)", {}}, {"R", "R", {}}}, Shape{8, 8});
+  absl::StatusOr<std::shared_ptr<const Propagation>> p =
+      PropagateOne(*op, {8, 8}, "S(0)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->outputs[0]->sharding().ToString(), "R");
+  EXPECT_NEAR((*p)->cost_us, AllGatherUs(4, 2 * 8 * 4), 1e-9);
+  // A strategy that spends nothing defers the completion to whoever reads
+  // the output: a free Partial beats a paid complete output.
+  const auto free_partial =
+      TestOp({{"S(0)", "P(sum)", {}}, {"R", "R", {}}}, Shape{8, 8});
+  p = PropagateOne(*free_partial, {8, 8}, "S(0)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->outputs[0]->sharding().ToString(), "P(sum)");
+  EXPECT_EQ((*p)->cost_us, 0);
 }
 
 TEST(PropagationCostTest, UnreachableAndUnreducibleStrategiesAreDropped) {
@@ -292,7 +324,7 @@ TEST(PropagationKernelTest, AKernelThatCommunicatesIsRunAndCounted) {
           y = DispatchOne(*op, in, OpArgs());
         }
         DT_RETURN_IF_ERROR(y.status());
-        DT_ASSIGN_OR_RETURN(double value, y->local().Item());
+        DT_ASSIGN_OR_RETURN(double value, y->ToLocal().Item());
         if (value != 45 || counter.count(CommKind::kAllReduce) != 1 ||
             counter.total_collectives() != 1) {
           return absl::InternalError(absl::StrCat("sum ", value, " after ",

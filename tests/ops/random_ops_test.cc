@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "gtest/gtest.h"
 #include "tensor/generator.h"
-#include "base/status_macros.h"
 #include "tests/ops/family_test_util.h"
 #include "tests/ops/op_test_util.h"
 

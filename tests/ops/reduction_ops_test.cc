@@ -12,13 +12,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "gtest/gtest.h"
 #include "ops/dispatch.h"
 #include "ops/registry.h"
 #include "tensor/reduction.h"
-#include "base/status_macros.h"
 #include "tests/ops/op_test_util.h"
 
 namespace dtensor {
@@ -219,6 +219,18 @@ TEST(ReductionLayoutTest, SumsOfPartialsStayPartial) {
   const Outcome o = RunMeta({8, 6}, "P", "amax", {1});
   EXPECT_EQ(o.layouts[0].find("P"), std::string::npos);
   EXPECT_GE(o.collectives, 1);
+}
+
+// PyTorch completes the sums with one all-reduce and returns a complete max;
+// reduce-scattering them (cheaper alone) would leave a P(max) that costs a
+// second collective to read, which the engine counts (docs/ops.md).
+TEST(ReductionLayoutTest, AMaxOfPartialSumsEndsCompleteAfterOneCollective) {
+  for (const char* op : {"amax", "amin", "max", "min"}) {
+    const Outcome o = RunMeta({8, 16}, "P", op, {});
+    ASSERT_EQ(o.layouts.size(), 1u) << op;
+    EXPECT_EQ(o.layouts[0], "R") << op;
+    EXPECT_EQ(o.collectives, 1) << op;
+  }
 }
 
 // Mean over an unevenly sharded dim, on real ranks: 5 rows over 4 ranks

@@ -418,6 +418,31 @@ TEST(ViewLayoutTest, PermutationsAndUnitDimsMoveShardsWithTheirDims) {
   EXPECT_EQ(o.comms.total_collectives(), 0);
 }
 
+// As in PyTorch: a sharded size-1 dim that meets a size-1 dim of the output
+// keeps its shard (rank 0 holds the one row, the others none).
+TEST(ViewLayoutTest, ShardedSizeOneDimsKeepTheirShardThroughViews) {
+  MetaOutcome o = OnMeta({4}, {4, 1, 8}, "S(1)", [](const DTensor& x) {
+    return ops::View(x, {4, 1, 2, 4});
+  });
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.comms.total_collectives(), 0);
+  o = OnMeta({4}, {4, 1, 8}, "S(1)",
+             [](const DTensor& x) { return ops::Unsqueeze(x, 0); });
+  EXPECT_EQ(o.layout, "S(2)");
+  EXPECT_EQ(o.comms.total_collectives(), 0);
+  o = OnMeta({2, 2}, {1, 6, 1}, "S(0),S(2)", [](const DTensor& x) {
+    return ops::Reshape(x, {1, 2, 3, 1});
+  });
+  EXPECT_EQ(o.layout, "S(0),S(3)");
+  EXPECT_EQ(o.comms.total_collectives(), 0);
+  // Squeezed away, the dim has nowhere to keep its shard.
+  o = OnMeta({4}, {4, 1, 8}, "S(1)",
+             [](const DTensor& x) { return ops::Squeeze(x, {1}); });
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.comms.total_collectives(), 1);
+}
+
 TEST(ViewLayoutTest, EveryPartialPassesThrough) {
   for (const char* layout : {"P(sum)", "P(avg)", "P(max)", "P(min)"}) {
     const MetaOutcome o = OnMeta({2}, {8, 6}, layout, [](const DTensor& x) {

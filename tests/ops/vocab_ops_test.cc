@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "gtest/gtest.h"
 #include "tensor/nn_functional.h"
-#include "base/status_macros.h"
 #include "tests/ops/family_test_util.h"
 #include "tests/ops/op_test_util.h"
 
@@ -221,8 +221,8 @@ TEST(VocabLayoutTest, RowShardedLookupIsCompletedByOneAllReduce) {
         }
         DT_ASSIGN_OR_RETURN(DTensor reduced,
                             out.Redistribute({Placement::Replicate()}));
-        if (!AllClose(reduced.local(), expected)) {
-          return absl::InternalError(reduced.local().ToString());
+        if (!AllClose(reduced.ToLocal(), expected)) {
+          return absl::InternalError(reduced.ToLocal().ToString());
         }
         return absl::OkStatus();
       });
@@ -264,6 +264,18 @@ TEST(VocabLayoutTest, LossParallelReducesBatchSizedVectorsNotLogits) {
     EXPECT_DOUBLE_EQ(o.comms.total_bytes(),
                      AllReduceBytes(4, 1024 * 4) + AllReduceBytes(4, 2048 * 4));
   }
+}
+
+// Small class-sharded logits: an all-to-all onto the rows is the cheapest
+// move alone, but a summed loss over sharded rows is a P(sum) that costs one
+// more all-reduce to read; gathering the logits gives the complete loss after
+// one collective, as PyTorch does.
+TEST(VocabLayoutTest, SummedLossOfSmallClassShardedLogitsEndsComplete) {
+  const MetaOutcome o =
+      CrossEntropyOnMeta({4}, {8, 16}, "S(1)", "R", Reduction::kSum);
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.layout, "R");
+  EXPECT_EQ(o.comms.total_collectives(), 1);
 }
 
 TEST(VocabLayoutTest, BatchShardedMeanCountsTargetsWithOneSmallAllReduce) {
@@ -324,8 +336,8 @@ TEST(VocabLayoutTest, LossParallelOnRanksCommunicatesOnlyTheReductions) {
               absl::StrCat(counter.total_collectives(), " collectives"));
         }
         if (!loss.placements()[0].is_replicate() ||
-            !AllClose(loss.local(), expected, 1e-5, 1e-6)) {
-          return absl::InternalError(loss.local().ToString());
+            !AllClose(loss.ToLocal(), expected, 1e-5, 1e-6)) {
+          return absl::InternalError(loss.ToLocal().ToString());
         }
         return absl::OkStatus();
       });

@@ -39,9 +39,9 @@ absl::StatusOr<bool> LocalMatches(const DTensor& local, const Tensor& full) {
     DT_ASSIGN_OR_RETURN(expected,
                         expected.Narrow(d, block.offset[d], block.shape[d]));
   }
-  return local.local().dtype() == full.dtype() &&
-         local.local().shape() == expected.shape() &&
-         local.local().ToVector<double>() == expected.ToVector<double>();
+  return local.ToLocal().dtype() == full.dtype() &&
+         local.ToLocal().shape() == expected.shape() &&
+         local.ToLocal().ToVector<double>() == expected.ToVector<double>();
 }
 
 std::vector<absl::Status> RunRanks(

@@ -99,7 +99,7 @@ absl::Status ObserveFsdp(ProcessGroups& groups, const DeviceMesh& mesh,
         if (slot.value.sharding().placement(0).is_replicate()) {
           ++seen.gathered_on_dp;
         }
-        gathered.push_back(slot.value.local().storage());
+        gathered.push_back(slot.value.ToLocal().storage());
       }
       return absl::StatusOr<DTensor>(x);
     });

@@ -15,6 +15,7 @@
 #include "parallel/plan.h"
 #include "tools/explain_command.h"
 #include "tools/explain_config.h"
+#include "tools/plan_command.h"
 
 namespace dtensor {
 namespace {
@@ -110,6 +111,17 @@ TEST(InputLimitsTest, ExplainGivesOneLineAndExitCode2) {
   EXPECT_EQ(err.str(),
             "dtensor explain: model config: /dev/zero is not a regular file "
             "(a device, FIFO or socket)\n");
+}
+
+// Found by tests/fuzz: --verify used to try to allocate the whole tensor.
+TEST(InputLimitsTest, PlanVerifyRefusesTensorsTooLargeToHold) {
+  std::ostringstream out, err;
+  const std::vector<std::string> args = {
+      "--mesh", "4",    "--shape", "6,492233720367", "--from",
+      "P",      "--to", "S(1)",    "--verify"};
+  EXPECT_EQ(RunPlanCommand(args, out, err), 2);
+  EXPECT_TRUE(absl::StrContains(err.str(), "[6,492233720367] has more than"))
+      << err.str();
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+// The CUDA tensor kernels when dtensor is built without --config=cuda: no
+// CUDA tensor can exist then, so these only report it.
+#include "tensor/cuda_backend_ops.h"
+
+namespace dtensor::cuda {
+namespace {
+
+absl::Status NotBuilt() {
+  return absl::FailedPreconditionError(
+      "dtensor was built without CUDA (build with --config=cuda)");
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> UnaryOnDevice(UnaryOp, absl::string_view,
+                                     const Tensor&) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> BinaryOnDevice(BinaryOp, absl::string_view,
+                                      const Tensor&, const Tensor&) {
+  return NotBuilt();
+}
+absl::Status CopyOnDevice(const Tensor&, const Tensor&) { return NotBuilt(); }
+absl::StatusOr<Tensor> MatmulOnDevice(const Tensor&, const Tensor&) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> SoftmaxOnDevice(const Tensor&, int64_t, bool) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> RmsNormOnDevice(const Tensor&, const Tensor&, double) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> ReduceOnDevice(ReduceOp, bool, absl::string_view,
+                                      const Tensor&, absl::Span<const int64_t>,
+                                      bool) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> EmbeddingOnDevice(const Tensor&, const Tensor&) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor&, const Tensor&,
+                                            Reduction, int64_t) {
+  return NotBuilt();
+}
+
+}  // namespace dtensor::cuda

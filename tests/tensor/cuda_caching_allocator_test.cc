@@ -1,0 +1,150 @@
+#include <cstdint>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+#include "tensor/cuda/caching_allocator.h"
+
+namespace dtensor::cuda {
+namespace {
+
+// A backing allocator that hands out fake addresses and records every call;
+// `fail_above` makes requests fail once that many bytes are live in it.
+struct FakeBacking {
+  int64_t allocs = 0;
+  int64_t frees = 0;
+  int64_t live_bytes = 0;
+  int64_t fail_above = INT64_MAX;
+  uintptr_t next = 0x1000;
+  std::map<void*, size_t> live;
+
+  CachingAllocator Make() {
+    return CachingAllocator(
+        [this](size_t n) -> absl::StatusOr<void*> {
+          if (live_bytes + static_cast<int64_t>(n) > fail_above) {
+            return absl::ResourceExhaustedError("fake out of memory");
+          }
+          ++allocs;
+          live_bytes += static_cast<int64_t>(n);
+          void* ptr = reinterpret_cast<void*>(next);
+          next += n + 4096;
+          live[ptr] = n;
+          return ptr;
+        },
+        [this](void* ptr) {
+          ++frees;
+          live_bytes -= static_cast<int64_t>(live[ptr]);
+          live.erase(ptr);
+        });
+  }
+};
+
+TEST(CachingAllocatorTest, RoundsToBins) {
+  EXPECT_EQ(CachingAllocator::RoundSize(0), 512u);
+  EXPECT_EQ(CachingAllocator::RoundSize(1), 512u);
+  EXPECT_EQ(CachingAllocator::RoundSize(513), 1024u);
+  EXPECT_EQ(CachingAllocator::RoundSize(1 << 20), 1u << 20);
+  EXPECT_EQ(CachingAllocator::RoundSize((1 << 20) + 1), 2u << 20);
+  EXPECT_EQ(CachingAllocator::RoundSize((5 << 20) + 3), 6u << 20);
+}
+
+// A loop that allocates the same sizes every step reaches the backing
+// allocator only in its first step.
+TEST(CachingAllocatorTest, SteadyStateNeedsNoBackingAllocations) {
+  FakeBacking backing;
+  CachingAllocator allocator = backing.Make();
+  const std::vector<size_t> step = {100, 4096, 3 << 20, 100, 777, 64 << 20};
+  for (int iteration = 0; iteration < 5; ++iteration) {
+    std::vector<void*> held;
+    for (size_t n : step) {
+      absl::StatusOr<void*> ptr = allocator.Allocate(n);
+      ASSERT_TRUE(ptr.ok()) << ptr.status();
+      held.push_back(*ptr);
+    }
+    EXPECT_EQ(std::set<void*>(held.begin(), held.end()).size(), held.size());
+    for (void* ptr : held) allocator.Free(ptr);
+    EXPECT_EQ(backing.allocs, static_cast<int64_t>(step.size())) << iteration;
+  }
+  const MemoryStats stats = allocator.Stats();
+  EXPECT_EQ(stats.backing_allocations, 6);
+  EXPECT_EQ(stats.cache_hits, 4 * 6);
+  EXPECT_EQ(stats.allocated, 0);
+  EXPECT_EQ(stats.reserved, backing.live_bytes);
+  EXPECT_EQ(backing.frees, 0);
+}
+
+TEST(CachingAllocatorTest, StatisticsTrackAllocatedReservedAndPeak) {
+  FakeBacking backing;
+  CachingAllocator allocator = backing.Make();
+  void* a = *allocator.Allocate(1000);     // 1024
+  void* b = *allocator.Allocate(2 << 20);  // 2 MiB
+  MemoryStats stats = allocator.Stats();
+  EXPECT_EQ(stats.allocated, 1024 + (2 << 20));
+  EXPECT_EQ(stats.reserved, 1024 + (2 << 20));
+  EXPECT_EQ(stats.peak_allocated, stats.allocated);
+  allocator.Free(b);
+  stats = allocator.Stats();
+  EXPECT_EQ(stats.allocated, 1024);
+  EXPECT_EQ(stats.reserved, 1024 + (2 << 20));  // Cached, still reserved.
+  EXPECT_EQ(stats.peak_allocated, 1024 + (2 << 20));
+  allocator.ResetPeak();
+  EXPECT_EQ(allocator.Stats().peak_allocated, 1024);
+  allocator.EmptyCache();
+  stats = allocator.Stats();
+  EXPECT_EQ(stats.reserved, 1024);
+  EXPECT_EQ(backing.frees, 1);
+  allocator.Free(a);
+  allocator.Free(a);  // A second free is ignored.
+  EXPECT_EQ(allocator.Stats().allocated, 0);
+}
+
+TEST(CachingAllocatorTest, ReusesOnlyFittingBlocksOfTheSameStream) {
+  FakeBacking backing;
+  CachingAllocator allocator = backing.Make();
+  void* big = *allocator.Allocate(8 << 20, /*stream=*/1);
+  allocator.Free(big);
+  // Too small to take an 8 MiB block (more than half would be wasted).
+  void* small = *allocator.Allocate(1 << 20, 1);
+  EXPECT_NE(small, big);
+  // Another stream does not take stream 1's block.
+  void* other = *allocator.Allocate(8 << 20, 2);
+  EXPECT_NE(other, big);
+  // The same stream and a fitting size do.
+  EXPECT_EQ(*allocator.Allocate(6 << 20, 1), big);
+  EXPECT_EQ(backing.allocs, 3);
+}
+
+TEST(CachingAllocatorTest, EmptiesTheCacheAndRetriesWhenBackingFails) {
+  FakeBacking backing;
+  backing.fail_above = 9 << 20;
+  CachingAllocator allocator = backing.Make();
+  void* a = *allocator.Allocate(8 << 20);
+  allocator.Free(a);
+  // 2 MiB does not reuse the 8 MiB block (it would waste more than half) and
+  // does not fit beside it: the cache is emptied, then the request succeeds.
+  absl::StatusOr<void*> b = allocator.Allocate(2 << 20);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(backing.frees, 1);
+  EXPECT_EQ(allocator.Stats().reserved, 2 << 20);
+  // Nothing cached to give back: the failure is reported.
+  absl::StatusOr<void*> c = allocator.Allocate(8 << 20);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(CachingAllocatorTest, DestructionReturnsEveryBlock) {
+  FakeBacking backing;
+  {
+    CachingAllocator allocator = backing.Make();
+    void* a = *allocator.Allocate(10);
+    *allocator.Allocate(20);
+    allocator.Free(a);
+  }
+  EXPECT_EQ(backing.frees, 2);
+  EXPECT_TRUE(backing.live.empty());
+}
+
+}  // namespace
+}  // namespace dtensor::cuda

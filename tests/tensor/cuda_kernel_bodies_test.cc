@@ -1,0 +1,450 @@
+// The host forms of the CUDA kernel bodies (tensor/cuda/*_body.h) against the
+// CPU kernels of tensor/: bit-exact where the math is the same (one lane
+// visits a row in the CPU kernel's order), within stated tolerances where
+// the order of a sum differs (several lanes, or the CPU's blocked
+// reductions).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tensor/cuda/elementwise_body.h"
+#include "tensor/cuda/host_device.h"
+#include "tensor/cuda/row_body.h"
+#include "tensor/elementwise.h"
+#include "tensor/half.h"
+#include "tensor/nn_functional.h"
+#include "tensor/reduction.h"
+#include "tests/tensor/kernel_test_util.h"
+
+namespace dtensor::cuda {
+namespace {
+
+using ::dtensor::testing::Layout;
+using ::dtensor::testing::RandomIndices;
+using ::dtensor::testing::RandomTensor;
+
+// Calls fn(Device{}, Host{}) with the kernels' storage type and tensor/'s for
+// `dtype`.
+template <typename Fn>
+void ForStorage(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF32:
+      return fn(float{}, float{});
+    case DType::kF64:
+      return fn(double{}, double{});
+    case DType::kBF16:
+      return fn(Bf16{}, BFloat16{});
+    case DType::kF16:
+      return fn(F16{}, Half{});
+    case DType::kI32:
+      return fn(int32_t{}, int32_t{});
+    case DType::kI64:
+      return fn(int64_t{}, int64_t{});
+    case DType::kBool:
+      return fn(bool{}, bool{});
+  }
+}
+
+// ForStorage for a floating `dtype` only (fn is not instantiated for the
+// integer types).
+template <typename Fn>
+void ForFloatingStorage(DType dtype, Fn&& fn) {
+  ForStorage(dtype, [&](auto tag, auto host_tag) {
+    if constexpr (std::is_floating_point_v<Compute<decltype(tag)>>) {
+      fn(tag, host_tag);
+    }
+  });
+}
+
+// The raw bytes of a contiguous tensor.
+std::vector<uint8_t> Bytes(const Tensor& t) {
+  const Tensor c = t.Contiguous();
+  const auto* begin = static_cast<const uint8_t*>(c.raw_data());
+  return std::vector<uint8_t>(begin, begin + c.nbytes());
+}
+
+TEST(HostDeviceTest, SixteenBitConversionsMatchHalfH) {
+  std::mt19937 rng(1);
+  std::vector<float> values = {0.0f,     -0.0f,     1.0f,  -2.5f,      65504.0f,
+                               65520.0f, 1e-8f,     6e-8f, 3e-5f,      1e38f,
+                               INFINITY, -INFINITY, NAN,   1.00390625f};
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t word = bits(rng);
+    float value;
+    std::memcpy(&value, &word, sizeof(value));
+    values.push_back(value);
+  }
+  for (const float value : values) {
+    ASSERT_EQ(ToBf16(value).bits, BFloat16(value).bits) << value;
+    ASSERT_EQ(ToF16(value).bits, Half(value).bits) << value;
+  }
+  for (uint32_t h = 0; h < 65536; ++h) {
+    Half half;
+    half.bits = static_cast<uint16_t>(h);
+    BFloat16 bf;
+    bf.bits = static_cast<uint16_t>(h);
+    const float expected_half = half;
+    const float expected_bf = bf;
+    const float got_half = ToFloat(F16{static_cast<uint16_t>(h)});
+    const float got_bf = ToFloat(Bf16{static_cast<uint16_t>(h)});
+    ASSERT_EQ(std::memcmp(&got_half, &expected_half, 4), 0) << h;
+    ASSERT_EQ(std::memcmp(&got_bf, &expected_bf, 4), 0) << h;
+  }
+}
+
+// Runs a binary body over `out`'s shape the way the CUDA kernel indexes it.
+Tensor HostBinary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const Shape shape = *BroadcastShapes(a.shape(), b.shape());
+  const Tensor av = *a.Expand(shape);
+  const Tensor bv = *b.Expand(shape);
+  const DType out_dtype = IsComparison(op) ? DType::kBool : a.dtype();
+  Tensor out = *Tensor::Empty(shape, out_dtype);
+  StridedShape<3> strided;
+  strided.ndim = static_cast<int>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    strided.sizes[d] = shape[d];
+    strided.strides[0][d] = out.strides()[d];
+    strided.strides[1][d] = av.strides()[d];
+    strided.strides[2][d] = bv.strides()[d];
+  }
+  ForStorage(a.dtype(), [&](auto tag, auto) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(av.raw_data());
+    const T* y = static_cast<const T*>(bv.raw_data());
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      int64_t offsets[3];
+      OperandOffsetsAt(strided, i, offsets);
+      if (out_dtype == DType::kBool) {
+        BinaryElement(op, x + offsets[1], y + offsets[2],
+                      out.data<bool>() + offsets[0]);
+      } else {
+        BinaryElement(op, x + offsets[1], y + offsets[2],
+                      static_cast<T*>(out.raw_data()) + offsets[0]);
+      }
+    }
+  });
+  return out;
+}
+
+TEST(ElementwiseBodyTest, BinaryOpsMatchTheCpuKernelsBitForBit) {
+  std::mt19937 rng(2);
+  struct Case {
+    BinaryOp op;
+    absl::StatusOr<Tensor> (*cpu)(const Tensor&, const Tensor&);
+    bool floating_only;
+  };
+  const std::vector<Case> cases = {
+      {BinaryOp::kAdd, ::dtensor::Add, false},
+      {BinaryOp::kSub, ::dtensor::Sub, false},
+      {BinaryOp::kMul, ::dtensor::Mul, false},
+      {BinaryOp::kDiv, ::dtensor::Div, true},
+      {BinaryOp::kPow, ::dtensor::Pow, true},
+      {BinaryOp::kMaximum, ::dtensor::Maximum, false},
+      {BinaryOp::kMinimum, ::dtensor::Minimum, false},
+      {BinaryOp::kEq, ::dtensor::Eq, false},
+      {BinaryOp::kLt, ::dtensor::Lt, false},
+      {BinaryOp::kGe, ::dtensor::Ge, false}};
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{7, 5}, {7, 5}},
+                                                       {{4, 6}, {6}},
+                                                       {{3, 1, 5}, {1, 4, 5}},
+                                                       {{8, 3}, {8, 1}},
+                                                       {{}, {5}}};
+  for (const Case& c : cases) {
+    for (DType dtype : testing::kNumericDTypes) {
+      if (c.floating_only && !IsFloatingPoint(dtype)) continue;
+      for (const auto& [sa, sb] : shapes) {
+        const Tensor a = RandomTensor(sa, dtype, Layout::kStrided, rng, 0.5, 2);
+        const Tensor b =
+            RandomTensor(sb, dtype, Layout::kContiguous, rng, 0.5, 2);
+        const Tensor expected = *c.cpu(a, b);
+        const Tensor got = HostBinary(c.op, a, b);
+        ASSERT_EQ(got.shape(), expected.shape());
+        EXPECT_EQ(Bytes(got), Bytes(expected))
+            << static_cast<int>(c.op) << " " << DTypeName(dtype) << " "
+            << ShapeToString(sa) << " " << ShapeToString(sb);
+      }
+    }
+  }
+}
+
+TEST(ElementwiseBodyTest, UnaryOpsMatchTheCpuKernelsBitForBit) {
+  std::mt19937 rng(3);
+  struct Case {
+    UnaryOp op;
+    absl::StatusOr<Tensor> (*cpu)(const Tensor&);
+  };
+  const std::vector<Case> cases = {{UnaryOp::kNeg, ::dtensor::Neg},
+                                   {UnaryOp::kAbs, ::dtensor::Abs},
+                                   {UnaryOp::kExp, ::dtensor::Exp},
+                                   {UnaryOp::kLog, ::dtensor::Log},
+                                   {UnaryOp::kSqrt, ::dtensor::Sqrt},
+                                   {UnaryOp::kRsqrt, ::dtensor::Rsqrt},
+                                   {UnaryOp::kRelu, ::dtensor::Relu},
+                                   {UnaryOp::kSilu, ::dtensor::Silu},
+                                   {UnaryOp::kSigmoid, ::dtensor::Sigmoid},
+                                   {UnaryOp::kTanh, ::dtensor::Tanh}};
+  for (const Case& c : cases) {
+    for (DType dtype : testing::kFloatDTypes) {
+      const Tensor x =
+          RandomTensor({33, 7}, dtype, Layout::kContiguous, rng, 0.1, 3);
+      const Tensor expected = *c.cpu(x);
+      Tensor got = *Tensor::Empty(x.shape(), dtype);
+      ForFloatingStorage(dtype, [&](auto tag, auto) {
+        using T = decltype(tag);
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          UnaryElement(c.op, static_cast<const T*>(x.raw_data()) + i,
+                       static_cast<T*>(got.raw_data()) + i);
+        }
+      });
+      EXPECT_EQ(Bytes(got), Bytes(expected))
+          << static_cast<int>(c.op) << " " << DTypeName(dtype);
+    }
+  }
+  const Tensor x = RandomTensor({50}, DType::kF32, Layout::kContiguous, rng);
+  for (auto [op, approx] :
+       {std::pair{UnaryOp::kGeluErf, GeluApproximation::kNone},
+        std::pair{UnaryOp::kGeluTanh, GeluApproximation::kTanh}}) {
+    const Tensor expected = *Gelu(x, approx);
+    Tensor got = *Tensor::Empty(x.shape(), DType::kF32);
+    for (int64_t i = 0; i < 50; ++i) {
+      UnaryElement(op, x.data<float>() + i, got.data<float>() + i);
+    }
+    EXPECT_EQ(Bytes(got), Bytes(expected));
+  }
+}
+
+TEST(ElementwiseBodyTest, CastsMatchTensorToBitForBit) {
+  std::mt19937 rng(4);
+  for (DType from : testing::kAllDTypes) {
+    const Tensor x =
+        RandomTensor({257}, from, Layout::kContiguous, rng, -300, 300);
+    for (DType to : testing::kAllDTypes) {
+      const Tensor expected = *x.To(to);
+      Tensor got = *Tensor::Empty(x.shape(), to);
+      ForStorage(from, [&](auto from_tag, auto) {
+        using From = decltype(from_tag);
+        ForStorage(to, [&](auto to_tag, auto) {
+          using To = decltype(to_tag);
+          for (int64_t i = 0; i < x.numel(); ++i) {
+            CastElement(static_cast<const From*>(x.raw_data()) + i,
+                        static_cast<To*>(got.raw_data()) + i);
+          }
+        });
+      });
+      EXPECT_EQ(Bytes(got), Bytes(expected))
+          << DTypeName(from) << " -> " << DTypeName(to);
+    }
+  }
+}
+
+// Softmax of contiguous x along `dim` by the row bodies with `lanes` lanes,
+// combined the way the CUDA kernel combines its threads.
+template <typename T>
+void HostSoftmax(const Tensor& x, Tensor& out, int64_t dim, bool log,
+                 int lanes) {
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    (i < dim ? outer : i == dim ? n : inner) *= x.size(i);
+  }
+  for (int64_t r = 0; r < outer * inner; ++r) {
+    const int64_t base = (r / inner) * n * inner + r % inner;
+    const Row<T> row{static_cast<const T*>(x.raw_data()) + base, n, inner};
+    Compute<T> max = NegativeInfinity<Compute<T>>();
+    for (int lane = 0; lane < lanes; ++lane) {
+      max = MaxKeepingFirst(max, SoftmaxMaxPartial(row, lane, lanes));
+    }
+    double sum = 0;
+    for (int lane = 0; lane < lanes; ++lane) {
+      sum += SoftmaxSumPartial(row, max, lane, lanes);
+    }
+    for (int lane = 0; lane < lanes; ++lane) {
+      SoftmaxWrite(row, static_cast<T*>(out.raw_data()) + base, max, sum, log,
+                   lane, lanes);
+    }
+  }
+}
+
+TEST(RowBodyTest, SoftmaxMatchesTheCpuKernel) {
+  std::mt19937 rng(5);
+  for (DType dtype : testing::kFloatDTypes) {
+    for (bool log : {false, true}) {
+      for (int64_t dim : {0, 1, 2}) {
+        const Tensor x =
+            RandomTensor({3, 17, 5}, dtype, Layout::kContiguous, rng, -4, 4);
+        const Tensor expected = log ? *LogSoftmax(x, dim) : *Softmax(x, dim);
+        for (int lanes : {1, 4}) {
+          Tensor got = *Tensor::Empty(x.shape(), dtype);
+          ForFloatingStorage(dtype, [&](auto tag, auto) {
+            HostSoftmax<decltype(tag)>(x, got, dim, log, lanes);
+          });
+          const std::string context =
+              absl::StrCat(std::string(DTypeName(dtype)), " log=", log,
+                           " dim=", dim, " lanes=", lanes);
+          if (lanes == 1) {
+            EXPECT_EQ(Bytes(got), Bytes(expected)) << context;
+          } else {
+            // Another summation order: a few units in the last place.
+            EXPECT_TRUE(AllClose(*got.To(DType::kF64),
+                                 *expected.To(DType::kF64),
+                                 testing::ToleranceFor(dtype).rtol,
+                                 testing::ToleranceFor(dtype).atol))
+                << context;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RowBodyTest, RmsNormMatchesTheCpuKernelBitForBit) {
+  std::mt19937 rng(6);
+  for (DType dtype : testing::kFloatDTypes) {
+    for (bool with_weight : {false, true}) {
+      const Tensor x = RandomTensor({6, 40}, dtype, Layout::kContiguous, rng);
+      const Tensor w = with_weight
+                           ? RandomTensor({40}, dtype, Layout::kContiguous, rng)
+                           : Tensor();
+      const Tensor expected = *RmsNorm(x, w, 1e-5);
+      Tensor got = *Tensor::Empty(x.shape(), dtype);
+      ForFloatingStorage(dtype, [&](auto tag, auto) {
+        using T = decltype(tag);
+        for (int64_t r = 0; r < 6; ++r) {
+          const Row<T> row{static_cast<const T*>(x.raw_data()) + r * 40, 40, 1};
+          const double sum = SumSquaresPartial(row, 0, 1);
+          RmsNormWrite(
+              row, with_weight ? static_cast<const T*>(w.raw_data()) : nullptr,
+              static_cast<T*>(got.raw_data()) + r * 40, sum, 1e-5, 0, 1);
+        }
+      });
+      EXPECT_EQ(Bytes(got), Bytes(expected)) << DTypeName(dtype);
+    }
+  }
+}
+
+TEST(RowBodyTest, CrossEntropyMatchesTheCpuKernelBitForBit) {
+  std::mt19937 rng(7);
+  for (DType dtype : testing::kFloatDTypes) {
+    const Tensor logits =
+        RandomTensor({9, 31}, dtype, Layout::kContiguous, rng, -5, 5);
+    Tensor target = RandomIndices({9}, 31, DType::kI64, rng);
+    target.data<int64_t>()[3] = -100;  // Ignored.
+    const Tensor expected = *CrossEntropy(logits, target, Reduction::kSum);
+    double total = 0;
+    ForFloatingStorage(dtype, [&](auto tag, auto) {
+      using T = decltype(tag);
+      for (int64_t r = 0; r < 9; ++r) {
+        const int64_t t = target.data<int64_t>()[r];
+        if (t == -100) continue;
+        const Row<T> row{static_cast<const T*>(logits.raw_data()) + r * 31, 31,
+                         1};
+        const double max = LogSumExpMaxPartial(row, 0, 1);
+        const double sum = LogSumExpSumPartial(row, max, 0, 1);
+        total += CrossEntropyLoss(row, max, sum, t);
+      }
+    });
+    EXPECT_EQ(Bytes(Tensor::Scalar(total, dtype)), Bytes(expected))
+        << DTypeName(dtype);
+  }
+}
+
+TEST(RowBodyTest, ReductionsMatchTheCpuKernels) {
+  std::mt19937 rng(8);
+  for (DType dtype : testing::kNumericDTypes) {
+    const Tensor x =
+        RandomTensor({5, 300}, dtype, Layout::kContiguous, rng, -9, 9);
+    const Tensor sum = *Sum(x, {1});
+    const Tensor max = *Max(x, {1});
+    const Tensor min = *Min(x, {1});
+    ForStorage(dtype, [&](auto tag, auto) {
+      using T = decltype(tag);
+      using C = Compute<T>;
+      using SumAcc =
+          std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
+      for (int64_t r = 0; r < 5; ++r) {
+        const Row<T> row{static_cast<const T*>(x.raw_data()) + r * 300, 300, 1};
+        SumAcc s = 0;
+        C hi = ReducePartial<C>(ReduceOp::kMax, row, 0, 4);
+        C lo = ReducePartial<C>(ReduceOp::kMin, row, 0, 4);
+        for (int lane = 0; lane < 4; ++lane) {
+          s = ReduceCombine(
+              ReduceOp::kSum, s,
+              ReducePartial<SumAcc>(ReduceOp::kSum, row, lane, 4));
+          hi = ReduceCombine(ReduceOp::kMax, hi,
+                             ReducePartial<C>(ReduceOp::kMax, row, lane, 4));
+          lo = ReduceCombine(ReduceOp::kMin, lo,
+                             ReducePartial<C>(ReduceOp::kMin, row, lane, 4));
+        }
+        // Sums of 300 terms in double: another order changes at most the
+        // last bits before the result is rounded to the dtype.
+        EXPECT_NEAR(Load(Store<T>(s)), sum.At({r}),
+                    1e-9 * 300 * 9 + (IsFloatingPoint(dtype)
+                                          ? testing::ToleranceFor(dtype).rtol *
+                                                std::fabs(sum.At({r}))
+                                          : 0))
+            << DTypeName(dtype);
+        EXPECT_EQ(static_cast<double>(hi), max.At({r})) << DTypeName(dtype);
+        EXPECT_EQ(static_cast<double>(lo), min.At({r})) << DTypeName(dtype);
+      }
+    });
+  }
+}
+
+TEST(RowBodyTest, RotaryMatchesTheCpuKernelBitForBit) {
+  std::mt19937 rng(9);
+  const int64_t seq = 5, heads = 3, half = 4;
+  for (DType dtype : testing::kFloatDTypes) {
+    const Tensor x = RandomTensor({2, seq, heads, 2 * half}, dtype,
+                                  Layout::kContiguous, rng);
+    const Tensor expected = *RotaryEmbedding(x, Tensor(), 10000.0);
+    Tensor got = *Tensor::Empty(x.shape(), dtype);
+    ForFloatingStorage(dtype, [&](auto tag, auto) {
+      using T = decltype(tag);
+      for (int64_t o = 0; o < 2; ++o) {
+        for (int64_t s = 0; s < seq; ++s) {
+          for (int64_t h = 0; h < heads; ++h) {
+            const int64_t base = ((o * seq + s) * heads + h) * 2 * half;
+            for (int64_t i = 0; i < half; ++i) {
+              const double angle = s * std::pow(10000.0, -2.0 * i / (2 * half));
+              RotatePair(static_cast<const T*>(x.raw_data()) + base,
+                         static_cast<T*>(got.raw_data()) + base, i, half,
+                         std::cos(angle), std::sin(angle));
+            }
+          }
+        }
+      }
+    });
+    EXPECT_EQ(Bytes(got), Bytes(expected)) << DTypeName(dtype);
+  }
+}
+
+TEST(RowBodyTest, MaskedSoftmaxMatchesABruteForceReference) {
+  const int64_t lq = 3, lk = 5;
+  std::vector<double> scores(lq * lk);
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = std::sin(i * 1.7) * 3;
+  std::vector<double> got = scores;
+  for (int64_t q = 0; q < lq; ++q) {
+    double* row = got.data() + q * lk;
+    const int64_t visible = VisibleKeys(q, lq, lk, /*causal=*/true);
+    EXPECT_EQ(visible, q + (lk - lq) + 1);
+    const double max = ScaledMaxPartial(row, visible, 0.5, 0, 1);
+    const double sum = ExpInPlacePartial(row, visible, max, 0, 1);
+    NormalizeMasked(row, visible, lk, sum, 0, 1);
+    double denominator = 0;
+    for (int64_t j = 0; j < visible; ++j)
+      denominator += std::exp(0.5 * scores[q * lk + j]);
+    for (int64_t j = 0; j < lk; ++j) {
+      const double expected =
+          j < visible ? std::exp(0.5 * scores[q * lk + j]) / denominator : 0.0;
+      EXPECT_NEAR(row[j], expected, 1e-12) << q << " " << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dtensor::cuda

@@ -1,0 +1,189 @@
+// The tensor kernels on a CUDA device against the CPU kernels, on random
+// shapes, dtypes and layouts. Needs a GPU (tag `gpu`); skips with a message
+// otherwise.
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tensor/cuda_backend.h"
+#include "tensor/elementwise.h"
+#include "tensor/matmul.h"
+#include "tensor/nn_functional.h"
+#include "tensor/reduction.h"
+#include "tests/tensor/kernel_test_util.h"
+
+namespace dtensor {
+namespace {
+
+using testing::Layout;
+using testing::RandomIndices;
+using testing::RandomTensor;
+
+#define SKIP_WITHOUT_GPU()                                                 \
+  if (cuda::DeviceCount() == 0) {                                          \
+    GTEST_SKIP() << "skipped: no usable CUDA device (" << cuda::Describe() \
+                 << ")";                                                   \
+  }
+
+const Device kGpu = Device::CUDA(0);
+
+Tensor ToGpu(const Tensor& t) {
+  // Keep the layout: copy the whole base, then take the same view.
+  absl::StatusOr<Tensor> moved = t.To(kGpu);
+  EXPECT_TRUE(moved.ok()) << moved.status();
+  return *moved;
+}
+
+// Expects the device result to match the CPU one within `scale` times the
+// dtype's tolerance.
+void ExpectMatches(const absl::StatusOr<Tensor>& gpu,
+                   const absl::StatusOr<Tensor>& cpu, const std::string& what,
+                   double scale = 4) {
+  ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status();
+  ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
+  ASSERT_TRUE(gpu->device().is_cuda()) << what;
+  ASSERT_EQ(gpu->dtype(), cpu->dtype()) << what;
+  const Tensor back = *gpu->To(Device::CPU());
+  ASSERT_EQ(back.shape(), cpu->shape()) << what;
+  const auto tolerance = testing::ToleranceFor(cpu->dtype());
+  EXPECT_TRUE(AllClose(*back.To(DType::kF64), *cpu->To(DType::kF64),
+                       scale * tolerance.rtol, scale * tolerance.atol))
+      << what << "\n device: " << back << "\n cpu: " << *cpu;
+}
+
+TEST(CudaOpsTest, ElementwiseWithBroadcastingAndStrides) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(1);
+  using BinaryFn = absl::StatusOr<Tensor> (*)(const Tensor&, const Tensor&);
+  const std::vector<std::pair<std::string, BinaryFn>> ops = {
+      {"Add", Add}, {"Sub", Sub},         {"Mul", Mul},
+      {"Div", Div}, {"Maximum", Maximum}, {"Lt", Lt}};
+  for (int trial = 0; trial < 40; ++trial) {
+    const DType dtype = testing::Pick(testing::kFloatDTypes, rng);
+    const int64_t rows = std::uniform_int_distribution<int64_t>(1, 70)(rng);
+    const int64_t cols = std::uniform_int_distribution<int64_t>(1, 90)(rng);
+    const Layout layout = testing::Pick(
+        std::vector<Layout>{Layout::kContiguous, Layout::kTransposed,
+                            Layout::kStrided},
+        rng);
+    const Tensor a = RandomTensor({rows, cols}, dtype, layout, rng, 0.5, 2);
+    const std::vector<Shape> b_shapes = {{rows, cols}, {cols}, {rows, 1}, {}};
+    const Tensor b = RandomTensor(testing::Pick(b_shapes, rng), dtype,
+                                  Layout::kContiguous, rng, 0.5, 2);
+    for (const auto& [name, fn] : ops) {
+      ExpectMatches(fn(ToGpu(a), ToGpu(b)), fn(a, b),
+                    absl::StrCat(name, " ", std::string(DTypeName(dtype)), " ",
+                                 ShapeToString(a.shape()), " ",
+                                 ShapeToString(b.shape())));
+    }
+    ExpectMatches(Silu(ToGpu(a)), Silu(a), "Silu");
+    ExpectMatches(Exp(ToGpu(a)), Exp(a), "Exp");
+    ExpectMatches(Mul(ToGpu(a), 3.0), Mul(a, 3.0), "Mul scalar");
+    ExpectMatches(ToGpu(a).To(DType::kF32), a.To(DType::kF32), "cast");
+  }
+}
+
+TEST(CudaOpsTest, MatmulOnCublas) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(2);
+  for (int trial = 0; trial < 30; ++trial) {
+    const DType dtype = testing::Pick(testing::kFloatDTypes, rng);
+    const int64_t m = std::uniform_int_distribution<int64_t>(1, 65)(rng);
+    const int64_t k = std::uniform_int_distribution<int64_t>(1, 65)(rng);
+    const int64_t n = std::uniform_int_distribution<int64_t>(1, 65)(rng);
+    const std::vector<Layout> layouts = {Layout::kContiguous,
+                                         Layout::kTransposed};
+    const Shape a_shape = trial % 3 == 0 ? Shape{3, m, k} : Shape{m, k};
+    const Shape b_shape = trial % 2 == 0 ? Shape{3, k, n} : Shape{k, n};
+    const Tensor a =
+        RandomTensor(a_shape, dtype, testing::Pick(layouts, rng), rng);
+    const Tensor b =
+        RandomTensor(b_shape, dtype, testing::Pick(layouts, rng), rng);
+    // The sum of k products: tolerance grows with sqrt(k).
+    ExpectMatches(
+        Matmul(ToGpu(a), ToGpu(b)), Matmul(a, b),
+        absl::StrCat("Matmul ", std::string(DTypeName(dtype)), " ",
+                     ShapeToString(a_shape), " x ", ShapeToString(b_shape)),
+        4 * std::sqrt(static_cast<double>(k)));
+  }
+}
+
+TEST(CudaOpsTest, RowKernels) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(3);
+  for (DType dtype : testing::kFloatDTypes) {
+    const Tensor x =
+        RandomTensor({4, 37, 300}, dtype, Layout::kContiguous, rng, -3, 3);
+    for (int64_t dim : {0, 1, 2}) {
+      ExpectMatches(Softmax(ToGpu(x), dim), Softmax(x, dim), "Softmax");
+      ExpectMatches(LogSoftmax(ToGpu(x), dim), LogSoftmax(x, dim),
+                    "LogSoftmax");
+      ExpectMatches(Sum(ToGpu(x), {dim}), Sum(x, {dim}), "Sum", 16);
+      ExpectMatches(Mean(ToGpu(x), {dim}, true), Mean(x, {dim}, true), "Mean");
+      ExpectMatches(Max(ToGpu(x), {dim}), Max(x, {dim}), "Max");
+      ExpectMatches(Min(ToGpu(x), {dim}), Min(x, {dim}), "Min");
+    }
+    ExpectMatches(Sum(ToGpu(x)), Sum(x), "Sum all", 64);
+    const Tensor w = RandomTensor({300}, dtype, Layout::kContiguous, rng);
+    ExpectMatches(RmsNorm(ToGpu(x), ToGpu(w), 1e-5), RmsNorm(x, w, 1e-5),
+                  "RmsNorm");
+    const Tensor table =
+        RandomTensor({50, 24}, dtype, Layout::kContiguous, rng);
+    const Tensor indices = RandomIndices({3, 7}, 50, DType::kI64, rng);
+    ExpectMatches(Embedding(ToGpu(indices), ToGpu(table)),
+                  Embedding(indices, table), "Embedding", 0);
+    const Tensor logits =
+        RandomTensor({13, 301}, dtype, Layout::kContiguous, rng, -4, 4);
+    const Tensor target = RandomIndices({13}, 301, DType::kI64, rng);
+    for (Reduction r : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
+      ExpectMatches(CrossEntropy(ToGpu(logits), ToGpu(target), r),
+                    CrossEntropy(logits, target, r), "CrossEntropy");
+    }
+  }
+}
+
+TEST(CudaOpsTest, ErrorsNameTheBadValue) {
+  SKIP_WITHOUT_GPU();
+  const Tensor table = *Tensor::Zeros({4, 2}, DType::kF32, kGpu);
+  const Tensor indices = *Tensor::FromVector<int64_t>({7}, {1});
+  absl::StatusOr<Tensor> out = Embedding(indices, table);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("7"), std::string::npos);
+}
+
+TEST(CudaOpsTest, AllocatorReusesBlocksInTheSteadyState) {
+  SKIP_WITHOUT_GPU();
+  for (int step = 0; step < 3; ++step) {
+    const Tensor x = *Tensor::Ones({1024, 1024}, DType::kF32, kGpu);
+    const Tensor y = *Add(x, x);
+    ASSERT_EQ(y.At({5, 5}), 2.0);
+  }
+  const cuda::MemoryStats before = cuda::GetMemoryStats(0);
+  for (int step = 0; step < 3; ++step) {
+    const Tensor x = *Tensor::Ones({1024, 1024}, DType::kF32, kGpu);
+    const Tensor y = *Add(x, x);
+  }
+  const cuda::MemoryStats after = cuda::GetMemoryStats(0);
+  EXPECT_EQ(after.backing_allocations, before.backing_allocations);
+  EXPECT_GT(after.cache_hits, before.cache_hits);
+  EXPECT_GE(after.peak_allocated, 2 * 4 << 20);
+}
+
+TEST(CudaOpsTest, EventsOrderAnotherStream) {
+  SKIP_WITHOUT_GPU();
+  const Tensor x = *Tensor::Full({1 << 20}, 3.0, DType::kF32, kGpu);
+  absl::StatusOr<cuda::Event> event = cuda::Event::Record(0);
+  ASSERT_TRUE(event.ok()) << event.status();
+  absl::StatusOr<void*> stream = cuda::CurrentStream(0);
+  ASSERT_TRUE(stream.ok());
+  EXPECT_TRUE(event->BlockStream(*stream).ok());
+  EXPECT_TRUE(event->Wait().ok());
+  EXPECT_EQ(x.At({12345}), 3.0);
+}
+
+}  // namespace
+}  // namespace dtensor

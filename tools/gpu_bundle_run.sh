@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# run.sh of the GPU bundle (tools/gpu_bundle.sh): runs every GPU test, the GPU
+# benchmarks and a short train_llama, and writes one summary file:
+#
+#   ./run.sh [SUMMARY]      (default: summary.txt beside this script)
+#
+# cuBLAS and NCCL come from this machine's Python environment (the nvidia-*
+# wheels, e.g. site-packages/nvidia/cu13/lib or nvidia/cublas/lib).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+summary=${1:-$here/summary.txt}
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+
+# The folders holding `name` under the Python environment's nvidia/ package.
+find_lib() {
+  local name=$1 roots
+  roots=$(python3 -c 'import nvidia, os; print(*[p for p in nvidia.__path__])' 2>/dev/null)
+  for root in $roots /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
+    [[ -d "$root" ]] || continue
+    find "$root" -name "$name" -print -quit 2>/dev/null
+  done | head -n1
+}
+
+lib_path=$here/lib
+for lib in libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  file=$(find_lib "$lib")
+  if [[ -z "$file" ]]; then
+    say "MISSING: $lib (expected in the Python environment's nvidia-* wheels," \
+      "e.g. pip install nvidia-cublas nvidia-nccl-cu13)"
+    exit 2
+  fi
+  lib_path=$lib_path:$(dirname "$file")
+done
+export LD_LIBRARY_PATH=$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+say "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n1)"
+
+failed=0
+while read -r test; do
+  [[ -n "$test" ]] || continue
+  if "$here/bin/$test" >"$here/$test.log" 2>&1; then
+    say "PASS $test ($(grep -c '\[  SKIPPED \]' "$here/$test.log") skipped lines)"
+  else
+    say "FAIL $test"
+    tail -n 40 "$here/$test.log" >>"$summary"
+    failed=1
+  fi
+done <"$here/tests.txt"
+
+say "=== gpu_bench"
+"$here/bin/gpu_bench" --benchmark_min_time=0.2 2>&1 | tee -a "$summary" >/dev/null ||
+  failed=1
+
+say "=== train_llama --device cuda"
+if "$here/bin/train_llama" --device cuda --steps 5 >"$here/train_llama.log" 2>&1; then
+  tail -n 12 "$here/train_llama.log" >>"$summary"
+else
+  say "FAIL train_llama --device cuda"
+  tail -n 20 "$here/train_llama.log" >>"$summary"
+  failed=1
+fi
+say "result: $([[ $failed == 0 ]] && echo PASS || echo FAIL)"
+exit $failed
