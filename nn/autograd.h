@@ -36,8 +36,10 @@ struct GradientOptions {
   // the pass goes on (sources no record holds, and those without a gradient,
   // with zeros, at the end). It lets a caller start a gradient's
   // communication during the backward pass (parallel/gradient_buckets.h);
-  // such a caller sets keep_propagated_layouts too. Its error stops the pass
-  // and is Gradient()'s.
+  // such a caller sets keep_propagated_layouts too. It runs under the
+  // CommOwner of the call that last contributed to the gradient (the module
+  // that used the source), so that communication it records is attributed
+  // to that owner. Its error stops the pass and is Gradient()'s.
   std::function<absl::Status(size_t source, const DTensor& grad)>
       on_gradient_ready;
 };

@@ -270,6 +270,7 @@ absl::Status GradientTape::BackwardPass::ReportReady(size_t r) {
     const DTensor& grad = grads_[source_slots_[s]];
     if (!grad.defined() || !IsDifferentiable(sources_[s])) continue;
     reported_[s] = true;
+    CommOwner::Scope owner(source_owner_[source_slots_[s]]);
     DT_RETURN_IF_ERROR(on_ready_(s, grad));
   }
   return absl::OkStatus();
@@ -413,13 +414,13 @@ GradientTape::BackwardPass::FinishSourceGradients(
     } else {
       DT_ASSIGN_OR_RETURN(grad, ops::FullLike(source, 0));
     }
+    CommOwner::Scope owner(source_owner_[slot]);
     if (on_ready_ && !reported_[s]) {
       reported_[s] = true;
       DT_RETURN_IF_ERROR(on_ready_(s, grad));
     }
     const Sharding layout = source.sharding().WithoutPartials();
     if (!options.keep_propagated_layouts && grad.sharding() != layout) {
-      CommOwner::Scope owner(source_owner_[slot]);
       DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(layout));
     }
     result.push_back(std::move(grad));

@@ -8,7 +8,9 @@
 #include "collectives/communicator.h"
 #include "collectives/process_groups.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/comm_owner.h"
 #include "dtensor/cost_model.h"
+#include "dtensor/runtime.h"
 #include "dtensor/shard_geometry.h"
 #include "mesh/device_mesh.h"
 #include "nn/autograd.h"
@@ -25,10 +27,12 @@ struct GradientBuckets::Bucket {
   Reduction reduction;
   DType dtype;
   // The parameters' indices, their gradients' local values (until Start;
-  // none under a metadata-only runtime) and local shapes, in order.
+  // none under a metadata-only runtime), local shapes and owners (the
+  // CommOwner their gradient was handed over under), in order.
   std::vector<size_t> indices;
   std::vector<Tensor> locals;
   std::vector<std::vector<int64_t>> shapes;
+  std::vector<const void*> owners;
   int64_t bytes = 0;
   // Set by Start: the flat buffer (no data under a metadata-only runtime)
   // and the all-reduce's handle.
@@ -118,29 +122,57 @@ absl::Status GradientBuckets::Add(size_t index, const DTensor& grad) {
                       sum.spec().BlockOf(sum.runtime()->rank()));
   Bucket& bucket = OpenBucket(reduction, sum.dtype(), sum.mesh());
   bucket.indices.push_back(index);
-  bucket.locals.push_back(sum.local());
+  bucket.locals.push_back(sum.ToLocal());
   bucket.bytes += block.numel() * ElementSize(sum.dtype());
   bucket.shapes.push_back(std::move(block.shape));
+  bucket.owners.push_back(CommOwner::Current());
   if (bucket.bytes >= bucket_bytes_) return Start(bucket);
   return absl::OkStatus();
+}
+
+void GradientBuckets::Count(const Bucket& bucket) const {
+  int64_t group_size = 1;
+  for (int64_t m : bucket.reduction.mesh_dims) {
+    group_size *= bucket.mesh.shape()[m];
+  }
+  const CostModel model =
+      params_[bucket.indices.front()].runtime()->CostModelFor(bucket.mesh);
+  CommCounter::Event event;
+  event.kind = CommKind::kAllReduce;
+  event.mesh_dims = bucket.reduction.mesh_dims;
+  const auto cost_us = [&](double local_bytes) {
+    return model.StepCostUs(event.kind, event.mesh_dims, bucket.mesh.shape(),
+                            local_bytes);
+  };
+  event.bytes = CostModel::ReceivedBytes(event.kind, group_size,
+                                         static_cast<double>(bucket.bytes));
+  event.estimated_us = cost_us(static_cast<double>(bucket.bytes));
+  event.label = absl::StrCat("gradient bucket of ", bucket.indices.size(),
+                             " tensors, ", bucket.bytes, " bytes");
+  // Each parameter's part is its owner's (adjacent parts of one owner
+  // merged), so that reports can attribute the bucket per module.
+  for (size_t k = 0; k < bucket.indices.size(); ++k) {
+    const double local = static_cast<double>(NumElements(bucket.shapes[k]) *
+                                             ElementSize(bucket.dtype));
+    const double bytes =
+        CostModel::ReceivedBytes(event.kind, group_size, local);
+    const double us = cost_us(local) - cost_us(0);
+    if (!event.shares.empty() &&
+        event.shares.back().owner == bucket.owners[k]) {
+      event.shares.back().bytes += bytes;
+      event.shares.back().estimated_us += us;
+    } else {
+      event.shares.push_back({bucket.owners[k], bytes, us});
+    }
+  }
+  CommCounter::RecordOnThread(event);
 }
 
 absl::Status GradientBuckets::Start(Bucket& bucket) {
   bucket.started = true;
   ++num_all_reduces_;
+  Count(bucket);
   const DTensor& first = params_[bucket.indices.front()];
-  int64_t group_size = 1;
-  for (int64_t m : bucket.reduction.mesh_dims) {
-    group_size *= bucket.mesh.shape()[m];
-  }
-  CommCounter::Event event;
-  event.kind = CommKind::kAllReduce;
-  event.mesh_dims = bucket.reduction.mesh_dims;
-  event.bytes = CostModel::ReceivedBytes(CommKind::kAllReduce, group_size,
-                                         static_cast<double>(bucket.bytes));
-  event.label = absl::StrCat("gradient bucket of ", bucket.indices.size(),
-                             " tensors, ", bucket.bytes, " bytes");
-  CommCounter::RecordOnThread(event);
   if (first.runtime()->metadata_only()) return absl::OkStatus();
   const int64_t numel =
       bucket.bytes / static_cast<int64_t>(ElementSize(bucket.dtype));

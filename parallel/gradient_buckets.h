@@ -37,9 +37,11 @@ namespace parallel {
 // waits for every bucket and returns each parameter's gradient in its
 // parameter's layout. Every rank gets the gradients in the same order (SPMD),
 // so the ranks' buckets match. Each all-reduce is counted (CommCounter) as
-// one all_reduce over the bucket's bytes; under a metadata-only runtime only
-// the counting happens. The results equal the unbucketed redistribution's
-// elementwise: the same reduction of the same values.
+// one all_reduce over the bucket's bytes, shared out to the CommOwner each
+// gradient was handed over under (the module that used the parameter), so
+// that `dtensor explain` attributes it per module; under a metadata-only
+// runtime only the counting happens. The results equal the unbucketed
+// redistribution's elementwise: the same reduction of the same values.
 //
 // Gradients of other layouts (a parameter sharded by FSDP or TP, complete
 // gradients) are redistributed to their parameter's layout in Finish().
@@ -89,6 +91,9 @@ class GradientBuckets {
   // The open bucket for `reduction`, dtype and mesh, made if none.
   Bucket& OpenBucket(const Reduction& reduction, DType dtype,
                      const DeviceMesh& mesh);
+  // Records the bucket's all-reduce (CommCounter), its bytes shared out to
+  // the owners of its parameters' gradients.
+  void Count(const Bucket& bucket) const;
   // Copies the bucket's gradients into one buffer and starts its all-reduce.
   absl::Status Start(Bucket& bucket);
   // Waits for the bucket and writes its parameters' gradients into result.

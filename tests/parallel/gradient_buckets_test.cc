@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/comm_owner.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/runtime.h"
 #include "gtest/gtest.h"
@@ -96,14 +97,48 @@ absl::Status Compare(const DTensor& got, const DTensor& want, bool exact,
                                             got.sharding().ToString(), " vs ",
                                             want.sharding().ToString()));
   }
-  const std::vector<float> a = got.local().ToVector<float>();
-  const std::vector<float> b = want.local().ToVector<float>();
+  const std::vector<float> a = got.ToLocal().ToVector<float>();
+  const std::vector<float> b = want.ToLocal().ToVector<float>();
   if (a.size() != b.size()) return absl::InternalError("size mismatch");
   for (size_t i = 0; i < a.size(); ++i) {
     const float tol = exact ? 0.0f : 1e-6f * (1 + std::abs(b[i]));
     if (!(std::abs(a[i] - b[i]) <= tol)) {
       return absl::InternalError(absl::StrCat("gradient ", index, " element ",
                                               i, ": ", a[i], " vs ", b[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Each case's gradient was added under the owner &case: every all-reduce
+// lists its owners' shares, each case once over all buckets with the bytes
+// an all-reduce of its gradient alone receives, 2 (n - 1) / n times its
+// size on n ranks; the shares add up to the bucket's bytes.
+absl::Status CheckShares(const CommCounter& counter, const DeviceMesh& mesh,
+                         const std::vector<GradCase>& cases) {
+  std::map<const void*, double> bytes_of;
+  for (const CommCounter::Event& event : counter.events()) {
+    double sum = 0;
+    for (const CommCounter::Event::Share& share : event.shares) {
+      if (bytes_of.count(share.owner) != 0) {
+        return absl::InternalError("an owner listed twice");
+      }
+      bytes_of[share.owner] = share.bytes;
+      sum += share.bytes;
+    }
+    if (std::abs(sum - event.bytes) > 1e-9 * event.bytes) {
+      return absl::InternalError(
+          absl::StrCat("shares of ", sum, " bytes in ", event.bytes, " bytes"));
+    }
+  }
+  for (const GradCase& c : cases) {
+    double n = 1;
+    for (int64_t m : c.partial_dims) n *= mesh.shape()[m];
+    const double want = 2 * (n - 1) / n * NumElements(c.shape) * 4;
+    if (bytes_of[&c] != want) {
+      return absl::InternalError(
+          absl::StrCat("a gradient of ", NumElements(c.shape),
+                       " floats: ", bytes_of[&c], " bytes, want ", want));
     }
   }
   return absl::OkStatus();
@@ -133,10 +168,12 @@ absl::Status CheckRandomBuckets(std::shared_ptr<Runtime> runtime,
   {
     CommCounter::Scope counting(counter);
     for (size_t i = 0; i < grads.size(); ++i) {
+      CommOwner::Scope owner(&cases[i]);
       DT_RETURN_IF_ERROR(buckets.Add(i, grads[i]));
     }
     DT_ASSIGN_OR_RETURN(got, buckets.Finish());
   }
+  DT_RETURN_IF_ERROR(CheckShares(counter, mesh, cases));
   const int64_t expected =
       ExpectedAllReduces(cases, std::max<int64_t>(bucket_bytes, 4));
   if (counter.count(CommKind::kAllReduce) != expected ||
