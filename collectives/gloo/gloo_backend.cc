@@ -7,13 +7,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "collectives/gloo/gloo_communicator.h"
 #include "collectives/gloo/gloo_store.h"
-#include "collectives/gloo/group_failures.h"
-#include "collectives/gloo/launch_env.h"
+#include "collectives/multiprocess/group_failures.h"
+#include "collectives/multiprocess/launch_env.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {

@@ -14,9 +14,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectives/communicator.h"
-#include "collectives/gloo/call_records.h"
 #include "collectives/gloo/gloo_runtime.h"
-#include "collectives/gloo/group_failures.h"
+#include "collectives/multiprocess/call_records.h"
+#include "collectives/multiprocess/group_failures.h"
 #include "collectives/op_queue.h"
 #include "gloo/context.h"
 

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
-#include "collectives/gloo/group_failures.h"
+#include "collectives/multiprocess/group_failures.h"
 #include "collectives/nccl/nccl_channel.h"
 #include "collectives/nccl/nccl_communicator.h"
 #include "tensor/cuda_backend.h"

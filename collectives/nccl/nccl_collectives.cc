@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "collectives/argument_checks.h"
-#include "collectives/gloo/piece_geometry.h"
+#include "collectives/multiprocess/piece_geometry.h"
 #include "collectives/nccl/device_copy.h"
 #include "collectives/nccl/nccl_communicator.h"
 

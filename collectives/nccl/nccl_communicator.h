@@ -19,9 +19,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectives/communicator.h"
-#include "collectives/gloo/call_records.h"
-#include "collectives/gloo/group_failures.h"
-#include "collectives/gloo/rendezvous_session.h"
+#include "collectives/multiprocess/call_records.h"
+#include "collectives/multiprocess/group_failures.h"
+#include "collectives/multiprocess/rendezvous_session.h"
 #include "collectives/nccl/nccl_channel.h"
 #include "collectives/op_queue.h"
 

@@ -1,5 +1,5 @@
-#ifndef DTENSOR_COLLECTIVES_GLOO_GROUP_FAILURES_H_
-#define DTENSOR_COLLECTIVES_GLOO_GROUP_FAILURES_H_
+#ifndef DTENSOR_COLLECTIVES_MULTIPROCESS_GROUP_FAILURES_H_
+#define DTENSOR_COLLECTIVES_MULTIPROCESS_GROUP_FAILURES_H_
 
 #include <cstdint>
 #include <memory>
@@ -11,8 +11,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "collectives/gloo/arrival_board.h"
-#include "collectives/gloo/rendezvous_session.h"
+#include "collectives/multiprocess/arrival_board.h"
+#include "collectives/multiprocess/rendezvous_session.h"
 
 namespace dtensor {
 
@@ -62,4 +62,4 @@ std::string RanksText(absl::Span<const int64_t> ranks);
 
 }  // namespace dtensor
 
-#endif  // DTENSOR_COLLECTIVES_GLOO_GROUP_FAILURES_H_
+#endif  // DTENSOR_COLLECTIVES_MULTIPROCESS_GROUP_FAILURES_H_

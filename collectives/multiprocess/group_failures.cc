@@ -1,4 +1,4 @@
-#include "collectives/gloo/group_failures.h"
+#include "collectives/multiprocess/group_failures.h"
 
 #include <algorithm>
 #include <utility>
