@@ -18,13 +18,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/runtime.h"
 #include "gtest/gtest.h"
 #include "parallel/llama_trainer.h"
 #include "parallel/plan.h"
-#include "base/status_macros.h"
 #include "tools/mesh_flag.h"
 
 namespace dtensor {
@@ -68,9 +68,9 @@ PhaseCounts Sum(const PhaseCounts& a, const PhaseCounts& b) {
 // wo, w1, w2, w3 and two norm weights); the model adds tok_embeddings, norm
 // and output. Every family leaves the 2L + 1 norm weights replicated on tp,
 // and their gradients partial on tp (their outputs feed colwise inputs, whose
-// gradients are partial on tp): each is synced by one all-reduce over dp+tp,
-// under either dp mode. The other 7L + 2 parameters are sharded on tp and
-// synced over dp alone (by the dp mode).
+// gradients are partial on tp) and on dp: they are synced over dp+tp (see
+// NormPart). The other 7L + 2 parameters are sharded on tp and synced over dp
+// alone (by the dp mode).
 enum class Family { kTp, kTpSp, kTpSpLossParallel };
 
 PhaseCounts TpPart(Family family, int64_t L) {
@@ -86,8 +86,7 @@ PhaseCounts TpPart(Family family, int64_t L) {
       // The partial gradients of the 2L + 1 colwise inputs (attention, feed
       // forward, output) made whole where a rowwise backward (w2, wo, the
       // embedding) reads them; the logits gather's conjugate is a slice.
-      c.backward = {{"tp/all_reduce", 2 * L + 1},
-                    {"dp+tp/all_reduce", 2 * L + 1}};
+      c.backward = {{"tp/all_reduce", 2 * L + 1}};
       return c;
     case Family::kTpSp:
       // Embedding, wo and w2 reduce-scatter to S(1); attention, feed forward
@@ -99,8 +98,7 @@ PhaseCounts TpPart(Family family, int64_t L) {
       // The conjugates: gathers of the reduce-scatters, reduce-scatters of
       // the 2L + 1 input gathers (the logits gather's is a slice).
       c.backward = {{"tp/all_gather", 2 * L + 1},
-                    {"tp/reduce_scatter", 2 * L + 1},
-                    {"dp+tp/all_reduce", 2 * L + 1}};
+                    {"tp/reduce_scatter", 2 * L + 1}};
       return c;
     case Family::kTpSpLossParallel:
       // As tp_sp, but the logits stay vocab-sharded: the vocab-parallel
@@ -111,21 +109,37 @@ PhaseCounts TpPart(Family family, int64_t L) {
                    {"tp/all_reduce", 2},
                    {"dp/all_reduce", 1}};
       c.backward = {{"tp/all_gather", 2 * L + 1},
-                    {"tp/reduce_scatter", 2 * L + 1},
-                    {"dp+tp/all_reduce", 2 * L + 1}};
+                    {"tp/reduce_scatter", 2 * L + 1}};
       return c;
   }
   return c;
 }
 
+// The model's gradients are far below the default bucket of 25 MiB: (9L +
+// 3) parameters of at most 64 x 96 f32 values each, under 1 MiB for L <= 3.
+// So under replicate every gradient partial on the same mesh dims shares one
+// bucket: one all-reduce per set of dims (parallel/gradient_buckets.h).
+constexpr int64_t kBucketsPerDims = 1;
+
+// The 2L + 1 norm gradients, partial on dp and tp: replicate all-reduces
+// them in one bucket over dp+tp; fsdp completes each on its own (one
+// all-reduce over dp+tp each: the planner's cheapest way to reach S(0) on
+// dp from partial on dp and tp, then a local slice).
+PhaseCounts NormPart(bool fsdp, int64_t L) {
+  PhaseCounts c;
+  c.backward = {{"dp+tp/all_reduce", fsdp ? 2 * L + 1 : kBucketsPerDims}};
+  return c;
+}
+
 // The dp dim's parameter collectives besides the norms' (see above):
-// replicate all-reduces the 7L + 2 tp-sharded gradients; fsdp gathers all
+// replicate all-reduces the 7L + 2 tp-sharded gradients in one bucket; fsdp
+// gathers all
 // 9L + 3 parameters before each module's forward and again in backward, and
 // reduce-scatters the 7L + 2 gradients.
 PhaseCounts DpPart(bool fsdp, int64_t L) {
   PhaseCounts c;
   if (!fsdp) {
-    c.backward = {{"dp/all_reduce", 7 * L + 2}};
+    c.backward = {{"dp/all_reduce", kBucketsPerDims}};
     return c;
   }
   c.forward = {{"dp/all_gather", 9 * L + 3}};
@@ -151,7 +165,8 @@ std::vector<PlanRow> Rows() {
     for (const bool fsdp : {false, true}) {
       rows.push_back({absl::StrCat(name, fsdp ? "_fsdp" : "_dp"),
                       [family = family, fsdp](int64_t L) {
-                        return Sum(TpPart(family, L), DpPart(fsdp, L));
+                        return Sum(Sum(TpPart(family, L), NormPart(fsdp, L)),
+                                   DpPart(fsdp, L));
                       },
                       [family = family](int64_t) { return Excess(family); }});
     }
