@@ -7,13 +7,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "collectives/gloo/gloo_communicator.h"
 #include "collectives/gloo/gloo_store.h"
 #include "collectives/gloo/group_failures.h"
 #include "collectives/gloo/launch_env.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {
@@ -58,7 +58,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> GlooBackend::CreateCommunicator(
   DT_RETURN_IF_ERROR(CheckGroupMembers(ranks, rank(), world_size()));
   int64_t instance = 0;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     instance = instances_[ranks]++;
   }
   const std::string prefix =

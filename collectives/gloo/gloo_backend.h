@@ -9,8 +9,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "collectives/backend.h"
 #include "collectives/collective_options.h"
 #include "collectives/gloo/gloo_runtime.h"
@@ -81,7 +81,7 @@ class GlooBackend final : public Backend {
                            absl::string_view what);
 
   const std::shared_ptr<GlooRuntime> runtime_;
-  absl::Mutex mu_;
+  Mutex mu_;
   // How many communicators this rank made per rank list: the instance that
   // pairs a new one with the peers' same-numbered ones.
   std::map<std::vector<int64_t>, int64_t> instances_ ABSL_GUARDED_BY(mu_);

@@ -260,14 +260,14 @@ GlooCommunicator::Failure GlooCommunicator::Diagnose(
 }
 
 absl::Status GlooCommunicator::Broken() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return broken_;
 }
 
 absl::Status GlooCommunicator::Break(absl::Status status, bool post,
                                      bool point_to_point) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!broken_.ok()) return broken_;
     broken_ = status;
   }

@@ -11,8 +11,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "collectives/communicator.h"
 #include "collectives/gloo/call_records.h"
 #include "collectives/gloo/gloo_runtime.h"
@@ -134,7 +134,7 @@ class GlooCommunicator final : public Communicator {
   const std::shared_ptr<GlooRuntime> runtime_;
   const std::shared_ptr<gloo::Context> context_;
   GroupFailures failures_;
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   // Declared last: destroyed first, so queued calls finish before the rest.
   std::map<int64_t, std::unique_ptr<OpQueue>> send_queues_;

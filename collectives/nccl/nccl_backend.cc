@@ -9,7 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "base/status_macros.h"
 #include "collectives/gloo/group_failures.h"
 #include "collectives/nccl/nccl_channel.h"
@@ -34,7 +34,7 @@ class NcclBackend final : public Backend {
     DT_RETURN_IF_ERROR(CheckGroupMembers(ranks, rank(), world_size()));
     int64_t instance = 0;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       instance = instances_[ranks]++;
     }
     const std::string prefix =
@@ -80,7 +80,7 @@ class NcclBackend final : public Backend {
 
  private:
   const std::shared_ptr<NcclRuntime> runtime_;
-  absl::Mutex mu_;
+  Mutex mu_;
   // How many communicators this rank made per rank list: the instance that
   // pairs a new one with the peers' same-numbered ones.
   std::map<std::vector<int64_t>, int64_t> instances_ ABSL_GUARDED_BY(mu_);

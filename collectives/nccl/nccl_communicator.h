@@ -16,8 +16,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "collectives/communicator.h"
 #include "collectives/gloo/call_records.h"
 #include "collectives/gloo/group_failures.h"
@@ -124,10 +124,10 @@ class NcclCommunicator final
   const std::unique_ptr<NcclChannel> channel_;
   const std::string key_prefix_;
   GroupFailures failures_;
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   // Held while a channel is made, which may wait for the peer.
-  absl::Mutex channels_mu_;
+  Mutex channels_mu_;
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<NcclChannel>>
       point_to_point_ ABSL_GUARDED_BY(channels_mu_);
   // Declared last: destroyed first, so queued sends and receives finish
