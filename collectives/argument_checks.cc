@@ -1,6 +1,7 @@
 #include "collectives/argument_checks.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -137,6 +138,11 @@ int64_t SumOf(absl::Span<const int64_t> sizes) {
   int64_t sum = 0;
   for (int64_t size : sizes) sum += size;
   return sum;
+}
+
+bool AllEqual(absl::Span<const int64_t> sizes) {
+  return std::adjacent_find(sizes.begin(), sizes.end(),
+                            std::not_equal_to<>()) == sizes.end();
 }
 
 int64_t OffsetOf(absl::Span<const int64_t> sizes, int64_t index) {

@@ -65,6 +65,9 @@ absl::StatusOr<std::vector<int64_t>> EqualPieceSizes(int64_t total,
                                                      absl::string_view op);
 
 int64_t SumOf(absl::Span<const int64_t> sizes);
+// Whether all pieces have one size (then a transport's even collective
+// serves; uneven pieces take its "v" form or single transfers).
+bool AllEqual(absl::Span<const int64_t> sizes);
 // The offset of piece `index`: the sum of the sizes before it.
 int64_t OffsetOf(absl::Span<const int64_t> sizes, int64_t index);
 

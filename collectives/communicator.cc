@@ -27,6 +27,11 @@ std::string Communicator::GroupName() const {
   return absl::StrCat("group [", absl::StrJoin(group_ranks_, ", "), "]");
 }
 
+std::string Communicator::Describe(const CollectiveCall& call) const {
+  if (call.sequence < 0) return absl::StrCat(call.op, " on ", GroupName());
+  return absl::StrCat(call.op, " #", call.sequence, " on ", GroupName());
+}
+
 absl::StatusOr<CollectiveCall> Communicator::NewCall(
     CollectiveArgs args, const CollectiveOptions& options, bool blocking) {
   DT_RETURN_IF_ERROR(

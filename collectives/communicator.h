@@ -199,6 +199,10 @@ class Communicator {
   // within call.deadline.
   virtual std::shared_ptr<Work> Start(const CollectiveCall& call) = 0;
 
+  // The call as messages name it: "all_reduce #3 on group [0, 1]",
+  // "send on group [0, 1]".
+  std::string Describe(const CollectiveCall& call) const;
+
  private:
   // Checks `args`, numbers the call, resolves its deadline and signs it; an
   // argument error comes back as the status.

@@ -43,6 +43,18 @@ class CommCounter {
     std::string label;
     // CommOwner::Current() when recorded (RecordOnThread sets it).
     const void* owner = nullptr;
+    // A collective that carries the tensors of several owners (a gradient
+    // bucket: parallel/gradient_buckets.h) lists each owner with the bytes
+    // received for its tensors (the shares' bytes add up to `bytes`) and the
+    // time they add to the collective (the bandwidth term; the fixed
+    // latency is the collective's alone); empty: the whole collective is
+    // `owner`'s.
+    struct Share {
+      const void* owner = nullptr;
+      double bytes = 0;
+      double estimated_us = 0;
+    };
+    std::vector<Share> shares;
   };
 
   // Makes a counter record on this thread until destroyed.

@@ -2,6 +2,7 @@
 #define DTENSOR_NN_AUTOGRAD_H_
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -29,6 +30,18 @@ struct GradientOptions {
   // (AccumulateGradients) and the optimizer's redistribution communicate
   // once.
   bool keep_propagated_layouts = false;
+  // If set, called once per source (by index) with its gradient, in the
+  // layout propagation gave it, as soon as that gradient is final: right
+  // after the backward of the earliest record that holds the source, while
+  // the pass goes on (sources no record holds, and those without a gradient,
+  // with zeros, at the end). It lets a caller start a gradient's
+  // communication during the backward pass (parallel/gradient_buckets.h);
+  // such a caller sets keep_propagated_layouts too. It runs under the
+  // CommOwner of the call that last contributed to the gradient (the module
+  // that used the source), so that communication it records is attributed
+  // to that owner. Its error stops the pass and is Gradient()'s.
+  std::function<absl::Status(size_t source, const DTensor& grad)>
+      on_gradient_ready;
 };
 
 // Reverse-mode autograd over DTensor ops, like TensorFlow's GradientTape.

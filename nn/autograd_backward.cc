@@ -112,10 +112,16 @@ class GradientTape::BackwardPass {
   // For each tensor recomputed in backward, the earliest record holding it:
   // its rebuilt value is dropped after that record.
   void FindEarliestUses();
+  // With options.on_gradient_ready, for each source the earliest record
+  // holding it: its gradient is final after that record's backward.
+  void FindReadyPoints(const GradientOptions& options);
   // Backward from the target's gradient `seed`, the gradient of each tensor
   // complete once every later call that used it has been run; a tensor's
   // gradient is dropped once used, unless it is a source.
   absl::Status RunBackward(const DTensor& seed);
+  // Hands the sources whose gradient became final at record r to
+  // on_gradient_ready.
+  absl::Status ReportReady(size_t r);
   // Each source's gradient (zeros where it got none), brought to its
   // source's layout unless `options` keeps propagated layouts.
   absl::StatusOr<std::vector<DTensor>> FinishSourceGradients(
@@ -169,6 +175,11 @@ class GradientTape::BackwardPass {
   // by id, and the ids each record is the earliest to hold.
   absl::flat_hash_map<uint64_t, DTensor> rebuilt_;
   absl::flat_hash_map<size_t, std::vector<uint64_t>> last_needed_by_;
+  // The sources (by index) whose gradient is final after each record, and
+  // the callback they go to (empty: none).
+  absl::flat_hash_map<size_t, std::vector<size_t>> ready_after_;
+  std::vector<bool> reported_;
+  std::function<absl::Status(size_t, const DTensor&)> on_ready_;
 };
 
 GradientTape::BackwardPass::BackwardPass(const GradientTape& tape,
@@ -233,10 +244,43 @@ void GradientTape::BackwardPass::FindEarliestUses() {
   }
 }
 
+void GradientTape::BackwardPass::FindReadyPoints(
+    const GradientOptions& options) {
+  if (!options.on_gradient_ready) return;
+  on_ready_ = options.on_gradient_ready;
+  reported_.resize(sources_.size());
+  // The earliest record holding each slot.
+  std::vector<size_t> earliest(grads_.size(), tape_.records_.size());
+  for (size_t r = tape_.records_.size(); r-- > 0;) {
+    const size_t n =
+        tape_.records_[r].inputs.size() + tape_.records_[r].outputs.size();
+    const int32_t* slot = InputSlots(r);
+    for (size_t k = 0; k < n; ++k) earliest[slot[k]] = r;
+  }
+  for (size_t s = 0; s < sources_.size(); ++s) {
+    const size_t r = earliest[source_slots_[s]];
+    if (r < tape_.records_.size()) ready_after_[r].push_back(s);
+  }
+}
+
+absl::Status GradientTape::BackwardPass::ReportReady(size_t r) {
+  auto found = ready_after_.find(r);
+  if (found == ready_after_.end()) return absl::OkStatus();
+  for (size_t s : found->second) {
+    const DTensor& grad = grads_[source_slots_[s]];
+    if (!grad.defined() || !IsDifferentiable(sources_[s])) continue;
+    reported_[s] = true;
+    CommOwner::Scope owner(source_owner_[source_slots_[s]]);
+    DT_RETURN_IF_ERROR(on_ready_(s, grad));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GradientTape::BackwardPass::RunBackward(const DTensor& seed) {
   if (depends_[target_slot_]) grads_[target_slot_] = seed;
   for (size_t r = tape_.records_.size(); r-- > 0;) {
     DT_RETURN_IF_ERROR(BackwardOf(r));
+    DT_RETURN_IF_ERROR(ReportReady(r));
   }
   return absl::OkStatus();
 }
@@ -370,9 +414,13 @@ GradientTape::BackwardPass::FinishSourceGradients(
     } else {
       DT_ASSIGN_OR_RETURN(grad, ops::FullLike(source, 0));
     }
+    CommOwner::Scope owner(source_owner_[slot]);
+    if (on_ready_ && !reported_[s]) {
+      reported_[s] = true;
+      DT_RETURN_IF_ERROR(on_ready_(s, grad));
+    }
     const Sharding layout = source.sharding().WithoutPartials();
     if (!options.keep_propagated_layouts && grad.sharding() != layout) {
-      CommOwner::Scope owner(source_owner_[slot]);
       DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(layout));
     }
     result.push_back(std::move(grad));
@@ -389,6 +437,7 @@ absl::StatusOr<std::vector<DTensor>> GradientTape::Gradient(
   BackwardPass pass(*this, target, sources);
   pass.MarkDependencies();
   pass.FindEarliestUses();
+  pass.FindReadyPoints(options);
   DT_RETURN_IF_ERROR(pass.RunBackward(seed));
   return pass.FinishSourceGradients(options);
 }

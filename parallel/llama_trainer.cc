@@ -4,12 +4,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "nn/init.h"
 #include "nn/optim.h"
 #include "ops/view_ops.h"
 #include "ops/vocab_ops.h"
 #include "parallel/parallelize.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace parallel {
@@ -55,6 +55,10 @@ absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(
   }
   DT_ASSIGN_OR_RETURN(trainer->optimizer_,
                       nn::AdamW::Create(trainer->parameters_, options.adamw));
+  if (plan.dp != DataParallel::kFsdp) {
+    trainer->buckets_ = std::make_unique<GradientBuckets>(trainer->parameters_,
+                                                          plan.bucket_bytes);
+  }
   return trainer;
 }
 
@@ -122,9 +126,21 @@ absl::StatusOr<DTensor> LlamaTrainer::Forward(const Batch& batch) {
 
 absl::StatusOr<std::vector<DTensor>> LlamaTrainer::Backward(
     const DTensor& loss) {
-  absl::StatusOr<std::vector<DTensor>> grads =
-      tape_.Gradient(loss, parameters_);
+  if (buckets_ == nullptr) {
+    absl::StatusOr<std::vector<DTensor>> grads =
+        tape_.Gradient(loss, parameters_);
+    tape_.Clear();
+    return grads;
+  }
+  nn::GradientOptions options;
+  options.keep_propagated_layouts = true;
+  options.on_gradient_ready = buckets_->ReadyCallback();
+  const absl::Status backward =
+      tape_.Gradient(loss, parameters_, options).status();
   tape_.Clear();
+  // Finish also when backward failed: it waits for the buckets in flight.
+  absl::StatusOr<std::vector<DTensor>> grads = buckets_->Finish();
+  DT_RETURN_IF_ERROR(backward);
   return grads;
 }
 

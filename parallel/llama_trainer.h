@@ -14,6 +14,7 @@
 #include "nn/llama.h"
 #include "nn/optim_adamw.h"
 #include "nn/state_dict.h"
+#include "parallel/gradient_buckets.h"
 #include "parallel/plan.h"
 #include "tensor/tensor.h"
 
@@ -60,7 +61,11 @@ class LlamaTrainer {
   // Forward records the mean cross-entropy loss on a fresh tape (under an
   // ops::LossParallelScope when the plan has a loss_parallel entry, so the
   // vocab-sharded logits are never gathered); Backward
-  // takes the gradients of every parameter (in their layouts); Update
+  // takes the gradients of every parameter (in their layouts: unless the
+  // plan's dp is fsdp, the gradients that are Partial where their parameter
+  // is Replicate, data-parallel and norm weights, are all-reduced in
+  // buckets of the plan's bucket_mb while backward goes on,
+  // parallel/gradient_buckets.h); Update
   // applies them. Step runs the three and returns the loss (Replicate).
   absl::StatusOr<DTensor> Forward(const Batch& batch);
   absl::StatusOr<std::vector<DTensor>> Backward(const DTensor& loss);
@@ -104,6 +109,8 @@ class LlamaTrainer {
   // Whether the plan has a loss_parallel entry.
   bool loss_parallel_ = false;
   nn::GradientTape tape_;
+  // Null where the plan's dp is fsdp (its gradients are reduce-scattered).
+  std::unique_ptr<GradientBuckets> buckets_;
   // 0-d int64 on the CPU: State() shares it with a checkpoint. Metadata-only
   // runtimes count in it too.
   Tensor steps_;

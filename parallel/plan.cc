@@ -113,6 +113,17 @@ std::vector<absl::string_view> AllowedTypes(Style style) {
   return {};
 }
 
+// "bucket_mb": a positive number of MiB, at most 1 TiB.
+absl::StatusOr<int64_t> ParseBucketBytes(const JsonValue& value) {
+  if (!value.is_number()) return WrongType("\"bucket_mb\"", "number", value);
+  const double mib = value.number_value();
+  if (!(mib > 0 && mib <= (1 << 20))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan: \"bucket_mb\" is ", mib, "; it must be in (0, 1048576]"));
+  }
+  return std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20)));
+}
+
 }  // namespace
 
 absl::string_view StyleName(Style style) {
@@ -160,6 +171,8 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
           value.string_value();
     } else if (member.first == "dp") {
       DT_ASSIGN_OR_RETURN(plan.dp, ParseDataParallel(value));
+    } else if (member.first == "bucket_mb") {
+      DT_ASSIGN_OR_RETURN(plan.bucket_bytes, ParseBucketBytes(value));
     } else if (member.first == "tp") {
       if (!value.is_object()) return WrongType("\"tp\"", "object", value);
       for (const JsonValue::Member& entry : value.members()) {
@@ -170,7 +183,7 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("plan: unknown key \"", member.first,
-                       "\" (known: tp, dp, tp_dim, dp_dim)"));
+                       "\" (known: tp, dp, tp_dim, dp_dim, bucket_mb)"));
     }
   }
   return plan;

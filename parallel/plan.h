@@ -58,9 +58,12 @@ absl::string_view DataParallelName(DataParallel dp);
 //    "tp": {"layers.*.attention.wq": "colwise",
 //           "output": {"style": "colwise", "output_layouts": "S(-1)",
 //                      "use_local_output": false}},
-//    "dp": "fsdp" | "replicate" | "none"}
+//    "dp": "fsdp" | "replicate" | "none",
+//    "bucket_mb": 25}
 // "tp_dim"/"dp_dim" default to "tp"/"dp"; "tp" defaults to {} and "dp" to
-// "none". Entries keep file order.
+// "none"; "bucket_mb" (the size of the gradient buckets whose all-reduces
+// overlap the backward pass, parallel/gradient_buckets.h) to 25. Entries
+// keep file order.
 struct PlanEntry {
   std::string pattern;
   StyleSpec spec;
@@ -70,6 +73,7 @@ struct Plan {
   std::string dp_dim = "dp";
   std::vector<PlanEntry> tp;
   DataParallel dp = DataParallel::kNone;
+  int64_t bucket_bytes = int64_t{25} << 20;
 };
 
 // Parses plan text. Errors (InvalidArgument) name the bad key or value:

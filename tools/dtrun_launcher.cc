@@ -14,8 +14,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "collectives/gloo/launch_env.h"
-#include "collectives/gloo/store_server.h"
+#include "collectives/multiprocess/launch_env.h"
+#include "collectives/multiprocess/store_server.h"
 
 extern char** environ;
 

@@ -41,6 +41,26 @@ void AddCollective(const CommCounter::Event& event,
       {event.kind, event.mesh_dims, event.bytes, event.estimated_us, 1});
 }
 
+// `event` split by its shares (CommCounter::Event::shares): one event per
+// owner with that owner's bytes and time; `event` itself when it has no
+// shares. A share's time leaves out the collective's fixed latency, so that
+// a module's figures do not depend on which other tensors share its bucket
+// (the extrapolation over layers relies on that).
+std::vector<CommCounter::Event> SharesOf(const CommCounter::Event& event) {
+  if (event.shares.empty()) return {event};
+  std::vector<CommCounter::Event> parts;
+  parts.reserve(event.shares.size());
+  for (const CommCounter::Event::Share& share : event.shares) {
+    CommCounter::Event part = event;
+    part.shares.clear();
+    part.owner = share.owner;
+    part.bytes = share.bytes;
+    part.estimated_us = share.estimated_us;
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
 // "layers.*.attention.wq" for "layers.17.attention.wq": repeats over layers
 // share one warning.
 std::string LayerPattern(absl::string_view name) {
@@ -226,10 +246,12 @@ absl::StatusOr<ExplainRun> RunStep(const ExplainRequest& request,
   }
   for (const CommCounter::Event& event : backward.events()) {
     if (event.kind == CommKind::kLocal) continue;
-    ModuleReport& owner = table.OwnerOf(event);
-    AddCollective(event, owner.backward);
+    for (const CommCounter::Event& part : SharesOf(event)) {
+      ModuleReport& owner = table.OwnerOf(part);
+      AddCollective(part, owner.backward);
+      WarnLargeGather(owner.name, "backward", part, warnings);
+    }
     report.backward.Add(event);
-    WarnLargeGather(owner.name, "backward", event, warnings);
   }
   for (const CommCounter::Event& event : update.events()) {
     report.optimizer.Add(event);

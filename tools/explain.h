@@ -109,7 +109,10 @@ struct ModuleReport {
   std::optional<TensorLayout> input;
   std::optional<TensorLayout> output;
   // The collectives the module owns (those of its children excluded), in
-  // issue order, identical ones merged into the first.
+  // issue order, identical ones merged into the first. A collective that
+  // carries several modules' tensors (a gradient bucket) is listed under
+  // each of them with the bytes of that module's tensors; the phase totals
+  // count it once.
   std::vector<CollectiveSummary> forward;
   std::vector<CollectiveSummary> backward;
 };

@@ -3,21 +3,18 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "base/mutex.h"
+#include "collectives/call_queues.h"
 #include "collectives/communicator.h"
-#include "collectives/gloo/call_records.h"
 #include "collectives/gloo/gloo_runtime.h"
-#include "collectives/gloo/group_failures.h"
-#include "collectives/op_queue.h"
+#include "collectives/multiprocess/call_records.h"
+#include "collectives/multiprocess/group_failures.h"
 #include "gloo/context.h"
 
 namespace dtensor {
@@ -79,9 +76,6 @@ class GlooCommunicator final : public Communicator {
   // returns are the call's own errors.
   using Body = std::function<absl::Status(const Running&)>;
 
-  // Runs `body` inline (a blocking call with `queue` idle) or on `queue`.
-  std::shared_ptr<Work> Submit(const CollectiveCall& call, OpQueue& queue,
-                               std::function<absl::Status()> run);
   std::shared_ptr<Work> SubmitCollective(const CollectiveCall& call,
                                          CallTraffic traffic, Body body);
   // `peer` is the group rank sent to (`sending`) or received from.
@@ -102,20 +96,11 @@ class GlooCommunicator final : public Communicator {
   Failure Diagnose(const Running& running, absl::string_view what,
                    std::optional<int64_t> peer, bool sending);
 
-  // The error the communicator is broken with; OK while it is not.
-  absl::Status Broken();
-  // Breaks the communicator with `status` (the first break wins, and is
-  // returned): posts it (`post`: unless it was adopted from a peer; from a
-  // send or recv when `point_to_point`) and closes the connections.
+  // Breaks the communicator (GroupFailures::Break) and, on the first break,
+  // closes the connections.
   absl::Status Break(absl::Status status, bool post, bool point_to_point);
 
-  // "all_reduce #3 on group [0, 1]", "send on group [0, 1]".
-  std::string Describe(const CollectiveCall& call) const;
-  // The queue of sends to / recvs from `peer`, made on first use.
-  OpQueue& P2pQueue(std::map<int64_t, std::unique_ptr<OpQueue>>& queues,
-                    int64_t peer);
-
-  // The ops, run by Start on the queues.
+  // The ops, run by Start on the queues (gloo_collectives.cc).
   absl::Status RunOp(const Running& running, const AllReduceArgs& args);
   absl::Status RunOp(const Running& running, const AllGatherArgs& args);
   absl::Status RunOp(const Running& running, const ReduceScatterArgs& args);
@@ -134,12 +119,8 @@ class GlooCommunicator final : public Communicator {
   const std::shared_ptr<GlooRuntime> runtime_;
   const std::shared_ptr<gloo::Context> context_;
   GroupFailures failures_;
-  Mutex mu_;
-  absl::Status broken_ ABSL_GUARDED_BY(mu_);
   // Declared last: destroyed first, so queued calls finish before the rest.
-  std::map<int64_t, std::unique_ptr<OpQueue>> send_queues_;
-  std::map<int64_t, std::unique_ptr<OpQueue>> recv_queues_;
-  OpQueue collective_queue_;
+  CallQueues queues_;
 };
 
 }  // namespace dtensor

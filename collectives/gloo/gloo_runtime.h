@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "collectives/collective_options.h"
-#include "collectives/gloo/rendezvous_session.h"
+#include "collectives/multiprocess/rendezvous_session.h"
 #include "gloo/transport/device.h"
 
 namespace dtensor {

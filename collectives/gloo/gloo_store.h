@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/gloo/store_client.h"
+#include "collectives/multiprocess/store_client.h"
 #include "gloo/rendezvous/store.h"
 
 namespace dtensor {

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "collectives/gloo/piece_geometry.h"
+#include "collectives/multiprocess/piece_geometry.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {

@@ -16,11 +16,7 @@ InProcessCommunicator::InProcessCommunicator(std::vector<int64_t> group_ranks,
     : Communicator(std::move(group_ranks), rank, std::move(options)),
       group_(std::move(group)) {}
 
-void InProcessCommunicator::WaitIdle() {
-  collective_queue_.WaitIdle();
-  for (auto& [peer, queue] : send_queues_) queue->WaitIdle();
-  for (auto& [peer, queue] : recv_queues_) queue->WaitIdle();
-}
+void InProcessCommunicator::WaitIdle() { queues_.WaitIdle(); }
 
 namespace {
 
@@ -100,17 +96,9 @@ std::shared_ptr<Work> InProcessCommunicator::Start(const CollectiveCall& call) {
   if (IsPointToPoint(call.args)) return StartPointToPoint(call);
   std::shared_ptr<Posting> posting = NewPosting(call);
   const RunFn run = std::visit(PostingFiller{*posting}, call.args);
-  return Submit(call, collective_queue_,
-                [this, call, posting = std::move(posting), run] {
-                  return RunCollective(call, posting, run);
-                });
-}
-
-std::shared_ptr<Work> InProcessCommunicator::Submit(const CollectiveCall& call,
-                                                    OpQueue& queue,
-                                                    OpQueue::Op op) {
-  if (call.blocking && queue.Idle()) return CompletedWork(op());
-  return queue.Submit(std::move(op));
+  return queues_.Submit(call, [this, call, posting = std::move(posting), run] {
+    return RunCollective(call, posting, run);
+  });
 }
 
 WaitContext InProcessCommunicator::StartWait(const CollectiveCall& call) {
@@ -150,52 +138,39 @@ absl::Status InProcessCommunicator::CheckSameCalls(const Postings& all) const {
   return absl::OkStatus();
 }
 
-OpQueue& InProcessCommunicator::P2pQueue(
-    std::map<int64_t, std::unique_ptr<OpQueue>>& queues, int64_t peer) {
-  std::unique_ptr<OpQueue>& queue = queues[peer];
-  if (queue == nullptr) queue = std::make_unique<OpQueue>();
-  return *queue;
-}
-
 std::shared_ptr<Work> InProcessCommunicator::StartAllReduce(
     const CollectiveCall& call) {
   const AllReduceArgs& args = std::get<AllReduceArgs>(call.args);
-  return Submit(call, collective_queue_,
-                [this, tensor = args.tensor, op = args.op, call] {
-                  // Peers read whole slices of the buffer, so it must be
-                  // contiguous.
-                  auto posting = NewPosting(call);
-                  posting->input = tensor.Contiguous();
-                  posting->reduce = op;
-                  if (!posting->input.defined()) {
-                    return absl::ResourceExhaustedError(
-                        "all_reduce: no memory for a contiguous copy");
-                  }
-                  const Tensor buffer = posting->input;
-                  DT_RETURN_IF_ERROR(
-                      RunCollective(call, std::move(posting), RunAllReduce));
-                  if (buffer.storage() == tensor.storage()) {
-                    return absl::OkStatus();
-                  }
-                  Tensor target = tensor;  // A view: writes go to the
-                                           // caller's elements.
-                  return target.CopyFrom(buffer);
-                });
+  return queues_.Submit(call, [this, tensor = args.tensor, op = args.op, call] {
+    // Peers read whole slices of the buffer, so it must be contiguous.
+    auto posting = NewPosting(call);
+    posting->input = tensor.Contiguous();
+    posting->reduce = op;
+    if (!posting->input.defined()) {
+      return absl::ResourceExhaustedError(
+          "all_reduce: no memory for a contiguous copy");
+    }
+    const Tensor buffer = posting->input;
+    DT_RETURN_IF_ERROR(RunCollective(call, std::move(posting), RunAllReduce));
+    if (buffer.storage() == tensor.storage()) return absl::OkStatus();
+    Tensor target = tensor;  // A view: writes go to the caller's elements.
+    return target.CopyFrom(buffer);
+  });
 }
 
 std::shared_ptr<Work> InProcessCommunicator::StartPointToPoint(
     const CollectiveCall& call) {
   if (const auto* send = std::get_if<SendArgs>(&call.args)) {
-    return Submit(call, P2pQueue(send_queues_, send->dst),
-                  [this, tensor = send->tensor, dst = send->dst, call] {
-                    return group_->Send(rank(), dst, tensor, StartWait(call));
-                  });
+    return queues_.Submit(
+        call, [this, tensor = send->tensor, dst = send->dst, call] {
+          return group_->Send(rank(), dst, tensor, StartWait(call));
+        });
   }
   const RecvArgs& recv = std::get<RecvArgs>(call.args);
-  return Submit(call, P2pQueue(recv_queues_, recv.src),
-                [this, tensor = recv.tensor, src = recv.src, call] {
-                  return group_->Recv(src, rank(), tensor, StartWait(call));
-                });
+  return queues_.Submit(
+      call, [this, tensor = recv.tensor, src = recv.src, call] {
+        return group_->Recv(src, rank(), tensor, StartWait(call));
+      });
 }
 
 }  // namespace dtensor

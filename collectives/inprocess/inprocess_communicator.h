@@ -2,15 +2,14 @@
 #define DTENSOR_COLLECTIVES_INPROCESS_INPROCESS_COMMUNICATOR_H_
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "collectives/call_queues.h"
 #include "collectives/communicator.h"
 #include "collectives/inprocess/group_state.h"
 #include "collectives/inprocess/shared_memory_ops.h"
-#include "collectives/op_queue.h"
 
 namespace dtensor {
 
@@ -39,12 +38,9 @@ class InProcessCommunicator final : public Communicator {
  private:
   using RunFn = absl::Status (*)(const PhaseContext&);
 
-  // Runs `op` inline (a blocking call with `queue` idle) or on `queue`.
-  static std::shared_ptr<Work> Submit(const CollectiveCall& call,
-                                      OpQueue& queue, OpQueue::Op op);
   // All-reduce works on a contiguous buffer its peers read in slices.
   std::shared_ptr<Work> StartAllReduce(const CollectiveCall& call);
-  // A send or a recv, on the queue of its peer and direction.
+  // A send or a recv.
   std::shared_ptr<Work> StartPointToPoint(const CollectiveCall& call);
   // The wait of `call`, starting now.
   static WaitContext StartWait(const CollectiveCall& call);
@@ -54,15 +50,10 @@ class InProcessCommunicator final : public Communicator {
                              std::shared_ptr<Posting> posting, RunFn run);
   // The same op on every rank; in debug mode, the same CallSignature.
   absl::Status CheckSameCalls(const Postings& all) const;
-  // The queue of sends to / recvs from `peer`, made on first use.
-  OpQueue& P2pQueue(std::map<int64_t, std::unique_ptr<OpQueue>>& queues,
-                    int64_t peer);
 
   std::shared_ptr<GroupState> group_;
   // Declared last: destroyed first, so queued calls finish before the rest.
-  std::map<int64_t, std::unique_ptr<OpQueue>> send_queues_;
-  std::map<int64_t, std::unique_ptr<OpQueue>> recv_queues_;
-  OpQueue collective_queue_;
+  CallQueues queues_;
 };
 
 }  // namespace dtensor

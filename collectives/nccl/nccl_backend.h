@@ -15,8 +15,8 @@ namespace dtensor {
 struct NcclBackendOptions {
   int64_t rank = 0;
   int64_t world_size = 1;
-  // The rendezvous store (collectives/gloo/store_server.h), through which
-  // the ranks exchange NCCL's unique ids.
+  // The rendezvous store (collectives/multiprocess/store_server.h), through
+  // which the ranks exchange NCCL's unique ids.
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   // Whether this process hosts the store (rank 0 does unless a launcher
@@ -49,9 +49,9 @@ struct NcclBackendOptions {
 absl::StatusOr<std::shared_ptr<Backend>> CreateNcclBackend(
     NcclBackendOptions options);
 
-// Options from the launcher's environment (collectives/gloo/launch_env.h):
-// rank 0 hosts the store unless DTENSOR_AGENT_STORE=1; the device is
-// LOCAL_RANK modulo the number of devices.
+// Options from the launcher's environment
+// (collectives/multiprocess/launch_env.h): rank 0 hosts the store unless
+// DTENSOR_AGENT_STORE=1; the device is LOCAL_RANK modulo the number of devices.
 absl::StatusOr<NcclBackendOptions> NcclOptionsFromEnv(
     CommunicatorOptions communicator = CommunicatorOptions());
 

@@ -2,13 +2,12 @@
 // needs and the NCCL (and copy) calls it enqueues. Launching, waiting and
 // failure handling are in nccl_communicator.cc.
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "collectives/argument_checks.h"
-#include "collectives/gloo/piece_geometry.h"
+#include "collectives/multiprocess/piece_geometry.h"
 #include "collectives/nccl/device_copy.h"
 #include "collectives/nccl/nccl_communicator.h"
 
@@ -105,11 +104,6 @@ absl::Status DeviceCopy(char* dst, const char* src, int64_t bytes,
   return FromCuda(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
       "cudaMemcpyAsync");
-}
-
-bool AllEqual(absl::Span<const int64_t> values) {
-  return std::adjacent_find(values.begin(), values.end(),
-                            std::not_equal_to<>()) == values.end();
 }
 
 }  // namespace

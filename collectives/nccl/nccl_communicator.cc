@@ -87,11 +87,6 @@ NcclCommunicator::NcclCommunicator(std::vector<int64_t> group_ranks,
       failures_(*runtime_->session, key_prefix_, this->group_ranks(),
                 this->rank()) {}
 
-std::string NcclCommunicator::Describe(const CollectiveCall& call) const {
-  if (call.sequence < 0) return absl::StrCat(call.op, " on ", GroupName());
-  return absl::StrCat(call.op, " #", call.sequence, " on ", GroupName());
-}
-
 // ---- Launching and waiting ----
 
 std::shared_ptr<Work> NcclCommunicator::Start(const CollectiveCall& call) {
@@ -132,7 +127,7 @@ std::shared_ptr<Work> NcclCommunicator::LaunchCollective(
 std::shared_ptr<Work> NcclCommunicator::Launch(Launched launched,
                                                std::vector<Tensor> keep,
                                                const Enqueue& enqueue) {
-  absl::Status broken = Broken();
+  absl::Status broken = failures_.Broken();
   if (!broken.ok()) return CompletedWork(broken);
   const bool point_to_point = launched.peer.has_value();
   cudaEvent_t done = nullptr;
@@ -183,7 +178,7 @@ absl::Status NcclCommunicator::Await(const Launched& launched,
                      true, point_to_point);
       break;
     }
-    status = Broken();
+    status = failures_.Broken();
     if (!status.ok()) break;
     absl::Status nccl = launched.channel->AsyncError();
     if (!nccl.ok()) {
@@ -315,19 +310,11 @@ absl::StatusOr<NcclChannel*> NcclCommunicator::PointToPointChannel(
   return channel.get();
 }
 
-absl::Status NcclCommunicator::Broken() {
-  MutexLock lock(&mu_);
-  return broken_;
-}
-
 absl::Status NcclCommunicator::Break(absl::Status status, bool post,
                                      bool point_to_point) {
-  {
-    MutexLock lock(&mu_);
-    if (!broken_.ok()) return broken_;
-    broken_ = status;
-  }
-  if (post) failures_.Post(status, point_to_point);
+  bool first = false;
+  status = failures_.Break(std::move(status), post, point_to_point, first);
+  if (!first) return status;
   channel_->Abort();
   MutexLock lock(&channels_mu_);
   for (auto& [direction, channel] : point_to_point_) {
@@ -365,14 +352,9 @@ absl::Status NcclCommunicator::RunPointToPoint(const CollectiveCall& call,
 std::shared_ptr<Work> NcclCommunicator::SubmitPointToPoint(
     const CollectiveCall& call, const Tensor& tensor, int64_t peer,
     bool sending) {
-  std::unique_ptr<OpQueue>& queue =
-      (sending ? send_queues_ : recv_queues_)[peer];
-  if (queue == nullptr) queue = std::make_unique<OpQueue>();
-  auto run = [this, call, tensor, peer, sending] {
+  return queues_.Submit(call, [this, call, tensor, peer, sending] {
     return RunPointToPoint(call, tensor, peer, sending);
-  };
-  if (call.blocking && queue->Idle()) return CompletedWork(run());
-  return queue->Submit(std::move(run));
+  });
 }
 
 }  // namespace dtensor

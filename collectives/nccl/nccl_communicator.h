@@ -18,12 +18,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
+#include "collectives/call_queues.h"
 #include "collectives/communicator.h"
-#include "collectives/gloo/call_records.h"
-#include "collectives/gloo/group_failures.h"
-#include "collectives/gloo/rendezvous_session.h"
+#include "collectives/multiprocess/call_records.h"
+#include "collectives/multiprocess/group_failures.h"
+#include "collectives/multiprocess/rendezvous_session.h"
 #include "collectives/nccl/nccl_channel.h"
-#include "collectives/op_queue.h"
 
 namespace dtensor {
 
@@ -113,27 +113,21 @@ class NcclCommunicator final
                                            const Tensor& tensor, int64_t peer,
                                            bool sending);
 
-  absl::Status Broken();
-  // Breaks the communicator (the first break wins and is returned): posts
-  // `status` unless it came from a peer, and aborts every channel.
+  // Breaks the communicator (GroupFailures::Break) and, on the first break,
+  // aborts every channel.
   absl::Status Break(absl::Status status, bool post, bool point_to_point);
-  // "all_reduce #3 on group [0, 1]", "send on group [0, 1]".
-  std::string Describe(const CollectiveCall& call) const;
 
   const std::shared_ptr<NcclRuntime> runtime_;
   const std::unique_ptr<NcclChannel> channel_;
   const std::string key_prefix_;
   GroupFailures failures_;
-  Mutex mu_;
-  absl::Status broken_ ABSL_GUARDED_BY(mu_);
   // Held while a channel is made, which may wait for the peer.
   Mutex channels_mu_;
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<NcclChannel>>
       point_to_point_ ABSL_GUARDED_BY(channels_mu_);
   // Declared last: destroyed first, so queued sends and receives finish
-  // before the rest.
-  std::map<int64_t, std::unique_ptr<OpQueue>> send_queues_;
-  std::map<int64_t, std::unique_ptr<OpQueue>> recv_queues_;
+  // before the rest. (Collectives are enqueued on the calling thread.)
+  CallQueues queues_;
 };
 
 }  // namespace dtensor

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "base/status_macros.h"
-#include "collectives/gloo/launch_env.h"
+#include "collectives/multiprocess/launch_env.h"
 #include "collectives/nccl/nccl_backend.h"
 
 namespace dtensor {

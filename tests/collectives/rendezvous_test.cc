@@ -12,12 +12,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
-#include "collectives/gloo/arrival_board.h"
-#include "collectives/gloo/call_records.h"
-#include "collectives/gloo/launch_env.h"
-#include "collectives/gloo/store_client.h"
-#include "collectives/gloo/store_protocol.h"
-#include "collectives/gloo/store_server.h"
+#include "collectives/multiprocess/arrival_board.h"
+#include "collectives/multiprocess/call_records.h"
+#include "collectives/multiprocess/launch_env.h"
+#include "collectives/multiprocess/store_client.h"
+#include "collectives/multiprocess/store_protocol.h"
+#include "collectives/multiprocess/store_server.h"
 #include "gtest/gtest.h"
 
 namespace dtensor {

@@ -18,13 +18,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/runtime.h"
 #include "gtest/gtest.h"
 #include "parallel/llama_trainer.h"
 #include "parallel/plan.h"
-#include "base/status_macros.h"
 #include "tools/mesh_flag.h"
 
 namespace dtensor {
@@ -68,9 +68,9 @@ PhaseCounts Sum(const PhaseCounts& a, const PhaseCounts& b) {
 // wo, w1, w2, w3 and two norm weights); the model adds tok_embeddings, norm
 // and output. Every family leaves the 2L + 1 norm weights replicated on tp,
 // and their gradients partial on tp (their outputs feed colwise inputs, whose
-// gradients are partial on tp): each is synced by one all-reduce over dp+tp,
-// under either dp mode. The other 7L + 2 parameters are sharded on tp and
-// synced over dp alone (by the dp mode).
+// gradients are partial on tp) and on dp: they are synced over dp+tp (see
+// NormPart). The other 7L + 2 parameters are sharded on tp and synced over dp
+// alone (by the dp mode).
 enum class Family { kTp, kTpSp, kTpSpLossParallel };
 
 PhaseCounts TpPart(Family family, int64_t L) {
@@ -86,8 +86,7 @@ PhaseCounts TpPart(Family family, int64_t L) {
       // The partial gradients of the 2L + 1 colwise inputs (attention, feed
       // forward, output) made whole where a rowwise backward (w2, wo, the
       // embedding) reads them; the logits gather's conjugate is a slice.
-      c.backward = {{"tp/all_reduce", 2 * L + 1},
-                    {"dp+tp/all_reduce", 2 * L + 1}};
+      c.backward = {{"tp/all_reduce", 2 * L + 1}};
       return c;
     case Family::kTpSp:
       // Embedding, wo and w2 reduce-scatter to S(1); attention, feed forward
@@ -99,8 +98,7 @@ PhaseCounts TpPart(Family family, int64_t L) {
       // The conjugates: gathers of the reduce-scatters, reduce-scatters of
       // the 2L + 1 input gathers (the logits gather's is a slice).
       c.backward = {{"tp/all_gather", 2 * L + 1},
-                    {"tp/reduce_scatter", 2 * L + 1},
-                    {"dp+tp/all_reduce", 2 * L + 1}};
+                    {"tp/reduce_scatter", 2 * L + 1}};
       return c;
     case Family::kTpSpLossParallel:
       // As tp_sp, but the logits stay vocab-sharded: the vocab-parallel
@@ -111,21 +109,37 @@ PhaseCounts TpPart(Family family, int64_t L) {
                    {"tp/all_reduce", 2},
                    {"dp/all_reduce", 1}};
       c.backward = {{"tp/all_gather", 2 * L + 1},
-                    {"tp/reduce_scatter", 2 * L + 1},
-                    {"dp+tp/all_reduce", 2 * L + 1}};
+                    {"tp/reduce_scatter", 2 * L + 1}};
       return c;
   }
   return c;
 }
 
+// The model's gradients are far below the default bucket of 25 MiB: (9L +
+// 3) parameters of at most 64 x 96 f32 values each, under 1 MiB for L <= 3.
+// So under replicate every gradient partial on the same mesh dims shares one
+// bucket: one all-reduce per set of dims (parallel/gradient_buckets.h).
+constexpr int64_t kBucketsPerDims = 1;
+
+// The 2L + 1 norm gradients, partial on dp and tp: replicate all-reduces
+// them in one bucket over dp+tp; fsdp completes each on its own (one
+// all-reduce over dp+tp each: the planner's cheapest way to reach S(0) on
+// dp from partial on dp and tp, then a local slice).
+PhaseCounts NormPart(bool fsdp, int64_t L) {
+  PhaseCounts c;
+  c.backward = {{"dp+tp/all_reduce", fsdp ? 2 * L + 1 : kBucketsPerDims}};
+  return c;
+}
+
 // The dp dim's parameter collectives besides the norms' (see above):
-// replicate all-reduces the 7L + 2 tp-sharded gradients; fsdp gathers all
+// replicate all-reduces the 7L + 2 tp-sharded gradients in one bucket; fsdp
+// gathers all
 // 9L + 3 parameters before each module's forward and again in backward, and
 // reduce-scatters the 7L + 2 gradients.
 PhaseCounts DpPart(bool fsdp, int64_t L) {
   PhaseCounts c;
   if (!fsdp) {
-    c.backward = {{"dp/all_reduce", 7 * L + 2}};
+    c.backward = {{"dp/all_reduce", kBucketsPerDims}};
     return c;
   }
   c.forward = {{"dp/all_gather", 9 * L + 3}};
@@ -151,7 +165,8 @@ std::vector<PlanRow> Rows() {
     for (const bool fsdp : {false, true}) {
       rows.push_back({absl::StrCat(name, fsdp ? "_fsdp" : "_dp"),
                       [family = family, fsdp](int64_t L) {
-                        return Sum(TpPart(family, L), DpPart(fsdp, L));
+                        return Sum(Sum(TpPart(family, L), NormPart(fsdp, L)),
+                                   DpPart(fsdp, L));
                       },
                       [family = family](int64_t) { return Excess(family); }});
     }
@@ -194,15 +209,18 @@ nn::LlamaConfig Config(int64_t layers) {
   return config;
 }
 
-// One step on dp=2,tp=2; rank 0's counts per phase.
-absl::StatusOr<PhaseCounts> MeasureStep(const std::string& plan_name,
-                                        int64_t layers) {
+// One step on `mesh_flag` (default dp=2,tp=2); rank 0's counts per phase.
+// `tp_only`: the plan's tp part alone ("dp": "none").
+absl::StatusOr<PhaseCounts> MeasureStep(
+    const std::string& plan_name, int64_t layers,
+    const std::string& mesh_flag = "dp=2,tp=2", bool tp_only = false) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   if (srcdir == nullptr) return absl::NotFoundError("TEST_SRCDIR is not set");
   DT_ASSIGN_OR_RETURN(
       Plan plan, LoadPlanFile(absl::StrCat(srcdir, "/dtensor/parallel/plans/",
                                            plan_name, ".json")));
-  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag("dp=2,tp=2"));
+  if (tp_only) plan.dp = DataParallel::kNone;
+  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_flag));
   LlamaTrainerOptions options;
   options.config = Config(layers);
   PhaseCounts result;
@@ -278,6 +296,83 @@ INSTANTIATE_TEST_SUITE_P(ShippedPlans, CommCountsTest,
                            return absl::StrCat(info.param.row.plan, "_",
                                                info.param.layers, "_layers");
                          });
+
+// Pure tensor parallelism (a family's tp part, "dp": "none", on tp=2): the
+// textbook (Megatron-LM) count, written out here apart from the derivation
+// above. Megatron's f (identity forward, all-reduce of the gradient) before
+// each column-parallel input and g (all-reduce forward) after each
+// row-parallel output; with sequence parallelism f and g become an
+// all-gather and a reduce-scatter each way. Norm weights: replicated, their
+// gradients summed over the tp group in one flat all-reduce at the end of
+// backward (Megatron-LM's _allreduce_layernorm_grads, coalesced), never one
+// all-reduce per norm weight.
+PhaseCounts Megatron(Family family, int64_t L) {
+  // f and g per block: attention and MLP; the model adds the vocab-parallel
+  // embedding (g) and the column-parallel output layer (f).
+  const int64_t g = 2 * L + 1;
+  const int64_t f = 2 * L + 1;
+  // The flat all-reduce of the 2L + 1 norm weights' gradients.
+  const int64_t norms = 1;
+  PhaseCounts c;
+  switch (family) {
+    case Family::kTp:
+      // The output layer's gather_output, whose conjugate is a slice.
+      c.forward = {{"tp/all_reduce", g}, {"tp/all_gather", 1}};
+      c.backward = {{"tp/all_reduce", f + norms}};
+      return c;
+    case Family::kTpSp:
+      // g as reduce-scatters; f as all-gathers, and the logits gathered.
+      c.forward = {{"tp/reduce_scatter", g}, {"tp/all_gather", f + 1}};
+      c.backward = {{"tp/all_gather", g},
+                    {"tp/reduce_scatter", f},
+                    {"tp/all_reduce", norms}};
+      return c;
+    case Family::kTpSpLossParallel:
+      // The vocab-parallel cross entropy: max, then (sum of exp, target).
+      c.forward = {
+          {"tp/reduce_scatter", g}, {"tp/all_gather", f}, {"tp/all_reduce", 2}};
+      c.backward = {{"tp/all_gather", g},
+                    {"tp/reduce_scatter", f},
+                    {"tp/all_reduce", norms}};
+      return c;
+  }
+  return c;
+}
+
+struct TpCase {
+  std::string plan;
+  Family family;
+  int64_t layers;
+};
+
+void PrintTo(const TpCase& c, std::ostream* os) {
+  *os << c.plan << " tp part with " << c.layers << " layers";
+}
+
+class PureTpCommCountsTest : public ::testing::TestWithParam<TpCase> {};
+
+TEST_P(PureTpCommCountsTest, OneStepIssuesMegatronsCollectives) {
+  const TpCase& c = GetParam();
+  absl::StatusOr<PhaseCounts> measured =
+      MeasureStep(c.plan, c.layers, "tp=2", /*tp_only=*/true);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  const PhaseCounts want = Megatron(c.family, c.layers);
+  EXPECT_EQ(ToString(measured->forward), ToString(want.forward));
+  EXPECT_EQ(ToString(measured->backward), ToString(want.backward));
+  EXPECT_EQ(ToString(measured->update), ToString(want.update));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ShippedFamilies, PureTpCommCountsTest,
+    ::testing::Values(
+        TpCase{"tp_dp", Family::kTp, 2}, TpCase{"tp_dp", Family::kTp, 3},
+        TpCase{"tp_sp_dp", Family::kTpSp, 2},
+        TpCase{"tp_sp_dp", Family::kTpSp, 3},
+        TpCase{"tp_sp_loss_parallel_dp", Family::kTpSpLossParallel, 2},
+        TpCase{"tp_sp_loss_parallel_dp", Family::kTpSpLossParallel, 3}),
+    [](const ::testing::TestParamInfo<TpCase>& info) {
+      return absl::StrCat(info.param.plan, "_", info.param.layers, "_layers");
+    });
 
 }  // namespace
 }  // namespace parallel

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/runtime.h"
@@ -28,7 +29,6 @@
 #include "parallel/llama_trainer.h"
 #include "parallel/plan.h"
 #include "tensor/generator.h"
-#include "base/status_macros.h"
 #include "tools/explain_config.h"
 #include "tools/mesh_flag.h"
 
@@ -101,9 +101,15 @@ absl::StatusOr<std::vector<Tally>> RealTallies(const ExplainRequest& request) {
       for (const CommCounter::Event& e : counter->events()) {
         Count(phase, "", e.kind, e.bytes, 1, tally);
         if (phase == "optimizer") continue;
-        auto name = names.find(e.owner);
-        Count(phase, name == names.end() ? kOutsideModules : name->second,
-              e.kind, e.bytes, 1, tally);
+        // A gradient bucket counts once under each owner of its tensors,
+        // with their bytes.
+        std::vector<CommCounter::Event::Share> shares = e.shares;
+        if (shares.empty()) shares.push_back({e.owner, e.bytes});
+        for (const CommCounter::Event::Share& share : shares) {
+          auto name = names.find(share.owner);
+          Count(phase, name == names.end() ? kOutsideModules : name->second,
+                e.kind, share.bytes, 1, tally);
+        }
       }
     }
     std::lock_guard<std::mutex> lock(mu);

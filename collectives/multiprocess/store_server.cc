@@ -1,4 +1,4 @@
-#include "collectives/gloo/store_server.h"
+#include "collectives/multiprocess/store_server.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "collectives/gloo/store_protocol.h"
+#include "collectives/multiprocess/store_protocol.h"
 
 namespace dtensor {
 namespace {

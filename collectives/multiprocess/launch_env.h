@@ -1,5 +1,5 @@
-#ifndef DTENSOR_COLLECTIVES_GLOO_LAUNCH_ENV_H_
-#define DTENSOR_COLLECTIVES_GLOO_LAUNCH_ENV_H_
+#ifndef DTENSOR_COLLECTIVES_MULTIPROCESS_LAUNCH_ENV_H_
+#define DTENSOR_COLLECTIVES_MULTIPROCESS_LAUNCH_ENV_H_
 
 #include <cstdint>
 #include <string>
@@ -53,4 +53,4 @@ void SetJobFromLaunchEnv(const LaunchEnv& env, BackendOptions& options) {
 
 }  // namespace dtensor
 
-#endif  // DTENSOR_COLLECTIVES_GLOO_LAUNCH_ENV_H_
+#endif  // DTENSOR_COLLECTIVES_MULTIPROCESS_LAUNCH_ENV_H_

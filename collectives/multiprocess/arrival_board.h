@@ -1,5 +1,5 @@
-#ifndef DTENSOR_COLLECTIVES_GLOO_ARRIVAL_BOARD_H_
-#define DTENSOR_COLLECTIVES_GLOO_ARRIVAL_BOARD_H_
+#ifndef DTENSOR_COLLECTIVES_MULTIPROCESS_ARRIVAL_BOARD_H_
+#define DTENSOR_COLLECTIVES_MULTIPROCESS_ARRIVAL_BOARD_H_
 
 #include <atomic>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "base/mutex.h"
-#include "collectives/gloo/store_client.h"
+#include "collectives/multiprocess/store_client.h"
 
 namespace dtensor {
 
@@ -74,4 +74,4 @@ class ArrivalBoard {
 
 }  // namespace dtensor
 
-#endif  // DTENSOR_COLLECTIVES_GLOO_ARRIVAL_BOARD_H_
+#endif  // DTENSOR_COLLECTIVES_MULTIPROCESS_ARRIVAL_BOARD_H_

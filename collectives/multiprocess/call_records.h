@@ -1,5 +1,5 @@
-#ifndef DTENSOR_COLLECTIVES_GLOO_CALL_RECORDS_H_
-#define DTENSOR_COLLECTIVES_GLOO_CALL_RECORDS_H_
+#ifndef DTENSOR_COLLECTIVES_MULTIPROCESS_CALL_RECORDS_H_
+#define DTENSOR_COLLECTIVES_MULTIPROCESS_CALL_RECORDS_H_
 
 #include <cstdint>
 #include <string>
@@ -63,4 +63,4 @@ absl::Status CheckTraffic(absl::Span<const int64_t> records,
 
 }  // namespace dtensor
 
-#endif  // DTENSOR_COLLECTIVES_GLOO_CALL_RECORDS_H_
+#endif  // DTENSOR_COLLECTIVES_MULTIPROCESS_CALL_RECORDS_H_

@@ -1,4 +1,4 @@
-#include "collectives/gloo/store_protocol.h"
+#include "collectives/multiprocess/store_protocol.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
-#ifndef DTENSOR_COLLECTIVES_GLOO_RENDEZVOUS_SESSION_H_
-#define DTENSOR_COLLECTIVES_GLOO_RENDEZVOUS_SESSION_H_
+#ifndef DTENSOR_COLLECTIVES_MULTIPROCESS_RENDEZVOUS_SESSION_H_
+#define DTENSOR_COLLECTIVES_MULTIPROCESS_RENDEZVOUS_SESSION_H_
 
 #include <cstdint>
 #include <memory>
@@ -7,9 +7,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "collectives/gloo/arrival_board.h"
-#include "collectives/gloo/store_client.h"
-#include "collectives/gloo/store_server.h"
+#include "collectives/multiprocess/arrival_board.h"
+#include "collectives/multiprocess/store_client.h"
+#include "collectives/multiprocess/store_server.h"
 
 namespace dtensor {
 
@@ -74,4 +74,4 @@ class RendezvousSession {
 
 }  // namespace dtensor
 
-#endif  // DTENSOR_COLLECTIVES_GLOO_RENDEZVOUS_SESSION_H_
+#endif  // DTENSOR_COLLECTIVES_MULTIPROCESS_RENDEZVOUS_SESSION_H_

@@ -1,4 +1,4 @@
-#include "collectives/gloo/launch_env.h"
+#include "collectives/multiprocess/launch_env.h"
 
 #include <cstdlib>
 #include <optional>

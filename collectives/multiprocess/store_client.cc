@@ -1,4 +1,4 @@
-#include "collectives/gloo/store_client.h"
+#include "collectives/multiprocess/store_client.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "collectives/gloo/store_protocol.h"
+#include "collectives/multiprocess/store_protocol.h"
 
 namespace dtensor {
 namespace {

@@ -1,4 +1,4 @@
-#include "collectives/gloo/rendezvous_session.h"
+#include "collectives/multiprocess/rendezvous_session.h"
 
 #include <utility>
 

@@ -1,10 +1,10 @@
-#include "collectives/gloo/call_records.h"
+#include "collectives/multiprocess/call_records.h"
 
 #include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "collectives/gloo/piece_geometry.h"
+#include "collectives/multiprocess/piece_geometry.h"
 
 namespace dtensor {
 namespace {

@@ -1,4 +1,4 @@
-#include "collectives/gloo/piece_geometry.h"
+#include "collectives/multiprocess/piece_geometry.h"
 
 #include "base/status_macros.h"
 

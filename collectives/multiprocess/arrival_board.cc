@@ -1,4 +1,4 @@
-#include "collectives/gloo/arrival_board.h"
+#include "collectives/multiprocess/arrival_board.h"
 
 #include <optional>
 #include <utility>
