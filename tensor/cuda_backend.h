@@ -25,6 +25,12 @@ namespace dtensor::cuda {
 
 // True when dtensor was built with the CUDA backend.
 bool BuiltWithCuda();
+// What every CUDA call returns in a build without the CUDA backend (the
+// stubs of cuda_backend.h and cuda_backend_ops.h).
+inline absl::Status NotBuilt() {
+  return absl::FailedPreconditionError(
+      "dtensor was built without CUDA (build with --config=cuda)");
+}
 // Number of visible CUDA devices (0 without CUDA or without a device).
 int DeviceCount();
 // "built without CUDA", "no CUDA device", or a device description.

@@ -16,6 +16,7 @@
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda_backend.h"
 #include "tensor/elementwise.h"
+#include "tensor/kernel_checks.h"
 
 namespace dtensor::cuda {
 namespace {
@@ -491,24 +492,13 @@ absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
                                             Reduction reduction,
                                             int64_t ignore_index) {
   DT_RETURN_IF_ERROR(CheckFloating(logits, "CrossEntropy", "logits"));
-  if (logits.dim() < 1 || logits.dim() > 2 ||
-      target.dim() != logits.dim() - 1 ||
-      (logits.dim() == 2 && target.size(0) != logits.size(0))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CrossEntropy: logits ", ShapeToString(logits.shape()),
-                     " and target ", ShapeToString(target.shape()),
-                     " must be [N, C] and [N], or [C] and []"));
-  }
+  DT_RETURN_IF_ERROR(internal::CheckCrossEntropyShapes(logits, target));
   DT_ASSIGN_OR_RETURN(const Tensor host_target, target.To(Device::CPU()));
   DT_ASSIGN_OR_RETURN(const Tensor i64, host_target.To(DType::kI64));
   const std::vector<int64_t> targets = i64.ToVector<int64_t>();
   const int64_t classes = logits.size(-1);
-  for (const int64_t t : targets) {
-    if (t != ignore_index && (t < 0 || t >= classes)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "CrossEntropy: index ", t, " is out of range [0, ", classes, ")"));
-    }
-  }
+  DT_RETURN_IF_ERROR(
+      internal::CheckCrossEntropyTargets(targets, classes, ignore_index));
   DT_ASSIGN_OR_RETURN(const Tensor device_targets, i64.To(logits.device()));
   DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
   const int64_t rows = static_cast<int64_t>(targets.size());

@@ -1,16 +1,9 @@
 // The CUDA tensor kernels when dtensor is built without --config=cuda: no
 // CUDA tensor can exist then, so these only report it.
+#include "tensor/cuda_backend.h"
 #include "tensor/cuda_backend_ops.h"
 
 namespace dtensor::cuda {
-namespace {
-
-absl::Status NotBuilt() {
-  return absl::FailedPreconditionError(
-      "dtensor was built without CUDA (build with --config=cuda)");
-}
-
-}  // namespace
 
 absl::StatusOr<Tensor> UnaryOnDevice(UnaryOp, absl::string_view,
                                      const Tensor&) {

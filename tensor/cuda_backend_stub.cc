@@ -2,14 +2,6 @@
 #include "tensor/cuda_backend.h"
 
 namespace dtensor::cuda {
-namespace {
-
-absl::Status NotBuilt() {
-  return absl::FailedPreconditionError(
-      "dtensor was built without CUDA (build with --config=cuda)");
-}
-
-}  // namespace
 
 bool BuiltWithCuda() { return false; }
 int DeviceCount() { return 0; }

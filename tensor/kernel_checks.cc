@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace dtensor::internal {
 
@@ -59,6 +60,28 @@ absl::Status CheckIndexInRange(int64_t index, int64_t bound,
   if (index >= 0 && index < bound) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(op, ": index ", index, " is out of range [0, ", bound, ")"));
+}
+
+absl::Status CheckCrossEntropyShapes(const Tensor& logits,
+                                     const Tensor& target) {
+  if (logits.dim() >= 1 && logits.dim() <= 2 &&
+      target.dim() == logits.dim() - 1 &&
+      (logits.dim() == 1 || target.size(0) == logits.size(0))) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "CrossEntropy: logits ", ShapeToString(logits.shape()), " and target ",
+      ShapeToString(target.shape()), " must be [N, C] and [N], or [C] and []"));
+}
+
+absl::Status CheckCrossEntropyTargets(absl::Span<const int64_t> targets,
+                                      int64_t classes, int64_t ignore_index) {
+  for (const int64_t t : targets) {
+    if (t != ignore_index) {
+      DT_RETURN_IF_ERROR(CheckIndexInRange(t, classes, "CrossEntropy"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dtensor::internal

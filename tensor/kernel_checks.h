@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "tensor/dispatch.h"
 #include "tensor/tensor.h"
 
@@ -34,6 +35,13 @@ absl::StatusOr<std::vector<int64_t>> ReadIndices(const Tensor& index,
 // `index` lies in [0, bound).
 absl::Status CheckIndexInRange(int64_t index, int64_t bound,
                                absl::string_view op);
+// Cross entropy's shapes (any device): `logits` [N, C] with `target` [N], or
+// [C] with a 0-d `target`.
+absl::Status CheckCrossEntropyShapes(const Tensor& logits,
+                                     const Tensor& target);
+// Every target is `ignore_index` or a class in [0, classes).
+absl::Status CheckCrossEntropyTargets(absl::Span<const int64_t> targets,
+                                      int64_t classes, int64_t ignore_index);
 
 // DispatchDType for a dtype already checked to be floating: `fn` is only
 // instantiated for float, double, BFloat16 and Half.

@@ -358,22 +358,12 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& target,
   }
   DT_RETURN_IF_ERROR(CheckFloatingCpu(logits, "CrossEntropy", "logits"));
   DT_RETURN_IF_ERROR(CheckCpu(target, "CrossEntropy", "target"));
-  if (logits.dim() < 1 || logits.dim() > 2 ||
-      target.dim() != logits.dim() - 1 ||
-      (logits.dim() == 2 && target.size(0) != logits.size(0))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CrossEntropy: logits ", ShapeToString(logits.shape()),
-                     " and target ", ShapeToString(target.shape()),
-                     " must be [N, C] and [N], or [C] and []"));
-  }
+  DT_RETURN_IF_ERROR(internal::CheckCrossEntropyShapes(logits, target));
   DT_ASSIGN_OR_RETURN(const std::vector<int64_t> targets,
                       ReadIndices(target, "CrossEntropy", "target"));
   const int64_t classes = logits.size(-1);
-  for (const int64_t t : targets) {
-    if (t != ignore_index) {
-      DT_RETURN_IF_ERROR(CheckIndexInRange(t, classes, "CrossEntropy"));
-    }
-  }
+  DT_RETURN_IF_ERROR(
+      internal::CheckCrossEntropyTargets(targets, classes, ignore_index));
   // Per-sample losses: logsumexp(row) - row[target].
   const Tensor input = logits.Contiguous();
   std::vector<double> losses(targets.size(), 0.0);

@@ -1,5 +1,6 @@
 #include "tools/explain_command.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -107,14 +108,10 @@ absl::StatusOr<ExplainRequest> RequestFromArgs(const ParsedArgs& args) {
 
 int RunExplainCommand(absl::Span<const std::string> args, std::ostream& out,
                       std::ostream& err) {
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, kFlags);
-  if (!parsed.ok()) {
-    return ReportUsageError(err, "explain", parsed.status().message());
-  }
-  if (parsed->Has("help")) {
-    out << kUsage;
-    return kExitOk;
-  }
+  int exit = kExitOk;
+  const std::optional<ParsedArgs> parsed =
+      ParseSubcommandArgs(args, kFlags, "explain", kUsage, out, err, exit);
+  if (!parsed.has_value()) return exit;
   absl::StatusOr<ExplainRequest> request = RequestFromArgs(*parsed);
   if (!request.ok()) {
     return ReportUsageError(err, "explain", request.status().message());

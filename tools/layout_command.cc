@@ -1,17 +1,18 @@
 #include "tools/layout_command.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/sharding.h"
 #include "mesh/device_mesh.h"
 #include "tensor/dtype.h"
-#include "base/status_macros.h"
 #include "tools/arg_parser.h"
 #include "tools/mesh_flag.h"
 #include "tools/shard_picture.h"
@@ -150,14 +151,10 @@ absl::StatusOr<std::string> RenderLayout(const ParsedArgs& args) {
 
 int RunLayoutCommand(absl::Span<const std::string> args, std::ostream& out,
                      std::ostream& err) {
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, kFlags);
-  if (!parsed.ok()) {
-    return ReportUsageError(err, "layout", parsed.status().message());
-  }
-  if (parsed->Has("help")) {
-    out << kUsage;
-    return kExitOk;
-  }
+  int exit = kExitOk;
+  const std::optional<ParsedArgs> parsed =
+      ParseSubcommandArgs(args, kFlags, "layout", kUsage, out, err, exit);
+  if (!parsed.has_value()) return exit;
   absl::StatusOr<std::string> text = RenderLayout(*parsed);
   if (!text.ok())
     return ReportUsageError(err, "layout", text.status().message());

@@ -1,6 +1,7 @@
 #include "tools/plan_command.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -201,14 +202,10 @@ std::string PlanText(const PlanRequest& request, const RedistributePlan& plan,
 
 int RunPlanCommand(absl::Span<const std::string> args, std::ostream& out,
                    std::ostream& err) {
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, kFlags);
-  if (!parsed.ok()) {
-    return ReportUsageError(err, "plan", parsed.status().message());
-  }
-  if (parsed->Has("help")) {
-    out << kUsage;
-    return kExitOk;
-  }
+  int exit = kExitOk;
+  const std::optional<ParsedArgs> parsed =
+      ParseSubcommandArgs(args, kFlags, "plan", kUsage, out, err, exit);
+  if (!parsed.has_value()) return exit;
   absl::StatusOr<PlanRequest> request = RequestFromArgs(*parsed);
   if (!request.ok()) {
     return ReportUsageError(err, "plan", request.status().message());

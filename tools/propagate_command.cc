@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -323,14 +324,10 @@ int RunPropagateCommand(absl::Span<const std::string> args, std::ostream& out,
   if (!split.ok()) {
     return ReportUsageError(err, "propagate", split.status().message());
   }
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs(split->rest, kFlags);
-  if (!parsed.ok()) {
-    return ReportUsageError(err, "propagate", parsed.status().message());
-  }
-  if (parsed->Has("help")) {
-    out << kUsage;
-    return kExitOk;
-  }
+  int exit = kExitOk;
+  const std::optional<ParsedArgs> parsed = ParseSubcommandArgs(
+      split->rest, kFlags, "propagate", kUsage, out, err, exit);
+  if (!parsed.has_value()) return exit;
   if (parsed->Has("list")) {
     out << OpList();
     return kExitOk;

@@ -1,13 +1,16 @@
 #ifndef DTENSOR_TOOLS_SUBCOMMAND_H_
 #define DTENSOR_TOOLS_SUBCOMMAND_H_
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "tools/arg_parser.h"
 
 namespace dtensor {
 
@@ -32,6 +35,27 @@ inline int ReportUsageError(std::ostream& err, std::string_view command,
   err << "dtensor " << command << ": "
       << absl::StrReplaceAll(message, {{"\n", "\\n"}, {"\r", "\\r"}}) << "\n";
   return kExitUsage;
+}
+
+// Parses a subcommand's `args` against `flags`. Returns nullopt when that
+// answered the call, with `exit` set to what the subcommand returns: `usage`
+// printed on `out` for --help (kExitOk), or a bad argument reported on `err`
+// (kExitUsage).
+inline std::optional<ParsedArgs> ParseSubcommandArgs(
+    absl::Span<const std::string> args, absl::Span<const FlagSpec> flags,
+    std::string_view command, std::string_view usage, std::ostream& out,
+    std::ostream& err, int& exit) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, flags);
+  if (!parsed.ok()) {
+    exit = ReportUsageError(err, command, parsed.status().message());
+    return std::nullopt;
+  }
+  if (parsed->Has("help")) {
+    out << usage;
+    exit = kExitOk;
+    return std::nullopt;
+  }
+  return *std::move(parsed);
 }
 
 }  // namespace dtensor

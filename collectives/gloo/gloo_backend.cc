@@ -51,18 +51,12 @@ absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::Create(
 }
 
 GlooBackend::GlooBackend(std::shared_ptr<GlooRuntime> runtime)
-    : runtime_(std::move(runtime)) {}
+    : runtime_(std::move(runtime)), instances_("group") {}
 
 absl::StatusOr<std::shared_ptr<Communicator>> GlooBackend::CreateCommunicator(
     std::vector<int64_t> ranks) {
   DT_RETURN_IF_ERROR(CheckGroupMembers(ranks, rank(), world_size()));
-  int64_t instance = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    instance = instances_[ranks]++;
-  }
-  const std::string prefix =
-      absl::StrCat("group", RanksText(ranks), "#", instance, "/");
+  const std::string prefix = instances_.NextPrefix(ranks);
   const int64_t member =
       std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin();
   const absl::Duration timeout = runtime_->options.DeadlineOrDefault();

@@ -2,18 +2,16 @@
 #define DTENSOR_COLLECTIVES_GLOO_GLOO_BACKEND_H_
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectives/backend.h"
 #include "collectives/collective_options.h"
 #include "collectives/gloo/gloo_runtime.h"
+#include "collectives/multiprocess/group_instances.h"
 
 namespace dtensor {
 
@@ -81,10 +79,7 @@ class GlooBackend final : public Backend {
                            absl::string_view what);
 
   const std::shared_ptr<GlooRuntime> runtime_;
-  absl::Mutex mu_;
-  // How many communicators this rank made per rank list: the instance that
-  // pairs a new one with the peers' same-numbered ones.
-  std::map<std::vector<int64_t>, int64_t> instances_ ABSL_GUARDED_BY(mu_);
+  GroupInstances instances_;
 };
 
 // Options for this process from the launcher's environment (launch_env.h):

@@ -52,7 +52,7 @@ std::shared_ptr<Work> GlooCommunicator::SubmitPointToPoint(
     const CollectiveCall& call, int64_t peer, bool sending, Body body) {
   return queues_.Submit(
       call, [this, call, peer, sending, body = std::move(body)] {
-        absl::Status broken = Broken();
+        absl::Status broken = failures_.Broken();
         if (!broken.ok()) return broken;
         const Running running{call, absl::Now() + call.deadline};
         return RunGuarded(running, body, peer, sending);
@@ -62,7 +62,7 @@ std::shared_ptr<Work> GlooCommunicator::SubmitPointToPoint(
 absl::Status GlooCommunicator::RunCollective(const CollectiveCall& call,
                                              const CallTraffic& traffic,
                                              const Body& body) {
-  DT_RETURN_IF_ERROR(Broken());
+  DT_RETURN_IF_ERROR(failures_.Broken());
   const Running running{call, absl::Now() + call.deadline};
   failures_.arrival().Enter(call.sequence, ArrivalDelay(call.deadline));
   absl::Status status = RunGuarded(
@@ -100,7 +100,7 @@ absl::Status GlooCommunicator::RunGuarded(const Running& running,
   }
   // Another call of this communicator may have broken it meanwhile, closing
   // the connections under this one.
-  absl::Status broken = Broken();
+  absl::Status broken = failures_.Broken();
   if (!broken.ok()) return broken;
   Failure failure = Diagnose(running, what, peer, sending);
   return Break(std::move(failure.status), /*post=*/!failure.from_peer,
@@ -198,20 +198,11 @@ GlooCommunicator::Failure GlooCommunicator::Diagnose(
           false};
 }
 
-absl::Status GlooCommunicator::Broken() {
-  absl::MutexLock lock(&mu_);
-  return broken_;
-}
-
 absl::Status GlooCommunicator::Break(absl::Status status, bool post,
                                      bool point_to_point) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!broken_.ok()) return broken_;
-    broken_ = status;
-  }
-  if (post) failures_.Post(status, point_to_point);
-  context_->closeConnections();
+  bool first = false;
+  status = failures_.Break(std::move(status), post, point_to_point, first);
+  if (first) context_->closeConnections();
   return status;
 }
 

@@ -8,9 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectives/call_queues.h"
 #include "collectives/communicator.h"
@@ -98,11 +96,8 @@ class GlooCommunicator final : public Communicator {
   Failure Diagnose(const Running& running, absl::string_view what,
                    std::optional<int64_t> peer, bool sending);
 
-  // The error the communicator is broken with; OK while it is not.
-  absl::Status Broken();
-  // Breaks the communicator with `status` (the first break wins, and is
-  // returned): posts it (`post`: unless it was adopted from a peer; from a
-  // send or recv when `point_to_point`) and closes the connections.
+  // Breaks the communicator (GroupFailures::Break) and, on the first break,
+  // closes the connections.
   absl::Status Break(absl::Status status, bool post, bool point_to_point);
 
   // The ops, run by Start on the queues (gloo_collectives.cc).
@@ -124,8 +119,6 @@ class GlooCommunicator final : public Communicator {
   const std::shared_ptr<GlooRuntime> runtime_;
   const std::shared_ptr<gloo::Context> context_;
   GroupFailures failures_;
-  absl::Mutex mu_;
-  absl::Status broken_ ABSL_GUARDED_BY(mu_);
   // Declared last: destroyed first, so queued calls finish before the rest.
   CallQueues queues_;
 };

@@ -263,17 +263,34 @@ absl::Status RunBroadcast(const PhaseContext& c) {
   });
 }
 
-absl::Status RunScatter(const PhaseContext& c) {
+namespace {
+
+// Scatter's and gather's checks: the same root, dim and sizes on every rank,
+// and each rank's piece (its output when `scattering`, else its input)
+// shaped as its piece of the root's whole tensor (the root's input when
+// `scattering`, else its output). Returns the root's posting.
+absl::StatusOr<const Posting*> CheckRootedPieces(const PhaseContext& c,
+                                                 bool scattering) {
   DT_RETURN_IF_ERROR(CheckSameRoot(c));
   DT_RETURN_IF_ERROR(CheckSameDim(c));
   DT_RETURN_IF_ERROR(CheckSameSizes(c));
   const Posting& root = Of(c, Of(c, 0).root);
+  const Tensor& whole = scattering ? root.input : root.output;
   for (int64_t r = 0; r < Size(c); ++r) {
-    DT_RETURN_IF_ERROR(
-        CheckPiece(c, Of(c, r).output, r, root.input.dtype(),
-                   WithDimSize(root.input.shape(), root.dim, root.sizes[r]),
-                   root.root, "scatters to it"));
+    const Tensor& piece = scattering ? Of(c, r).output : Of(c, r).input;
+    DT_RETURN_IF_ERROR(CheckPiece(
+        c, piece, r, whole.dtype(),
+        WithDimSize(whole.shape(), root.dim, root.sizes[r]), root.root,
+        scattering ? "scatters to it" : "gathers from it"));
   }
+  return &root;
+}
+
+}  // namespace
+
+absl::Status RunScatter(const PhaseContext& c) {
+  DT_ASSIGN_OR_RETURN(const Posting* rooted, CheckRootedPieces(c, true));
+  const Posting& root = *rooted;
   const Posting& mine = Of(c, c.me);
   return PhaseThenBarrier(c, [&]() -> absl::Status {
     DT_ASSIGN_OR_RETURN(Tensor piece,
@@ -284,16 +301,8 @@ absl::Status RunScatter(const PhaseContext& c) {
 }
 
 absl::Status RunGather(const PhaseContext& c) {
-  DT_RETURN_IF_ERROR(CheckSameRoot(c));
-  DT_RETURN_IF_ERROR(CheckSameDim(c));
-  DT_RETURN_IF_ERROR(CheckSameSizes(c));
-  const Posting& root = Of(c, Of(c, 0).root);
-  for (int64_t r = 0; r < Size(c); ++r) {
-    DT_RETURN_IF_ERROR(
-        CheckPiece(c, Of(c, r).input, r, root.output.dtype(),
-                   WithDimSize(root.output.shape(), root.dim, root.sizes[r]),
-                   root.root, "gathers from it"));
-  }
+  DT_ASSIGN_OR_RETURN(const Posting* rooted, CheckRootedPieces(c, false));
+  const Posting& root = *rooted;
   return PhaseThenBarrier(c, [&]() -> absl::Status {
     if (c.me != root.root) return absl::OkStatus();
     for (int64_t r = 0; r < Size(c); ++r) {

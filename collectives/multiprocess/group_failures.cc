@@ -20,12 +20,27 @@ GroupFailures::GroupFailures(RendezvousSession& session, std::string key_prefix,
           absl::StrCat(key_prefix_, "arrived/", member))) {}
 
 // A post is "<code>\n<1 for send/recv>\n<message>".
-void GroupFailures::Post(const absl::Status& status, bool point_to_point) {
-  session_.client()
-      .Set(absl::StrCat(key_prefix_, "broken/", member_),
-           absl::StrCat(static_cast<int>(status.code()), "\n",
-                        point_to_point ? 1 : 0, "\n", status.message()))
-      .IgnoreError();
+absl::Status GroupFailures::Broken() const {
+  absl::MutexLock lock(&mu_);
+  return broken_;
+}
+
+absl::Status GroupFailures::Break(absl::Status status, bool post,
+                                  bool point_to_point, bool& first) {
+  {
+    absl::MutexLock lock(&mu_);
+    first = broken_.ok();
+    if (!first) return broken_;
+    broken_ = status;
+  }
+  if (post) {  // Best effort: the store may be gone.
+    session_.client()
+        .Set(absl::StrCat(key_prefix_, "broken/", member_),
+             absl::StrCat(static_cast<int>(status.code()), "\n",
+                          point_to_point ? 1 : 0, "\n", status.message()))
+        .IgnoreError();
+  }
+  return status;
 }
 
 std::optional<GroupFailures::Posted> GroupFailures::PeerFailure() {

@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "collectives/multiprocess/arrival_board.h"
@@ -36,8 +38,15 @@ class GroupFailures {
   // The slot this rank's collectives enter while they wait.
   ArrivalBoard::Slot& arrival() { return *arrival_; }
 
-  // Posts the error this rank broke the communicator with (best effort).
-  void Post(const absl::Status& status, bool point_to_point);
+  // The error this rank broke the communicator with; OK while it is not.
+  absl::Status Broken() const;
+  // Breaks the communicator with `status` unless it is broken already, and
+  // returns the error it is broken with (the first break wins). The first
+  // break posts its error when `post` (not for an error adopted from a peer;
+  // `point_to_point`: from a send or recv) and sets `first`: the backend
+  // then shuts its transport down, so that peers blocked on it fail at once.
+  absl::Status Break(absl::Status status, bool post, bool point_to_point,
+                     bool& first);
   // The error another member posted, if any (the lowest member's).
   std::optional<Posted> PeerFailure();
   // The other members whose process has exited.
@@ -52,6 +61,8 @@ class GroupFailures {
   const std::vector<int64_t> group_ranks_;
   const int64_t member_;
   const std::shared_ptr<ArrivalBoard::Slot> arrival_;
+  mutable absl::Mutex mu_;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
 };
 
 // How long a collective waits before it posts that it has arrived.

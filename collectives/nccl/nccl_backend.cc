@@ -3,15 +3,13 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "collectives/multiprocess/group_failures.h"
+#include "collectives/multiprocess/group_instances.h"
 #include "collectives/nccl/nccl_channel.h"
 #include "collectives/nccl/nccl_communicator.h"
 #include "tensor/cuda_backend.h"
@@ -22,7 +20,7 @@ namespace {
 class NcclBackend final : public Backend {
  public:
   explicit NcclBackend(std::shared_ptr<NcclRuntime> runtime)
-      : runtime_(std::move(runtime)) {}
+      : runtime_(std::move(runtime)), instances_("nccl") {}
 
   int64_t rank() const override { return runtime_->rank; }
   int64_t world_size() const override { return runtime_->world_size; }
@@ -32,13 +30,7 @@ class NcclBackend final : public Backend {
   absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(
       std::vector<int64_t> ranks) override {
     DT_RETURN_IF_ERROR(CheckGroupMembers(ranks, rank(), world_size()));
-    int64_t instance = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      instance = instances_[ranks]++;
-    }
-    const std::string prefix =
-        absl::StrCat("nccl", RanksText(ranks), "#", instance, "/");
+    const std::string prefix = instances_.NextPrefix(ranks);
     const std::string name =
         absl::StrCat("creating a communicator for group ", RanksText(ranks));
     const int64_t member =
@@ -80,10 +72,7 @@ class NcclBackend final : public Backend {
 
  private:
   const std::shared_ptr<NcclRuntime> runtime_;
-  absl::Mutex mu_;
-  // How many communicators this rank made per rank list: the instance that
-  // pairs a new one with the peers' same-numbered ones.
-  std::map<std::vector<int64_t>, int64_t> instances_ ABSL_GUARDED_BY(mu_);
+  GroupInstances instances_;
 };
 
 }  // namespace

@@ -127,7 +127,7 @@ std::shared_ptr<Work> NcclCommunicator::LaunchCollective(
 std::shared_ptr<Work> NcclCommunicator::Launch(Launched launched,
                                                std::vector<Tensor> keep,
                                                const Enqueue& enqueue) {
-  absl::Status broken = Broken();
+  absl::Status broken = failures_.Broken();
   if (!broken.ok()) return CompletedWork(broken);
   const bool point_to_point = launched.peer.has_value();
   cudaEvent_t done = nullptr;
@@ -178,7 +178,7 @@ absl::Status NcclCommunicator::Await(const Launched& launched,
                      true, point_to_point);
       break;
     }
-    status = Broken();
+    status = failures_.Broken();
     if (!status.ok()) break;
     absl::Status nccl = launched.channel->AsyncError();
     if (!nccl.ok()) {
@@ -310,19 +310,11 @@ absl::StatusOr<NcclChannel*> NcclCommunicator::PointToPointChannel(
   return channel.get();
 }
 
-absl::Status NcclCommunicator::Broken() {
-  absl::MutexLock lock(&mu_);
-  return broken_;
-}
-
 absl::Status NcclCommunicator::Break(absl::Status status, bool post,
                                      bool point_to_point) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!broken_.ok()) return broken_;
-    broken_ = status;
-  }
-  if (post) failures_.Post(status, point_to_point);
+  bool first = false;
+  status = failures_.Break(std::move(status), post, point_to_point, first);
+  if (!first) return status;
   channel_->Abort();
   absl::MutexLock lock(&channels_mu_);
   for (auto& [direction, channel] : point_to_point_) {

@@ -113,17 +113,14 @@ class NcclCommunicator final
                                            const Tensor& tensor, int64_t peer,
                                            bool sending);
 
-  absl::Status Broken();
-  // Breaks the communicator (the first break wins and is returned): posts
-  // `status` unless it came from a peer, and aborts every channel.
+  // Breaks the communicator (GroupFailures::Break) and, on the first break,
+  // aborts every channel.
   absl::Status Break(absl::Status status, bool post, bool point_to_point);
 
   const std::shared_ptr<NcclRuntime> runtime_;
   const std::unique_ptr<NcclChannel> channel_;
   const std::string key_prefix_;
   GroupFailures failures_;
-  absl::Mutex mu_;
-  absl::Status broken_ ABSL_GUARDED_BY(mu_);
   // Held while a channel is made, which may wait for the peer.
   absl::Mutex channels_mu_;
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<NcclChannel>>
