@@ -9,13 +9,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/runtime.h"
@@ -249,27 +247,10 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
 
 absl::StatusOr<Result> Step(int64_t tp, const std::optional<Plan>& plan) {
   const DeviceMesh mesh = parallel_testing::Mesh({tp}, {"tp"});
-  Result result;
-  std::mutex mu;
-  LocalCluster cluster(mesh.size());
-  DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) -> absl::Status {
-    Result mine;
-    DT_RETURN_IF_ERROR(RankStep(groups, mesh, plan, mine));
-    if (groups.rank() == 0) {
-      std::lock_guard<std::mutex> lock(mu);
-      result = std::move(mine);
-    }
-    return absl::OkStatus();
-  }));
-  return result;
-}
-
-void ExpectClose(const std::vector<float>& got,
-                 const std::vector<float>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << i;
-  }
+  return parallel_testing::RankZeroResult<Result>(
+      mesh, [&](ProcessGroups& groups, Result& mine) {
+        return RankStep(groups, mesh, plan, mine);
+      });
 }
 
 std::string ConfigPath() {
@@ -314,11 +295,10 @@ TEST(HfConfigPlanTest, MatchesOneRankWithTextbookCollectives) {
     SCOPED_TRACE(absl::StrCat("tp=", tp));
     auto many = Step(tp, *plan);
     ASSERT_TRUE(many.ok()) << many.status();
-    ExpectClose(many->hidden, one->hidden);
+    parallel_testing::ExpectClose(many->hidden, one->hidden, "hidden", 1e-4);
     ASSERT_EQ(many->grads.size(), one->grads.size());
     for (const auto& [name, grad] : one->grads) {
-      SCOPED_TRACE(name);
-      ExpectClose(many->grads.at(name), grad);
+      parallel_testing::ExpectClose(many->grads.at(name), grad, name, 1e-4);
     }
     // Forward: o_proj's and down_proj's partial sums, all-reduced, per
     // layer; no other collective.

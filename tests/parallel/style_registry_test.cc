@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,7 +16,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/runtime.h"
@@ -168,27 +166,10 @@ absl::StatusOr<Result> Step(int64_t tp,
     DT_ASSIGN_OR_RETURN(plan, ParsePlan(*plan_text));
   }
   const DeviceMesh mesh = parallel_testing::Mesh({tp}, {"tp"});
-  Result result;
-  std::mutex mu;
-  LocalCluster cluster(mesh.size());
-  DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) -> absl::Status {
-    Result mine;
-    DT_RETURN_IF_ERROR(RankStep(groups, mesh, plan, mine));
-    if (groups.rank() == 0) {
-      std::lock_guard<std::mutex> lock(mu);
-      result = std::move(mine);
-    }
-    return absl::OkStatus();
-  }));
-  return result;
-}
-
-void ExpectClose(const std::vector<float>& got,
-                 const std::vector<float>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-5 + 1e-4 * std::fabs(want[i])) << i;
-  }
+  return parallel_testing::RankZeroResult<Result>(
+      mesh, [&](ProcessGroups& groups, Result& mine) {
+        return RankStep(groups, mesh, plan, mine);
+      });
 }
 
 // Runs `plan` on tp=2 and tp=4 and expects the one-rank output and
@@ -202,11 +183,10 @@ Result ExpectMatchesOneRank(const std::string& plan) {
     auto many = Step(tp, plan);
     EXPECT_TRUE(many.ok()) << many.status();
     if (!many.ok() || !one.ok()) return {};
-    ExpectClose(many->output, one->output);
+    parallel_testing::ExpectClose(many->output, one->output, "output");
     EXPECT_EQ(many->grads.size(), one->grads.size());
     for (const auto& [name, grad] : one->grads) {
-      SCOPED_TRACE(name);
-      ExpectClose(many->grads[name], grad);
+      parallel_testing::ExpectClose(many->grads[name], grad, name);
     }
     if (tp == 2) two = *many;
   }
