@@ -57,6 +57,25 @@ class StyleRegistry {
       ABSL_GUARDED_BY(mu_);
 };
 
+// Registers a style in StyleRegistry::Global() when constructed; a
+// namespace-scope static of one makes a library's style known to every plan
+// file read by a program the library is linked into (mark the cc_library
+// `alwayslink = True`), the `dtensor` tool included:
+//
+//   const StyleRegistration kMine("my_style", MyStyleFactory);
+//
+// Registration never aborts: status() says whether it succeeded.
+class StyleRegistration {
+ public:
+  StyleRegistration(std::string name, StyleFactory factory)
+      : status_(StyleRegistry::Global().Register(std::move(name),
+                                                 std::move(factory))) {}
+  const absl::Status& status() const { return status_; }
+
+ private:
+  absl::Status status_;
+};
+
 // OK when `options` sets only options named in `accepted` ("input_layouts",
 // "output_layouts", "use_local_output"; use_local_output counts as set when
 // true); otherwise InvalidArgument naming `style` and the option.

@@ -19,6 +19,7 @@
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/runtime.h"
+#include "examples/user_style/colwise_gathered.h"
 #include "gtest/gtest.h"
 #include "nn/autograd.h"
 #include "nn/init.h"
@@ -36,37 +37,11 @@ namespace {
 
 constexpr int64_t kBatch = 4, kIn = 8, kHidden = 12;
 
-// The user style of the brief: a Linear's weight (and bias) split on the
-// output features like colwise, but the output all-gathered to Replicate.
-// Takes no options.
-class ColwiseGathered : public ParallelStyle {
- public:
-  std::string name() const override { return "colwise_gathered"; }
-  absl::Status CheckFits(const nn::Module& module,
-                         absl::string_view fqn) const override {
-    return CheckModuleType(module, fqn, {"Linear"});
-  }
-  std::optional<Placement> ParameterPlacement(
-      const nn::Module& module, absl::string_view slot) const override {
-    return Placement::Shard(0);
-  }
-  absl::StatusOr<StyleHooks> Hooks(const nn::Module& module,
-                                   absl::string_view fqn) const override {
-    StyleHooks hooks;
-    hooks.input = Placement::Replicate();
-    hooks.output = Placement::Replicate();
-    return hooks;
-  }
-};
-
+// The user style (examples/user_style: a Linear split like colwise, its
+// output all-gathered to Replicate), registered by name from this test.
 absl::Status RegisterUserStyle() {
   static const absl::Status status = StyleRegistry::Global().Register(
-      "colwise_gathered",
-      [](const StyleOptions& options)
-          -> absl::StatusOr<std::shared_ptr<const ParallelStyle>> {
-        DT_RETURN_IF_ERROR(RejectOptions("colwise_gathered", options, {}));
-        return std::make_shared<ColwiseGathered>();
-      });
+      "colwise_gathered", examples::MakeColwiseGathered);
   return status;
 }
 
@@ -209,10 +184,7 @@ TEST(StyleRegistryTest, UserStyleFromAPlanFileMatchesOneRank) {
 TEST(StyleRegistryTest, RegistryErrorsNameTheValue) {
   ASSERT_TRUE(RegisterUserStyle().ok());
   StyleRegistry& registry = StyleRegistry::Global();
-  auto factory = [](const StyleOptions&)
-      -> absl::StatusOr<std::shared_ptr<const ParallelStyle>> {
-    return std::make_shared<ColwiseGathered>();
-  };
+  const StyleFactory factory = examples::MakeColwiseGathered;
   absl::Status again = registry.Register("colwise_gathered", factory);
   EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_NE(again.message().find("\"colwise_gathered\""), std::string::npos);
