@@ -308,6 +308,67 @@ TEST(StyleRegistryTest, ParameterKeyPlacesTheParameterAloneAndGatherReduces) {
   EXPECT_EQ(r.hooks, 2);
 }
 
+// gather on a module whose output is tp-local (Hugging Face's all-reduce of
+// the ranks' local outputs): "0" local_colwise hands on each rank's column
+// block of x W^T + b, the empty ModuleList "1" passes it on, and gather sums
+// the blocks over the ranks. Reference: the one-rank output's column blocks
+// summed by hand.
+absl::Status GatherStep(ProcessGroups& groups, const DeviceMesh& mesh,
+                        const std::optional<Plan>& plan,
+                        std::vector<float>& out) {
+  auto runtime = Runtime::ForRank(groups);
+  nn::LinearOptions options;
+  options.bias = true;
+  options.weight_init = nn::Initializer::Normal(0, 0.3);
+  options.bias_init = nn::Initializer::Normal(0, 0.5);
+  nn::ModuleList model;
+  DT_ASSIGN_OR_RETURN(auto linear, nn::Linear::Create(kIn, kHidden, options));
+  DT_RETURN_IF_ERROR(model.Append(std::move(linear)).status());
+  DT_RETURN_IF_ERROR(model.Append(std::make_unique<nn::ModuleList>()).status());
+  DT_RETURN_IF_ERROR(nn::Initialize(model, runtime, mesh));
+  if (plan) DT_RETURN_IF_ERROR(ParallelizeModule(model, mesh, *plan));
+  std::vector<float> values;
+  for (int64_t i = 0; i < kBatch * kIn; ++i)
+    values.push_back(std::cos(0.3 * i));
+  DT_ASSIGN_OR_RETURN(Tensor full, Tensor::FromVector(values, {kBatch, kIn}));
+  DT_ASSIGN_OR_RETURN(DTensor x, DTensor::Distribute(runtime, full, mesh,
+                                                     {Placement::Replicate()}));
+  DT_ASSIGN_OR_RETURN(DTensor y, model(x));
+  if (y.mesh() != mesh || !y.placements()[0].is_replicate()) {
+    return absl::InternalError("gather's output is not R on the mesh");
+  }
+  DT_ASSIGN_OR_RETURN(Tensor y_full, y.FullTensor());
+  out = y_full.ToVector<float>();
+  return absl::OkStatus();
+}
+
+TEST(StyleRegistryTest, GatherSumsTheRanksTpLocalOutputs) {
+  const DeviceMesh one_mesh = parallel_testing::Mesh({1}, {"tp"});
+  auto one = parallel_testing::RankZeroResult<std::vector<float>>(
+      one_mesh, [&](ProcessGroups& groups, std::vector<float>& out) {
+        return GatherStep(groups, one_mesh, std::nullopt, out);
+      });
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto plan = ParsePlan(R"({"tp": {"0": "local_colwise", "1": "gather"}})");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (int64_t tp : {2, 4}) {
+    const DeviceMesh mesh = parallel_testing::Mesh({tp}, {"tp"});
+    auto many = parallel_testing::RankZeroResult<std::vector<float>>(
+        mesh, [&](ProcessGroups& groups, std::vector<float>& out) {
+          return GatherStep(groups, mesh, *plan, out);
+        });
+    ASSERT_TRUE(many.ok()) << many.status();
+    const int64_t block = kHidden / tp;
+    std::vector<float> want(kBatch * block, 0.0f);
+    for (int64_t b = 0; b < kBatch; ++b) {
+      for (int64_t j = 0; j < kHidden; ++j) {
+        want[b * block + j % block] += (*one)[b * kHidden + j];
+      }
+    }
+    parallel_testing::ExpectClose(*many, want, absl::StrCat("tp=", tp));
+  }
+}
+
 TEST(StyleRegistryTest, ParameterKeyErrorsNameBothKeys) {
   auto model = BuildModel();
   ASSERT_TRUE(model.ok());
