@@ -369,6 +369,27 @@ TEST(StyleRegistryTest, GatherSumsTheRanksTpLocalOutputs) {
   }
 }
 
+TEST(StyleRegistryTest, RowwiseRepReadsATpLocalInputAsTheReplica) {
+  // "0" hands on its all-gathered output as a tp-local value (the whole
+  // activation on each rank); rowwise_rep wraps it as R, slices to S(-1).
+  const Result r = ExpectMatchesOneRank(R"({"tp": {
+      "0": {"style": "colwise", "output_layouts": "R",
+            "use_local_output": true},
+      "1.0": "rowwise_rep"}})");
+  EXPECT_EQ(r.output_layout, "R");
+  EXPECT_EQ(r.forward_all_gathers, 1);
+  EXPECT_EQ(r.forward_all_reduces, 1);
+}
+
+TEST(StyleRegistryTest, LocalModuleWithParametersRejectsATpLocalInput) {
+  // docs/parallel.md: the parameters stay on the full mesh, so the ops
+  // refuse the tp-local input.
+  auto step = Step(2, R"({"tp": {"0": "local_colwise", "1": "local"}})");
+  ASSERT_FALSE(step.ok());
+  EXPECT_NE(step.status().message().find("on another mesh"), std::string::npos)
+      << step.status();
+}
+
 TEST(StyleRegistryTest, ParameterKeyErrorsNameBothKeys) {
   auto model = BuildModel();
   ASSERT_TRUE(model.ok());
