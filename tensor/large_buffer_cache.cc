@@ -14,13 +14,13 @@ LargeBufferCache& LargeBufferCache::Shared() {
 }
 
 LargeBufferCache::~LargeBufferCache() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const auto& [bytes, buffer] : idle_) std::free(buffer);
 }
 
 void* LargeBufferCache::Allocate(size_t bytes) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = idle_.find(bytes);
     if (it != idle_.end()) {
       void* buffer = it->second;
@@ -41,7 +41,7 @@ void* LargeBufferCache::Allocate(size_t bytes) {
 
 void LargeBufferCache::Release(void* buffer, size_t bytes) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (idle_bytes_ + bytes <= budget_bytes_) {
       idle_.emplace(bytes, buffer);
       idle_bytes_ += bytes;
@@ -52,7 +52,7 @@ void LargeBufferCache::Release(void* buffer, size_t bytes) {
 }
 
 size_t LargeBufferCache::idle_bytes() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return idle_bytes_;
 }
 

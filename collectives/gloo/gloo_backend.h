@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "collectives/backend.h"
 #include "collectives/collective_options.h"
 #include "collectives/gloo/gloo_runtime.h"
