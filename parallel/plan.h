@@ -76,10 +76,12 @@ struct Plan {
   int64_t bucket_bytes = int64_t{25} << 20;
 };
 
-// Parses plan text. Errors (InvalidArgument) name the bad key or value:
-// unknown top-level keys, styles, options or dp modes, wrong JSON types.
+// Parses plan text.
+// Errors: unknown top-level keys, styles, options or dp modes, wrong JSON
+// types (InvalidArgument naming the bad key or value).
 absl::StatusOr<Plan> ParsePlan(absl::string_view json);
-// Reads and parses a file; NotFound names the path.
+// Reads and parses a file.
+// Errors: a missing file (NotFound naming the path); what ParsePlan reports.
 absl::StatusOr<Plan> LoadPlanFile(const std::string& path);
 
 // Whether `pattern` matches the fully-qualified module name `fqn`. Both are
@@ -97,7 +99,8 @@ struct ResolvedEntry {
 };
 
 // Binds every entry of `plan.tp` to the modules of `root` it matches, in
-// pre-order. Errors name the value: a pattern matching no module, a module
+// pre-order.
+// Errors: (each naming the value) a pattern matching no module, a module
 // matched by two patterns, a style that does not fit the module's type
 // (colwise/rowwise/loss_parallel need Linear, colwise/rowwise also accept
 // Embedding; sequence_parallel needs RMSNorm, LayerNorm or Dropout), and
