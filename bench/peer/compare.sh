@@ -19,18 +19,24 @@ if ! "$python" -c "import torch" 2>/dev/null; then
   echo "skip: PyTorch is not installed (apt-get install python3-torch)"
   exit 0
 fi
-./bazelw build //examples:train_llama //tools:dtrun >/dev/null 2>&1
+# -c opt as every benchmark here (bench/BUILD.bazel).
+./bazelw build -c opt //examples:train_llama //tools:dtrun >/dev/null 2>&1
 bin=bazel-bin/examples/train_llama
 dtrun=bazel-bin/tools/dtrun
 tokens=$((8 * 64))  # train_llama's batch x seq
+# One BLAS thread everywhere, as the PyTorch side (torch.set_num_threads(1)).
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
-# Milliseconds per step from train_llama's last "N tokens/s" (the steps
-# after the first: --steps counts them all; the first's cost is amortized).
+# Median milliseconds per step after the first 2, as llama_torch.py: step k's
+# progress line gives the cumulative time k * tokens / (tokens/s), so each
+# step's time is the difference of two lines (the rounded rate: about 1%).
 dtensor_ms() {
-  local out
-  out=$("$@" --steps $steps 2>&1 | tr '\r' '\n' | grep -o '[0-9]* tokens/s' |
-        tail -1 | cut -d' ' -f1)
-  python3 -c "print(f'{$tokens / $out * 1e3:.2f}')"
+  "$@" --steps $steps 2>&1 | tr '\r' '\n' |
+    sed -n 's/.*step *\([0-9]*\)\/.* \([0-9.]*\) tokens\/s/\1 \2/p' |
+    python3 -c "
+import statistics, sys
+t = {int(k): int(k) * $tokens / float(r) for k, r in (l.split() for l in sys.stdin)}
+print(f'{statistics.median(t[k] - t[k - 1] for k in t if k > 2) * 1e3:.2f}')"
 }
 
 median() { python3 -c "import statistics,sys; print(f'{statistics.median(map(float, sys.argv[1:])):.2f}')" "$@"; }
@@ -50,7 +56,7 @@ run_case() {  # name, torch mode, dtensor command...
     "$name" "$a" "$b" "$(python3 -c "print(f'{$a / $b:.2f}')")"
 }
 
-run_case "1 process" single env OMP_NUM_THREADS=1 "$bin" --mesh dp=1 \
+run_case "1 process" single "$bin" --mesh dp=1 \
   --plan bench/peer/empty.json
 run_case "TP=2" tp "$dtrun" --nproc 2 -- "$bin" --backend gloo --mesh tp=2 \
   --plan bench/peer/tp.json

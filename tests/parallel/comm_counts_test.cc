@@ -209,15 +209,18 @@ nn::LlamaConfig Config(int64_t layers) {
   return config;
 }
 
-// One step on dp=2,tp=2; rank 0's counts per phase.
-absl::StatusOr<PhaseCounts> MeasureStep(const std::string& plan_name,
-                                        int64_t layers) {
+// One step on `mesh_flag` (default dp=2,tp=2); rank 0's counts per phase.
+// `tp_only`: the plan's tp part alone ("dp": "none").
+absl::StatusOr<PhaseCounts> MeasureStep(
+    const std::string& plan_name, int64_t layers,
+    const std::string& mesh_flag = "dp=2,tp=2", bool tp_only = false) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   if (srcdir == nullptr) return absl::NotFoundError("TEST_SRCDIR is not set");
   DT_ASSIGN_OR_RETURN(
       Plan plan, LoadPlanFile(absl::StrCat(srcdir, "/dtensor/parallel/plans/",
                                            plan_name, ".json")));
-  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag("dp=2,tp=2"));
+  if (tp_only) plan.dp = DataParallel::kNone;
+  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_flag));
   LlamaTrainerOptions options;
   options.config = Config(layers);
   PhaseCounts result;
@@ -293,6 +296,83 @@ INSTANTIATE_TEST_SUITE_P(ShippedPlans, CommCountsTest,
                            return absl::StrCat(info.param.row.plan, "_",
                                                info.param.layers, "_layers");
                          });
+
+// Pure tensor parallelism (a family's tp part, "dp": "none", on tp=2): the
+// textbook (Megatron-LM) count, written out here apart from the derivation
+// above. Megatron's f (identity forward, all-reduce of the gradient) before
+// each column-parallel input and g (all-reduce forward) after each
+// row-parallel output; with sequence parallelism f and g become an
+// all-gather and a reduce-scatter each way. Norm weights: replicated, their
+// gradients summed over the tp group in one flat all-reduce at the end of
+// backward (Megatron-LM's _allreduce_layernorm_grads, coalesced), never one
+// all-reduce per norm weight.
+PhaseCounts Megatron(Family family, int64_t L) {
+  // f and g per block: attention and MLP; the model adds the vocab-parallel
+  // embedding (g) and the column-parallel output layer (f).
+  const int64_t g = 2 * L + 1;
+  const int64_t f = 2 * L + 1;
+  // The flat all-reduce of the 2L + 1 norm weights' gradients.
+  const int64_t norms = 1;
+  PhaseCounts c;
+  switch (family) {
+    case Family::kTp:
+      // The output layer's gather_output, whose conjugate is a slice.
+      c.forward = {{"tp/all_reduce", g}, {"tp/all_gather", 1}};
+      c.backward = {{"tp/all_reduce", f + norms}};
+      return c;
+    case Family::kTpSp:
+      // g as reduce-scatters; f as all-gathers, and the logits gathered.
+      c.forward = {{"tp/reduce_scatter", g}, {"tp/all_gather", f + 1}};
+      c.backward = {{"tp/all_gather", g},
+                    {"tp/reduce_scatter", f},
+                    {"tp/all_reduce", norms}};
+      return c;
+    case Family::kTpSpLossParallel:
+      // The vocab-parallel cross entropy: max, then (sum of exp, target).
+      c.forward = {
+          {"tp/reduce_scatter", g}, {"tp/all_gather", f}, {"tp/all_reduce", 2}};
+      c.backward = {{"tp/all_gather", g},
+                    {"tp/reduce_scatter", f},
+                    {"tp/all_reduce", norms}};
+      return c;
+  }
+  return c;
+}
+
+struct TpCase {
+  std::string plan;
+  Family family;
+  int64_t layers;
+};
+
+void PrintTo(const TpCase& c, std::ostream* os) {
+  *os << c.plan << " tp part with " << c.layers << " layers";
+}
+
+class PureTpCommCountsTest : public ::testing::TestWithParam<TpCase> {};
+
+TEST_P(PureTpCommCountsTest, OneStepIssuesMegatronsCollectives) {
+  const TpCase& c = GetParam();
+  absl::StatusOr<PhaseCounts> measured =
+      MeasureStep(c.plan, c.layers, "tp=2", /*tp_only=*/true);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  const PhaseCounts want = Megatron(c.family, c.layers);
+  EXPECT_EQ(ToString(measured->forward), ToString(want.forward));
+  EXPECT_EQ(ToString(measured->backward), ToString(want.backward));
+  EXPECT_EQ(ToString(measured->update), ToString(want.update));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ShippedFamilies, PureTpCommCountsTest,
+    ::testing::Values(
+        TpCase{"tp_dp", Family::kTp, 2}, TpCase{"tp_dp", Family::kTp, 3},
+        TpCase{"tp_sp_dp", Family::kTpSp, 2},
+        TpCase{"tp_sp_dp", Family::kTpSp, 3},
+        TpCase{"tp_sp_loss_parallel_dp", Family::kTpSpLossParallel, 2},
+        TpCase{"tp_sp_loss_parallel_dp", Family::kTpSpLossParallel, 3}),
+    [](const ::testing::TestParamInfo<TpCase>& info) {
+      return absl::StrCat(info.param.plan, "_", info.param.layers, "_layers");
+    });
 
 }  // namespace
 }  // namespace parallel
