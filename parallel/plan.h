@@ -71,11 +71,13 @@ struct Plan {
 // "base_model_tp_plan" (or "tp_plan") and none of the keys above is read as
 // {"tp": <that object>}; its other keys are ignored.
 //
-// Parses plan text. Errors (InvalidArgument) name the bad key or value:
-// unknown top-level keys, styles, options or dp modes, options a style does
-// not take, wrong JSON types, a config.json with both tp plans.
+// Parses plan text.
+// Errors: unknown top-level keys, styles, options or dp modes, options a
+// style does not take, wrong JSON types, a config.json with both tp plans
+// (InvalidArgument naming the bad key or value).
 absl::StatusOr<Plan> ParsePlan(absl::string_view json);
-// Reads and parses a file; NotFound names the path.
+// Reads and parses a file.
+// Errors: a missing file (NotFound naming the path); what ParsePlan reports.
 absl::StatusOr<Plan> LoadPlanFile(const std::string& path);
 
 // Whether `pattern` matches the fully-qualified module name `fqn`. Both are
@@ -97,13 +99,14 @@ struct ResolvedEntry {
 
 // Binds every entry of `plan.tp` to the modules of `root` it matches (or,
 // matching none, to the parameters it matches), in pre-order: a module, then
-// the parameter entries of its slots. Errors name the value: a pattern
-// matching no module or parameter, a module or parameter matched by two
-// patterns, a parameter named by a parameter key and by its module's key
-// (naming both), a style that does not fit the module's type
-// (ParallelStyle::CheckFits: colwise/rowwise/loss_parallel need Linear,
-// colwise/rowwise also accept Embedding; sequence_parallel needs RMSNorm,
-// LayerNorm or Dropout; for a parameter key, its module's type), and
+// the parameter entries of its slots.
+// Errors: (each naming the value) a pattern matching no module or parameter,
+// a module or parameter matched by two patterns, a parameter named by a
+// parameter key and by its module's key (naming both), a style that does not
+// fit the module's type (ParallelStyle::CheckFits: colwise/rowwise/
+// loss_parallel need Linear, colwise/rowwise also accept Embedding;
+// sequence_parallel needs RMSNorm, LayerNorm or Dropout; for a parameter
+// key, its module's type), and
 // tp_dim/dp_dim that are not dims of `mesh` (dp_dim only when dp is used).
 absl::StatusOr<std::vector<ResolvedEntry>> ResolvePlan(const Plan& plan,
                                                        nn::Module& root,

@@ -17,6 +17,7 @@ using OperandOffsets = std::array<int64_t, N>;
 // Visits every element of N strided operands that share `shape`, in row-major
 // order. `strides[k]` are operand k's element strides (0 for broadcast dims)
 // and `offsets[k]` the offset of its element [0, ..., 0].
+// Requires: every strides[k] has shape.size() entries.
 //
 // Calls `run(offsets, steps, count)` once per innermost run: element j of the
 // run (j < count) of operand k lies at offsets[k] + j * steps[k]. Size-1 dims
