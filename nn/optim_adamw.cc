@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "tensor/elementwise.h"
 #include "base/status_macros.h"
+#include "tensor/elementwise.h"
 
 namespace dtensor {
 namespace nn {
@@ -16,12 +16,7 @@ absl::StatusOr<std::unique_ptr<AdamW>> AdamW::Create(
       {"learning rate", options.learning_rate},
       {"eps", options.eps},
       {"weight decay", options.weight_decay}};
-  for (const auto& [name, value] : nonnegative) {
-    if (!(value >= 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("AdamW: ", name, " ", value, " must be >= 0"));
-    }
-  }
+  DT_RETURN_IF_ERROR(CheckNonNegative("AdamW", nonnegative));
   for (double beta : {options.beta1, options.beta2}) {
     if (!(beta >= 0 && beta < 1)) {
       return absl::InvalidArgumentError(
