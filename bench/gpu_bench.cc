@@ -1,14 +1,19 @@
 // GPU benchmarks (need a CUDA device; each reports an error and skips
 // otherwise): the tensor Matmul on CUDA tensors against cuBLAS called
-// directly on the same 4096^2 operands (bf16 and f32), and the elementwise
-// add and the sum at 64M f32 elements against a device-to-device copy.
+// directly on the same 4096^2 operands (bf16 and f32), the elementwise
+// add and the sum at 64M f32 elements against a device-to-device copy, and
+// the dispatch of a tiny op on the tensor and DTensor layers.
 // Bandwidth counts bytes read plus bytes written.
 #include <cstdint>
 
+#include "bench/rank_zero.h"
 #include "benchmark/benchmark.h"
+#include "mesh/device_mesh.h"
+#include "ops/elementwise_ops.h"
 #include "tensor/cuda_backend.h"
 #include "tensor/elementwise.h"
 #include "tensor/matmul.h"
+#include "tensor/nn_functional.h"
 #include "tensor/reduction.h"
 #include "tensor/tensor.h"
 
@@ -108,11 +113,50 @@ void BM_Sum(benchmark::State& state) {
   state.SetBytesProcessed(a.nbytes() * state.iterations());
 }
 
-// Dispatch and launch of a tiny op on a CUDA tensor (the kernel is negligible).
+// Causal grouped-query attention forward in bf16 (batch 4, 32 query heads
+// over 8 kv heads, head dim 128, sequence range(0)): cuBLAS products around
+// the masked-softmax kernel, the [seq, seq] scores materialized in f32.
+// TFLOP/s count the useful (causal: half) flops of the two products, as
+// bench/peer/gpu_torch.py does.
+void BM_AttentionForward(benchmark::State& state) {
+  if (SkipWithoutGpu(state)) return;
+  const int64_t batch = 4, kv_heads = 8, group = 4, dim = 128;
+  const int64_t seq = state.range(0);
+  const Device gpu = Device::CUDA(0);
+  const Tensor q = *Tensor::Full({batch, kv_heads, group, seq, dim}, 0.01,
+                                 DType::kBF16, gpu);
+  const Tensor kv =
+      *Tensor::Full({batch, kv_heads, 1, seq, dim}, 0.02, DType::kBF16, gpu);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ScaledDotProductAttention(q, kv, kv, true, 0));
+    Sync(state);
+  }
+  const double flops = 2.0 * 2 * batch * kv_heads * group * seq * seq * dim / 2;
+  state.counters["TFLOP/s"] = benchmark::Counter(
+      flops * state.iterations() / 1e12, benchmark::Counter::kIsRate);
+}
+
+// The tensor-layer add of a tiny CUDA tensor [1, 8]: allocation and launch,
+// the kernel negligible (launches are asynchronous).
 void BM_SmallOpDispatch(benchmark::State& state) {
   if (SkipWithoutGpu(state)) return;
-  const Tensor a = *Tensor::Ones({16}, DType::kF32, Device::CUDA(0));
+  const Tensor a = *Tensor::Ones({1, 8}, DType::kF32, Device::CUDA(0));
   for (auto _ : state) benchmark::DoNotOptimize(Add(a, a));
+  Sync(state);
+}
+
+// The same add through the DTensor layer (rank 0 of 8, [8, 8] sharded
+// S(0), so its local block is that [1, 8] CUDA tensor): cached propagation,
+// no redistribution. Its time less BM_SmallOpDispatch's is the DTensor
+// dispatch overhead.
+void BM_DTensorAddDispatch(benchmark::State& state) {
+  if (SkipWithoutGpu(state)) return;
+  const DeviceMesh mesh = *DeviceMesh::Create({8});
+  bench::RankZero rank(mesh.size());
+  const DTensor a =
+      bench::OnesOfRankZero(rank.runtime(), mesh, "S(0)", Device::CUDA(0));
+  if (!ops::Add(a, a).ok()) state.SkipWithError("dispatch failed");
+  for (auto _ : state) benchmark::DoNotOptimize(ops::Add(a, a));
   Sync(state);
 }
 
@@ -121,7 +165,9 @@ BENCHMARK(BM_CublasDirect)->Arg(0)->Arg(1)->ArgName("bf16")->UseRealTime();
 BENCHMARK(BM_DeviceCopy)->UseRealTime();
 BENCHMARK(BM_Add)->UseRealTime();
 BENCHMARK(BM_Sum)->UseRealTime();
+BENCHMARK(BM_AttentionForward)->Arg(1024)->Arg(2048)->UseRealTime();
 BENCHMARK(BM_SmallOpDispatch);
+BENCHMARK(BM_DTensorAddDispatch);
 
 }  // namespace
 }  // namespace dtensor

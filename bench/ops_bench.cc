@@ -10,11 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/rank_zero.h"
 #include "benchmark/benchmark.h"
-#include "collectives/collective_options.h"
-#include "collectives/inprocess/cluster_state.h"
-#include "collectives/inprocess/local_backend.h"
-#include "collectives/process_groups.h"
 #include "dtensor/dtensor.h"
 #include "ops/elementwise_ops.h"
 #include "ops/matmul_ops.h"
@@ -26,6 +23,9 @@
 
 namespace dtensor {
 namespace {
+
+using bench::OnesOfRankZero;
+using bench::RankZero;
 
 // A mesh and the layouts of the two [8, 8] operands on it, chosen so that
 // add(a, a), mm(a, b) and sum(a, dim 1) redistribute nothing.
@@ -39,37 +39,6 @@ const MeshCase kMeshes[] = {
     {{8}, "S(0)", "R"},
     {{2, 2, 2}, "S(0),R,S(1)", "R,R,S(0)"},
 };
-
-// Rank 0 of an in-process job of the mesh's size, driven without the other
-// ranks' threads: dispatch that redistributes nothing never talks to them.
-class RankZero {
- public:
-  explicit RankZero(int64_t world_size)
-      : groups_(std::make_shared<LocalBackend>(
-            std::make_shared<ClusterState>(world_size, CommunicatorOptions()),
-            0)),
-        runtime_(Runtime::ForRank(groups_)) {}
-
-  const std::shared_ptr<Runtime>& runtime() const { return runtime_; }
-
- private:
-  ProcessGroups groups_;
-  std::shared_ptr<Runtime> runtime_;
-};
-
-// Rank 0's DTensor of an [8, 8] f32 tensor laid out by `layout`.
-DTensor MakeTensor(const std::shared_ptr<Runtime>& runtime,
-                   const DeviceMesh& mesh, const char* layout) {
-  const Sharding sharding = *Sharding::Parse(layout, 2);
-  const DTensorSpec spec =
-      *DTensorSpec::Create(mesh, sharding, {8, 8}, DType::kF32);
-  if (runtime->metadata_only()) return *DTensor::FromSpec(runtime, spec);
-  const ShardBlock block = *spec.BlockOf(runtime->rank());
-  FromLocalOptions options;
-  options.global_shape = Shape{8, 8};
-  return *DTensor::FromLocal(runtime, *Tensor::Ones(block.shape, DType::kF32),
-                             mesh, sharding.placements(), options);
-}
 
 enum class Op { kAdd, kMm, kSum };
 
@@ -99,8 +68,8 @@ void BM_Dispatch(benchmark::State& state) {
   RankZero rank(mesh.size());
   const std::shared_ptr<Runtime> runtime =
       real ? rank.runtime() : Runtime::MetadataOnly(0);
-  const DTensor a = MakeTensor(runtime, mesh, c.a);
-  const DTensor b = MakeTensor(runtime, mesh, c.b);
+  const DTensor a = OnesOfRankZero(runtime, mesh, c.a);
+  const DTensor b = OnesOfRankZero(runtime, mesh, c.b);
   if (!Call(kOp, a, b).ok()) state.SkipWithError("dispatch failed");
   for (auto _ : state) {
     absl::StatusOr<DTensor> out = Call(kOp, a, b);
@@ -140,8 +109,8 @@ void BM_PropagationCache(benchmark::State& state) {
   const bool miss = state.range(1) == 1;
   const DeviceMesh mesh = *DeviceMesh::Create(c.mesh);
   auto runtime = Runtime::MetadataOnly(0);
-  const DTensor a = MakeTensor(runtime, mesh, c.a);
-  const DTensor b = MakeTensor(runtime, mesh, c.b);
+  const DTensor a = OnesOfRankZero(runtime, mesh, c.a);
+  const DTensor b = OnesOfRankZero(runtime, mesh, c.b);
   const OpDef& mm = **OpRegistry::Builtin().Find("mm");
   const DTensorSpec* inputs[] = {&a.spec(), &b.spec()};
   const OpArgs args;

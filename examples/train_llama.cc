@@ -4,8 +4,12 @@
 //   ./bazelw run //examples:train_llama -- [--mesh dp=2,tp=2]
 //       [--plan parallel/plans/tp_dp.json] [--steps 40] [--seed 0]
 //       [--backend inprocess]
-//   bazel-bin/tools/dtrun --nproc 4 -- bazel-bin/examples/train_llama \
+//   bazel-bin/tools/dtrun --nproc 4 -- bazel-bin/examples/train_llama
 //       --backend gloo          (one process per rank, over TCP)
+//   ... --device cuda --mesh dp=1 --plan bench/peer/empty.json
+//       (one rank on a GPU; under dtrun with --backend nccl, a GPU per rank)
+//   [--batch 8] [--seq 64] [--dtype f32|bf16] set the step's shape and the
+//   parameters' dtype.
 //
 // Prints a progress line per step (loss, tokens/s) and, at the end, the
 // collectives rank 0 issued, by kind and bytes.
@@ -25,6 +29,7 @@
 #include "collectives/collective_options.h"
 #include "collectives/gloo/gloo_backend.h"
 #include "collectives/inprocess/local_cluster.h"
+#include "collectives/nccl/nccl_backend.h"
 #include "collectives/process_groups.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
@@ -34,6 +39,7 @@
 #include "parallel/checkpoint.h"
 #include "parallel/llama_trainer.h"
 #include "parallel/plan.h"
+#include "tensor/cuda_backend.h"
 #include "tensor/generator.h"
 #include "tensor/tensor.h"
 #include "tools/arg_parser.h"
@@ -56,6 +62,9 @@ struct Options {
   int64_t steps = 40;
   uint64_t seed = 0;
   std::string backend = "inprocess";
+  // "cpu" or "cuda": where parameters, optimizer state and batches live.
+  std::string device = "cpu";
+  DType dtype = DType::kF32;
   // Checkpoint directories (empty: none): resume from one before training,
   // save to one after the last step.
   std::string save;
@@ -69,21 +78,32 @@ struct Options {
 
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   constexpr FlagSpec kFlags[] = {
-      {"config"},  {"mesh"}, {"plan"},   {"steps"},    {"seed"},
-      {"backend"}, {"save"}, {"resume"}, {"deadline"}, {"help", false}};
+      {"config"},  {"mesh"},   {"plan"},     {"steps"},      {"seed"},
+      {"backend"}, {"device"}, {"dtype"},    {"batch"},      {"seq"},
+      {"save"},    {"resume"}, {"deadline"}, {"help", false}};
   DT_ASSIGN_OR_RETURN(ParsedArgs parsed, ParseArgs(args, kFlags));
   Options options;
   if (parsed.Has("help")) {
     return absl::CancelledError(
         "usage: train_llama [--config tiny|FILE] [--mesh dp=2,tp=2] "
         "[--plan FILE] [--steps N] "
-        "[--seed S] [--backend inprocess|gloo] [--save DIR] [--resume DIR] "
+        "[--seed S] [--backend inprocess|gloo|nccl] [--device cpu|cuda] "
+        "[--dtype f32|bf16] [--batch B] [--seq S] [--save DIR] [--resume DIR] "
         "[--deadline SECONDS]\n"
         "--steps counts from the start of training: a run resumed at step k "
         "runs steps k+1..N");
   }
   options.config = parsed.ValueOr("config", options.config);
   DT_ASSIGN_OR_RETURN(options.model, LoadLlamaConfig(options.config));
+  for (auto [flag, value] :
+       {std::pair{"batch", &options.batch}, std::pair{"seq", &options.seq}}) {
+    if (parsed.Has(flag) &&
+        (!absl::SimpleAtoi(parsed.ValueOr(flag, ""), value) || *value < 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " needs a positive integer, got ",
+                       parsed.ValueOr(flag, "")));
+    }
+  }
   if (options.seq > options.model.max_seq_len) {
     return absl::InvalidArgumentError(
         absl::StrCat("--config ", options.config, ": max_seq_len ",
@@ -111,11 +131,29 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
     }
     options.deadline = absl::Seconds(seconds);
   }
-  if (options.backend != "inprocess" && options.backend != "gloo") {
+  if (options.backend != "inprocess" && options.backend != "gloo" &&
+      options.backend != "nccl") {
     return absl::InvalidArgumentError(
         absl::StrCat("--backend ", options.backend,
-                     ": expected inprocess or gloo (under dtrun)"));
+                     ": expected inprocess, or gloo or nccl (under dtrun)"));
   }
+  options.device = parsed.ValueOr("device", options.device);
+  if (options.device != "cpu" && options.device != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device ", options.device, ": expected cpu or cuda"));
+  }
+  if ((options.backend == "nccl") != (options.device == "cuda") &&
+      options.backend != "inprocess") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend ", options.backend, " does not run on --device ",
+        options.device, ": gloo moves CPU tensors, nccl CUDA tensors"));
+  }
+  const std::string dtype = parsed.ValueOr("dtype", "f32");
+  if (dtype != "f32" && dtype != "bf16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype ", dtype, ": expected f32 or bf16"));
+  }
+  options.dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
   return options;
 }
 
@@ -177,10 +215,12 @@ absl::StatusOr<RankReport> TrainRank(ProcessGroups& groups,
                                      const Options& options,
                                      const DeviceMesh& mesh,
                                      const parallel::Plan& plan,
-                                     const std::string& corpus) {
+                                     const std::string& corpus, Device device) {
   parallel::LlamaTrainerOptions trainer_options;
   trainer_options.config = options.model;
   trainer_options.seed = options.seed;
+  trainer_options.dtype = options.dtype;
+  trainer_options.device = device;
   trainer_options.adamw.learning_rate = 3e-3;
   DT_ASSIGN_OR_RETURN(
       std::unique_ptr<parallel::LlamaTrainer> trainer,
@@ -252,6 +292,30 @@ void PrintCollectives(const RankReport& report) {
               comms.total_bytes());
 }
 
+// The backend of a rank that dtrun started: "gloo" or "nccl".
+absl::StatusOr<std::shared_ptr<Backend>> BackendFromEnv(
+    const std::string& name) {
+  if (name == "nccl") return NcclBackendFromEnv();
+  return GlooBackendFromEnv();
+}
+
+// This process's device: the CPU, or the GPU of its local rank (dtrun's
+// LOCAL_RANK, 0 without dtrun) modulo the devices present.
+absl::StatusOr<Device> RankDevice(const Options& options) {
+  if (options.device == "cpu") return Device::CPU();
+  const int count = cuda::DeviceCount();
+  if (count == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--device cuda: no usable CUDA device (", cuda::Describe(), ")"));
+  }
+  int64_t local_rank = 0;
+  if (options.backend == "nccl") {
+    DT_ASSIGN_OR_RETURN(NcclBackendOptions nccl, NcclOptionsFromEnv());
+    local_rank = nccl.local_rank;
+  }
+  return Device::CUDA(static_cast<int>(local_rank % count));
+}
+
 absl::Status Main(const std::vector<std::string>& args) {
   DT_ASSIGN_OR_RETURN(Options options, ParseOptions(args));
   SetDefaultCollectiveDeadline(options.deadline);
@@ -266,9 +330,10 @@ absl::Status Main(const std::vector<std::string>& args) {
                      " bytes; a sequence needs ", options.seq + 1));
   }
   RankReport rank0;
-  if (options.backend == "gloo") {
+  if (options.backend != "inprocess") {
     // One process per rank, started by dtrun.
-    DT_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, GlooBackendFromEnv());
+    DT_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend,
+                        BackendFromEnv(options.backend));
     if (backend->world_size() != mesh.size()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--mesh ", options.mesh, " has ", mesh.size(),
@@ -278,15 +343,24 @@ absl::Status Main(const std::vector<std::string>& args) {
     if (groups.rank() == 0) {
       DT_RETURN_IF_ERROR(PrintHeader(options, mesh, corpus));
     }
-    DT_ASSIGN_OR_RETURN(rank0, TrainRank(groups, options, mesh, plan, corpus));
+    DT_ASSIGN_OR_RETURN(const Device device, RankDevice(options));
+    DT_ASSIGN_OR_RETURN(rank0,
+                        TrainRank(groups, options, mesh, plan, corpus, device));
     if (groups.rank() != 0) return absl::OkStatus();
   } else {
+    if (options.device == "cuda" && mesh.size() > 1) {
+      // In-process communicators move CPU tensors.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--device cuda with in-process ranks needs a mesh of one rank, got ",
+          options.mesh, "; run more ranks under dtrun with --backend nccl"));
+    }
+    DT_ASSIGN_OR_RETURN(const Device device, RankDevice(options));
     DT_RETURN_IF_ERROR(PrintHeader(options, mesh, corpus));
     std::mutex mu;
     LocalCluster cluster(mesh.size());
     DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) -> absl::Status {
-      DT_ASSIGN_OR_RETURN(RankReport report,
-                          TrainRank(groups, options, mesh, plan, corpus));
+      DT_ASSIGN_OR_RETURN(RankReport report, TrainRank(groups, options, mesh,
+                                                       plan, corpus, device));
       std::lock_guard<std::mutex> lock(mu);
       if (groups.rank() == 0) rank0 = std::move(report);
       return absl::OkStatus();

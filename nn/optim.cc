@@ -60,7 +60,8 @@ absl::StatusOr<DTensor> Optimizer::GradientInLayout(size_t i,
 absl::StatusOr<DTensor> Optimizer::ZerosLikeParam(size_t i) const {
   const DTensor& param = params_[i];
   DT_ASSIGN_OR_RETURN(Tensor zeros,
-                      Tensor::Zeros(param.ToLocal().shape(), param.dtype()));
+                      Tensor::Zeros(param.ToLocal().shape(), param.dtype(),
+                                    param.ToLocal().device()));
   return DTensor::WrapUnchecked(param.runtime(), param.spec_ptr(),
                                 std::move(zeros));
 }

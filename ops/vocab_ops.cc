@@ -20,6 +20,7 @@
 #include "ops/matmul_ops.h"
 #include "ops/rule_helpers.h"
 #include "ops/view_ops.h"
+#include "tensor/cuda_backend_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/kernel_checks.h"
 
@@ -365,6 +366,28 @@ absl::StatusOr<RowResults> RowResultsOf(const KernelContext& ctx,
   return rows;
 }
 
+// RowResultsOf on the device of `logits` [rows, classes]: the CUDA row kernel
+// when they live on a CUDA device and this rank holds every class; otherwise
+// the host loop, in the compute dtype, with the class group's all-reduces.
+absl::StatusOr<RowResults> RowResultsOnLogitsDevice(
+    const KernelContext& ctx, const Tensor& logits,
+    const std::vector<int64_t>& targets, int64_t class_offset,
+    const LossGroups& groups) {
+  if (cuda::OnCuda(logits) && groups.class_dims.empty()) {
+    RowResults rows;
+    DT_RETURN_IF_ERROR(cuda::CrossEntropyRowsOnDevice(
+        logits, targets, ctx.args().Int(1), rows.losses, rows.log_sum_exp));
+    return rows;
+  }
+  const DType compute = ComputeDType(ctx.input(0)->dtype());
+  DT_ASSIGN_OR_RETURN(Tensor host, logits.To(Device::CPU()));
+  DT_ASSIGN_OR_RETURN(host, host.To(compute));
+  host = host.Contiguous();
+  return compute == DType::kF64
+             ? RowResultsOf<double>(ctx, host, targets, class_offset, groups)
+             : RowResultsOf<float>(ctx, host, targets, class_offset, groups);
+}
+
 // The number of non-ignored targets of the whole batch, from this rank's
 // `count`.
 absl::StatusOr<int64_t> GlobalCount(const KernelContext& ctx, int64_t count,
@@ -426,16 +449,10 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
     DT_ASSIGN_OR_RETURN(logits, logits.Unsqueeze(0));
   }
   const DType compute = ComputeDType(spec.dtype());
-  DT_ASSIGN_OR_RETURN(logits, logits.To(Device::CPU()));
-  DT_ASSIGN_OR_RETURN(logits, logits.To(compute));
-  logits = logits.Contiguous();
   const LossGroups groups = LossGroupsOf(spec.sharding());
-  const int64_t class_offset = block.offset[rank - 1];
-  absl::StatusOr<RowResults> rows =
-      compute == DType::kF64
-          ? RowResultsOf<double>(ctx, logits, targets, class_offset, groups)
-          : RowResultsOf<float>(ctx, logits, targets, class_offset, groups);
-  DT_RETURN_IF_ERROR(rows.status());
+  DT_ASSIGN_OR_RETURN(const RowResults rows,
+                      RowResultsOnLogitsDevice(ctx, logits, targets,
+                                               block.offset[rank - 1], groups));
   const Reduction reduction = ReductionOf(ctx.args());
   int64_t count =
       std::count_if(targets.begin(), targets.end(),
@@ -444,10 +461,10 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
     DT_ASSIGN_OR_RETURN(count, GlobalCount(ctx, count, groups));
   }
   const Shape& target_shape = inputs[1].shape();
-  DT_ASSIGN_OR_RETURN(Tensor loss, ReducedLoss(rows->losses, reduction, count,
+  DT_ASSIGN_OR_RETURN(Tensor loss, ReducedLoss(rows.losses, reduction, count,
                                                target_shape, spec.dtype()));
   DT_ASSIGN_OR_RETURN(Tensor log_sum_exp, Tensor::FromVector<double>(
-                                              rows->log_sum_exp, target_shape));
+                                              rows.log_sum_exp, target_shape));
   DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.To(compute));
   return OpLocals{std::move(loss), Tensor::Scalar(count, DType::kI64),
                   std::move(log_sum_exp)};

@@ -23,6 +23,17 @@ std::vector<Placement> BatchLayout(const DeviceMesh& mesh, const Plan& plan) {
   return layout;
 }
 
+// Moves the local block of every parameter and buffer of `model` to `device`.
+absl::Status MoveToDevice(nn::Module& model, Device device) {
+  for (const nn::NamedSlot& named : model.NamedSlots()) {
+    DTensor& value = named.slot->value;
+    DT_ASSIGN_OR_RETURN(Tensor local, value.ToLocal().To(device));
+    value = DTensor::WrapUnchecked(value.runtime(), value.spec_ptr(),
+                                   std::move(local));
+  }
+  return absl::OkStatus();
+}
+
 bool HasLossParallel(const Plan& plan) {
   return std::any_of(plan.tp.begin(), plan.tp.end(), [](const PlanEntry& e) {
     return e.spec.style == Style::kLossParallel;
@@ -49,6 +60,10 @@ absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(
   DT_ASSIGN_OR_RETURN(trainer->model_,
                       nn::BuildLlama(options.config, runtime, mesh, init));
   DT_RETURN_IF_ERROR(ParallelizeModule(*trainer->model_, mesh, plan));
+  if (!options.device.is_cpu() && !runtime->metadata_only()) {
+    DT_RETURN_IF_ERROR(MoveToDevice(*trainer->model_, options.device));
+  }
+  trainer->device_ = options.device;
   trainer->loss_parallel_ = HasLossParallel(plan);
   for (const nn::NamedSlot& named : trainer->model_->NamedParameters()) {
     trainer->parameters_.push_back(named.slot->value);
@@ -73,8 +88,9 @@ absl::StatusOr<DTensor> LlamaTrainer::Wrap(const Tensor& full,
                       full.Narrow(0, block.offset[0], block.shape[0]));
   FromLocalOptions from_local;
   from_local.global_shape = std::move(shape);
-  return DTensor::FromLocal(runtime_, local.Contiguous(), mesh_, batch_layout_,
-                            from_local);
+  DT_ASSIGN_OR_RETURN(Tensor on_device, local.Contiguous().To(device_));
+  return DTensor::FromLocal(runtime_, std::move(on_device), mesh_,
+                            batch_layout_, from_local);
 }
 
 absl::StatusOr<LlamaTrainer::Batch> LlamaTrainer::MakeBatch(

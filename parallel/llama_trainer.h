@@ -28,6 +28,10 @@ struct LlamaTrainerOptions {
   uint64_t seed = 0;
   DType dtype = DType::kF32;
   nn::AdamWOptions adamw;
+  // Where this rank's parameters, optimizer state and batches live (a CUDA
+  // device: the ops run its kernels). Initial values are computed on the CPU
+  // and copied, so every device starts from the same model.
+  Device device = Device::CPU();
 };
 
 // One rank's share of training a Llama model (nn/llama.h) parallelized by a
@@ -103,6 +107,7 @@ class LlamaTrainer {
   std::shared_ptr<Runtime> runtime_;
   DeviceMesh mesh_;
   std::vector<Placement> batch_layout_;
+  Device device_ = Device::CPU();
   std::unique_ptr<nn::Transformer> model_;
   std::unique_ptr<nn::AdamW> optimizer_;
   std::vector<DTensor> parameters_;

@@ -226,12 +226,11 @@ absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind,
   return FromCuda(cudaStreamSynchronize(state->stream), "cudaMemcpy");
 }
 
-absl::Status Fill32(void* dst, size_t count, unsigned bits, int device) {
+absl::Status Fill(void* dst, size_t count, uint64_t bits, int element_bytes,
+                  int device) {
   DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
-  DT_RETURN_IF_ERROR(FromCuda(
-      LaunchFill32(static_cast<unsigned*>(dst), count, bits, state->stream),
-      "Fill32 launch"));
-  return FromCuda(cudaStreamSynchronize(state->stream), "Fill32");
+  return FromCuda(LaunchFill(dst, count, bits, element_bytes, state->stream),
+                  "Fill launch");
 }
 
 absl::StatusOr<void*> CurrentStream(int device) {

@@ -50,8 +50,10 @@ enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 // (host-to-device) or holds the data (device-to-host).
 absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind,
                     int device);
-// Sets `count` 32-bit words at `dst` to `bits` (a kernel, to exercise nvcc).
-absl::Status Fill32(void* dst, size_t count, unsigned bits, int device);
+// Sets the `count` elements of `element_bytes` (1, 2, 4 or 8) at `dst` to the
+// low `element_bytes` bytes of `bits`, ordered on the device's stream.
+absl::Status Fill(void* dst, size_t count, uint64_t bits, int element_bytes,
+                  int device);
 
 // The stream of `device` (a cudaStream_t), for the NCCL backend and the
 // kernel launches: work submitted to it is ordered with every op of the

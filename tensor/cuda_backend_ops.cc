@@ -177,9 +177,11 @@ absl::StatusOr<Tensor> Matmul3d(const Tensor& a, const Tensor& b) {
   const int64_t m = a.size(1);
   const int64_t k = a.size(2);
   const int64_t n = b.size(2);
+  // cuBLAS writes every element (beta = 0) unless the sum over k is empty.
+  if (k == 0) return Tensor::Zeros({batch, m, n}, a.dtype(), a.device());
   DT_ASSIGN_OR_RETURN(Tensor out,
-                      Tensor::Zeros({batch, m, n}, a.dtype(), a.device()));
-  if (k == 0 || out.numel() == 0) return out;
+                      Tensor::Empty({batch, m, n}, a.dtype(), a.device()));
+  if (out.numel() == 0) return out;
   const MatrixLayout la = *LayoutOf(a);
   const MatrixLayout lb = *LayoutOf(b);
   GemmArgs args;
@@ -247,13 +249,19 @@ absl::StatusOr<ReducePlan> PlanReduce(const Tensor& x,
 }  // namespace
 
 absl::Status CopyOnDevice(const Tensor& src, const Tensor& dst) {
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(dst));
+  return CopyOnStream(src, dst, stream);
+}
+
+absl::Status CopyOnStream(const Tensor& src, const Tensor& dst,
+                          void* stream_ptr) {
   DT_RETURN_IF_ERROR(CheckOnDevice(src, dst.device(), "Copy", "source"));
   if (src.shape() != dst.shape()) {
     return absl::InvalidArgumentError(
         absl::StrCat("Copy: source shape ", ShapeToString(src.shape()),
                      " differs from ", ShapeToString(dst.shape())));
   }
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(dst));
+  const auto stream = static_cast<cudaStream_t>(stream_ptr);
   DT_ASSIGN_OR_RETURN(
       const StridedShape<2> shape,
       Coalesce<2>(dst.shape(), {&dst.strides(), &src.strides()}, "Copy"));
@@ -508,8 +516,8 @@ absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
   DT_RETURN_IF_ERROR(Launched(
       LaunchCrossEntropyRows(ToScalarType(logits.dtype()), input.raw_data(),
                              device_targets.data<int64_t>(),
-                             losses.data<double>(), rows, classes, ignore_index,
-                             stream),
+                             losses.data<double>(), /*log_sum_exp=*/nullptr,
+                             rows, classes, ignore_index, stream),
       "CrossEntropy"));
   if (reduction == Reduction::kNone) {
     DT_ASSIGN_OR_RETURN(Tensor shaped, losses.View(target.shape()));
@@ -528,6 +536,109 @@ absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
                             ? total
                             : (counted == 0 ? std::nan("") : total / counted);
   return Tensor::Scalar(result, logits.dtype()).To(logits.device());
+}
+
+absl::StatusOr<Tensor> WhereOnDevice(const Tensor& cond_in, const Tensor& a_in,
+                                     const Tensor& b_in, const Shape& shape) {
+  const Device device = OnCuda(cond_in) ? cond_in.device()
+                        : OnCuda(a_in)  ? a_in.device()
+                                        : b_in.device();
+  DT_ASSIGN_OR_RETURN(const Tensor cond,
+                      OnDevice(cond_in, device, "Where", "cond"));
+  DT_ASSIGN_OR_RETURN(const Tensor a, OnDevice(a_in, device, "Where", "a"));
+  DT_ASSIGN_OR_RETURN(const Tensor b, OnDevice(b_in, device, "Where", "b"));
+  DT_ASSIGN_OR_RETURN(const Tensor cond_view, cond.Expand(shape));
+  DT_ASSIGN_OR_RETURN(const Tensor a_view, a.Expand(shape));
+  DT_ASSIGN_OR_RETURN(const Tensor b_view, b.Expand(shape));
+  DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(shape, a.dtype(), device));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(out));
+  DT_ASSIGN_OR_RETURN(const StridedShape<4> strided,
+                      Coalesce<4>(shape,
+                                  {&out.strides(), &cond_view.strides(),
+                                   &a_view.strides(), &b_view.strides()},
+                                  "Where"));
+  DT_RETURN_IF_ERROR(
+      Launched(LaunchWhere(ToScalarType(a.dtype()),
+                           static_cast<const bool*>(cond_view.raw_data()),
+                           a_view.raw_data(), b_view.raw_data(), out.raw_data(),
+                           strided, out.numel(), stream),
+               "Where"));
+  return out;
+}
+
+absl::Status MaskedSoftmaxOnDevice(const Tensor& scores, int64_t lq, int64_t lk,
+                                   bool causal, double scale) {
+  DT_RETURN_IF_ERROR(CheckOnDevice(scores, scores.device(),
+                                   "ScaledDotProductAttention", "scores"));
+  if (!scores.is_contiguous() ||
+      (scores.dtype() != DType::kF32 && scores.dtype() != DType::kF64)) {
+    return absl::InternalError(
+        "ScaledDotProductAttention: scores must be contiguous f32 or f64");
+  }
+  if (lk == 0) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(scores));
+  return Launched(
+      LaunchMaskedSoftmax(ToScalarType(scores.dtype()), scores.raw_data(),
+                          scores.numel() / lk, lq, lk, causal, scale, stream),
+      "ScaledDotProductAttention");
+}
+
+absl::StatusOr<Tensor> RotaryOnDevice(const Tensor& x,
+                                      const std::vector<double>& cos_table,
+                                      const std::vector<double>& sin_table) {
+  DT_RETURN_IF_ERROR(CheckFloating(x, "RotaryEmbedding", "x"));
+  const int64_t seq = x.size(-3);
+  const int64_t heads = x.size(-2);
+  const int64_t half = x.size(-1) / 2;
+  const int64_t row = seq * heads * 2 * half;
+  const int64_t outer = row == 0 ? 0 : x.numel() / row;
+  DT_ASSIGN_OR_RETURN(Tensor cos_host,
+                      Tensor::FromVector<double>(cos_table, {seq, half}));
+  DT_ASSIGN_OR_RETURN(Tensor sin_host,
+                      Tensor::FromVector<double>(sin_table, {seq, half}));
+  DT_ASSIGN_OR_RETURN(const Tensor cos_device, cos_host.To(x.device()));
+  DT_ASSIGN_OR_RETURN(const Tensor sin_device, sin_host.To(x.device()));
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
+  DT_RETURN_IF_ERROR(Launched(
+      LaunchRotary(ToScalarType(x.dtype()), input.raw_data(), out.raw_data(),
+                   static_cast<const double*>(cos_device.raw_data()),
+                   static_cast<const double*>(sin_device.raw_data()), outer,
+                   seq, heads, half, stream),
+      "RotaryEmbedding"));
+  return out;
+}
+
+absl::Status CrossEntropyRowsOnDevice(const Tensor& logits,
+                                      const std::vector<int64_t>& targets,
+                                      int64_t ignore_index,
+                                      std::vector<double>& losses,
+                                      std::vector<double>& log_sum_exp) {
+  DT_RETURN_IF_ERROR(CheckFloating(logits, "cross_entropy", "logits"));
+  const int64_t rows = logits.size(0);
+  const int64_t classes = logits.size(1);
+  DT_ASSIGN_OR_RETURN(const Tensor host_targets,
+                      Tensor::FromVector<int64_t>(targets, {rows}));
+  DT_ASSIGN_OR_RETURN(const Tensor device_targets,
+                      host_targets.To(logits.device()));
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
+  DT_ASSIGN_OR_RETURN(Tensor results,
+                      Tensor::Empty({2, rows}, DType::kF64, logits.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
+  double* const loss_rows = results.data<double>();
+  DT_RETURN_IF_ERROR(Launched(
+      LaunchCrossEntropyRows(ToScalarType(logits.dtype()), input.raw_data(),
+                             device_targets.data<int64_t>(), loss_rows,
+                             loss_rows + rows, rows, classes, ignore_index,
+                             stream),
+      "cross_entropy"));
+  DT_ASSIGN_OR_RETURN(const Tensor host, results.To(Device::CPU()));
+  const double* values = host.data<double>();
+  losses.assign(values, values + rows);
+  log_sum_exp.assign(values + rows, values + 2 * rows);
+  return absl::OkStatus();
 }
 
 }  // namespace dtensor::cuda

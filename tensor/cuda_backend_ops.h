@@ -2,6 +2,7 @@
 #define DTENSOR_TENSOR_CUDA_BACKEND_OPS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,6 +35,9 @@ absl::StatusOr<Tensor> BinaryOnDevice(BinaryOp op, absl::string_view name,
 // Copies `src` (already of dst's shape, any strides, any dtype, on dst's
 // device) into `dst`, converting the dtype.
 absl::Status CopyOnDevice(const Tensor& src, const Tensor& dst);
+// CopyOnDevice ordered on `stream` (a cudaStream_t of dst's device, such as a
+// communicator's) instead of the device's stream.
+absl::Status CopyOnStream(const Tensor& src, const Tensor& dst, void* stream);
 absl::StatusOr<Tensor> MatmulOnDevice(const Tensor& a, const Tensor& b);
 absl::StatusOr<Tensor> SoftmaxOnDevice(const Tensor& x, int64_t dim, bool log);
 absl::StatusOr<Tensor> RmsNormOnDevice(const Tensor& x, const Tensor& weight,
@@ -45,6 +49,28 @@ absl::StatusOr<Tensor> ReduceOnDevice(ReduceOp op, bool mean,
                                       bool keepdim);
 absl::StatusOr<Tensor> EmbeddingOnDevice(const Tensor& indices,
                                          const Tensor& table);
+// cond ? a : b broadcast to `shape` (the checked broadcast of the three);
+// CPU operands are copied to the device of the CUDA ones.
+absl::StatusOr<Tensor> WhereOnDevice(const Tensor& cond, const Tensor& a,
+                                     const Tensor& b, const Shape& shape);
+// The attention softmax in place on contiguous f32 or f64 `scores`
+// [..., lq, lk]: scaled by `scale`, keys after query i + (lk - lq) at
+// probability 0 when `causal` (tensor/nn_functional.cc's MaskedSoftmaxRows).
+absl::Status MaskedSoftmaxOnDevice(const Tensor& scores, int64_t lq, int64_t lk,
+                                   bool causal, double scale);
+// The rotary embedding of x [outer..., seq, heads, 2 * half] with the angle
+// tables cos/sin [seq, half] computed on the host.
+absl::StatusOr<Tensor> RotaryOnDevice(const Tensor& x,
+                                      const std::vector<double>& cos_table,
+                                      const std::vector<double>& sin_table);
+// Per row of logits [rows, classes] on a CUDA device, in double: `losses`
+// (logsumexp - the target's logit; 0 where the target is ignore_index) and
+// `log_sum_exp` (every row). Targets other than ignore_index are in range.
+absl::Status CrossEntropyRowsOnDevice(const Tensor& logits,
+                                      const std::vector<int64_t>& targets,
+                                      int64_t ignore_index,
+                                      std::vector<double>& losses,
+                                      std::vector<double>& log_sum_exp);
 absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
                                             const Tensor& target,
                                             Reduction reduction,

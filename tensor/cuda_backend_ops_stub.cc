@@ -14,6 +14,9 @@ absl::StatusOr<Tensor> BinaryOnDevice(BinaryOp, absl::string_view,
   return NotBuilt();
 }
 absl::Status CopyOnDevice(const Tensor&, const Tensor&) { return NotBuilt(); }
+absl::Status CopyOnStream(const Tensor&, const Tensor&, void*) {
+  return NotBuilt();
+}
 absl::StatusOr<Tensor> MatmulOnDevice(const Tensor&, const Tensor&) {
   return NotBuilt();
 }
@@ -29,6 +32,24 @@ absl::StatusOr<Tensor> ReduceOnDevice(ReduceOp, bool, absl::string_view,
   return NotBuilt();
 }
 absl::StatusOr<Tensor> EmbeddingOnDevice(const Tensor&, const Tensor&) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> WhereOnDevice(const Tensor&, const Tensor&,
+                                     const Tensor&, const Shape&) {
+  return NotBuilt();
+}
+absl::Status MaskedSoftmaxOnDevice(const Tensor&, int64_t, int64_t, bool,
+                                   double) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> RotaryOnDevice(const Tensor&, const std::vector<double>&,
+                                      const std::vector<double>&) {
+  return NotBuilt();
+}
+absl::Status CrossEntropyRowsOnDevice(const Tensor&,
+                                      const std::vector<int64_t>&, int64_t,
+                                      std::vector<double>&,
+                                      std::vector<double>&) {
   return NotBuilt();
 }
 absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor&, const Tensor&,

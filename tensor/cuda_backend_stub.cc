@@ -14,7 +14,7 @@ absl::Status EmptyCache(int) { return NotBuilt(); }
 absl::Status Memcpy(void*, const void*, size_t, CopyKind, int) {
   return NotBuilt();
 }
-absl::Status Fill32(void*, size_t, unsigned, int) { return NotBuilt(); }
+absl::Status Fill(void*, size_t, uint64_t, int, int) { return NotBuilt(); }
 absl::StatusOr<void*> CurrentStream(int) { return NotBuilt(); }
 absl::Status Synchronize(int) { return NotBuilt(); }
 

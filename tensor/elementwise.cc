@@ -639,9 +639,13 @@ absl::StatusOr<Tensor> Ge(const Tensor& a, double b) {
 
 absl::StatusOr<Tensor> Where(const Tensor& cond, const Tensor& a,
                              const Tensor& b) {
-  DT_RETURN_IF_ERROR(CheckCpu(cond, "Where", "cond"));
-  DT_RETURN_IF_ERROR(CheckCpu(a, "Where", "a"));
-  DT_RETURN_IF_ERROR(CheckCpu(b, "Where", "b"));
+  const bool on_device =
+      cuda::OnCuda(cond) || cuda::OnCuda(a) || cuda::OnCuda(b);
+  if (!on_device) {
+    DT_RETURN_IF_ERROR(CheckCpu(cond, "Where", "cond"));
+    DT_RETURN_IF_ERROR(CheckCpu(a, "Where", "a"));
+    DT_RETURN_IF_ERROR(CheckCpu(b, "Where", "b"));
+  }
   if (cond.dtype() != DType::kBool) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Where: cond has dtype ", std::string(DTypeName(cond.dtype())),
@@ -657,6 +661,7 @@ absl::StatusOr<Tensor> Where(const Tensor& cond, const Tensor& a,
                      ShapeToString(a.shape()), " (a) and ",
                      ShapeToString(b.shape()), " (b) do not broadcast"));
   }
+  if (on_device) return cuda::WhereOnDevice(cond, a, b, *shape);
   DT_ASSIGN_OR_RETURN(const Tensor cond_view, cond.Expand(*shape));
   DT_ASSIGN_OR_RETURN(const Tensor a_view, a.Expand(*shape));
   DT_ASSIGN_OR_RETURN(const Tensor b_view, b.Expand(*shape));

@@ -21,15 +21,37 @@ absl::Status CheckCpu(const Tensor& t, absl::string_view op,
   return absl::OkStatus();
 }
 
+namespace {
+
+absl::Status CheckFloatingDType(const Tensor& t, absl::string_view op,
+                                absl::string_view arg) {
+  if (IsFloatingPoint(t.dtype())) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": ", arg, " has dtype ", std::string(DTypeName(t.dtype())),
+      "; a floating dtype (f32, f64, bf16, f16) is required"));
+}
+
+}  // namespace
+
 absl::Status CheckFloatingCpu(const Tensor& t, absl::string_view op,
                               absl::string_view arg) {
   if (absl::Status status = CheckCpu(t, op, arg); !status.ok()) return status;
-  if (!IsFloatingPoint(t.dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": ", arg, " has dtype ", std::string(DTypeName(t.dtype())),
-        "; a floating dtype (f32, f64, bf16, f16) is required"));
+  return CheckFloatingDType(t, op, arg);
+}
+
+absl::Status CheckFloatingOn(const Tensor& t, Device device,
+                             absl::string_view op, absl::string_view arg) {
+  if (device.is_cpu()) return CheckFloatingCpu(t, op, arg);
+  if (!t.defined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, " is an undefined tensor"));
   }
-  return absl::OkStatus();
+  if (t.device() != device) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, " is on ", t.device().ToString(),
+                     ", the first operand on ", device.ToString()));
+  }
+  return CheckFloatingDType(t, op, arg);
 }
 
 absl::Status CheckSameDType(const Tensor& a, const Tensor& b,
@@ -44,15 +66,16 @@ absl::Status CheckSameDType(const Tensor& a, const Tensor& b,
 absl::StatusOr<std::vector<int64_t>> ReadIndices(const Tensor& index,
                                                  absl::string_view op,
                                                  absl::string_view arg) {
-  if (absl::Status status = CheckCpu(index, op, arg); !status.ok()) {
-    return status;
-  }
+  const bool on_device = index.defined() && index.device().is_cuda();
+  if (!on_device) DT_RETURN_IF_ERROR(CheckCpu(index, op, arg));
   if (index.dtype() != DType::kI32 && index.dtype() != DType::kI64) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": ", arg, " has dtype ", std::string(DTypeName(index.dtype())),
         "; i32 or i64 is required"));
   }
-  return index.ToVector<int64_t>();
+  if (!on_device) return index.ToVector<int64_t>();
+  DT_ASSIGN_OR_RETURN(const Tensor host, index.To(Device::CPU()));
+  return host.ToVector<int64_t>();
 }
 
 absl::Status CheckIndexInRange(int64_t index, int64_t bound,

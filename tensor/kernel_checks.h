@@ -23,12 +23,17 @@ absl::Status CheckCpu(const Tensor& t, absl::string_view op,
 // `t` is defined, on the CPU and of a floating dtype.
 absl::Status CheckFloatingCpu(const Tensor& t, absl::string_view op,
                               absl::string_view arg);
+// `t` is defined, on `device` (the first operand's, for kernels that also run
+// on CUDA devices) and of a floating dtype.
+absl::Status CheckFloatingOn(const Tensor& t, Device device,
+                             absl::string_view op, absl::string_view arg);
 // `a` and `b` have the same dtype.
 absl::Status CheckSameDType(const Tensor& a, const Tensor& b,
                             absl::string_view op, absl::string_view arg_a,
                             absl::string_view arg_b);
-// `index` is a defined i32 or i64 CPU tensor; returns its elements in
-// row-major order.
+// `index` is a defined i32 or i64 tensor on the CPU or a CUDA device (copied
+// to the host: indices are read there); returns its elements in row-major
+// order.
 absl::StatusOr<std::vector<int64_t>> ReadIndices(const Tensor& index,
                                                  absl::string_view op,
                                                  absl::string_view arg);

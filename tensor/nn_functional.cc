@@ -20,6 +20,7 @@ namespace {
 
 using internal::CheckCpu;
 using internal::CheckFloatingCpu;
+using internal::CheckFloatingOn;
 using internal::CheckIndexInRange;
 using internal::CheckSameDType;
 using internal::DispatchFloatingDType;
@@ -401,9 +402,10 @@ absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
                                                  const Tensor& v, bool causal,
                                                  double scale) {
   constexpr char kOp[] = "ScaledDotProductAttention";
-  DT_RETURN_IF_ERROR(CheckFloatingCpu(q, kOp, "q"));
-  DT_RETURN_IF_ERROR(CheckFloatingCpu(k, kOp, "k"));
-  DT_RETURN_IF_ERROR(CheckFloatingCpu(v, kOp, "v"));
+  const Device device = q.defined() ? q.device() : Device::CPU();
+  DT_RETURN_IF_ERROR(CheckFloatingOn(q, device, kOp, "q"));
+  DT_RETURN_IF_ERROR(CheckFloatingOn(k, device, kOp, "k"));
+  DT_RETURN_IF_ERROR(CheckFloatingOn(v, device, kOp, "v"));
   DT_RETURN_IF_ERROR(CheckSameDType(q, k, kOp, "q", "k"));
   DT_RETURN_IF_ERROR(CheckSameDType(q, v, kOp, "q", "v"));
   DT_RETURN_IF_ERROR(CheckAttentionShapes(q, k, v));
@@ -421,7 +423,10 @@ absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
       scale > 0 ? scale : (embed > 0 ? 1.0 / std::sqrt(embed) : 1.0);
   const int64_t lq = q.size(-2);
   const int64_t lk = k.size(-2);
-  if (scores.numel() > 0) {
+  if (device.is_cuda()) {
+    DT_RETURN_IF_ERROR(
+        cuda::MaskedSoftmaxOnDevice(scores, lq, lk, causal, effective_scale));
+  } else if (scores.numel() > 0) {
     if (compute_dtype == DType::kF64) {
       MaskedSoftmaxRows<double>(scores.data<double>(), scores.numel() / lk, lq,
                                 lk, causal, effective_scale);
@@ -436,7 +441,8 @@ absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
 
 absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x, const Tensor& positions,
                                        double theta) {
-  DT_RETURN_IF_ERROR(CheckFloatingCpu(x, "RotaryEmbedding", "x"));
+  const Device device = x.defined() ? x.device() : Device::CPU();
+  DT_RETURN_IF_ERROR(CheckFloatingOn(x, device, "RotaryEmbedding", "x"));
   if (x.dim() < 3 || x.size(-1) % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "RotaryEmbedding: x must be [..., seq, heads, head_dim] with an even "
@@ -457,8 +463,11 @@ absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x, const Tensor& positions,
           "RotaryEmbedding: positions ", ShapeToString(positions.shape()),
           " must be [seq] for x ", ShapeToString(x.shape())));
     }
-    DT_ASSIGN_OR_RETURN(position_values,
-                        ReadIndices(positions, "RotaryEmbedding", "positions"));
+    DT_ASSIGN_OR_RETURN(const Tensor host_positions,
+                        positions.To(Device::CPU()));
+    DT_ASSIGN_OR_RETURN(
+        position_values,
+        ReadIndices(host_positions, "RotaryEmbedding", "positions"));
   } else {
     for (int64_t s = 0; s < seq; ++s) position_values[s] = s;
   }
@@ -472,6 +481,7 @@ absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x, const Tensor& positions,
       sin_table[s * half + i] = std::sin(angle);
     }
   }
+  if (device.is_cuda()) return cuda::RotaryOnDevice(x, cos_table, sin_table);
   const Tensor input = x.Contiguous();
   DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(x.shape(), x.dtype()));
   const int64_t row = seq * heads * 2 * half;

@@ -161,12 +161,34 @@ absl::StatusOr<Tensor> Tensor::To(Device device) const {
 
 // ---- In place. ----
 
+namespace {
+
+// Fills CUDA tensor `t` on its device: the fill kernel over its elements when
+// contiguous, else a filled one-element tensor broadcast through the view.
+absl::Status FillOnDevice(const Tensor& t, double value) {
+  uint64_t bits = 0;
+  DispatchDType(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T converted = ConvertValue<T>(value);
+    std::memcpy(&bits, &converted, sizeof(T));
+  });
+  const int element_bytes = static_cast<int>(ElementSize(t.dtype()));
+  if (t.is_contiguous()) {
+    return cuda::Fill(t.raw_data(), t.numel(), bits, element_bytes,
+                      t.device().index);
+  }
+  DT_ASSIGN_OR_RETURN(Tensor one, Tensor::Empty({}, t.dtype(), t.device()));
+  DT_RETURN_IF_ERROR(
+      cuda::Fill(one.raw_data(), 1, bits, element_bytes, t.device().index));
+  Tensor target = t;
+  return target.CopyFrom(one);
+}
+
+}  // namespace
+
 absl::Status Tensor::Fill(double value) {
   DT_RETURN_IF_ERROR(CheckDefined(*this, "Fill"));
-  if (!device().is_cpu()) {
-    DT_ASSIGN_OR_RETURN(Tensor host, Full(shape_, value, dtype_));
-    return CopyFrom(host);
-  }
+  if (device().is_cuda()) return FillOnDevice(*this, value);
   DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
     const T fill = ConvertValue<T>(value);

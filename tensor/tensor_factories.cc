@@ -58,10 +58,9 @@ absl::StatusOr<Tensor> Tensor::Ones(Shape shape, DType dtype, Device device) {
 
 absl::StatusOr<Tensor> Tensor::Full(Shape shape, double value, DType dtype,
                                     Device device) {
-  // Other devices get the values through a host copy.
-  DT_ASSIGN_OR_RETURN(Tensor host, Empty(std::move(shape), dtype));
-  DT_RETURN_IF_ERROR(host.Fill(value));
-  return host.To(device);
+  DT_ASSIGN_OR_RETURN(Tensor tensor, Empty(std::move(shape), dtype, device));
+  DT_RETURN_IF_ERROR(tensor.Fill(value));
+  return tensor;
 }
 
 absl::StatusOr<Tensor> Tensor::Arange(double start, double end, double step,

@@ -9,8 +9,10 @@
 #
 #   tools/gpu_bundle.sh [OUT_DIR]    (default: gpu_bundle/ in the repo root)
 #
-# Fails when the folder exceeds 64 MiB. On the GPU machine: `OUT_DIR/run.sh`
-# runs everything and writes OUT_DIR/summary.txt (or $1/summary.txt).
+# The programs and libraries travel compressed (payload.tar.gz: OpenBLAS alone
+# is 36 MB unpacked); run.sh unpacks them beside itself. Fails when the folder
+# exceeds 64 MiB. On the GPU machine: `OUT_DIR/run.sh` runs everything and
+# writes OUT_DIR/summary.txt (or $1/summary.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,39 +22,61 @@ limit_bytes=$((64 * 1024 * 1024))
 mapfile -t tests < <(./bazelw query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
 benches=(//bench:gpu_bench)
 targets=("${tests[@]}" "${benches[@]}" //examples:train_llama)
-./bazelw build --config=cuda "${targets[@]}"
+# Programs the tests start by their workspace path. The bundle lays them out,
+# with the data files below, as Bazel's runfiles: runfiles/dtensor/<path>;
+# run.sh runs the tests there, with TEST_SRCDIR pointing at runfiles/.
+data=(//tests/collectives:collective_worker)
+./bazelw build --config=cuda "${targets[@]}" "${data[@]}"
 
 rm -rf "$out"
-mkdir -p "$out/bin" "$out/lib"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$out" "$stage/bin" "$stage/lib"
 bin_dir=$(./bazelw info --config=cuda bazel-bin 2>/dev/null)
 for target in "${targets[@]}"; do
   path=${target#//}
   path=${path/://}
-  cp "$bin_dir/$path" "$out/bin/$(basename "$path")"
+  cp "$bin_dir/$path" "$stage/bin/$(basename "$path")"
 done
-printf '%s\n' "${tests[@]}" | xargs -n1 basename | sed 's/.*://' >"$out/tests.txt"
+# Files train_llama and the tests read, by their workspace path.
+data_files=(examples/data/corpus.txt bench/peer/empty.json
+  bench/configs/llama_1b_2layers.json parallel/plans/*.json)
+for file in "${data_files[@]}"; do
+  mkdir -p "$stage/runfiles/dtensor/$(dirname "$file")"
+  cp "$file" "$stage/runfiles/dtensor/$file"
+done
+for target in "${data[@]}"; do
+  path=${target#//}
+  path=${path/://}
+  mkdir -p "$stage/runfiles/dtensor/$(dirname "$path")"
+  cp "$bin_dir/$path" "$stage/runfiles/dtensor/$path"
+done
+printf '%s\n' "${tests[@]}" | xargs -n1 basename | sed 's/.*://' >"$stage/tests.txt"
 
 # Libraries the target machine provides: the C/C++ runtime and the loader,
 # the driver, and cuBLAS/NCCL (from its Python environment).
 provided='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libgcc_s\.|libstdc\+\+\.|libcuda\.|libcublas|libcublasLt|libnccl)'
-for binary in "$out"/bin/*; do
+for binary in "$stage"/bin/* "$stage"/runfiles/dtensor/tests/collectives/*; do
   ldd "$binary" | awk '/=>/ { print $1, $3 }' | while read -r name file; do
     if [[ "$name" =~ $provided ]]; then continue; fi
     if [[ "$file" == "not" || ! -f "$file" ]]; then
       echo "gpu_bundle: $binary needs $name, which is not found here" >&2
       exit 1
     fi
-    cp -n "$file" "$out/lib/$name"
+    cp -n "$file" "$stage/lib/$name"
   done
 done
-strip --strip-unneeded "$out"/bin/* "$out"/lib/* 2>/dev/null || true
+strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* \
+  "$stage"/runfiles/dtensor/tests/collectives/* 2>/dev/null || true
+tar -czf "$out/payload.tar.gz" -C "$stage" bin lib runfiles tests.txt
 
 cp tools/gpu_bundle_run.sh "$out/run.sh"
+cp bench/peer/gpu_torch.py "$out/"
 chmod +x "$out/run.sh"
 
 size=$(du -sb "$out" | cut -f1)
-echo "gpu_bundle: $out holds $(ls "$out/bin" | wc -l) programs and" \
-  "$(ls "$out/lib" | wc -l) libraries, $size bytes"
+echo "gpu_bundle: $out holds $(ls "$stage/bin" | wc -l) programs and" \
+  "$(ls "$stage/lib" | wc -l) libraries, $size bytes"
 if ((size > limit_bytes)); then
   echo "gpu_bundle: $size bytes exceed the limit of $limit_bytes" >&2
   exit 1

@@ -12,6 +12,12 @@ summary=${1:-$here/summary.txt}
 : >"$summary"
 say() { echo "$*" | tee -a "$summary"; }
 
+# The programs, their libraries and tests.txt, packed by tools/gpu_bundle.sh.
+tar -xzf "$here/payload.tar.gz" -C "$here" || {
+  say "FAIL: cannot unpack $here/payload.tar.gz"
+  exit 2
+}
+
 # The folders holding `name` under the Python environment's nvidia/ package.
 find_lib() {
   local name=$1 roots
@@ -38,7 +44,8 @@ say "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 
 failed=0
 while read -r test; do
   [[ -n "$test" ]] || continue
-  if "$here/bin/$test" >"$here/$test.log" 2>&1; then
+  if (cd "$here/runfiles/dtensor" && TEST_SRCDIR=$here/runfiles \
+    "$here/bin/$test") >"$here/$test.log" 2>&1; then
     say "PASS $test ($(grep -c '\[  SKIPPED \]' "$here/$test.log") skipped lines)"
   else
     say "FAIL $test"
@@ -51,13 +58,31 @@ say "=== gpu_bench"
 "$here/bin/gpu_bench" --benchmark_min_time=0.2 2>&1 | tee -a "$summary" >/dev/null ||
   failed=1
 
-say "=== train_llama --device cuda"
-if "$here/bin/train_llama" --device cuda --steps 5 >"$here/train_llama.log" 2>&1; then
-  tail -n 12 "$here/train_llama.log" >>"$summary"
-else
-  say "FAIL train_llama --device cuda"
-  tail -n 20 "$here/train_llama.log" >>"$summary"
-  failed=1
-fi
+say "=== PyTorch on the same device (bench/peer/gpu_torch.py)"
+llama_batch=4
+llama_seq=1024
+python3 "$here/gpu_torch.py" --llama_batch "$llama_batch" \
+  --llama_seq "$llama_seq" 2>&1 | tee -a "$summary" >/dev/null || failed=1
+
+# A step of the shipped tiny model on one GPU, then two 1B-shaped layers in
+# bf16 (bench/configs/llama_1b_2layers.json) at the shape gpu_torch.py's
+# llama figure uses.
+run_train() {  # run_train <log name> <train_llama flags...>
+  local log=$1
+  shift
+  say "=== train_llama $*"
+  if (cd "$here/runfiles/dtensor" && timeout 300 "$here/bin/train_llama" "$@") \
+    >"$here/$log.log" 2>&1; then
+    tr '\r' '\n' <"$here/$log.log" | grep -v '^$' | tail -n 14 >>"$summary"
+  else
+    say "FAIL train_llama $*"
+    tr '\r' '\n' <"$here/$log.log" | tail -n 20 >>"$summary"
+    failed=1
+  fi
+}
+single_gpu=(--device cuda --mesh dp=1 --plan bench/peer/empty.json)
+run_train train_tiny "${single_gpu[@]}" --steps 20
+run_train train_1b "${single_gpu[@]}" --config bench/configs/llama_1b_2layers.json \
+  --dtype bf16 --batch "$llama_batch" --seq "$llama_seq" --steps 4
 say "result: $([[ $failed == 0 ]] && echo PASS || echo FAIL)"
 exit $failed

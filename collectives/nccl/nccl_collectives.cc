@@ -8,8 +8,8 @@
 #include "base/status_macros.h"
 #include "collectives/argument_checks.h"
 #include "collectives/multiprocess/piece_geometry.h"
-#include "collectives/nccl/device_copy.h"
 #include "collectives/nccl/nccl_communicator.h"
+#include "tensor/cuda_backend_ops.h"
 
 namespace dtensor {
 namespace {
@@ -72,10 +72,16 @@ absl::StatusOr<Tensor> PackedBuffer(const Tensor& tensor, int64_t dim) {
   return Tensor::Empty({tensor.numel()}, tensor.dtype(), tensor.device());
 }
 
+// Copies view `from` into view `to` (same shape and dtype) on `stream`.
+absl::Status CopyView(const Tensor& to, const Tensor& from,
+                      cudaStream_t stream) {
+  return cuda::CopyOnStream(from, to, stream);
+}
+
 // Copies `from` into its staging buffer `to` unless they are the same.
 absl::Status Stage(const Tensor& to, const Tensor& from, cudaStream_t stream) {
   if (Same(to, from)) return absl::OkStatus();
-  return CopyViewOnDevice(to, from, stream);
+  return CopyView(to, from, stream);
 }
 
 absl::Status Pack(const Tensor& packed, const Tensor& tensor, int64_t dim,
@@ -85,7 +91,7 @@ absl::Status Pack(const Tensor& packed, const Tensor& tensor, int64_t dim,
   }
   return ForEachPackedPiece(packed, tensor, dim, sizes,
                             [stream](const Tensor& piece, const Tensor& view) {
-                              return CopyViewOnDevice(view, piece, stream);
+                              return CopyView(view, piece, stream);
                             });
 }
 
@@ -94,7 +100,7 @@ absl::Status Unpack(const Tensor& packed, const Tensor& tensor, int64_t dim,
   if (PiecesAreRanges(tensor, dim)) return absl::OkStatus();
   return ForEachPackedPiece(packed, tensor, dim, sizes,
                             [stream](const Tensor& piece, const Tensor& view) {
-                              return CopyViewOnDevice(piece, view, stream);
+                              return CopyView(piece, view, stream);
                             });
 }
 

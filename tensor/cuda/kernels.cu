@@ -79,12 +79,21 @@ struct MaxCombine {
 
 // ---- Elementwise. ----
 
-__global__ void Fill32Kernel(unsigned* dst, size_t count, unsigned bits) {
+template <typename Word>
+__global__ void FillKernel(Word* dst, size_t count, Word bits) {
   const size_t step = static_cast<size_t>(blockDim.x) * gridDim.x;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
        i < count; i += step) {
     dst[i] = bits;
   }
+}
+
+template <typename Word>
+cudaError_t LaunchFillOf(void* dst, size_t count, uint64_t bits,
+                         cudaStream_t stream) {
+  FillKernel<Word><<<GridFor(count), kThreads, 0, stream>>>(
+      static_cast<Word*>(dst), count, static_cast<Word>(bits));
+  return cudaGetLastError();
 }
 
 template <typename Out, typename T>
@@ -117,6 +126,24 @@ __global__ void BinaryKernel(BinaryOp op, const T* a, const T* b, Out* out,
       int64_t offsets[3];
       OperandOffsetsAt(shape, i, offsets);
       BinaryElement(op, a + offsets[1], b + offsets[2], out + offsets[0]);
+    }
+  }
+}
+
+// out = cond ? a : b (operands 0: out, 1: cond, 2: a, 3: b).
+template <typename T>
+__global__ void WhereKernel(const bool* cond, const T* a, const T* b, T* out,
+                            StridedShape<4> shape, int64_t numel,
+                            bool contiguous) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < numel; i += step) {
+    if (contiguous) {
+      out[i] = cond[i] ? a[i] : b[i];
+    } else {
+      int64_t offsets[4];
+      OperandOffsetsAt(shape, i, offsets);
+      out[offsets[0]] = cond[offsets[1]] ? a[offsets[2]] : b[offsets[3]];
     }
   }
 }
@@ -178,11 +205,13 @@ __global__ void RmsNormKernel(const T* x, const T* weight, T* out,
 
 template <typename T>
 __global__ void CrossEntropyKernel(const T* logits, const int64_t* targets,
-                                   double* losses, int64_t classes,
-                                   int64_t ignore_index) {
+                                   double* losses, double* log_sum_exp,
+                                   int64_t classes, int64_t ignore_index) {
   const int64_t r = blockIdx.x;
   const int64_t target = targets[r];
-  if (target == ignore_index) {  // Uniform across the block.
+  // Uniform across the block.
+  const bool ignored = target == ignore_index;
+  if (ignored && log_sum_exp == nullptr) {
     if (threadIdx.x == 0) losses[r] = 0;
     return;
   }
@@ -191,7 +220,9 @@ __global__ void CrossEntropyKernel(const T* logits, const int64_t* targets,
       LogSumExpMaxPartial(row, threadIdx.x, kThreads), MaxCombine());
   const double sum = BlockReduce(
       LogSumExpSumPartial(row, max, threadIdx.x, kThreads), AddCombine());
-  if (threadIdx.x == 0) losses[r] = CrossEntropyLoss(row, max, sum, target);
+  if (threadIdx.x != 0) return;
+  losses[r] = ignored ? 0 : CrossEntropyLoss(row, max, sum, target);
+  if (log_sum_exp != nullptr) log_sum_exp[r] = max + Log(sum);
 }
 
 template <typename A>
@@ -261,11 +292,20 @@ bool RowsFit(int64_t rows) { return rows <= 2147483647; }
 
 }  // namespace
 
-cudaError_t LaunchFill32(unsigned* dst, size_t count, unsigned bits,
-                         cudaStream_t stream) {
+cudaError_t LaunchFill(void* dst, size_t count, uint64_t bits,
+                       int element_bytes, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  Fill32Kernel<<<GridFor(count), kThreads, 0, stream>>>(dst, count, bits);
-  return cudaGetLastError();
+  switch (element_bytes) {
+    case 1:
+      return LaunchFillOf<uint8_t>(dst, count, bits, stream);
+    case 2:
+      return LaunchFillOf<uint16_t>(dst, count, bits, stream);
+    case 4:
+      return LaunchFillOf<uint32_t>(dst, count, bits, stream);
+    case 8:
+      return LaunchFillOf<uint64_t>(dst, count, bits, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t LaunchUnary(UnaryOp op, ScalarType in_type, ScalarType out_type,
@@ -302,6 +342,20 @@ cudaError_t LaunchBinary(BinaryOp op, ScalarType in_type, ScalarType out_type,
           op, static_cast<const T*>(a), static_cast<const T*>(b),
           static_cast<T*>(out), shape, numel, contiguous);
     }
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchWhere(ScalarType type, const bool* cond, const void* a,
+                        const void* b, void* out, const StridedShape<4>& shape,
+                        int64_t numel, cudaStream_t stream) {
+  if (numel == 0) return cudaSuccess;
+  const bool contiguous = IsContiguous(shape);
+  return Dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    WhereKernel<<<GridFor(numel), kThreads, 0, stream>>>(
+        cond, static_cast<const T*>(a), static_cast<const T*>(b),
+        static_cast<T*>(out), shape, numel, contiguous);
     return cudaGetLastError();
   });
 }
@@ -353,14 +407,16 @@ cudaError_t LaunchRmsNorm(ScalarType type, const void* x, const void* weight,
 
 cudaError_t LaunchCrossEntropyRows(ScalarType type, const void* logits,
                                    const int64_t* targets, double* losses,
-                                   int64_t rows, int64_t classes,
-                                   int64_t ignore_index, cudaStream_t stream) {
+                                   double* log_sum_exp, int64_t rows,
+                                   int64_t classes, int64_t ignore_index,
+                                   cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
   return DispatchFloating(type, [&](auto tag) {
     using T = decltype(tag);
     CrossEntropyKernel<<<rows, kThreads, 0, stream>>>(
-        static_cast<const T*>(logits), targets, losses, classes, ignore_index);
+        static_cast<const T*>(logits), targets, losses, log_sum_exp, classes,
+        ignore_index);
     return cudaGetLastError();
   });
 }

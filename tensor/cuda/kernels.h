@@ -17,9 +17,10 @@
 
 namespace dtensor::cuda {
 
-// Sets `count` 32-bit words at device pointer `dst` to `bits` on `stream`.
-cudaError_t LaunchFill32(unsigned* dst, size_t count, unsigned bits,
-                         cudaStream_t stream);
+// Sets the `count` elements of `element_bytes` (1, 2, 4 or 8) at device
+// pointer `dst` to the low `element_bytes` bytes of `bits` on `stream`.
+cudaError_t LaunchFill(void* dst, size_t count, uint64_t bits,
+                       int element_bytes, cudaStream_t stream);
 
 // out = op(x) over `numel` elements laid out by `shape` (operand 0: out,
 // 1: x); `out_type` is `in_type`, or kBool for comparisons.
@@ -31,6 +32,11 @@ cudaError_t LaunchBinary(BinaryOp op, ScalarType in_type, ScalarType out_type,
                          const void* a, const void* b, void* out,
                          const StridedShape<3>& shape, int64_t numel,
                          cudaStream_t stream);
+// out = cond ? a : b elementwise (operands 0: out, 1: cond, 2: a, 3: b), a
+// and b of `type`.
+cudaError_t LaunchWhere(ScalarType type, const bool* cond, const void* a,
+                        const void* b, void* out, const StridedShape<4>& shape,
+                        int64_t numel, cudaStream_t stream);
 // out = x converted from `from` to `to` (operands 0: out, 1: x): casts and
 // strided copies.
 cudaError_t LaunchCast(ScalarType from, ScalarType to, const void* x, void* out,
@@ -46,11 +52,13 @@ cudaError_t LaunchRmsNorm(ScalarType type, const void* x, const void* weight,
                           void* out, int64_t rows, int64_t width, double eps,
                           cudaStream_t stream);
 // losses[r] = logsumexp(row r) - row r[targets[r]], 0 where targets[r] ==
-// ignore_index; targets are checked to lie in range before launch.
+// ignore_index; targets are checked to lie in range before launch. Unless
+// null, log_sum_exp[r] = logsumexp(row r) for every row.
 cudaError_t LaunchCrossEntropyRows(ScalarType type, const void* logits,
                                    const int64_t* targets, double* losses,
-                                   int64_t rows, int64_t classes,
-                                   int64_t ignore_index, cudaStream_t stream);
+                                   double* log_sum_exp, int64_t rows,
+                                   int64_t classes, int64_t ignore_index,
+                                   cudaStream_t stream);
 // out[r] = reduce(row r of contiguous x [rows, n]) / divisor (divisor 1 for
 // sum, max and min; n for mean), stored as `out_type`.
 cudaError_t LaunchReduceRows(ReduceOp op, ScalarType in_type,

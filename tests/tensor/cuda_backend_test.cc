@@ -32,7 +32,7 @@ TEST(CudaBackendTest, FillAndCopyRoundTrip) {
   constexpr size_t kCount = 1 << 20;
   absl::StatusOr<void*> device_buffer = Malloc(kCount * 4, 0);
   ASSERT_TRUE(device_buffer.ok()) << device_buffer.status();
-  ASSERT_TRUE(Fill32(*device_buffer, kCount, 0xdeadbeefu, 0).ok());
+  ASSERT_TRUE(Fill(*device_buffer, kCount, 0xdeadbeefu, 4, 0).ok());
   std::vector<uint32_t> host(kCount, 0);
   ASSERT_TRUE(Memcpy(host.data(), *device_buffer, kCount * 4,
                      CopyKind::kDeviceToHost, 0)

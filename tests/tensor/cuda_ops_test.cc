@@ -146,6 +146,75 @@ TEST(CudaOpsTest, RowKernels) {
   }
 }
 
+TEST(CudaOpsTest, FillEveryDTypeAndLayout) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<DType> dtypes = {DType::kF32, DType::kF64, DType::kBF16,
+                                     DType::kF16, DType::kI32, DType::kI64,
+                                     DType::kBool};
+  for (DType dtype : dtypes) {
+    const std::string name(DTypeName(dtype));
+    ExpectMatches(Tensor::Full({3, 5}, -2.5, dtype, kGpu),
+                  Tensor::Full({3, 5}, -2.5, dtype), "Full " + name, 0);
+    // A transposed view: filled through its strides, the rest untouched.
+    const Tensor cpu = *Tensor::Zeros({4, 6}, dtype);
+    const Tensor gpu = ToGpu(cpu);
+    Tensor cpu_view = *cpu.Narrow(1, 1, 3)->Transpose(0, 1);
+    Tensor gpu_view = *gpu.Narrow(1, 1, 3)->Transpose(0, 1);
+    ASSERT_TRUE(cpu_view.Fill(7).ok());
+    ASSERT_TRUE(gpu_view.Fill(7).ok());
+    ExpectMatches(gpu, cpu, "Fill of a strided view " + name, 0);
+  }
+}
+
+TEST(CudaOpsTest, WhereBroadcastsAndMixesDevices) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(5);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kI64}) {
+    const Tensor a = RandomTensor({5, 7}, dtype, Layout::kTransposed, rng);
+    const Tensor b = RandomTensor({7}, dtype, Layout::kContiguous, rng);
+    const Tensor cond =
+        *Gt(RandomTensor({5, 1}, DType::kF32, Layout::kContiguous, rng, -1, 1),
+            0.0);
+    ExpectMatches(Where(ToGpu(cond), ToGpu(a), ToGpu(b)), Where(cond, a, b),
+                  "Where", 0);
+    // A CPU scalar operand is copied to the device of the others.
+    const Tensor zero = Tensor::Scalar(0, dtype);
+    ExpectMatches(Where(ToGpu(cond), ToGpu(a), zero), Where(cond, a, zero),
+                  "Where with a CPU scalar", 0);
+  }
+}
+
+TEST(CudaOpsTest, AttentionAndRotary) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(6);
+  for (DType dtype : testing::kFloatDTypes) {
+    const std::string name(DTypeName(dtype));
+    for (bool causal : {false, true}) {
+      // Grouped-query shapes: k and v broadcast over the group dim; more
+      // keys than queries (the causal diagonal moves).
+      const Tensor q =
+          RandomTensor({2, 3, 2, 9, 16}, dtype, Layout::kContiguous, rng);
+      const Tensor k =
+          RandomTensor({2, 3, 1, 12, 16}, dtype, Layout::kContiguous, rng);
+      const Tensor v =
+          RandomTensor({2, 3, 1, 12, 16}, dtype, Layout::kContiguous, rng);
+      ExpectMatches(
+          ScaledDotProductAttention(ToGpu(q), ToGpu(k), ToGpu(v), causal, 0),
+          ScaledDotProductAttention(q, k, v, causal, 0),
+          absl::StrCat("ScaledDotProductAttention ", name,
+                       causal ? " causal" : ""),
+          8);
+    }
+    const Tensor x = RandomTensor({2, 11, 4, 10}, dtype, Layout::kStrided, rng);
+    const Tensor positions = RandomIndices({11}, 100, DType::kI64, rng);
+    ExpectMatches(RotaryEmbedding(ToGpu(x), Tensor(), 10000),
+                  RotaryEmbedding(x, Tensor(), 10000), "Rotary " + name);
+    ExpectMatches(RotaryEmbedding(ToGpu(x), ToGpu(positions), 500000),
+                  RotaryEmbedding(x, positions, 500000),
+                  "Rotary with positions " + name);
+  }
+}
+
 TEST(CudaOpsTest, ErrorsNameTheBadValue) {
   SKIP_WITHOUT_GPU();
   const Tensor table = *Tensor::Zeros({4, 2}, DType::kF32, kGpu);
