@@ -19,8 +19,9 @@ namespace nn {
 
 // Options of GradientTape::Gradient.
 struct GradientOptions {
-  // The gradient of the target (its shape; any layout). Undefined: 1, which
-  // requires a target of one element (a scalar loss).
+  // The gradient of the target (its shape; any layout). Undefined: 1.
+  // Errors: undefined with a target of more than one element (not a scalar
+  // loss).
   DTensor output_gradient;
   // false: each gradient is redistributed to its source's layout, a Partial
   // one completed there (Replicate source: all-reduce; Shard: reduce-scatter;
@@ -70,10 +71,10 @@ struct GradientOptions {
 //
 // The tape keeps every recorded input and output alive until it is
 // destroyed or cleared, except tensors declared RecomputeInBackward. A tape
-// belongs to one thread (each rank records its own); a Scope must not outlive
-// its tape. Ops that the backward definitions run are not recorded (no
-// higher-order gradients). Do not update a recorded tensor's local data in
-// place (optimizer steps) before the gradients are taken.
+// belongs to one thread (each rank records its own). Ops that the backward
+// definitions run are not recorded (no higher-order gradients).
+// Requires: a Scope does not outlive its tape; a recorded tensor's local data
+// is not updated in place (optimizer steps) before the gradients are taken.
 class GradientTape {
  public:
   // Records on the calling thread while alive. Scopes nest, of one tape or
@@ -125,8 +126,9 @@ class GradientTape {
   // Records a call of a differentiable function computed outside op
   // dispatch (one that moves a tensor to another mesh, for instance) on every
   // tape recording on this thread, like ops that Dispatch records: one input
-  // per entry of `inputs` (nulls for absent inputs). `function` must outlive
-  // the tapes (a static). Nothing happens when no tape records.
+  // per entry of `inputs` (nulls for absent inputs). Nothing happens when no
+  // tape records.
+  // Requires: `function` outlives the tapes (a static).
   static void RecordFunction(const Function& function,
                              absl::Span<const DTensor* const> inputs,
                              const OpArgs& args,
@@ -153,9 +155,9 @@ class GradientTape {
   // it), and neither source's data nor the meaning of value changes before
   // the gradients are taken (the rule for every recorded tensor). Views of
   // `value` that ops made are recorded as they are and keep its storage.
-  // Errors (InvalidArgument, nothing declared): an undefined tensor, or a
-  // source of another mesh, global shape or dtype (naming both specs). A
-  // value that is the source itself (same id) is a no-op.
+  // A value that is the source itself (same id) is a no-op.
+  // Errors: an undefined tensor, or a source of another mesh, global shape or
+  // dtype (InvalidArgument naming both specs; nothing declared).
   static absl::Status RecomputeInBackward(const DTensor& value,
                                           const DTensor& source);
 

@@ -31,10 +31,10 @@ struct GradCheckOptions {
 // gradient c (uniform in [-1, 1)), the tape's gradient of every floating
 // input must match (f(x + step e) - f(x - step e)) . c / (2 step) for every
 // element e. Use f64 inputs. Inputs that are undefined or not floating are
-// passed through unchecked. Every floating input must be Replicate on every
-// mesh dim (each rank holds it whole; a one-rank mesh does), and every rank
-// of the mesh must call it. Costs two evaluations of `fn` per element.
-// Errors: a sharded or Partial floating input (naming it), `fn`'s or the
+// passed through unchecked. Costs two evaluations of `fn` per element.
+// Requires: every rank of the mesh calls it.
+// Errors: a floating input not Replicate on every mesh dim (each rank holds
+// it whole; a one-rank mesh does), naming it; `fn`'s or the
 // tape's errors, and the first element that differs (naming the input, the
 // element and both values).
 absl::Status CheckGradients(const DifferentiableFn& fn,

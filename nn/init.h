@@ -37,9 +37,9 @@ struct InitOptions {
 // relative to `root`. A value thus depends only on the seed and the name,
 // never on the mesh or the layout: each rank materialises only its own block
 // (nn/initializer.h). Under a metadata-only runtime the DTensors have no data.
-// Replaces existing values. Errors name the slot (a layout error, a Partial
-// placement, this rank not in the mesh, a non-floating dtype); on error no
-// slot is changed.
+// Replaces existing values.
+// Errors: a layout error, a Partial placement, this rank not in the mesh, a
+// non-floating dtype (each naming the slot); on error no slot is changed.
 absl::Status Initialize(Module& root, std::shared_ptr<Runtime> runtime,
                         const DeviceMesh& mesh,
                         const InitOptions& options = {});

@@ -48,7 +48,7 @@ struct Initializer {
   double a = 0.0;
   double b = 0.0;
 
-  // Errors name a non-finite value, a negative stddev or low > high.
+  // Errors: a non-finite value, a negative stddev, low > high (naming it).
   absl::Status Validate() const;
   // "normal(0, 0.02)", "constant(1)", "uniform(-1, 1)".
   std::string ToString() const;

@@ -10,8 +10,8 @@
 namespace dtensor {
 namespace nn {
 
-// Checks of the arguments layers are built and called with; errors name the
-// layer, the argument and its value.
+// Checks of the arguments layers are built and called with.
+// Errors: InvalidArgument naming the layer, the argument and its value.
 
 // `value` >= 1.
 absl::Status CheckPositive(absl::string_view layer, absl::string_view name,

@@ -43,8 +43,8 @@ struct LlamaConfig {
   // Embedding weight (norm weights start at ones).
   double init_std = 0.02;
 
-  // Errors name the bad field: a size < 1 or above its limit (kMaxLlama*,
-  // naming it), dim not divisible by n_heads,
+  // Errors: (each naming the bad field) a size < 1 or above its limit
+  // (kMaxLlama*, naming it), dim not divisible by n_heads,
   // n_heads not divisible by n_kv_heads, an odd head dim (rotary pairs),
   // norm_eps, rope_theta or ffn_dim_multiplier not positive and finite,
   // init_std negative or not finite.

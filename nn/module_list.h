@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/debug_check.h"
 #include "nn/module.h"
 
 namespace dtensor {
@@ -28,8 +29,11 @@ class ModuleList : public Module {
     return AddModule(std::to_string(size()), std::move(module));
   }
   int64_t size() const { return static_cast<int64_t>(children().size()); }
-  // Requires 0 <= index < size().
-  Module& at(int64_t index) const { return *children()[index].module; }
+  // Requires: 0 <= index < size() (DT_DCHECK).
+  Module& at(int64_t index) const {
+    DT_DCHECK(index >= 0 && index < size());
+    return *children()[index].module;
+  }
 
  protected:
   absl::StatusOr<DTensor> Forward(const DTensor& input) override;

@@ -17,7 +17,8 @@ using StateDict = absl::btree_map<std::string, DTensor>;
 
 // Every parameter and buffer of the tree `root` by fully-qualified name
 // (relative to `root`). The DTensors share storage with the module's; nothing
-// is copied. An error names the first slot without a value.
+// is copied.
+// Errors: a slot without a value (naming the first).
 absl::StatusOr<StateDict> GetStateDict(Module& root);
 
 struct LoadOptions {
@@ -27,10 +28,10 @@ struct LoadOptions {
 };
 
 // Sets the parameters and buffers of `root` from `state`. A slot that has a
-// value keeps its layout and dtype: the loaded DTensor must be on the same
-// mesh, and is redistributed to the slot's layout and converted to its dtype
-// (so every rank of the mesh must call this, as for any redistribution). A
-// slot without a value takes the loaded DTensor as it is.
+// value keeps its layout and dtype: the loaded DTensor, on the slot's mesh,
+// is redistributed to the slot's layout and converted to its dtype. A slot
+// without a value takes the loaded DTensor as it is.
+// Requires: every rank of the mesh calls it (as for any redistribution).
 //
 // Errors, all named in one message: keys of the tree missing from `state`
 // and keys of `state` the tree lacks (when strict), wrong global shapes,

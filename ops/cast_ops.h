@@ -23,6 +23,7 @@ namespace ops {
 //
 // Registry name: to; argument "dtype" (int: the DType enumerator, 0 f32,
 // 1 f64, 2 bf16, 3 f16, 4 i32, 5 i64, 6 bool).
+// Errors: an undefined input, an unknown dtype enumerator.
 
 absl::StatusOr<DTensor> To(const DTensor& x, DType dtype);
 

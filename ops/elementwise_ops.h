@@ -72,7 +72,8 @@ absl::StatusOr<DTensor> Le(const DTensor& a, double b);
 absl::StatusOr<DTensor> Gt(const DTensor& a, double b);
 absl::StatusOr<DTensor> Ge(const DTensor& a, double b);
 
-// cond ? a : b, all three broadcast together; `cond` must be kBool.
+// cond ? a : b, all three broadcast together.
+// Errors: `cond` not kBool; what the binary ops report.
 absl::StatusOr<DTensor> Where(const DTensor& cond, const DTensor& a,
                               const DTensor& b);
 

@@ -12,8 +12,9 @@
 namespace dtensor {
 namespace ops {
 
-// Joining DTensors, with the tensor layer's semantics and errors (Cat,
-// Stack in tensor/tensor.h). The tensors must be on one mesh.
+// Joining DTensors, with the tensor layer's semantics (Cat, Stack in
+// tensor/tensor.h).
+// Errors: what Cat and Stack report; tensors on different meshes.
 //   cat     the joined dim is never sharded (pieces of the chunk rule do not
 //           concatenate into pieces of it), so a sharded one is gathered (or
 //           moved to another dim) first; every other dim keeps its shards,

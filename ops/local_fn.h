@@ -20,9 +20,10 @@ using LocalFn = std::function<absl::StatusOr<Tensor>(
     absl::Span<const Tensor> inputs, const OpArgs& args)>;
 
 // The dtype `fn` returns for inputs of the specs' dtypes and ranks (it runs
-// on tensors of ones with every size 1; absent inputs stay undefined), or the
-// error `fn` reports for them, prefixed with `op`. Lets an InferFn reject
-// under a metadata-only runtime exactly the dtypes the kernel rejects.
+// on tensors of ones with every size 1; absent inputs stay undefined). Lets
+// an InferFn reject under a metadata-only runtime exactly the dtypes the
+// kernel rejects.
+// Errors: what `fn` reports for them, prefixed with `op`.
 absl::StatusOr<DType> ProbeDType(absl::string_view op, const LocalFn& fn,
                                  absl::Span<const DTensorSpec* const> inputs,
                                  const OpArgs& args);

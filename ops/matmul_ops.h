@@ -24,6 +24,8 @@ namespace ops {
 // Registry names: matmul, mm (2-D @ 2-D), bmm (3-D @ 3-D, equal batch),
 // linear (x, weight[, bias]), addmm (bias, a, b; kScalar arguments beta and
 // alpha, default 1).
+// Errors: what the tensor layer's Matmul and Linear report (shapes, dtypes),
+// operands on different meshes, mm and bmm operands of another rank.
 
 // torch.matmul: 1-D to n-D operands, batch dims broadcast.
 absl::StatusOr<DTensor> Matmul(const DTensor& a, const DTensor& b);

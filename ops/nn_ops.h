@@ -12,9 +12,10 @@ namespace dtensor {
 namespace ops {
 
 // The tensor layer's neural-network kernels (tensor/nn_functional.h: the same
-// semantics, dtypes and errors) on DTensors. None communicates itself; a dim
-// a rule needs whole is gathered (or moved to another dim) by the engine
-// first:
+// semantics and dtypes) on DTensors.
+// Errors: what the tensor layer's kernels report; inputs on different meshes.
+// None communicates itself; a dim a rule needs whole is gathered (or moved to
+// another dim) by the engine first:
 //   softmax, log_softmax   `dim` unsharded; every other dim keeps its shards.
 //   rms_norm, layer_norm   the normalized last dim unsharded, the other dims
 //                          keep their shards; weight and bias (over the last

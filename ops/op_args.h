@@ -105,16 +105,18 @@ class OpArgs {
   absl::InlinedVector<double, 2> scalars_;
 };
 
-// Whether `args` matches `schema`: one argument per entry, of its kind. An
-// error names `op`, the position, the expected and the given kind.
+// Whether `args` matches `schema`: one argument per entry, of its kind.
+// Errors: a count or kind that differs (naming `op`, the position, the
+// expected and the given kind).
 absl::Status CheckOpArgs(absl::string_view op, absl::Span<const ArgSpec> schema,
                          const OpArgs& args);
 
 // Builds the arguments of `op` from named text values (a command line's
 // "--arg dims=0,1"), defaults filling the rest. Syntax by kind: kInt "-1";
 // kInts "0,1" ("" is empty); kBool "true"/"false"/"1"/"0"; kDouble and kScalar
-// "2.5". Errors name the argument: an unknown name, a malformed value, a
-// missing required argument.
+// "2.5".
+// Errors: an unknown name, a malformed value, a missing required argument
+// (each naming the argument).
 absl::StatusOr<OpArgs> ParseOpArgs(
     absl::string_view op, absl::Span<const ArgSpec> schema,
     const std::map<std::string, std::string, std::less<>>& named);

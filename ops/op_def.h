@@ -50,8 +50,9 @@ class KernelContext {
 // The shapes and dtypes of an op's outputs from its inputs' global specs
 // (null for an absent optional input) and arguments. It validates the call
 // the way the local kernel would (shapes, dtypes, dims), so that a
-// metadata-only run rejects what a real one rejects; errors name the op and
-// the bad value.
+// metadata-only run rejects what a real one rejects.
+// Errors: the kernel's shape, dtype and dim errors, naming the op and the bad
+// value.
 using InferFn = std::function<absl::StatusOr<std::vector<TensorMeta>>(
     absl::Span<const DTensorSpec* const> inputs, const OpArgs& args)>;
 
@@ -85,9 +86,9 @@ struct BackwardCall {
 // gets none), written with ops, so that they are sharded and propagated like
 // any other call. Autograd (nn/autograd.h) calls it with at least one output
 // gradient defined (so the only one of a one-output op), each of its
-// output's shape and dtype; the returned gradients must have their inputs'
-// shapes and dtypes (the helpers of ops/backward_helpers.h sum broadcast
-// dims back).
+// output's shape and dtype.
+// Requires: the returned gradients have their inputs' shapes and dtypes (the
+// helpers of ops/backward_helpers.h sum broadcast dims back).
 using BackwardFn =
     std::function<absl::StatusOr<std::vector<DTensor>>(const BackwardCall&)>;
 

@@ -74,7 +74,8 @@ bool SameMesh(const DeviceMesh& a, const DeviceMesh& b);
 //
 // Ties (within 1e-9 relative) go to the strategy that redistributes the
 // fewest inputs, then to the fewest redistribution steps, then to the first
-// generated. Errors name the op: a wrong number of inputs, a required input
+// generated.
+// Errors: (each naming the op) a wrong number of inputs, a required input
 // absent, inputs on different meshes, arguments that do not match the
 // schema, the op's own shape and dtype errors, no valid strategy.
 //

@@ -19,15 +19,16 @@ namespace ops {
 // dropout(x, p, seed, offset): element i (row-major index in the global
 // tensor) is kept, scaled by 1 / (1 - p), when draw offset + i of the Philox
 // stream of `seed` (tensor/generator.h: Generator(seed, offset + i)
-// .NextUniformFloat()) is >= p, and zeroed otherwise. p in [0, 1]; x
-// floating. Every dim keeps its shards, and any Partial passes through (the
-// same mask scales every term). Successive calls advance `offset` (by the
-// element count) to draw fresh numbers under one seed.
+// .NextUniformFloat()) is >= p, and zeroed otherwise. Every dim keeps its
+// shards, and any Partial passes through (the same mask scales every term).
+// Successive calls advance `offset` (by the element count) to draw fresh
+// numbers under one seed.
 //
 // Registry name: dropout; arguments "p" (scalar), "seed" (int, the 64-bit
 // seed's bits), "offset" (scalar, a whole number in [0, 2^53), default 0).
 // p and offset are scalars, so calls that only advance the offset share one
 // propagation.
+// Errors: p outside [0, 1], a non-floating x, an offset outside [0, 2^53).
 
 absl::StatusOr<DTensor> Dropout(const DTensor& x, double p, uint64_t seed,
                                 uint64_t offset = 0);

@@ -23,8 +23,9 @@ namespace ops {
 //                                   dtype's lowest / highest integer)
 // Non-reduced dims keep their shards; a Partial input passes through where
 // the reduction commutes with it (sum and mean: sum and avg; amax: max;
-// amin: min). Integer and bool sums give i64; mean needs a floating dtype;
-// a max or min over an empty global extent is an error.
+// amin: min). Integer and bool sums give i64.
+// Errors: mean of a non-floating dtype; a max or min over an empty global
+// extent; what the tensor layer's reductions report.
 //
 // Registry names: sum, mean, amax, amin, max, min (max and min are amax and
 // amin: the values, no indices), aminmax (two outputs: min, max). Arguments:

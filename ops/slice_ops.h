@@ -13,11 +13,12 @@ namespace dtensor {
 namespace ops {
 
 // Taking parts of a DTensor along one dim, with the tensor layer's semantics
-// and errors (Narrow, Slice, Split, Chunk in tensor/tensor.h). The sliced dim
-// is never sharded (a range of the chunk rule's pieces is not a chunking of
-// the range), so a sharded one is gathered (or moved to another dim) first;
-// every other dim keeps its shards, and any Partial passes through. Locally
-// the parts are views.
+// (Narrow, Slice, Split, Chunk in tensor/tensor.h). The sliced dim is never
+// sharded (a range of the chunk rule's pieces is not a chunking of the
+// range), so a sharded one is gathered (or moved to another dim) first; every
+// other dim keeps its shards, and any Partial passes through. Locally the
+// parts are views.
+// Errors: what the tensor layer's functions report for the global shapes.
 //
 // Split and Chunk lay the input out once (the layout the first part's
 // narrow would choose) and then take every part without communication.

@@ -12,8 +12,10 @@
 namespace dtensor {
 namespace ops {
 
-// Shape ops on DTensors, with the tensor layer's semantics and errors
-// (tensor/tensor.h); locally they are views where the tensor layer's are.
+// Shape ops on DTensors, with the tensor layer's semantics (tensor/tensor.h);
+// locally they are views where the tensor layer's are.
+// Errors: what the tensor layer's view functions report for the global
+// shapes.
 // Every Partial passes through all of them (they move elements, never
 // combine them). Dims map as follows:
 //

@@ -14,6 +14,8 @@ namespace ops {
 
 // Ops over a vocabulary that may be sharded, with the tensor layer's
 // semantics (tensor/nn_functional.h), on DTensors.
+// Errors: what Embedding and CrossEntropy report (an index or a target out of
+// range, shapes, dtypes), inputs on different meshes.
 //
 // embedding (indices, table [num, dim]) -> [indices..., dim]:
 //   indices sharded on any dim    -> the output sharded on that dim;

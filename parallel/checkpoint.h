@@ -73,8 +73,8 @@ struct LoadCheckpointOptions {
 // the last good checkpoint loadable. On an error `dir`.tmp is removed. The
 // file system must be shared by the ranks.
 //
-// Errors (the same outcome on every rank: a rank whose own step succeeded
-// returns Aborted naming the rank that failed): an empty state without
+// Errors: the same outcome on every rank (a rank whose own step succeeded
+// returns Aborted naming the rank that failed), for an empty state without
 // SaveOptions::groups, an undefined DTensor (naming the key), a
 // metadata-only runtime, DTensors of different ProcessGroups, a failed
 // Partial reduction, states whose blocks do not tile a tensor (Internal),

@@ -12,8 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "parallel/checkpoint_checksum.h"
+#include "base/debug_check.h"
 #include "base/status_macros.h"
+#include "parallel/checkpoint_checksum.h"
 
 namespace dtensor {
 namespace parallel {
@@ -91,6 +92,8 @@ struct ChunkRun {
 
 std::optional<ShardBlock> IntersectBoxes(const ShardBlock& a,
                                          const ShardBlock& b) {
+  DT_DCHECK(a.shape.size() == b.shape.size() &&
+            a.offset.size() == b.offset.size());
   ShardBlock box;
   for (size_t d = 0; d < a.shape.size(); ++d) {
     const int64_t begin = std::max(a.offset[d], b.offset[d]);

@@ -16,14 +16,16 @@ namespace dtensor {
 namespace parallel {
 
 // The box both `a` and `b` cover (global offsets); nullopt when it has no
-// elements. Requires boxes of equal rank.
+// elements.
+// Requires: boxes of equal rank (DT_DCHECK).
 std::optional<ShardBlock> IntersectBoxes(const ShardBlock& a,
                                          const ShardBlock& b);
 
 // Appends blocks to one data file, computing their chunk checksums.
 class DataFileWriter {
  public:
-  // Creates (or truncates) `dir`/`file`; an error names the path.
+  // Creates (or truncates) `dir`/`file`.
+  // Errors: the file system's (naming the path).
   static absl::StatusOr<DataFileWriter> Open(const std::string& dir,
                                              std::string file);
   DataFileWriter(DataFileWriter&& other) noexcept;

@@ -8,43 +8,17 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/placement.h"
 #include "dtensor/sharding.h"
 #include "nn/autograd.h"
+#include "parallel/parallel_style.h"
 #include "parallel/tp_local.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace parallel {
 namespace {
-
-// Where a style puts a slot of a module on the tp dim.
-Placement TpPlacement(Style style, absl::string_view type,
-                      absl::string_view slot) {
-  bool embedding = type == "Embedding";
-  switch (style) {
-    case Style::kColwise:
-    case Style::kLossParallel:
-      return Placement::Shard(embedding ? 1 : 0);
-    case Style::kRowwise:
-      if (embedding) return Placement::Shard(0);
-      return slot == "weight" ? Placement::Shard(1) : Placement::Replicate();
-    default:
-      return Placement::Replicate();
-  }
-}
-
-absl::StatusOr<Placement> ParseLayout(const std::string& fqn,
-                                      const std::string& text) {
-  absl::StatusOr<Placement> placement = ParsePlacement(text);
-  if (!placement.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan: bad layout \"", text, "\" for \"", fqn,
-                     "\": ", placement.status().message()));
-  }
-  return placement;
-}
 
 // Moves an activation to `target` on mesh dim `tp`, keeping its other mesh
 // dims.
@@ -79,13 +53,19 @@ nn::Module::Hook InputHook(const DeviceMesh& mesh, int64_t tp,
   };
 }
 
-// The output hook of an entry: to `target` on the tp dim (when set), then to
-// the tp-local value when `local_output`.
-nn::Module::Hook OutputHook(int64_t tp, std::optional<Placement> target,
+// The output hook of an entry: a tp-local output wrapped onto `mesh` with
+// `local_layout` on the tp dim (when set), then moved to `target` (when
+// set), then handed on as its tp-local value when `local_output`.
+nn::Module::Hook OutputHook(const DeviceMesh& mesh, int64_t tp,
+                            std::optional<Placement> local_layout,
+                            std::optional<Placement> target,
                             bool local_output) {
-  return [tp, target,
+  return [mesh, tp, local_layout, target,
           local_output](const DTensor& output) -> absl::StatusOr<DTensor> {
     DTensor y = output;
+    if (local_layout && IsTpLocal(y, mesh, tp)) {
+      DT_ASSIGN_OR_RETURN(y, FromTpLocal(y, mesh, tp, *local_layout));
+    }
     if (target) {
       DT_ASSIGN_OR_RETURN(y, RedistributeOnDim(y, tp, *target));
     }
@@ -94,52 +74,32 @@ nn::Module::Hook OutputHook(int64_t tp, std::optional<Placement> target,
   };
 }
 
-// The hooks of one entry: (input target, output target) on the tp dim, and
-// the layout that a tp-local input has on it (input_layouts, else the style's
-// input target).
-struct HookTargets {
-  std::optional<Placement> input;
-  std::optional<Placement> output;
-  std::optional<Placement> local_input;
-};
+// Adds the hooks of a module entry.
+absl::Status AddStyleHooks(const ResolvedEntry& r, const DeviceMesh& mesh,
+                           int64_t tp) {
+  DT_ASSIGN_OR_RETURN(StyleHooks h, r.style->Hooks(*r.module, r.fqn));
+  if (h.input || h.local_input) {
+    r.module->AddInputHook(InputHook(mesh, tp, h.local_input, h.input));
+  }
+  if (h.output || h.local_output || h.use_local_output) {
+    r.module->AddOutputHook(
+        OutputHook(mesh, tp, h.local_output, h.output, h.use_local_output));
+  }
+  return absl::OkStatus();
+}
 
-absl::StatusOr<HookTargets> Targets(const ResolvedEntry& r) {
-  const StyleSpec& spec = r.entry->spec;
-  HookTargets t;
-  std::optional<Placement> in, out;
-  if (spec.input_layouts) {
-    DT_ASSIGN_OR_RETURN(in, ParseLayout(r.fqn, *spec.input_layouts));
+// The style that places `slot` of `module`: a parameter key's, else the
+// module key's; null when no entry names either.
+const ParallelStyle* PlacingStyle(const std::vector<ResolvedEntry>& resolved,
+                                  const nn::Module* module,
+                                  absl::string_view slot) {
+  const ParallelStyle* style = nullptr;
+  for (const ResolvedEntry& r : resolved) {
+    if (r.module != module) continue;
+    if (r.parameter == slot) return r.style.get();
+    if (r.parameter.empty()) style = r.style.get();
   }
-  if (spec.output_layouts) {
-    DT_ASSIGN_OR_RETURN(out, ParseLayout(r.fqn, *spec.output_layouts));
-  }
-  bool embedding = r.module->type_name() == "Embedding";
-  switch (spec.style) {
-    case Style::kColwise:
-      // Token ids of an embedding are replicated already.
-      if (!embedding) t.input = Placement::Replicate();
-      t.output = out;
-      break;
-    case Style::kLossParallel:
-      t.input = Placement::Replicate();
-      t.output = Placement::Shard(-1);
-      break;
-    case Style::kRowwise:
-      if (!embedding) t.input = Placement::Shard(-1);
-      t.output = out.value_or(Placement::Replicate());
-      break;
-    case Style::kSequenceParallel:
-      t.input = in.value_or(Placement::Shard(1));
-      t.output = out;
-      break;
-    case Style::kPrepareInput:
-    case Style::kPrepareOutput:
-      t.input = in;
-      t.output = out;
-      break;
-  }
-  t.local_input = in ? in : t.input;
-  return t;
+  return style;
 }
 
 // FSDP for one module that owns parameters: before its Forward, each
@@ -239,28 +199,21 @@ absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
   }
   // Hooks first (they can fail on a bad layout), then the parameters.
   for (const ResolvedEntry& r : resolved) {
-    DT_ASSIGN_OR_RETURN(HookTargets t, Targets(r));
-    if (t.input || t.local_input) {
-      r.module->AddInputHook(InputHook(mesh, *tp, t.local_input, t.input));
-    }
-    const bool local_output = r.entry->spec.use_local_output;
-    if (t.output || local_output) {
-      r.module->AddOutputHook(OutputHook(*tp, t.output, local_output));
-    }
+    // A parameter key places its parameter alone.
+    if (r.parameter.empty()) DT_RETURN_IF_ERROR(AddStyleHooks(r, mesh, *tp));
   }
   const bool fsdp = dp && plan.dp == DataParallel::kFsdp;
   for (const nn::NamedModule& named : root.NamedModules()) {
-    const PlanEntry* entry = nullptr;
-    for (const ResolvedEntry& r : resolved) {
-      if (r.module == named.module) entry = r.entry;
-    }
     for (nn::TensorSlot& slot : named.module->slots()) {
       if (!slot.is_parameter || !slot.value.defined()) continue;
       std::vector<Placement> placements = slot.value.placements();
-      if (entry != nullptr) {
-        placements[*tp] = TpPlacement(entry->spec.style,
-                                      named.module->type_name(), slot.name);
+      const ParallelStyle* style =
+          PlacingStyle(resolved, named.module, slot.name);
+      std::optional<Placement> placement;
+      if (style != nullptr) {
+        placement = style->ParameterPlacement(*named.module, slot.name);
       }
+      if (placement) placements[*tp] = *placement;
       if (dp) placements[*dp] = Placement::Replicate();
       DT_ASSIGN_OR_RETURN(
           Sharding layout,

@@ -11,7 +11,14 @@ namespace parallel {
 
 // Applies `plan` to the initialized tree `root` whose parameters live on
 // `mesh`: every parameter is re-laid out (SetSlot) and hooks that
-// redistribute activations are added. On the tp dim (plan.tp_dim):
+// redistribute activations are added. On the tp dim (plan.tp_dim) each
+// entry's ParallelStyle (parallel/parallel_style.h) decides: its
+// ParameterPlacement for each parameter slot of the module (a parameter key
+// places its parameter alone and adds no hook), and its Hooks: the input
+// (a tp-local input first wrapped by local_input) redistributed to `input`,
+// the output (a tp-local output first wrapped by local_output) to `output`,
+// then handed on as its tp-local value when use_local_output (see
+// parallel/tp_local.h). The built-in styles' layouts:
 //   colwise    Linear weight [out,in] S(0), bias S(0); input -> R; output as
 //              output_layouts if given (else the propagated S(-1)).
 //              Embedding weight S(1).
@@ -22,9 +29,7 @@ namespace parallel {
 //              loss computed under ops::LossParallelScope keeps them so).
 //   sequence_parallel  parameters R; input -> input_layouts, default S(1).
 //   prepare_input / prepare_output  input/output -> the given layouts.
-// use_local_output hands the output on as its tp-local value, and a
-// tp-local input is wrapped back onto `mesh` by input_layouts (default: the
-// style's input layout); see StyleSpec and parallel/tp_local.h.
+// and Hugging Face's names (docs/parallel.md).
 // Parameters of modules no entry names stay Replicate on the tp dim. On the
 // dp dim (plan.dp_dim): "replicate" keeps parameters R (their gradients come
 // back partial and are all-reduced when brought to the parameter layout);

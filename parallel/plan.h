@@ -1,6 +1,7 @@
 #ifndef DTENSOR_PARALLEL_PLAN_H_
 #define DTENSOR_PARALLEL_PLAN_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,45 +10,27 @@
 #include "absl/strings/string_view.h"
 #include "mesh/device_mesh.h"
 #include "nn/module.h"
+#include "parallel/parallel_style.h"
 
 namespace dtensor {
 namespace parallel {
 
-// How one module is split over the tensor-parallel mesh dim.
-enum class Style {
-  kColwise,           // Linear/Embedding: weight split on output features.
-  kRowwise,           // Linear/Embedding: weight split on input features.
-  kSequenceParallel,  // Norm/Dropout: runs on sequence-sharded activations.
-  kPrepareInput,      // Any module: redistributes its input.
-  kPrepareOutput,     // Any module: redistributes its output.
-  kLossParallel,      // The final Linear: logits stay sharded on vocab.
+// The names plan files give PyTorch's styles (the classes of
+// parallel/parallel_style.h); parallel/style_registry.h lists every name a
+// plan file may use.
+struct Style {
+  static constexpr absl::string_view kColwise = "colwise";
+  static constexpr absl::string_view kRowwise = "rowwise";
+  static constexpr absl::string_view kSequenceParallel = "sequence_parallel";
+  static constexpr absl::string_view kPrepareInput = "prepare_input";
+  static constexpr absl::string_view kPrepareOutput = "prepare_output";
+  static constexpr absl::string_view kLossParallel = "loss_parallel";
 };
 
-// "colwise", "rowwise", ... as written in plan files.
-absl::string_view StyleName(Style style);
-
-// One entry of the "tp" object: a style with its options. Layouts are the
-// placement on the tp mesh dim ("R", "S(1)", "S(-1)"), parsed against the
-// tensor when the plan is applied.
-struct StyleSpec {
-  Style style = Style::kColwise;
-  // The layout of the module's input on the tp dim: the target it is
-  // redistributed to (sequence_parallel, prepare_input), and for every style
-  // how a tp-local input (see use_local_output) is read: it is wrapped onto
-  // the full mesh with this placement (default: the style's input layout,
-  // colwise R, rowwise S(-1), sequence_parallel S(1)), like PyTorch's
-  // from_local in its input preparation.
-  std::optional<std::string> input_layouts;
-  std::optional<std::string> output_layouts;
-  // Whether the module's output is handed on as its tp-local value (true:
-  // the rank's shard along the tp dim, as a DTensor on the mesh with the tp
-  // dim cut to the rank's coordinate; parallel/tp_local.h) or as the global
-  // DTensor (false). The default is false, unlike PyTorch's true: our modules
-  // compute on global shapes (Attention reshapes by the global head count),
-  // so a local value fits only between modules that expect one, such as a
-  // colwise Linear whose output an elementwise module transforms before a
-  // rowwise Linear wraps it again (its input_layouts).
-  bool use_local_output = false;
+// One entry of the "tp" object as written: a style name (looked up in
+// StyleRegistry::Global()) with its options (StyleOptions).
+struct StyleSpec : StyleOptions {
+  std::string style = std::string(Style::kColwise);
 };
 
 enum class DataParallel { kNone, kReplicate, kFsdp };
@@ -64,9 +47,17 @@ absl::string_view DataParallelName(DataParallel dp);
 // "none"; "bucket_mb" (the size of the gradient buckets whose all-reduces
 // overlap the backward pass, parallel/gradient_buckets.h) to 25. Entries
 // keep file order.
+// An entry's pattern names modules, or, when it matches no module,
+// parameters ("layers.*.mlp.up_proj.weight", as Hugging Face's tp_plan
+// allows): the style then places those parameters alone (as for their
+// module) and adds no hooks. `style` is the style object: ParsePlan makes it
+// from `spec` through the registry; a plan built in code may set it directly
+// (then `spec` is not used), or leave it null to have ResolvePlan make it
+// from `spec`.
 struct PlanEntry {
   std::string pattern;
   StyleSpec spec;
+  std::shared_ptr<const ParallelStyle> style;
 };
 struct Plan {
   std::string tp_dim = "tp";
@@ -76,10 +67,17 @@ struct Plan {
   int64_t bucket_bytes = int64_t{25} << 20;
 };
 
-// Parses plan text. Errors (InvalidArgument) name the bad key or value:
-// unknown top-level keys, styles, options or dp modes, wrong JSON types.
+// A Hugging Face config.json is a plan too: an object with
+// "base_model_tp_plan" (or "tp_plan") and none of the keys above is read as
+// {"tp": <that object>}; its other keys are ignored.
+//
+// Parses plan text.
+// Errors: unknown top-level keys, styles, options or dp modes, options a
+// style does not take, wrong JSON types, a config.json with both tp plans
+// (InvalidArgument naming the bad key or value).
 absl::StatusOr<Plan> ParsePlan(absl::string_view json);
-// Reads and parses a file; NotFound names the path.
+// Reads and parses a file.
+// Errors: a missing file (NotFound naming the path); what ParsePlan reports.
 absl::StatusOr<Plan> LoadPlanFile(const std::string& path);
 
 // Whether `pattern` matches the fully-qualified module name `fqn`. Both are
@@ -89,18 +87,26 @@ absl::StatusOr<Plan> LoadPlanFile(const std::string& path);
 // "layers.attention.wq" or "layers.3.x.attention.wq".
 bool MatchPattern(absl::string_view pattern, absl::string_view fqn);
 
-// A plan entry bound to the module it applies to.
+// A plan entry bound to the module it applies to, or to one parameter of
+// it (then `fqn` is the parameter's and `parameter` its slot name).
 struct ResolvedEntry {
   std::string fqn;
   nn::Module* module;
   const PlanEntry* entry;
+  std::shared_ptr<const ParallelStyle> style;
+  std::string parameter;
 };
 
-// Binds every entry of `plan.tp` to the modules of `root` it matches, in
-// pre-order. Errors name the value: a pattern matching no module, a module
-// matched by two patterns, a style that does not fit the module's type
-// (colwise/rowwise/loss_parallel need Linear, colwise/rowwise also accept
-// Embedding; sequence_parallel needs RMSNorm, LayerNorm or Dropout), and
+// Binds every entry of `plan.tp` to the modules of `root` it matches (or,
+// matching none, to the parameters it matches), in pre-order: a module, then
+// the parameter entries of its slots.
+// Errors: (each naming the value) a pattern matching no module or parameter,
+// a module or parameter matched by two patterns, a parameter named by a
+// parameter key and by its module's key (naming both), a style that does not
+// fit the module's type (ParallelStyle::CheckFits: colwise/rowwise/
+// loss_parallel need Linear, colwise/rowwise also accept Embedding;
+// sequence_parallel needs RMSNorm, LayerNorm or Dropout; for a parameter
+// key, its module's type), and
 // tp_dim/dp_dim that are not dims of `mesh` (dp_dim only when dp is used).
 absl::StatusOr<std::vector<ResolvedEntry>> ResolvePlan(const Plan& plan,
                                                        nn::Module& root,

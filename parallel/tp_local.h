@@ -19,8 +19,9 @@ namespace parallel {
 // layout keeps one placement per mesh dim and `tp` keeps its index. Ops run on
 // it like on any DTensor; its global shape is the tp shard's.
 
-// The tp-local mesh of `rank` (which must be in `mesh`): mesh.PinnedAt(tp,
-// rank), computed once per mesh and tp coordinate.
+// The tp-local mesh of `rank`: mesh.PinnedAt(tp, rank), computed once per
+// mesh and tp coordinate.
+// Errors: `rank` not in `mesh` (NotFound), `tp` not a dim of it.
 absl::StatusOr<DeviceMesh> TpLocalMesh(const DeviceMesh& mesh, int64_t tp,
                                        int64_t rank);
 
@@ -31,9 +32,10 @@ bool IsTpLocal(const DTensor& x, const DeviceMesh& mesh, int64_t tp);
 // other mesh dims and Replicate on `tp`; a dim that `tp` shards takes the
 // size of the rank's block. No communication. Recorded by an active
 // GradientTape (the gradient comes back to x's layout, a Partial as
-// Replicate). Errors (InvalidArgument, naming the layout): `tp` not a mesh dim
-// of x, x Partial on `tp` (a term is no tp-local value), or the tensor dim
-// that `tp` shards also sharded by another mesh dim.
+// Replicate).
+// Errors: `tp` not a mesh dim of x, x Partial on `tp` (a term is no tp-local
+// value), or the tensor dim that `tp` shards also sharded by another mesh dim
+// (InvalidArgument naming the layout).
 absl::StatusOr<DTensor> ToTpLocal(const DTensor& x, int64_t tp);
 
 // The inverse, like PyTorch's DTensor.from_local on the tp group: wraps the
@@ -41,9 +43,9 @@ absl::StatusOr<DTensor> ToTpLocal(const DTensor& x, int64_t tp);
 // as in `local`). Shard(d) takes every tp rank to hold an equal block (global
 // size = local size x tp size; FromLocal's check rejects another split);
 // Replicate and Partial take the local value as the replica or this rank's
-// term. No communication. Recorded like ToTpLocal. Errors (InvalidArgument):
-// `local` not on the tp-local mesh of its rank, a shard dim out of range or
-// already sharded by another mesh dim.
+// term. No communication. Recorded like ToTpLocal.
+// Errors: (InvalidArgument) `local` not on the tp-local mesh of its rank, a
+// shard dim out of range or already sharded by another mesh dim.
 absl::StatusOr<DTensor> FromTpLocal(const DTensor& local,
                                     const DeviceMesh& mesh, int64_t tp,
                                     const Placement& placement);

@@ -11,12 +11,13 @@
 
 namespace dtensor {
 
-// Converts one element between the storage types of two DTypes (To and From
-// are among float, double, BFloat16, Half, int32_t, int64_t, bool), as torch
+// Converts one element between the storage types of two DTypes, as torch
 // converts: anything to bool is `!= 0` (NaN is true), bf16/f16 go through
 // float, floats to integers truncate toward zero. Where C++ leaves a
 // float-to-integer conversion undefined, this one is defined: NaN gives 0 and
 // out-of-range values saturate.
+// Requires: To and From among float, double, BFloat16, Half, int32_t,
+// int64_t, bool.
 template <typename To, typename From>
 To ConvertValue(From value) {
   using Wide = ComputeType<From>;

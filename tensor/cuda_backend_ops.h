@@ -16,9 +16,10 @@
 // Semantics, dtypes and results are those of the CPU kernels, computed by the
 // device kernels of tensor/cuda/ on the device's stream (so results can
 // differ from the CPU in the last bits where the device's math functions or
-// summation order differ). Operands must share one CUDA device, except that
-// a CPU operand of a binary op (a scalar) is copied to the device. Without
-// --config=cuda every function returns FailedPrecondition.
+// summation order differ). A CPU operand of a binary op (a scalar) is copied
+// to the device.
+// Errors: what the CPU kernel reports; operands on different CUDA devices;
+// without --config=cuda, every function (FailedPrecondition).
 namespace dtensor::cuda {
 
 // True when `t` is defined and on a CUDA device.

@@ -21,7 +21,8 @@ size_t ElementSize(DType dtype);
 // "f32", "f64", "bf16", "f16", "i32", "i64", "bool".
 std::string_view DTypeName(DType dtype);
 
-// Inverse of DTypeName; an error names the unknown string.
+// Inverse of DTypeName.
+// Errors: an unknown name (naming it).
 absl::StatusOr<DType> ParseDType(std::string_view name);
 
 bool IsFloatingPoint(DType dtype);

@@ -7,19 +7,22 @@
 namespace dtensor {
 
 // Elementwise kernels with NumPy broadcasting. Inputs may be any strided
-// views. Binary ops need equal dtypes (an error names both otherwise); the
-// result is contiguous, of the input dtype (comparisons give kBool). bf16 and
-// f16 compute in f32; integer division truncates toward zero and an integer
-// division by zero is an error. Transcendental ops (exp, log, sqrt, rsqrt,
-// pow, gelu, silu, sigmoid, tanh) require a floating dtype.
+// views. The result is contiguous, of the input dtype (comparisons give
+// kBool). bf16 and f16 compute in f32; integer division truncates toward
+// zero.
+// Errors: binary operands of different dtypes (naming both) or shapes that do
+// not broadcast; an integer division by zero; a transcendental op (exp, log,
+// sqrt, rsqrt, pow, gelu, silu, sigmoid, tanh) on a non-floating dtype;
+// arithmetic on bool; an operand on a device the kernel does not run on.
 //
 // Bool tensors take comparisons, Maximum/Minimum (or/and) and Where;
 // the arithmetic ops (Add, Sub, Mul, Div, Neg, Abs, Relu) reject bool.
 // Integer +, -, *, negation and min / -1 wrap around. Maximum, Minimum and
-// Relu propagate NaN, like torch. The kernels run on CPU tensors only (an
-// error names the device otherwise).
+// Relu propagate NaN, like torch. CUDA operands run on the device
+// (cuda_backend_ops.h).
 
-// The broadcast shape of `a` and `b`, or an error naming both.
+// The broadcast shape of `a` and `b`.
+// Errors: shapes that do not broadcast (naming both).
 absl::StatusOr<Shape> BroadcastShapes(absl::Span<const int64_t> a,
                                       absl::Span<const int64_t> b);
 
@@ -74,7 +77,8 @@ absl::StatusOr<Tensor> Le(const Tensor& a, double b);
 absl::StatusOr<Tensor> Gt(const Tensor& a, double b);
 absl::StatusOr<Tensor> Ge(const Tensor& a, double b);
 
-// cond ? a : b, all three broadcast together; `cond` must be kBool.
+// cond ? a : b, all three broadcast together.
+// Errors: `cond` not kBool; what the binary ops report.
 absl::StatusOr<Tensor> Where(const Tensor& cond, const Tensor& a,
                              const Tensor& b);
 

@@ -8,14 +8,15 @@
 
 namespace dtensor {
 
-// Index ops with torch semantics. Index tensors are i32 or i64; an index out of
-// range is an error naming it and the bound.
+// Index ops with torch semantics. Index tensors are i32 or i64.
+// Errors: an index out of range (naming it and the bound), an index tensor
+// of another dtype, a dim out of range, shapes other than documented.
 
 // Entries of `x` at 1-D `index` along `dim`.
 absl::StatusOr<Tensor> IndexSelect(const Tensor& x, int64_t dim,
                                    const Tensor& index);
-// out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (and so on); `index` has
-// x's rank and sizes <= x's sizes on the other dims.
+// out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (and so on).
+// Errors: `index` not of x's rank, or larger than x on another dim.
 absl::StatusOr<Tensor> Gather(const Tensor& x, int64_t dim,
                               const Tensor& index);
 // A copy of `x` with src[i][j][k] added at x[i][index[i][j][k]][k] (dim 1).

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "base/debug_check.h"
+
 namespace dtensor {
 
 LargeBufferCache& LargeBufferCache::Shared() {
@@ -19,6 +21,7 @@ LargeBufferCache::~LargeBufferCache() {
 }
 
 void* LargeBufferCache::Allocate(size_t bytes) {
+  DT_DCHECK(bytes % kMinBytes == 0);
   {
     absl::MutexLock lock(&mu_);
     auto it = idle_.find(bytes);

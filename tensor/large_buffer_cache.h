@@ -34,11 +34,11 @@ class LargeBufferCache {
       : budget_bytes_(budget_bytes) {}
   ~LargeBufferCache();
 
-  // A buffer of `bytes` (a multiple of kMinBytes), reused or new; null when
-  // out of memory.
+  // A buffer of `bytes`, reused or new; null when out of memory.
+  // Requires: `bytes` is a multiple of kMinBytes (DT_DCHECK).
   void* Allocate(size_t bytes);
-  // Takes back a buffer from Allocate(bytes): kept when the budget allows,
-  // freed otherwise.
+  // Takes back a buffer: kept when the budget allows, freed otherwise.
+  // Requires: `buffer` came from Allocate(bytes) of this cache.
   void Release(void* buffer, size_t bytes);
 
   size_t idle_bytes() const;

@@ -8,8 +8,10 @@
 
 namespace dtensor {
 
-// Neural-network kernels on local tensors. All require floating dtypes for
-// their data inputs (bf16/f16 compute in f32) and return contiguous results.
+// Neural-network kernels on local tensors; contiguous results, bf16/f16
+// computed in f32.
+// Errors (every function): a data input of a non-floating dtype, an
+// undefined input, shapes other than documented, a dim out of range.
 
 // Numerically stable softmax / log_softmax along `dim`.
 absl::StatusOr<Tensor> Softmax(const Tensor& x, int64_t dim);
@@ -25,15 +27,17 @@ absl::StatusOr<Tensor> LayerNorm(const Tensor& x, const Tensor& weight,
                                  const Tensor& bias, double eps = 1e-5);
 
 // Rows of `table` [num, dim] selected by integer `indices` (any shape):
-// result [indices..., dim]. An index outside [0, num) is an error naming it.
+// result [indices..., dim].
+// Errors: an index outside [0, num) (naming it), non-integer `indices`.
 absl::StatusOr<Tensor> Embedding(const Tensor& indices, const Tensor& table);
 
 enum class Reduction { kNone, kMean, kSum };
 // Cross entropy of `logits` [N, C] (or [C]) against integer `target` [N]
 // (or 0-d). Targets equal to `ignore_index` contribute nothing and are not
 // counted by kMean (the mean over no targets is NaN, like PyTorch). kNone gives
-// the per-sample losses [N] (0 where ignored). Other targets outside [0, C)
-// are errors.
+// the per-sample losses [N] (0 where ignored).
+// Errors: other targets outside [0, C); shapes other than [N, C] and [N] or
+// [C] and [] (tensor/kernel_checks.h, shared with the CUDA kernel).
 absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& target,
                                     Reduction reduction = Reduction::kMean,
                                     int64_t ignore_index = -100);
@@ -48,10 +52,11 @@ absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
                                                  const Tensor& v, bool causal,
                                                  double scale = 0.0);
 
-// Rotary position embedding on `x` [..., seq, heads, head_dim] (head_dim even)
+// Rotary position embedding on `x` [..., seq, heads, head_dim]
 // with the rotate-half convention of Llama: pairs (i, i + head_dim/2) rotate by
 // angle position * theta^(-2i/head_dim). `positions` [seq] (integer) gives each
 // row's position; pass an undefined Tensor for 0..seq-1.
+// Errors: an odd head_dim, `positions` not [seq] of an integer dtype.
 absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x, const Tensor& positions,
                                        double theta = 10000.0);
 

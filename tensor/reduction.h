@@ -10,14 +10,14 @@ namespace dtensor {
 // Reductions over any set of dims (negative dims allowed, no repeats). An empty
 // `dims` reduces over all dims. With keepdim the reduced dims stay as size 1.
 // Floating inputs accumulate in double; bf16/f16 results are rounded back.
-// sum of integers/bool gives i64; mean and var require a floating dtype.
-// max/min/argmax over an empty extent are errors; sum of nothing is 0 and mean
-// of nothing is NaN.
+// sum of integers/bool gives i64; sum of nothing is 0 and mean of nothing is
+// NaN.
+// Errors: mean and var of a non-floating dtype; max/min/argmax over an empty
+// extent; a dim out of range or repeated; a tensor not on the CPU.
 //
 // A 0-d tensor accepts dim 0 or -1 (nothing to reduce). Var divides by
 // max(n - correction, 0), so one element with correction 1 gives NaN, as in
-// torch. max/min propagate NaN and argmax takes a NaN as the maximum. The
-// kernels run on CPU tensors only.
+// torch. max/min propagate NaN and argmax takes a NaN as the maximum.
 
 absl::StatusOr<Tensor> Sum(const Tensor& a, absl::Span<const int64_t> dims = {},
                            bool keepdim = false);

@@ -16,6 +16,8 @@ namespace dtensor {
 // which is missing.
 class Storage {
  public:
+  // Errors: no memory (ResourceExhausted); a CUDA device without the CUDA
+  // backend or the device (FailedPrecondition).
   static absl::StatusOr<std::shared_ptr<Storage>> Allocate(size_t nbytes,
                                                            Device device);
   // Wraps memory owned elsewhere; `deleter` (may be empty) runs on release.

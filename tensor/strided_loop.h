@@ -20,7 +20,9 @@ using OperandOffsets = std::array<int64_t, N>;
 // once per block, where element j of row i (j < count, i < rows) of operand
 // k lies at offsets[k] + i * row_steps[k] + j * steps[k]. `strides[k]` are
 // operand k's element strides (0 for broadcast dims) and `offsets[k]` the
-// offset of its element [0, ..., 0]. Size-1 dims are dropped and adjacent
+// offset of its element [0, ..., 0].
+// Requires: every strides[k] has shape.size() entries.
+// Size-1 dims are dropped and adjacent
 // dims that every operand can walk with a single stride are merged first, so
 // operands that are all contiguous form a single row with unit steps, and a
 // row- or column-broadcast operand of a 2-D shape one block (its row_steps

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/debug_check.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/generator.h"
@@ -29,8 +30,8 @@ int64_t NumElements(absl::Span<const int64_t> shape);
 Strides ContiguousStrides(absl::Span<const int64_t> shape);
 // "[2, 3]".
 std::string ShapeToString(absl::Span<const int64_t> shape);
-// Normalises a possibly negative dim into [0, ndim); an InvalidArgument error
-// names the dim and the rank when it is out of range.
+// Normalises a possibly negative dim into [0, ndim).
+// Errors: `dim` outside [-ndim, ndim) (InvalidArgument, naming it and ndim).
 absl::StatusOr<int64_t> NormalizeDim(int64_t dim, int64_t ndim);
 
 // A strided view over shared storage: the local tensor of one rank.
@@ -41,13 +42,17 @@ absl::StatusOr<int64_t> NormalizeDim(int64_t dim, int64_t ndim);
 // (bad dims, mismatched shapes, unsupported dtypes) return absl::StatusOr with
 // a message naming the offending values; none of them aborts.
 //
-// A default-constructed Tensor is undefined (`defined()` is false); every
-// other operation requires a defined tensor.
+// A default-constructed Tensor is undefined (`defined()` is false).
+// Errors: every operation that returns a status reports an undefined tensor,
+// a dim out of range and a size that does not fit (InvalidArgument).
 class Tensor {
  public:
   Tensor() = default;
 
-  // ---- Creation. Shapes may contain zeros; negative sizes are errors. ----
+  // ---- Creation. Shapes may contain zeros.
+  // Errors: a negative size, an element count that overflows int64
+  // (InvalidArgument); no memory (ResourceExhausted); a CUDA device in a
+  // build or on a machine without one (FailedPrecondition). ----
   static absl::StatusOr<Tensor> Empty(Shape shape, DType dtype,
                                       Device device = Device::CPU());
   static absl::StatusOr<Tensor> Zeros(Shape shape, DType dtype,
@@ -56,7 +61,9 @@ class Tensor {
                                      Device device = Device::CPU());
   static absl::StatusOr<Tensor> Full(Shape shape, double value, DType dtype,
                                      Device device = Device::CPU());
-  // 1-D [start, end) by step (step != 0), like torch.arange.
+  // 1-D [start, end) by step, like torch.arange.
+  // Errors: a non-finite start, end or step; step 0; a step that goes away
+  // from `end`; too many elements.
   static absl::StatusOr<Tensor> Arange(double start, double end, double step,
                                        DType dtype);
   // Uniform in [low, high) and normal(mean, stddev), drawn in row-major order
@@ -68,6 +75,7 @@ class Tensor {
                                        Generator& generator,
                                        DType dtype = DType::kF32);
   // A contiguous CPU tensor holding `values` (row-major) with `shape`.
+  // Errors: values.size() != the element count of `shape`.
   template <typename T>
   static absl::StatusOr<Tensor> FromVector(const std::vector<T>& values,
                                            Shape shape);
@@ -81,8 +89,8 @@ class Tensor {
   const Shape& shape() const { return shape_; }
   const Strides& strides() const { return strides_; }
   int64_t dim() const { return static_cast<int64_t>(shape_.size()); }
-  // Size of `dim` (negative dims count from the end); requires a valid dim
-  // (-1 otherwise).
+  // Size of `dim` (negative dims count from the end); -1 for a dim out of
+  // range.
   int64_t size(int64_t dim) const;
   int64_t numel() const { return NumElements(shape_); }
   int64_t storage_offset() const { return storage_offset_; }
@@ -90,16 +98,18 @@ class Tensor {
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
-  // ---- Data access (CPU). `data<T>()` points at element [0,...,0] and
-  // requires T to match dtype(). ----
+  // ---- Data access (CPU). `data<T>()` points at element [0,...,0].
+  // Requires: T is the type stored for dtype() (CppToDType<T>() == dtype()),
+  // checked by DT_DCHECK. ----
   template <typename T>
   T* data() const;
   void* raw_data() const;
   // The element at `index` converted to double (any dtype, any device); for
-  // tests and printing, not for hot loops. Requires a valid index (NaN
-  // otherwise).
+  // tests and printing, not for hot loops. NaN for an index of the wrong
+  // length or out of range.
   double At(absl::Span<const int64_t> index) const;
   // The single element of a 1-element tensor, as double.
+  // Errors: numel() != 1.
   absl::StatusOr<double> Item() const;
   // All elements in row-major order, converted to T (any device; empty when
   // the tensor is undefined or the copy fails).
@@ -116,7 +126,7 @@ class Tensor {
   // Removes `dim`, taking element `index` (negative counts from the end).
   absl::StatusOr<Tensor> Select(int64_t dim, int64_t index) const;
   absl::StatusOr<Tensor> Transpose(int64_t dim0, int64_t dim1) const;
-  // `dims` must be a permutation of 0..dim()-1 (negatives allowed).
+  // Errors: `dims` not a permutation of 0..dim()-1 (negatives allowed).
   absl::StatusOr<Tensor> Permute(absl::Span<const int64_t> dims) const;
   // Broadcasts size-1 dims (and new leading dims) to `shape`; -1 keeps a size.
   absl::StatusOr<Tensor> Expand(absl::Span<const int64_t> shape) const;
@@ -125,8 +135,9 @@ class Tensor {
   absl::StatusOr<Tensor> Squeeze(int64_t dim) const;
   // Inserts a size-1 dim at `dim` in [-(dim()+1), dim()].
   absl::StatusOr<Tensor> Unsqueeze(int64_t dim) const;
-  // A view with `shape` (one -1 entry is inferred); an error when the strides
-  // do not allow a view.
+  // A view with `shape` (one -1 entry is inferred).
+  // Errors: a shape of another element count, more than one -1, strides
+  // that do not allow a view.
   absl::StatusOr<Tensor> View(absl::Span<const int64_t> shape) const;
   // Like View, but copies when strides forbid a view.
   absl::StatusOr<Tensor> Reshape(absl::Span<const int64_t> shape) const;
@@ -140,8 +151,8 @@ class Tensor {
   absl::StatusOr<std::vector<Tensor>> Chunk(int64_t chunks, int64_t dim) const;
   absl::StatusOr<std::vector<Tensor>> ChunkExact(int64_t chunks,
                                                  int64_t dim) const;
-  // Pieces of `split_size` (the last may be smaller), or of explicit sizes
-  // that must add up to size(dim).
+  // Pieces of `split_size` (the last may be smaller), or of explicit sizes.
+  // Errors: split_size < 1; explicit sizes that do not add up to size(dim).
   absl::StatusOr<std::vector<Tensor>> Split(int64_t split_size,
                                             int64_t dim) const;
   absl::StatusOr<std::vector<Tensor>> Split(absl::Span<const int64_t> sizes,
@@ -155,6 +166,7 @@ class Tensor {
   Tensor Clone() const;
   // Copies `src` into this tensor's elements, broadcasting `src` to shape()
   // and converting dtypes. Writes through views.
+  // Errors: `src` does not broadcast to shape(); either tensor undefined.
   absl::Status CopyFrom(const Tensor& src);
   // A copy converted to `dtype` (this tensor itself when dtype matches).
   absl::StatusOr<Tensor> To(DType dtype) const;
@@ -169,7 +181,10 @@ class Tensor {
   std::string ToString() const;
 
   // A view of `storage` (no checks beyond bounds); the building block of all
-  // views. Returns an error when the view would read outside the storage.
+  // views.
+  // Errors: null storage, shape and strides of different lengths, a negative
+  // size, stride or offset (InvalidArgument); a view reaching past the end of
+  // the storage (OutOfRange).
   static absl::StatusOr<Tensor> FromStorage(std::shared_ptr<Storage> storage,
                                             DType dtype, Shape shape,
                                             Strides strides,
@@ -189,9 +204,11 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& tensor);
 
-// Concatenates along `dim`; all other dims and the dtypes must match.
+// Concatenates along `dim`.
+// Errors: no tensors; other dims, dtypes or devices that differ.
 absl::StatusOr<Tensor> Cat(absl::Span<const Tensor> tensors, int64_t dim);
-// Stacks equal-shaped tensors along a new dim.
+// Stacks tensors along a new dim.
+// Errors: no tensors; shapes that differ; what Cat reports.
 absl::StatusOr<Tensor> Stack(absl::Span<const Tensor> tensors, int64_t dim);
 
 // |a - b| <= atol + rtol * |b| elementwise, shapes equal (no broadcasting);
@@ -203,6 +220,7 @@ bool AllClose(const Tensor& a, const Tensor& b, double rtol = 1e-5,
 
 template <typename T>
 T* Tensor::data() const {
+  DT_DCHECK(!defined() || CppToDType<T>() == dtype_);
   return static_cast<T*>(raw_data());
 }
 

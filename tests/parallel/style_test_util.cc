@@ -1,11 +1,11 @@
 #include "tests/parallel/style_test_util.h"
 
 #include <cmath>
-#include <mutex>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/runtime.h"
 #include "gtest/gtest.h"
@@ -14,7 +14,6 @@
 #include "ops/view_ops.h"
 #include "ops/vocab_ops.h"
 #include "parallel/parallelize.h"
-#include "base/status_macros.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace dtensor {
@@ -31,11 +30,10 @@ std::vector<Placement> BatchLayout(const DeviceMesh& mesh) {
   return layout;
 }
 
-// One rank's step; fills `result` on rank 0.
+// One rank's step; fills `mine`.
 absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
                       const std::optional<parallel::Plan>& plan,
-                      const AfterParallelize& after, std::mutex& mu,
-                      StepResult& result) {
+                      const AfterParallelize& after, StepResult& mine) {
   auto runtime = Runtime::ForRank(groups);
   const nn::LlamaConfig config = nn_testing::TinyConfig();
   DT_ASSIGN_OR_RETURN(auto model, nn::BuildLlama(config, runtime, mesh));
@@ -70,7 +68,6 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
     DT_ASSIGN_OR_RETURN(loss, ops::CrossEntropy(flat, labels));
   }
   DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, tape.Gradient(loss, params));
-  StepResult mine;
   for (size_t i = 0; i < params.size(); ++i) {
     if (grads[i].sharding() != params[i].sharding()) {
       return absl::InternalError(absl::StrCat(
@@ -84,23 +81,7 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
   DT_ASSIGN_OR_RETURN(Tensor loss_full, loss.FullTensor());
   mine.logits = logits_full.ToVector<float>();
   mine.loss = loss_full.ToVector<float>()[0];
-  if (groups.rank() == 0) {
-    std::lock_guard<std::mutex> lock(mu);
-    result = std::move(mine);
-  }
   return absl::OkStatus();
-}
-
-void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
-                 const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int failures = 0;
-  for (size_t i = 0; i < want.size() && failures < 5; ++i) {
-    if (!(std::fabs(got[i] - want[i]) <= 1e-5 + 1e-4 * std::fabs(want[i]))) {
-      ADD_FAILURE() << what << "[" << i << "]: " << got[i] << " vs " << want[i];
-      ++failures;
-    }
-  }
 }
 
 }  // namespace
@@ -112,13 +93,22 @@ absl::StatusOr<StepResult> LlamaStep(const DeviceMesh& mesh,
   if (plan) {
     DT_ASSIGN_OR_RETURN(parsed, parallel::ParsePlan(*plan));
   }
-  StepResult result;
-  std::mutex mu;
-  LocalCluster cluster(mesh.size());
-  DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) {
-    return RankStep(groups, mesh, parsed, after, mu, result);
-  }));
-  return result;
+  return RankZeroResult<StepResult>(
+      mesh, [&](ProcessGroups& groups, StepResult& mine) {
+        return RankStep(groups, mesh, parsed, after, mine);
+      });
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what, double abs_tol) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < want.size() && failures < 5; ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= abs_tol + 1e-4 * std::fabs(want[i]))) {
+      ADD_FAILURE() << what << "[" << i << "]: " << got[i] << " vs " << want[i];
+      ++failures;
+    }
+  }
 }
 
 void ExpectSameStep(const StepResult& got, const StepResult& want) {

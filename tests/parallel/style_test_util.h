@@ -5,12 +5,16 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "collectives/inprocess/local_cluster.h"
 #include "dtensor/dtensor.h"
 #include "mesh/device_mesh.h"
 #include "nn/llama_config.h"
@@ -40,6 +44,33 @@ using AfterParallelize = std::function<absl::Status(nn::Module& model)>;
 absl::StatusOr<StepResult> LlamaStep(const DeviceMesh& mesh,
                                      const std::optional<std::string>& plan,
                                      const AfterParallelize& after = nullptr);
+
+// Runs `step` on every in-process rank of `mesh` and returns what rank 0's
+// step filled in; the first rank's error fails the run.
+template <typename Result>
+absl::StatusOr<Result> RankZeroResult(
+    const DeviceMesh& mesh,
+    const std::function<absl::Status(ProcessGroups&, Result&)>& step) {
+  Result result;
+  std::mutex mu;
+  LocalCluster cluster(mesh.size());
+  absl::Status status = cluster.Run([&](ProcessGroups& groups) {
+    Result mine;
+    absl::Status ok = step(groups, mine);
+    if (ok.ok() && groups.rank() == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      result = std::move(mine);
+    }
+    return ok;
+  });
+  if (!status.ok()) return status;
+  return result;
+}
+
+// Expects got[i] within abs_tol + 1e-4 |want[i]| of want[i] for every i
+// (reports up to 5 mismatches, named `what`).
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what, double abs_tol = 1e-5);
 
 // Expects `got` to equal `want` (logits, loss and every gradient, same
 // names) within 1e-4 relative + 1e-5 absolute.

@@ -1,0 +1,15 @@
+// Registers colwise_gathered by name in every program this file is linked
+// into (the BUILD target is alwayslink).
+#include "examples/user_style/colwise_gathered.h"
+#include "parallel/style_registry.h"
+
+namespace dtensor {
+namespace examples {
+namespace {
+
+const parallel::StyleRegistration kColwiseGathered("colwise_gathered",
+                                                   MakeColwiseGathered);
+
+}  // namespace
+}  // namespace examples
+}  // namespace dtensor
