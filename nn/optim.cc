@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "nn/autograd.h"
 #include "base/status_macros.h"
+#include "nn/autograd.h"
 
 namespace dtensor {
 namespace nn {
@@ -68,6 +68,18 @@ absl::StatusOr<DTensor> Optimizer::ZerosLikeParam(size_t i) const {
 absl::Status Assign(const Tensor& target, const Tensor& values) {
   Tensor writable = target;
   return writable.CopyFrom(values);
+}
+
+absl::Status CheckNonNegative(
+    absl::string_view optimizer,
+    absl::Span<const std::pair<const char*, double>> options) {
+  for (const auto& [name, value] : options) {
+    if (!(value >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(optimizer, ": ", name, " ", value, " must be >= 0"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace nn

@@ -2,10 +2,12 @@
 #define DTENSOR_NN_OPTIM_H_
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "dtensor/dtensor.h"
 #include "tensor/tensor.h"
@@ -56,6 +58,13 @@ class Optimizer {
   std::vector<DTensor> params_;
   double learning_rate_;
 };
+
+// OK when every named option value is >= 0.
+// Errors: the first that is negative or NaN (InvalidArgument naming
+// `optimizer`, the option and its value).
+absl::Status CheckNonNegative(
+    absl::string_view optimizer,
+    absl::Span<const std::pair<const char*, double>> options);
 
 // Overwrites the elements of `target` (a local shard) with `values`.
 absl::Status Assign(const Tensor& target, const Tensor& values);

@@ -17,12 +17,7 @@ absl::StatusOr<std::unique_ptr<AdamW>> AdamW::Create(
       {"learning rate", options.learning_rate},
       {"eps", options.eps},
       {"weight decay", options.weight_decay}};
-  for (const auto& [name, value] : nonnegative) {
-    if (!(value >= 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("AdamW: ", name, " ", value, " must be >= 0"));
-    }
-  }
+  DT_RETURN_IF_ERROR(CheckNonNegative("AdamW", nonnegative));
   for (double beta : {options.beta1, options.beta2}) {
     if (!(beta >= 0 && beta < 1)) {
       return absl::InvalidArgumentError(

@@ -17,12 +17,7 @@ absl::StatusOr<std::unique_ptr<Sgd>> Sgd::Create(std::vector<DTensor> params,
       {"momentum", options.momentum},
       {"dampening", options.dampening},
       {"weight decay", options.weight_decay}};
-  for (const auto& [name, value] : values) {
-    if (!(value >= 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("SGD: ", name, " ", value, " must be >= 0"));
-    }
-  }
+  DT_RETURN_IF_ERROR(CheckNonNegative("SGD", values));
   if (options.nesterov && (options.momentum == 0 || options.dampening != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "SGD: nesterov needs momentum > 0 and dampening 0, got momentum ",
