@@ -6,7 +6,7 @@ namespace dtensor {
 
 OpQueue::~OpQueue() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   if (worker_.joinable()) worker_.join();
@@ -14,34 +14,34 @@ OpQueue::~OpQueue() {
 
 std::shared_ptr<Work> OpQueue::Submit(Op op) {
   auto work = std::make_shared<PromiseWork>();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   items_.push_back(Item{std::move(op), work});
   if (!worker_.joinable()) worker_ = std::thread([this] { RunWorker(); });
   return work;
 }
 
 bool OpQueue::Idle() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return items_.empty() && !running_;
 }
 
 void OpQueue::WaitIdle() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return items_.empty() && !running_;
   };
-  mu_.Await(absl::Condition(&idle));
+  mu_.Await(idle);
 }
 
 void OpQueue::RunWorker() {
   while (true) {
     Item item;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto has_work_or_stops = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !items_.empty() || stopping_;
       };
-      mu_.Await(absl::Condition(&has_work_or_stops));
+      mu_.Await(has_work_or_stops);
       if (items_.empty()) return;  // Stopping, and nothing left to run.
       item = std::move(items_.front());
       items_.pop_front();
@@ -50,7 +50,7 @@ void OpQueue::RunWorker() {
     absl::Status status = item.op();
     {
       // Idle before complete: a caller woken by the Work may run inline.
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       running_ = false;
     }
     item.work->Complete(std::move(status));

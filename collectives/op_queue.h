@@ -8,7 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "collectives/promise_work.h"
 #include "collectives/work.h"
 
@@ -46,7 +46,7 @@ class OpQueue {
 
   void RunWorker();
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::deque<Item> items_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

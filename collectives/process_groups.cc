@@ -19,7 +19,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> ProcessGroups::World() {
 absl::StatusOr<std::shared_ptr<Communicator>> ProcessGroups::ForRanks(
     absl::Span<const int64_t> ranks) {
   std::vector<int64_t> key(ranks.begin(), ranks.end());
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto cached = cache_.find(key);
   if (cached != cache_.end()) return cached->second;
   DT_RETURN_IF_ERROR(CheckGroupMembers(key, rank(), world_size()));

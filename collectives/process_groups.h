@@ -9,8 +9,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "collectives/backend.h"
 #include "collectives/communicator.h"
 #include "mesh/device_mesh.h"
@@ -47,7 +47,7 @@ class ProcessGroups {
 
  private:
   std::shared_ptr<Backend> backend_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::map<std::vector<int64_t>, std::shared_ptr<Communicator>> cache_
       ABSL_GUARDED_BY(mu_);
 };

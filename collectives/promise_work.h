@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/notification.h"
+#include "base/mutex.h"
 #include "collectives/work.h"
 
 namespace dtensor {
@@ -20,7 +20,7 @@ class PromiseWork final : public Work {
   void Complete(absl::Status status);
 
  private:
-  absl::Notification done_;
+  Notification done_;
   absl::Status status_;  // Written once, before done_ is notified.
 };
 

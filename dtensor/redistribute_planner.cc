@@ -384,7 +384,7 @@ RedistributePlanner::Plan(const Sharding& from, const Sharding& to,
           dtype,
           cost_model};
   {
-    absl::ReaderMutexLock lock(&mu_);
+    ReaderMutexLock lock(&mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
@@ -392,7 +392,7 @@ RedistributePlanner::Plan(const Sharding& from, const Sharding& to,
       PlanRedistribution(from, to, mesh_shape, global_shape, dtype, cost_model);
   if (!plan.ok()) return plan.status();
   auto shared = std::make_shared<const RedistributePlan>(*std::move(plan));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   // Clear-when-full bounds the memory at `capacity_` plans: a training loop
   // asks for a few dozen distinct plans, so a full cache means keys that no
   // longer recur (shapes of past inputs); plans handed out stay alive.
@@ -401,12 +401,12 @@ RedistributePlanner::Plan(const Sharding& from, const Sharding& to,
 }
 
 void RedistributePlanner::Clear() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   cache_.clear();
 }
 
 size_t RedistributePlanner::size() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return cache_.size();
 }
 

@@ -10,8 +10,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "dtensor/cost_model.h"
 #include "dtensor/redistribute_plan.h"
 #include "dtensor/sharding.h"
@@ -114,7 +114,7 @@ class RedistributePlanner {
   };
 
   const size_t capacity_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   mutable absl::flat_hash_map<Key, std::shared_ptr<const RedistributePlan>>
       cache_ ABSL_GUARDED_BY(mu_);
 };

@@ -23,14 +23,14 @@ absl::Status Runtime::SetLinks(const DeviceMesh& mesh,
   }
   absl::StatusOr<CostModel> model = CostModel::Create(std::move(links));
   if (!model.ok()) return model.status();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   cost_models_.insert_or_assign(mesh, *std::move(model));
   has_links_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
 
 CostModel Runtime::CostModelFor(const DeviceMesh& mesh) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = cost_models_.find(mesh);
   return it != cost_models_.end() ? it->second : CostModel(mesh.ndim());
 }

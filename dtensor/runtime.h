@@ -9,7 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "collectives/process_groups.h"
 #include "dtensor/cost_model.h"
 #include "dtensor/redistribute_planner.h"
@@ -56,7 +56,7 @@ class Runtime {
 
   ProcessGroups* groups_;
   int64_t rank_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<DeviceMesh, CostModel> cost_models_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> has_links_{false};
 };

@@ -14,8 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "base/status_macros.h"
 #include "mesh/layout.h"
 
@@ -106,17 +106,17 @@ class DeviceMesh::SubMeshCache {
   absl::StatusOr<DeviceMesh> GetOrCompute(std::pair<int64_t, int64_t> key,
                                           Compute compute) {
     {
-      absl::MutexLock lock(&mutex_);
+      MutexLock lock(&mutex_);
       const auto it = pinned_.find(key);
       if (it != pinned_.end()) return it->second;
     }
     DT_ASSIGN_OR_RETURN(DeviceMesh mesh, compute());
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     return pinned_.try_emplace(key, std::move(mesh)).first->second;
   }
 
  private:
-  absl::Mutex mutex_;
+  Mutex mutex_;
   absl::flat_hash_map<std::pair<int64_t, int64_t>, DeviceMesh> pinned_
       ABSL_GUARDED_BY(mutex_);
 };

@@ -88,7 +88,7 @@ absl::StatusOr<std::shared_ptr<const Propagation>> PropagationCache::Get(
   const size_t hash =
       absl::Hash<KeyView>{}(KeyView{&op, inputs, &args, links_key});
   {
-    absl::ReaderMutexLock lock(&mu_);
+    ReaderMutexLock lock(&mu_);
     auto it = buckets_.find(hash);
     if (it != buckets_.end()) {
       for (const Entry& entry : it->second) {
@@ -101,7 +101,7 @@ absl::StatusOr<std::shared_ptr<const Propagation>> PropagationCache::Get(
   misses_.fetch_add(1, std::memory_order_relaxed);
   DT_ASSIGN_OR_RETURN(std::shared_ptr<const Propagation> propagation,
                       Propagate(op, inputs, args, runtime, owners));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (size_ >= kMaxEntries) {
     buckets_.clear();
     size_ = 0;
@@ -117,13 +117,13 @@ absl::StatusOr<std::shared_ptr<const Propagation>> PropagationCache::Get(
 }
 
 void PropagationCache::Clear() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   buckets_.clear();
   size_ = 0;
 }
 
 int64_t PropagationCache::size() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return size_;
 }
 

@@ -10,8 +10,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "dtensor/cost_model.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/runtime.h"
@@ -65,7 +65,7 @@ class PropagationCache {
                       absl::Span<const DTensorSpec* const> inputs,
                       const OpArgs& args, const CostModel* links);
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<size_t, absl::InlinedVector<Entry, 1>> buckets_
       ABSL_GUARDED_BY(mu_);
   int64_t size_ ABSL_GUARDED_BY(mu_) = 0;

@@ -71,7 +71,7 @@ absl::Status OpRegistry::Register(const OpDef* op) {
         " output(s) (", op->num_saved_outputs,
         " saved): it needs at least one input and one output read"));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!ops_.try_emplace(op->name, op).second) {
     return absl::AlreadyExistsError(
         absl::StrCat("an op named ", op->name, " is already registered"));
@@ -80,7 +80,7 @@ absl::Status OpRegistry::Register(const OpDef* op) {
 }
 
 absl::StatusOr<const OpDef*> OpRegistry::Find(absl::string_view name) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = ops_.find(name);
   if (it == ops_.end()) {
     return absl::NotFoundError(absl::StrCat(
@@ -92,7 +92,7 @@ absl::StatusOr<const OpDef*> OpRegistry::Find(absl::string_view name) const {
 std::vector<const OpDef*> OpRegistry::ops() const {
   std::vector<const OpDef*> all;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [name, op] : ops_) all.push_back(op);
   }
   std::sort(all.begin(), all.end(),

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "ops/op_def.h"
 
 namespace dtensor {
@@ -46,7 +46,7 @@ class OpRegistry {
   absl::Status RestoreShardingRule(absl::string_view name) const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<absl::string_view, const OpDef*> ops_
       ABSL_GUARDED_BY(mu_);
 };

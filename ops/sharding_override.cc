@@ -5,14 +5,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "ops/propagation_cache.h"
 
 namespace dtensor {
 namespace {
 
 struct Overrides {
-  absl::Mutex mu;
+  Mutex mu;
   absl::flat_hash_map<const OpDef*, std::shared_ptr<const StrategyFn>> rules
       ABSL_GUARDED_BY(mu);
   // Whether `rules` may be non-empty: the lock-free fast path.
@@ -27,7 +27,7 @@ Overrides& TheOverrides() {
 std::shared_ptr<const StrategyFn> OverrideOf(const OpDef& op) {
   Overrides& o = TheOverrides();
   if (!o.any.load(std::memory_order_acquire)) return nullptr;
-  absl::MutexLock lock(&o.mu);
+  MutexLock lock(&o.mu);
   auto it = o.rules.find(&op);
   return it == o.rules.end() ? nullptr : it->second;
 }
@@ -41,7 +41,7 @@ absl::Status SetShardingOverride(const OpDef& op, StrategyFn strategies) {
   }
   Overrides& o = TheOverrides();
   {
-    absl::MutexLock lock(&o.mu);
+    MutexLock lock(&o.mu);
     o.rules[&op] = std::make_shared<const StrategyFn>(std::move(strategies));
     o.any.store(true, std::memory_order_release);
   }
@@ -52,7 +52,7 @@ absl::Status SetShardingOverride(const OpDef& op, StrategyFn strategies) {
 void ClearShardingOverride(const OpDef& op) {
   Overrides& o = TheOverrides();
   {
-    absl::MutexLock lock(&o.mu);
+    MutexLock lock(&o.mu);
     o.rules.erase(&op);
     o.any.store(!o.rules.empty(), std::memory_order_release);
   }

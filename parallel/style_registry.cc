@@ -104,7 +104,7 @@ absl::Status StyleRegistry::Register(std::string name, StyleFactory factory) {
     return absl::InvalidArgumentError(
         absl::StrCat("style registry: null factory for \"", name, "\""));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const auto& entry : factories_) {
     if (entry.first == name) {
       return absl::AlreadyExistsError(absl::StrCat(
@@ -119,7 +119,7 @@ absl::StatusOr<std::shared_ptr<const ParallelStyle>> StyleRegistry::Create(
     absl::string_view name, const StyleOptions& options) const {
   StyleFactory factory;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& entry : factories_) {
       if (entry.first == name) factory = entry.second;
     }
@@ -133,7 +133,7 @@ absl::StatusOr<std::shared_ptr<const ParallelStyle>> StyleRegistry::Create(
 }
 
 std::vector<std::string> StyleRegistry::Names() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<std::string> names;
   for (const auto& entry : factories_) names.push_back(entry.first);
   return names;

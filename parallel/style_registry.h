@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "parallel/parallel_style.h"
 
 namespace dtensor {
@@ -52,7 +52,7 @@ class StyleRegistry {
   std::vector<std::string> Names() const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::pair<std::string, StyleFactory>> factories_
       ABSL_GUARDED_BY(mu_);
 };

@@ -16,14 +16,14 @@ LargeBufferCache& LargeBufferCache::Shared() {
 }
 
 LargeBufferCache::~LargeBufferCache() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const auto& [bytes, buffer] : idle_) std::free(buffer);
 }
 
 void* LargeBufferCache::Allocate(size_t bytes) {
   DT_DCHECK(bytes % kMinBytes == 0);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = idle_.find(bytes);
     if (it != idle_.end()) {
       void* buffer = it->second;
@@ -44,7 +44,7 @@ void* LargeBufferCache::Allocate(size_t bytes) {
 
 void LargeBufferCache::Release(void* buffer, size_t bytes) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (idle_bytes_ + bytes <= budget_bytes_) {
       idle_.emplace(bytes, buffer);
       idle_bytes_ += bytes;
@@ -55,7 +55,7 @@ void LargeBufferCache::Release(void* buffer, size_t bytes) {
 }
 
 size_t LargeBufferCache::idle_bytes() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return idle_bytes_;
 }
 

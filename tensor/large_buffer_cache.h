@@ -5,7 +5,7 @@
 #include <map>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 
 namespace dtensor {
 
@@ -45,7 +45,7 @@ class LargeBufferCache {
 
  private:
   const size_t budget_bytes_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::multimap<size_t, void*> idle_ ABSL_GUARDED_BY(mu_);
   size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -1,5 +1,7 @@
 #include "collectives/gloo/gloo_backend.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -26,6 +28,11 @@ bool IsLoopback(const std::string& host) {
 
 absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::Create(
     GlooBackendOptions options) {
+  // Gloo writes to its peers' sockets without MSG_NOSIGNAL: a peer that exits
+  // mid-call would kill this process with SIGPIPE instead of failing the call
+  // with a status naming it. With SIGPIPE ignored the write fails (EPIPE) and
+  // the failure path runs.
+  ::signal(SIGPIPE, SIG_IGN);
   auto runtime = std::make_shared<GlooRuntime>();
   runtime->rank = options.rank;
   runtime->world_size = options.world_size;

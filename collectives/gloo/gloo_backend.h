@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "collectives/backend.h"
 #include "collectives/collective_options.h"
 #include "collectives/gloo/gloo_runtime.h"
@@ -58,6 +59,8 @@ class GlooBackend final : public Backend {
  public:
   // Joins the job: hosts the store if asked to, connects to it (waiting up
   // to the default deadline for it to come up) and starts Gloo's transport.
+  // Ignores SIGPIPE in the process (a closed peer socket then fails the call
+  // instead of killing the process).
   static absl::StatusOr<std::shared_ptr<GlooBackend>> Create(
       GlooBackendOptions options);
 

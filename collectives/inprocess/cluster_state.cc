@@ -13,7 +13,7 @@ ClusterState::ClusterState(int64_t world_size, CommunicatorOptions options)
 
 std::shared_ptr<GroupState> ClusterState::Group(
     const std::vector<int64_t>& ranks, int64_t instance) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::weak_ptr<GroupState>& slot = groups_[{ranks, instance}];
   std::shared_ptr<GroupState> group = slot.lock();
   if (group == nullptr) {
@@ -25,7 +25,7 @@ std::shared_ptr<GroupState> ClusterState::Group(
 
 void ClusterState::Abort(int64_t rank, const absl::Status& cause) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!failure_.has_value()) failure_ = {rank, cause};
   }
   WakeAllGroups();
@@ -33,14 +33,14 @@ void ClusterState::Abort(int64_t rank, const absl::Status& cause) {
 
 void ClusterState::MarkExited(int64_t rank) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     exited_[rank] = true;
   }
   WakeAllGroups();
 }
 
 absl::Status ClusterState::WaitFailure(absl::Span<const int64_t> missing) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (failure_.has_value()) {
     return absl::UnavailableError(
         absl::StrCat("aborted because rank ", failure_->first,
@@ -56,14 +56,14 @@ absl::Status ClusterState::WaitFailure(absl::Span<const int64_t> missing) {
 }
 
 std::optional<std::pair<int64_t, absl::Status>> ClusterState::FirstFailure() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return failure_;
 }
 
 void ClusterState::WakeAllGroups() {
   std::vector<std::shared_ptr<GroupState>> groups;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto& [key, weak] : groups_) {
       if (auto group = weak.lock()) groups.push_back(std::move(group));
     }

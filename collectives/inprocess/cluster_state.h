@@ -10,8 +10,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "collectives/collective_options.h"
 
 namespace dtensor {
@@ -52,7 +52,7 @@ class ClusterState : public std::enable_shared_from_this<ClusterState> {
 
   const int64_t world_size_;
   const CommunicatorOptions options_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::optional<std::pair<int64_t, absl::Status>> failure_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> exited_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::vector<int64_t>, int64_t>, std::weak_ptr<GroupState>>

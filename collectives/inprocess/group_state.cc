@@ -29,7 +29,7 @@ absl::Status GroupState::Arrive(int64_t member, const WaitContext& wait) {
 absl::StatusOr<Postings> GroupState::Meet(
     int64_t member, std::shared_ptr<const Posting> posting,
     const WaitContext& wait) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!broken_.ok()) return broken_;
   const uint64_t generation = generation_;
   pending_[member] = std::move(posting);
@@ -66,7 +66,7 @@ absl::Status GroupState::Send(int64_t src, int64_t dst, const Tensor& tensor,
                               const WaitContext& wait) {
   auto transfer = std::make_shared<Transfer>();
   transfer->tensor = tensor;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!broken_.ok()) return broken_;
   std::deque<std::shared_ptr<Transfer>>& channel = channels_[{src, dst}];
   channel.push_back(transfer);
@@ -91,7 +91,7 @@ absl::Status GroupState::Recv(int64_t src, int64_t dst, const Tensor& tensor,
                               const WaitContext& wait) {
   std::shared_ptr<Transfer> transfer;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!broken_.ok()) return broken_;
     std::deque<std::shared_ptr<Transfer>>& channel = channels_[{src, dst}];
     while (channel.empty()) {
@@ -114,7 +114,7 @@ absl::Status GroupState::Recv(int64_t src, int64_t dst, const Tensor& tensor,
   } else {
     status = CopyView(tensor, transfer->tensor);
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   transfer->status = status;
   transfer->done = true;
   changed_.SignalAll();
@@ -122,7 +122,7 @@ absl::Status GroupState::Recv(int64_t src, int64_t dst, const Tensor& tensor,
 }
 
 void GroupState::Wake() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   changed_.SignalAll();
 }
 

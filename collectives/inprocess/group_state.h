@@ -13,8 +13,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "collectives/inprocess/cluster_state.h"
 #include "collectives/inprocess/posting.h"
 #include "tensor/tensor.h"
@@ -82,8 +82,8 @@ class GroupState {
 
   const std::vector<int64_t> ranks_;
   const std::shared_ptr<ClusterState> cluster_;
-  absl::Mutex mu_;
-  absl::CondVar changed_;
+  Mutex mu_;
+  CondVar changed_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<bool> arrived_ ABSL_GUARDED_BY(mu_);

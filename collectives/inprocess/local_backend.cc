@@ -13,7 +13,7 @@ LocalBackend::LocalBackend(std::shared_ptr<ClusterState> cluster, int64_t rank)
 absl::StatusOr<std::shared_ptr<Communicator>> LocalBackend::CreateCommunicator(
     std::vector<int64_t> ranks) {
   DT_RETURN_IF_ERROR(CheckGroupMembers(ranks, rank_, world_size()));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const int64_t instance = instances_[ranks]++;
   std::shared_ptr<GroupState> group = cluster_->Group(ranks, instance);
   const int64_t index =
@@ -25,7 +25,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> LocalBackend::CreateCommunicator(
 }
 
 void LocalBackend::WaitIdle() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const auto& communicator : created_) communicator->WaitIdle();
 }
 

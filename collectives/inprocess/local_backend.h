@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "collectives/backend.h"
 #include "collectives/inprocess/cluster_state.h"
 #include "collectives/inprocess/inprocess_communicator.h"
@@ -33,7 +33,7 @@ class LocalBackend final : public Backend {
  private:
   const std::shared_ptr<ClusterState> cluster_;
   const int64_t rank_;
-  absl::Mutex mu_;
+  Mutex mu_;
   // How many communicators this rank made per rank list: the instance that
   // pairs a new one with the peers' same-numbered ones.
   std::map<std::vector<int64_t>, int64_t> instances_ ABSL_GUARDED_BY(mu_);

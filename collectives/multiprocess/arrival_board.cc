@@ -29,7 +29,7 @@ ArrivalBoard::~ArrivalBoard() {
 
 std::shared_ptr<ArrivalBoard::Slot> ArrivalBoard::NewSlot(std::string key) {
   std::shared_ptr<Slot> slot(new Slot(std::move(key)));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   slots_.push_back(slot);
   return slot;
 }
@@ -42,7 +42,7 @@ void ArrivalBoard::PostOverdue() {
   std::vector<std::shared_ptr<Slot>> due;
   const int64_t now = absl::GetCurrentTimeNanos();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto it = slots_.begin(); it != slots_.end();) {
       std::shared_ptr<Slot> slot = it->lock();
       if (slot == nullptr) {

@@ -10,10 +10,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "collectives/multiprocess/store_client.h"
 
 namespace dtensor {
@@ -67,9 +66,9 @@ class ArrivalBoard {
   void PostOverdue();
 
   StoreClient* const client_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<std::weak_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
-  absl::Notification stop_;
+  Notification stop_;
   std::thread thread_;
 };
 

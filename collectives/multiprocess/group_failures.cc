@@ -21,14 +21,14 @@ GroupFailures::GroupFailures(RendezvousSession& session, std::string key_prefix,
 
 // A post is "<code>\n<1 for send/recv>\n<message>".
 absl::Status GroupFailures::Broken() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return broken_;
 }
 
 absl::Status GroupFailures::Break(absl::Status status, bool post,
                                   bool point_to_point, bool& first) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     first = broken_.ok();
     if (!first) return broken_;
     broken_ = status;

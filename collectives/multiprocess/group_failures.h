@@ -10,9 +10,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "collectives/multiprocess/arrival_board.h"
 #include "collectives/multiprocess/rendezvous_session.h"
 
@@ -61,7 +61,7 @@ class GroupFailures {
   const std::vector<int64_t> group_ranks_;
   const int64_t member_;
   const std::shared_ptr<ArrivalBoard::Slot> arrival_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -8,7 +8,7 @@ namespace dtensor {
 std::string GroupInstances::NextPrefix(const std::vector<int64_t>& ranks) {
   int64_t instance = 0;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     instance = made_[ranks]++;
   }
   return absl::StrCat(kind_, RanksText(ranks), "#", instance, "/");

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 
 namespace dtensor {
 
@@ -26,7 +26,7 @@ class GroupInstances {
 
  private:
   const std::string kind_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::map<std::vector<int64_t>, int64_t> made_ ABSL_GUARDED_BY(mu_);
 };
 

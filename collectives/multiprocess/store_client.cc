@@ -62,12 +62,12 @@ StoreClient::StoreClient(int fd, std::string address)
     : address_(std::move(address)), fd_(fd) {}
 
 StoreClient::~StoreClient() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (fd_ >= 0) ::close(fd_);
 }
 
 absl::StatusOr<std::string> StoreClient::Call(const std::string& request) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (fd_ < 0) {
     return absl::UnavailableError(
         absl::StrCat("the store at ", address_, " is unreachable"));

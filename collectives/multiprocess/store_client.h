@@ -11,9 +11,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 
 namespace dtensor {
 
@@ -59,7 +59,7 @@ class StoreClient {
   absl::StatusOr<std::string> Call(const std::string& request);
 
   const std::string address_;
-  absl::Mutex mu_;
+  Mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -67,11 +67,11 @@ StoreServer::~StoreServer() {
 }
 
 bool StoreServer::WaitUntilRanksLeave(absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto none_connected = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return connected_ranks_.empty();
   };
-  return mu_.AwaitWithTimeout(absl::Condition(&none_connected), timeout);
+  return mu_.AwaitWithTimeout(none_connected, timeout);
 }
 
 void StoreServer::Serve() {
@@ -154,7 +154,7 @@ std::optional<std::string> StoreServer::Answer(const std::string& request,
         return std::nullopt;
       }
       connection.rank = rank;
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       ++connected_ranks_[rank];
       exited_ranks_.erase(rank);
       return OkReply();
@@ -181,7 +181,7 @@ std::optional<std::string> StoreServer::Answer(const std::string& request,
     }
     case Command::kExited: {
       FrameWriter reply(Reply::kOk);
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       reply.I64(static_cast<int64_t>(exited_ranks_.size()));
       for (int64_t rank : exited_ranks_) reply.I64(rank);
       return reply.payload();
@@ -197,7 +197,7 @@ void StoreServer::Close(int fd) {
   connections_.erase(found);
   ::close(fd);
   if (rank < 0) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (--connected_ranks_[rank] == 0) {
     connected_ranks_.erase(rank);
     exited_ranks_.insert(rank);

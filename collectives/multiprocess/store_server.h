@@ -10,8 +10,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 
 namespace dtensor {
 
@@ -70,7 +70,7 @@ class StoreServer {
   std::map<int, Connection> connections_;
   std::map<std::string, std::string> values_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::map<int64_t, int> connected_ranks_ ABSL_GUARDED_BY(mu_);  // -> count
   std::set<int64_t> exited_ranks_ ABSL_GUARDED_BY(mu_);
 

@@ -95,7 +95,7 @@ NcclChannel::NcclChannel(int device, ncclComm_t comm, cudaStream_t stream,
 
 NcclChannel::~NcclChannel() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     cudaSetDevice(device_);
     if (!aborted_) {
       // Operations still queued end first, unless a peer keeps them from
@@ -118,7 +118,7 @@ NcclChannel::~NcclChannel() {
 }
 
 absl::Status NcclChannel::AsyncError() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (aborted_) return absl::AbortedError("the NCCL communicator was aborted");
   ncclResult_t state = ncclSuccess;
   const ncclResult_t result = ncclCommGetAsyncError(comm_, &state);
@@ -127,7 +127,7 @@ absl::Status NcclChannel::AsyncError() {
 }
 
 void NcclChannel::Abort() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (aborted_) return;
   aborted_ = true;
   cudaSetDevice(device_);

@@ -10,8 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 
 namespace dtensor {
 
@@ -43,7 +43,7 @@ class NcclChannel {
   // everything, and records `done` on the stream after it.
   template <typename Fn>
   absl::Status Enqueue(absl::Time deadline, cudaEvent_t done, Fn enqueue) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     absl::Status status = Prepare();
     if (status.ok()) status = enqueue(comm_, stream_);
     if (status.ok()) status = AwaitEnqueued(deadline);
@@ -68,7 +68,7 @@ class NcclChannel {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int device_;
-  absl::Mutex mu_;
+  Mutex mu_;
   ncclComm_t comm_ ABSL_GUARDED_BY(mu_);
   const cudaStream_t stream_;
   const cudaEvent_t ready_;

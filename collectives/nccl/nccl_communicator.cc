@@ -53,7 +53,7 @@ class NcclWork final : public Work {
   }
 
   absl::Status Wait() override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!status_.has_value()) {
       status_ = comm_->Await(launched_, done_);
       keep_.clear();
@@ -62,7 +62,7 @@ class NcclWork final : public Work {
   }
 
   bool IsCompleted() const override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return status_.has_value() || cudaEventQuery(done_) == cudaSuccess;
   }
 
@@ -70,7 +70,7 @@ class NcclWork final : public Work {
   const std::shared_ptr<NcclCommunicator> comm_;
   const NcclCommunicator::Launched launched_;
   const cudaEvent_t done_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::optional<absl::Status> status_ ABSL_GUARDED_BY(mu_);
   std::vector<Tensor> keep_ ABSL_GUARDED_BY(mu_);
 };
@@ -284,7 +284,7 @@ absl::Status NcclCommunicator::CheckCallsAgree(const CollectiveCall& call,
 
 absl::StatusOr<NcclChannel*> NcclCommunicator::PointToPointChannel(
     int64_t src, int64_t dst, absl::Time deadline) {
-  absl::MutexLock lock(&channels_mu_);
+  MutexLock lock(&channels_mu_);
   std::unique_ptr<NcclChannel>& channel = point_to_point_[{src, dst}];
   if (channel != nullptr) return channel.get();
   // The sender makes the id; both join as ranks 0 (src) and 1 (dst).
@@ -316,7 +316,7 @@ absl::Status NcclCommunicator::Break(absl::Status status, bool post,
   status = failures_.Break(std::move(status), post, point_to_point, first);
   if (!first) return status;
   channel_->Abort();
-  absl::MutexLock lock(&channels_mu_);
+  MutexLock lock(&channels_mu_);
   for (auto& [direction, channel] : point_to_point_) {
     if (channel != nullptr) channel->Abort();
   }

@@ -16,8 +16,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "collectives/call_queues.h"
 #include "collectives/communicator.h"
 #include "collectives/multiprocess/call_records.h"
@@ -122,7 +122,7 @@ class NcclCommunicator final
   const std::string key_prefix_;
   GroupFailures failures_;
   // Held while a channel is made, which may wait for the peer.
-  absl::Mutex channels_mu_;
+  Mutex channels_mu_;
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<NcclChannel>>
       point_to_point_ ABSL_GUARDED_BY(channels_mu_);
   // Declared last: destroyed first, so queued sends and receives finish

@@ -9,18 +9,20 @@
 
 #include "base/status_macros.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/testing/comm_matchers.h"
+#include "dtensor/testing/grad_checks.h"
+#include "dtensor/testing/op_cases.h"
+#include "dtensor/testing/op_checks.h"
 #include "gtest/gtest.h"
 #include "ops/elementwise_ops.h"
 #include "ops/registry.h"
 #include "ops/sharding_override.h"
 #include "tensor/elementwise.h"
-#include "tests/nn/grad_test_util.h"
-#include "tests/ops/family_test_util.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
 namespace {
 
+using testing_util::IssuedNoCollectives;
 using testing_util::OpCase;
 using In = std::vector<DTensor>;
 using Full = std::vector<Tensor>;
@@ -62,13 +64,13 @@ TEST(SiluMulTest, MatchesTheFullTensorReferenceOnRandomLayouts) {
 
 TEST(SiluMulTest, GradientsMatchFiniteDifferencesOnEveryLayout) {
   std::mt19937 rng(11);
-  grad_testing::GradCase c;
+  testing_util::GradCase c;
   c.op = "silu_mul";
   c.description = "silu_mul [4, 6]";
-  c.inputs = {grad_testing::Random64({4, 6}, -2, 2, rng),
-              grad_testing::Random64({4, 6}, -2, 2, rng)};
+  c.inputs = {testing_util::Random64({4, 6}, -2, 2, rng),
+              testing_util::Random64({4, 6}, -2, 2, rng)};
   c.fn = [](const In& in) { return examples::SiluMul(in[0], in[1]); };
-  const absl::Status status = grad_testing::CheckGradCase(c, 3, 6, 1e-6);
+  const absl::Status status = testing_util::CheckGradCase(c, 3, 6, 1e-6);
   EXPECT_TRUE(status.ok()) << status;
 }
 
@@ -81,10 +83,10 @@ TEST(SiluMulTest, ShardsFollowTheInputsAndUpsPartialPasses) {
       RunOnMeta({2, 2}, {{{8, 6}, "S(0),S(1)"}, {{8, 6}, "S(0),S(1)"}}, call);
   ASSERT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.layout, "S(0),S(1)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = RunOnMeta({4}, {{{8, 6}, "R"}, {{8, 6}, "P(sum)"}}, call);
   EXPECT_EQ(o.layout, "P(sum)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   // silu is not linear: a Partial gate is completed first.
   o = RunOnMeta({4}, {{{8, 6}, "P(sum)"}, {{8, 6}, "R"}}, call);
   EXPECT_GE(o.comms.total_collectives(), 1);
@@ -112,7 +114,7 @@ TEST(ShardingOverrideTest, AUserRuleReplacesABuiltinOpsRuleUntilRestored) {
   const auto relu = [](const In& in) { return ops::Relu(in[0]); };
   testing_util::MetaOutcome o = RunOnMeta({4}, {{{8, 6}, "S(0)"}}, relu);
   EXPECT_EQ(o.layout, "S(0)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   ASSERT_TRUE(
       OpRegistry::Global()
           .OverrideShardingRule("relu",
@@ -132,7 +134,7 @@ TEST(ShardingOverrideTest, AUserRuleReplacesABuiltinOpsRuleUntilRestored) {
   ASSERT_TRUE(OpRegistry::Global().RestoreShardingRule("relu").ok());
   o = RunOnMeta({4}, {{{8, 6}, "S(0)"}}, relu);
   EXPECT_EQ(o.layout, "S(0)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   EXPECT_EQ(
       OpRegistry::Global().OverrideShardingRule("conv9d", StrategyFn()).code(),
       absl::StatusCode::kNotFound);

@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/runtime.h"
+#include "dtensor/testing/grad_checks.h"
 #include "gtest/gtest.h"
 #include "mesh/device_mesh.h"
 #include "nn/autograd_accumulate.h"
@@ -25,15 +27,13 @@
 #include "ops/reduction_ops.h"
 #include "ops/registry.h"
 #include "ops/vocab_ops.h"
-#include "base/status_macros.h"
-#include "tests/nn/grad_test_util.h"
 
 namespace dtensor {
 namespace {
 
-using grad_testing::Random64;
 using nn::GradientOptions;
 using nn::GradientTape;
+using testing_util::Random64;
 
 using RankFn = std::function<absl::Status(std::shared_ptr<Runtime> runtime,
                                           const DeviceMesh& mesh)>;

@@ -1,23 +1,23 @@
 // Gradients of the elementwise ops: against finite differences in f64 on one
 // rank, and on random layouts of in-process meshes against the one-rank
-// gradients (tests/nn/grad_test_util.h). Every op of the family is covered.
+// gradients (dtensor/testing/grad_checks.h). Every op of the family is covered.
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "dtensor/testing/grad_checks.h"
 #include "gtest/gtest.h"
 #include "ops/cast_ops.h"
 #include "ops/elementwise_ops.h"
-#include "base/status_macros.h"
-#include "tests/nn/grad_test_util.h"
 
 namespace dtensor {
 namespace {
 
-using grad_testing::CheckGradCases;
-using grad_testing::GradCase;
-using grad_testing::Random64;
+using testing_util::CheckGradCases;
+using testing_util::GradCase;
+using testing_util::Random64;
 using In = std::vector<DTensor>;
 
 constexpr double kTol = 1e-8;
@@ -139,7 +139,7 @@ std::vector<GradCase> Cases() {
   cases.push_back(
       {"where",
        "cond [3, 4], a [4], b [3, 1]",
-       {grad_testing::RandomMask({3, 4}, rng), Random64({4}, -2, 2, rng),
+       {testing_util::RandomMask({3, 4}, rng), Random64({4}, -2, 2, rng),
         Random64({3, 1}, -2, 2, rng)},
        [](const In& in) { return ops::Where(in[0], in[1], in[2]); }});
   return cases;
@@ -147,7 +147,7 @@ std::vector<GradCase> Cases() {
 
 TEST(ElementwiseGradTest, EveryOpIsCovered) {
   const std::vector<std::string> missing =
-      grad_testing::Uncovered(ops::ElementwiseOps(), Cases());
+      testing_util::Uncovered(ops::ElementwiseOps(), Cases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
 }
 

@@ -1,25 +1,25 @@
 // Gradients of the matmul and reduction ops: against finite differences in
 // f64 on one rank, and on random layouts of in-process meshes against the
-// one-rank gradients (tests/nn/grad_test_util.h). Every op of both families
+// one-rank gradients (dtensor/testing/grad_checks.h). Every op of both families
 // is covered.
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "dtensor/testing/grad_checks.h"
 #include "gtest/gtest.h"
 #include "ops/elementwise_ops.h"
 #include "ops/matmul_ops.h"
 #include "ops/reduction_ops.h"
-#include "base/status_macros.h"
-#include "tests/nn/grad_test_util.h"
 
 namespace dtensor {
 namespace {
 
-using grad_testing::CheckGradCases;
-using grad_testing::GradCase;
-using grad_testing::Random64;
+using testing_util::CheckGradCases;
+using testing_util::GradCase;
+using testing_util::Random64;
 using In = std::vector<DTensor>;
 
 constexpr double kTol = 1e-8;
@@ -127,7 +127,7 @@ std::vector<GradCase> ReductionCases() {
 
 TEST(MatmulGradTest, EveryOpIsCovered) {
   const std::vector<std::string> missing =
-      grad_testing::Uncovered(ops::MatmulOps(), MatmulCases());
+      testing_util::Uncovered(ops::MatmulOps(), MatmulCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
 }
 
@@ -138,7 +138,7 @@ TEST(MatmulGradTest, GradientsMatchFiniteDifferencesAndLayouts) {
 
 TEST(ReductionGradTest, EveryOpIsCovered) {
   const std::vector<std::string> missing =
-      grad_testing::Uncovered(ops::ReductionOps(), ReductionCases());
+      testing_util::Uncovered(ops::ReductionOps(), ReductionCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
 }
 

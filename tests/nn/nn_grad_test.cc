@@ -1,26 +1,26 @@
 // Gradients of the nn ops (softmax, norms, attention, rotary embedding) and
 // the vocabulary ops (embedding, cross entropy): against finite differences
 // in f64 on one rank, and on random layouts of in-process meshes against the
-// one-rank gradients (tests/nn/grad_test_util.h). Every op of both families
+// one-rank gradients (dtensor/testing/grad_checks.h). Every op of both families
 // is covered.
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "dtensor/testing/grad_checks.h"
 #include "gtest/gtest.h"
 #include "ops/nn_ops.h"
 #include "ops/vocab_ops.h"
-#include "base/status_macros.h"
-#include "tests/nn/grad_test_util.h"
 
 namespace dtensor {
 namespace {
 
-using grad_testing::CheckGradCases;
-using grad_testing::GradCase;
-using grad_testing::Random64;
-using grad_testing::RandomIndices;
+using testing_util::CheckGradCases;
+using testing_util::GradCase;
+using testing_util::Random64;
+using testing_util::RandomIndices;
 using In = std::vector<DTensor>;
 
 constexpr double kTol = 1e-8;
@@ -148,9 +148,9 @@ std::vector<GradCase> VocabCases() {
 
 TEST(NnGradTest, EveryOpIsCovered) {
   std::vector<std::string> missing =
-      grad_testing::Uncovered(ops::NnOps(), NnCases());
+      testing_util::Uncovered(ops::NnOps(), NnCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
-  missing = grad_testing::Uncovered(ops::VocabOps(), VocabCases());
+  missing = testing_util::Uncovered(ops::VocabOps(), VocabCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
 }
 

@@ -9,23 +9,23 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/runtime.h"
+#include "dtensor/testing/grad_checks.h"
+#include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
 #include "mesh/device_mesh.h"
 #include "nn/optim_adamw.h"
 #include "nn/optim_clip.h"
 #include "nn/optim_sgd.h"
-#include "base/status_macros.h"
-#include "tests/nn/grad_test_util.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
 namespace {
 
-using grad_testing::Random64;
 using testing_util::DistributeWithTerms;
+using testing_util::Random64;
 using testing_util::TestLayout;
 
 std::vector<double> Values(const Tensor& t) {

@@ -1,12 +1,14 @@
 // Gradients of the view, join, slice, cast and random ops: against finite
 // differences in f64 on one rank, and on random layouts of in-process meshes
-// against the one-rank gradients (tests/nn/grad_test_util.h). Every op of
+// against the one-rank gradients (dtensor/testing/grad_checks.h). Every op of
 // these families is covered.
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "dtensor/testing/grad_checks.h"
 #include "gtest/gtest.h"
 #include "ops/cast_ops.h"
 #include "ops/elementwise_ops.h"
@@ -14,15 +16,13 @@
 #include "ops/random_ops.h"
 #include "ops/slice_ops.h"
 #include "ops/view_ops.h"
-#include "base/status_macros.h"
-#include "tests/nn/grad_test_util.h"
 
 namespace dtensor {
 namespace {
 
-using grad_testing::CheckGradCases;
-using grad_testing::GradCase;
-using grad_testing::Random64;
+using testing_util::CheckGradCases;
+using testing_util::GradCase;
+using testing_util::Random64;
 using In = std::vector<DTensor>;
 
 constexpr double kTol = 1e-8;
@@ -159,7 +159,7 @@ std::vector<GradCase> CastRandomCases() {
 
 void ExpectCovered(const std::vector<const OpDef*>& ops,
                    const std::vector<GradCase>& cases) {
-  const std::vector<std::string> missing = grad_testing::Uncovered(ops, cases);
+  const std::vector<std::string> missing = testing_util::Uncovered(ops, cases);
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
 }
 

@@ -12,11 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
 #include "ops/dispatch.h"
 #include "ops/registry.h"
 #include "tensor/elementwise.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
 namespace {

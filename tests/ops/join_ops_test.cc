@@ -11,9 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/testing/comm_matchers.h"
+#include "dtensor/testing/op_cases.h"
+#include "dtensor/testing/op_checks.h"
 #include "gtest/gtest.h"
-#include "tests/ops/family_test_util.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
 namespace {
@@ -21,6 +22,7 @@ namespace {
 using testing_util::CheckCases;
 using testing_util::CheckOnRandomLayouts;
 using testing_util::CheckRandomStrategies;
+using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
 using testing_util::OneOutput;
 using testing_util::OneReference;
@@ -115,7 +117,7 @@ TEST(JoinLayoutTest, OtherDimsKeepTheirShardsTheJoinedDimIsGathered) {
   MetaOutcome o = RunOnMeta({4}, {{{8, 4}, "S(0)"}, {{8, 6}, "S(0)"}}, cat(1));
   ASSERT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.layout, "S(0)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   // Along the sharded dim: the shards move first.
   o = RunOnMeta({4}, {{{8, 4}, "S(0)"}, {{8, 4}, "S(0)"}}, cat(0));
   ASSERT_TRUE(o.status.ok()) << o.status;
@@ -124,11 +126,11 @@ TEST(JoinLayoutTest, OtherDimsKeepTheirShardsTheJoinedDimIsGathered) {
   // Partials of one op pass through.
   o = RunOnMeta({4}, {{{8, 4}, "P(max)"}, {{8, 4}, "P(max)"}}, cat(0));
   EXPECT_EQ(o.layout, "P(max)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = RunOnMeta({4}, {{{8, 4}, "S(1)"}, {{8, 4}, "S(1)"}},
                 [](const In& in) { return ops::Stack(in, 0); });
   EXPECT_EQ(o.layout, "S(2)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
 TEST(JoinErrorTest, MismatchedInputsAreErrorsNamingTheTensor) {

@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/testing/op_cases.h"
+#include "dtensor/testing/op_checks.h"
 #include "gtest/gtest.h"
 #include "ops/vocab_ops.h"
-#include "tests/ops/family_test_util.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
 namespace {

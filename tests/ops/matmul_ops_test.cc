@@ -10,11 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
 #include "ops/propagation_cache.h"
 #include "tensor/elementwise.h"
 #include "tensor/matmul.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
 namespace {

@@ -15,12 +15,12 @@
 #include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
 #include "ops/elementwise_ops.h"
 #include "ops/matmul_ops.h"
 #include "ops/op_counter.h"
 #include "ops/reduction_ops.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
 namespace {

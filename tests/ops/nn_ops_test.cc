@@ -12,16 +12,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/testing/comm_matchers.h"
+#include "dtensor/testing/op_cases.h"
+#include "dtensor/testing/op_checks.h"
 #include "gtest/gtest.h"
 #include "tensor/nn_functional.h"
-#include "tests/ops/family_test_util.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
 namespace {
 
 using testing_util::CheckOnRandomLayouts;
 using testing_util::CheckRandomStrategies;
+using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
 using testing_util::OneOutput;
 using testing_util::OneReference;
@@ -237,7 +239,7 @@ TEST(NnLayoutTest, SoftmaxOverAShardedDimMovesItsShardsAway) {
     o = RunOnMeta({2, 2}, {{{8, 6, 5}, "S(0)[1],S(0)[0]"}}, softmax(-1));
     ASSERT_TRUE(o.status.ok()) << o.status;
     EXPECT_EQ(o.layout, "S(0)[1],S(0)[0]");
-    EXPECT_EQ(o.comms.total_collectives(), 0);
+    EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
 }
 
@@ -249,7 +251,7 @@ TEST(NnLayoutTest, NormsRunOnSequenceShardsWithReplicatedWeights) {
       {4}, {{{2, 8, 16}, "S(1)"}, {{16}, "R"}, {{16}, "R"}}, layer_norm);
   ASSERT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.layout, "S(1)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   // The normalized dim cannot stay sharded.
   o = RunOnMeta({4}, {{{2, 8, 16}, "S(2)"}, {{16}, "R"}, {{16}, "R"}},
                 layer_norm);
@@ -261,7 +263,7 @@ TEST(NnLayoutTest, NormsRunOnSequenceShardsWithReplicatedWeights) {
                 [](const In& in) { return ops::RmsNorm(in[0], in[1]); });
   ASSERT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.layout, "P(sum)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
 TEST(NnLayoutTest, AttentionShardedOnHeadsOrBatchDoesNotCommunicate) {
@@ -275,19 +277,19 @@ TEST(NnLayoutTest, AttentionShardedOnHeadsOrBatchDoesNotCommunicate) {
           {2}, {{qkv, layout}, {qkv, layout}, {qkv, layout}}, attention);
       ASSERT_TRUE(o.status.ok()) << o.status;
       EXPECT_EQ(o.layout, layout);
-      EXPECT_EQ(o.comms.total_collectives(), 0);
+      EXPECT_THAT(o.comms, IssuedNoCollectives());
     }
     MetaOutcome o = RunOnMeta(
         {2, 2}, {{qkv, "S(0),S(1)"}, {qkv, "S(0),S(1)"}, {qkv, "S(0),S(1)"}},
         attention);
     ASSERT_TRUE(o.status.ok()) << o.status;
     EXPECT_EQ(o.layout, "S(0),S(1)");
-    EXPECT_EQ(o.comms.total_collectives(), 0);
+    EXPECT_THAT(o.comms, IssuedNoCollectives());
     // Queries sharded on the sequence, keys and values whole.
     o = RunOnMeta({4}, {{qkv, "S(2)"}, {qkv, "R"}, {qkv, "R"}}, attention);
     ASSERT_TRUE(o.status.ok()) << o.status;
     EXPECT_EQ(o.layout, "S(2)");
-    EXPECT_EQ(o.comms.total_collectives(), 0);
+    EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
 }
 
@@ -296,7 +298,7 @@ TEST(NnLayoutTest, RotaryEmbeddingKeepsSequenceShards) {
   MetaOutcome o = RunOnMeta({4}, {{{2, 8, 4, 16}, "S(1)"}}, rotary);
   ASSERT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.layout, "S(1)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   // head_dim holds rotation pairs: never sharded.
   o = RunOnMeta({4}, {{{2, 8, 4, 16}, "S(3)"}}, rotary);
   ASSERT_TRUE(o.status.ok()) << o.status;

@@ -16,6 +16,7 @@
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/cost_model.h"
+#include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
@@ -24,7 +25,6 @@
 #include "ops/reduction_ops.h"
 #include "ops/registry.h"
 #include "tensor/reduction.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
 namespace {

@@ -11,10 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
+#include "dtensor/testing/comm_matchers.h"
+#include "dtensor/testing/op_cases.h"
+#include "dtensor/testing/op_checks.h"
 #include "gtest/gtest.h"
 #include "tensor/generator.h"
-#include "tests/ops/family_test_util.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
 namespace {
@@ -22,6 +23,7 @@ namespace {
 using testing_util::CheckOnRandomLayouts;
 using testing_util::CheckRandomStrategies;
 using testing_util::DistributeWithTerms;
+using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
 using testing_util::OneOutput;
 using testing_util::OneReference;
@@ -156,7 +158,7 @@ TEST(RandomLayoutTest, DropoutKeepsShardsAndPartials) {
                   [](const In& in) { return ops::Dropout(in[0], 0.1, 7); });
     ASSERT_TRUE(o.status.ok()) << o.status;
     EXPECT_EQ(o.layout, layout);
-    EXPECT_EQ(o.comms.total_collectives(), 0);
+    EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
 }
 

@@ -15,11 +15,11 @@
 #include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
 #include "ops/dispatch.h"
 #include "ops/registry.h"
 #include "tensor/reduction.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
 namespace {

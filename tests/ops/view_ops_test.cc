@@ -16,15 +16,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/testing/comm_matchers.h"
+#include "dtensor/testing/op_cases.h"
+#include "dtensor/testing/op_checks.h"
 #include "gtest/gtest.h"
-#include "tests/ops/family_test_util.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
 namespace {
 
 using testing_util::CheckOnRandomLayouts;
 using testing_util::CheckRandomStrategies;
+using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
 using testing_util::OneOutput;
 using testing_util::OneReference;
@@ -348,7 +350,7 @@ TEST(ViewLayoutTest, MergingKeepsAnOutermostShardWhereChunksAlign) {
   MetaOutcome o = OnMeta({2}, {8, 3}, "S(0)", flat);
   ASSERT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.layout, "S(0)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   // 5 rows on 2 ranks (3, 2) hold 9 and 6 elements; 15 chunks as 8, 7.
   o = OnMeta({2}, {5, 3}, "S(0)", flat);
   ASSERT_TRUE(o.status.ok()) << o.status;
@@ -360,16 +362,16 @@ TEST(ViewLayoutTest, MergingKeepsAnOutermostShardWhereChunksAlign) {
   // Nested shards keep their order.
   o = OnMeta({2, 2}, {16, 3}, "S(0),S(0)", flat);
   EXPECT_EQ(o.layout, "S(0),S(0)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2, 2}, {16, 3}, "S(0)[1],S(0)[0]", flat);
   EXPECT_EQ(o.layout, "S(0)[1],S(0)[0]");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   // Other groups keep their shards.
   o = OnMeta({2, 2}, {4, 2, 6, 3}, "S(0),S(2)", [](const DTensor& x) {
     return ops::Reshape(x, {8, 18});
   });
   EXPECT_EQ(o.layout, "S(0),S(1)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
 TEST(ViewLayoutTest, SplittingKeepsTheShardOnTheOutermostPiece) {
@@ -378,12 +380,12 @@ TEST(ViewLayoutTest, SplittingKeepsTheShardOnTheOutermostPiece) {
   });
   ASSERT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.layout, "S(0)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2}, {2, 24}, "S(1)", [](const DTensor& x) {
     return ops::Unflatten(x, 1, {4, 6});
   });
   EXPECT_EQ(o.layout, "S(1)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   // 12 on 4 ranks is 3 each, but 3 rows of 4 on 4 ranks are 1, 1, 1, 0.
   o = OnMeta({4}, {12}, "S(0)", [](const DTensor& x) {
     return ops::View(x, {3, 4});
@@ -397,25 +399,25 @@ TEST(ViewLayoutTest, PermutationsAndUnitDimsMoveShardsWithTheirDims) {
     return ops::Transpose(x, 0, 1);
   });
   EXPECT_EQ(o.layout, "S(1)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2, 2}, {2, 4, 6}, "S(0),S(2)", [](const DTensor& x) {
     return ops::Permute(x, {2, 0, 1});
   });
   EXPECT_EQ(o.layout, "S(1),S(0)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2}, {8, 6}, "S(1)",
              [](const DTensor& x) { return ops::Unsqueeze(x, 0); });
   EXPECT_EQ(o.layout, "S(2)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2}, {8, 1, 6}, "S(2)",
              [](const DTensor& x) { return ops::Squeeze(x); });
   EXPECT_EQ(o.layout, "S(1)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2}, {1, 6}, "S(1)", [](const DTensor& x) {
     return ops::Expand(x, {3, 4, 6});
   });
   EXPECT_EQ(o.layout, "S(2)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
 // As in PyTorch: a sharded size-1 dim that meets a size-1 dim of the output
@@ -426,16 +428,16 @@ TEST(ViewLayoutTest, ShardedSizeOneDimsKeepTheirShardThroughViews) {
   });
   ASSERT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.layout, "S(1)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({4}, {4, 1, 8}, "S(1)",
              [](const DTensor& x) { return ops::Unsqueeze(x, 0); });
   EXPECT_EQ(o.layout, "S(2)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2, 2}, {1, 6, 1}, "S(0),S(2)", [](const DTensor& x) {
     return ops::Reshape(x, {1, 2, 3, 1});
   });
   EXPECT_EQ(o.layout, "S(0),S(3)");
-  EXPECT_EQ(o.comms.total_collectives(), 0);
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
   // Squeezed away, the dim has nowhere to keep its shard.
   o = OnMeta({4}, {4, 1, 8}, "S(1)",
              [](const DTensor& x) { return ops::Squeeze(x, {1}); });
@@ -449,7 +451,7 @@ TEST(ViewLayoutTest, EveryPartialPassesThrough) {
       return ops::Reshape(x, {4, 12});
     });
     EXPECT_EQ(o.layout, layout);
-    EXPECT_EQ(o.comms.total_collectives(), 0);
+    EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
 }
 

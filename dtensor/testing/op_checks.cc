@@ -1,4 +1,4 @@
-#include "tests/ops/family_test_util.h"
+#include "dtensor/testing/op_checks.h"
 
 #include <algorithm>
 #include <memory>

@@ -1,5 +1,5 @@
-#ifndef DTENSOR_TESTS_OPS_FAMILY_TEST_UTIL_H_
-#define DTENSOR_TESTS_OPS_FAMILY_TEST_UTIL_H_
+#ifndef DTENSOR_DTENSOR_TESTING_OP_CHECKS_H_
+#define DTENSOR_DTENSOR_TESTING_OP_CHECKS_H_
 
 #include <cstdint>
 #include <functional>
@@ -11,12 +11,12 @@
 #include "absl/status/statusor.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/testing/op_cases.h"
 #include "ops/op_args.h"
 #include "ops/op_def.h"
 #include "tensor/tensor.h"
-#include "tests/ops/op_test_util.h"
 
-// Drivers of the op family tests, on top of op_test_util.h.
+// Drivers of the op family tests, on top of op_cases.h.
 namespace dtensor {
 namespace testing_util {
 
@@ -105,4 +105,4 @@ MetaOutcome RunOnMeta(
 }  // namespace testing_util
 }  // namespace dtensor
 
-#endif  // DTENSOR_TESTS_OPS_FAMILY_TEST_UTIL_H_
+#endif  // DTENSOR_DTENSOR_TESTING_OP_CHECKS_H_

@@ -1,4 +1,4 @@
-#include "tests/ops/op_test_util.h"
+#include "dtensor/testing/op_cases.h"
 
 #include <algorithm>
 #include <cmath>

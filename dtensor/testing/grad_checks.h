@@ -1,5 +1,5 @@
-#ifndef DTENSOR_TESTS_NN_GRAD_TEST_UTIL_H_
-#define DTENSOR_TESTS_NN_GRAD_TEST_UTIL_H_
+#ifndef DTENSOR_DTENSOR_TESTING_GRAD_CHECKS_H_
+#define DTENSOR_DTENSOR_TESTING_GRAD_CHECKS_H_
 
 #include <cstdint>
 #include <functional>
@@ -15,7 +15,7 @@
 
 // Drivers of the gradient tests of the op families.
 namespace dtensor {
-namespace grad_testing {
+namespace testing_util {
 
 // One differentiated call: a function of DTensors (written with ops) and its
 // full inputs (floating ones f64; undefined for an absent optional input).
@@ -55,7 +55,7 @@ Tensor RandomMask(const Shape& shape, std::mt19937& rng);
 Tensor RandomIndices(const Shape& shape, int64_t high, DType dtype,
                      std::mt19937& rng);
 
-}  // namespace grad_testing
+}  // namespace testing_util
 }  // namespace dtensor
 
-#endif  // DTENSOR_TESTS_NN_GRAD_TEST_UTIL_H_
+#endif  // DTENSOR_DTENSOR_TESTING_GRAD_CHECKS_H_

@@ -1,4 +1,4 @@
-#include "tests/nn/grad_test_util.h"
+#include "dtensor/testing/grad_checks.h"
 
 #include <set>
 #include <utility>
@@ -8,14 +8,14 @@
 #include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/runtime.h"
+#include "dtensor/testing/op_cases.h"
 #include "mesh/device_mesh.h"
 #include "nn/autograd.h"
 #include "nn/grad_check.h"
 #include "ops/backward_helpers.h"
-#include "tests/ops/op_test_util.h"
 
 namespace dtensor {
-namespace grad_testing {
+namespace testing_util {
 namespace {
 
 using testing_util::DistributeWithTerms;
@@ -211,5 +211,5 @@ Tensor RandomIndices(const Shape& shape, int64_t high, DType dtype,
                                     static_cast<double>(high - 1), rng);
 }
 
-}  // namespace grad_testing
+}  // namespace testing_util
 }  // namespace dtensor
