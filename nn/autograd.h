@@ -17,6 +17,11 @@
 namespace dtensor {
 namespace nn {
 
+// Whether autograd gives `x` a gradient: `x` is defined and of a floating
+// dtype. Integer and bool DTensors (indices, masks) are constants to
+// GradientTape and to CheckGradients alike.
+bool IsDifferentiable(const DTensor& x);
+
 // Options of GradientTape::Gradient.
 struct GradientOptions {
   // The gradient of the target (its shape; any layout). Undefined: 1.

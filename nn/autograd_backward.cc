@@ -15,11 +15,12 @@
 
 namespace dtensor {
 namespace nn {
-namespace {
 
 bool IsDifferentiable(const DTensor& x) {
   return x.defined() && IsFloatingPoint(x.dtype());
 }
+
+namespace {
 
 absl::Status CheckSources(absl::Span<const DTensor> sources) {
   for (size_t i = 0; i < sources.size(); ++i) {

@@ -4,22 +4,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "nn/autograd.h"
 #include "ops/backward_helpers.h"
 #include "tensor/generator.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {
 namespace {
 
-bool IsChecked(const DTensor& x) {
-  return x.defined() && IsFloatingPoint(x.dtype());
-}
-
 absl::Status CheckReplicated(absl::Span<const DTensor> inputs) {
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!IsChecked(inputs[i])) continue;
+    if (!IsDifferentiable(inputs[i])) continue;
     for (const Placement& p : inputs[i].placements()) {
       if (!p.is_replicate()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -65,7 +61,7 @@ absl::Status CheckGradients(const DifferentiableFn& fn,
   std::vector<DTensor> sources;
   std::vector<size_t> checked;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!IsChecked(inputs[i])) continue;
+    if (!IsDifferentiable(inputs[i])) continue;
     sources.push_back(inputs[i]);
     checked.push_back(i);
   }

@@ -172,23 +172,20 @@ constexpr C Highest() {
   }
 }
 
-// Max and min propagate NaN, like torch.amax.
-template <typename C>
-struct MaxReducer {
-  using AccType = C;
-  static constexpr bool kSelects = true;
-  C identity = Lowest<C>();
-  C Term(C x, int64_t /*result*/) const { return x; }
-  static C Combine(C a, C b) { return (b > a || b != b) ? b : a; }
-};
+// Which extreme a max/min reduction selects.
+enum class Extreme { kMax, kMin };
 
-template <typename C>
-struct MinReducer {
+// Selects the maximum or the minimum; NaN propagates, like torch.amax.
+template <typename C, Extreme kWhich>
+struct ExtremeReducer {
   using AccType = C;
   static constexpr bool kSelects = true;
-  C identity = Highest<C>();
+  C identity = kWhich == Extreme::kMax ? Lowest<C>() : Highest<C>();
   C Term(C x, int64_t /*result*/) const { return x; }
-  static C Combine(C a, C b) { return (b < a || b != b) ? b : a; }
+  static C Combine(C a, C b) {
+    const bool beyond = kWhich == Extreme::kMax ? b > a : b < a;
+    return (beyond || b != b) ? b : a;
+  }
 };
 
 // Converts an input element to an accumulator.
@@ -366,6 +363,29 @@ void ArgmaxInto(const Tensor& a, const ReductionPlan& plan, int64_t dim,
       });
 }
 
+// Max or Min: the CUDA kernel for device tensors, else ExtremeReducer over
+// the CPU elements (an empty extent has no extreme: an error).
+template <Extreme kWhich>
+absl::StatusOr<Tensor> ReduceExtreme(const Tensor& a,
+                                     absl::Span<const int64_t> dims,
+                                     bool keepdim) {
+  constexpr bool kMax = kWhich == Extreme::kMax;
+  const absl::string_view op = kMax ? "Max" : "Min";
+  if (cuda::OnCuda(a)) {
+    return cuda::ReduceOnDevice(
+        kMax ? cuda::ReduceOp::kMax : cuda::ReduceOp::kMin, false, op, a, dims,
+        keepdim);
+  }
+  DT_ASSIGN_OR_RETURN(const ReductionPlan plan,
+                      PlanReduction(op, a, dims, keepdim));
+  DT_RETURN_IF_ERROR(CheckNonEmptyExtent(op, a, dims, plan));
+  return DispatchDType(a.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
+    using T = decltype(tag);
+    return MakeResult<T>(
+        plan, Reduce<T>(a, plan, ExtremeReducer<ComputeType<T>, kWhich>()));
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<Tensor> Sum(const Tensor& a, absl::Span<const int64_t> dims,
@@ -406,34 +426,12 @@ absl::StatusOr<Tensor> Mean(const Tensor& a, absl::Span<const int64_t> dims,
 
 absl::StatusOr<Tensor> Max(const Tensor& a, absl::Span<const int64_t> dims,
                            bool keepdim) {
-  if (cuda::OnCuda(a)) {
-    return cuda::ReduceOnDevice(cuda::ReduceOp::kMax, false, "Max", a, dims,
-                                keepdim);
-  }
-  DT_ASSIGN_OR_RETURN(const ReductionPlan plan,
-                      PlanReduction("Max", a, dims, keepdim));
-  DT_RETURN_IF_ERROR(CheckNonEmptyExtent("Max", a, dims, plan));
-  return DispatchDType(a.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
-    using T = decltype(tag);
-    return MakeResult<T>(plan,
-                         Reduce<T>(a, plan, MaxReducer<ComputeType<T>>()));
-  });
+  return ReduceExtreme<Extreme::kMax>(a, dims, keepdim);
 }
 
 absl::StatusOr<Tensor> Min(const Tensor& a, absl::Span<const int64_t> dims,
                            bool keepdim) {
-  if (cuda::OnCuda(a)) {
-    return cuda::ReduceOnDevice(cuda::ReduceOp::kMin, false, "Min", a, dims,
-                                keepdim);
-  }
-  DT_ASSIGN_OR_RETURN(const ReductionPlan plan,
-                      PlanReduction("Min", a, dims, keepdim));
-  DT_RETURN_IF_ERROR(CheckNonEmptyExtent("Min", a, dims, plan));
-  return DispatchDType(a.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
-    using T = decltype(tag);
-    return MakeResult<T>(plan,
-                         Reduce<T>(a, plan, MinReducer<ComputeType<T>>()));
-  });
+  return ReduceExtreme<Extreme::kMin>(a, dims, keepdim);
 }
 
 absl::StatusOr<Tensor> Var(const Tensor& a, absl::Span<const int64_t> dims,

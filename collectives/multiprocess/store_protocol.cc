@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 
 namespace dtensor::store {
@@ -49,6 +50,13 @@ absl::Status AwaitReady(int fd, short events, absl::Time deadline,
 
 void SetNonBlocking(int fd) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
+}
+
+// Sends small frames at once (no Nagle delay); 0, for FirstUsableSocket.
+int SetNoDelay(int fd) {
+  const int on = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+  return 0;
 }
 
 using AddrInfoPtr = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;
@@ -199,35 +207,17 @@ absl::StatusOr<std::string> ReceiveFrame(int fd, absl::Time deadline) {
   return payload;
 }
 
-absl::StatusOr<int> ListenSocket(const std::string& host, int port) {
-  absl::StatusOr<AddrInfoPtr> addresses = Resolve(host, port, true);
-  if (!addresses.ok()) return addresses.status();
-  std::string last_error = "no address";
-  for (addrinfo* info = addresses->get(); info != nullptr;
-       info = info->ai_next) {
-    const int fd = ::socket(info->ai_family, info->ai_socktype | SOCK_CLOEXEC,
-                            info->ai_protocol);
-    if (fd < 0) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    const int on = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    if (::bind(fd, info->ai_addr, info->ai_addrlen) == 0 &&
-        ::listen(fd, 128) == 0) {
-      SetNonBlocking(fd);
-      return fd;
-    }
-    last_error = std::strerror(errno);
-    ::close(fd);
-  }
-  return absl::UnavailableError(absl::StrCat(
-      "store: cannot listen on ", Address(host, port), ": ", last_error));
-}
+namespace {
 
-absl::StatusOr<int> ConnectSocket(const std::string& host, int port,
-                                  absl::Time deadline) {
-  absl::StatusOr<AddrInfoPtr> addresses = Resolve(host, port, false);
+// Tries the addresses of `host`:`port` in order: makes a socket for each
+// and hands it to `use`, which returns 0 when the socket is ready (it is then
+// the result) or the errno of why not (the socket is closed and the next
+// address tried). `passive`: addresses to listen on. Errors: "store: cannot
+// <action> <host:port>: <the last address's error>".
+absl::StatusOr<int> FirstUsableSocket(
+    const std::string& host, int port, bool passive, absl::string_view action,
+    absl::FunctionRef<int(int fd, const addrinfo& info)> use) {
+  absl::StatusOr<AddrInfoPtr> addresses = Resolve(host, port, passive);
   if (!addresses.ok()) return addresses.status();
   std::string last_error = "no address";
   for (addrinfo* info = addresses->get(); info != nullptr;
@@ -238,29 +228,50 @@ absl::StatusOr<int> ConnectSocket(const std::string& host, int port,
       last_error = std::strerror(errno);
       continue;
     }
-    SetNonBlocking(fd);
-    int error = 0;
-    if (::connect(fd, info->ai_addr, info->ai_addrlen) != 0) {
-      error = errno;
-      if (error == EINPROGRESS) {
-        if (AwaitReady(fd, POLLOUT, deadline, "connecting").ok()) {
-          socklen_t length = sizeof(error);
-          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
-        } else {
-          error = ETIMEDOUT;
-        }
-      }
-    }
-    if (error == 0) {
-      const int on = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-      return fd;
-    }
+    const int error = use(fd, *info);
+    if (error == 0) return fd;
     last_error = std::strerror(error);
     ::close(fd);
   }
   return absl::UnavailableError(absl::StrCat(
-      "store: cannot connect to ", Address(host, port), ": ", last_error));
+      "store: cannot ", action, " ", Address(host, port), ": ", last_error));
+}
+
+}  // namespace
+
+absl::StatusOr<int> ListenSocket(const std::string& host, int port) {
+  return FirstUsableSocket(
+      host, port, /*passive=*/true, "listen on",
+      [](int fd, const addrinfo& info) {
+        const int on = 1;
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+        if (::bind(fd, info.ai_addr, info.ai_addrlen) != 0 ||
+            ::listen(fd, 128) != 0) {
+          return errno;
+        }
+        SetNonBlocking(fd);
+        return 0;
+      });
+}
+
+absl::StatusOr<int> ConnectSocket(const std::string& host, int port,
+                                  absl::Time deadline) {
+  return FirstUsableSocket(
+      host, port, /*passive=*/false, "connect to",
+      [deadline](int fd, const addrinfo& info) {
+        SetNonBlocking(fd);
+        if (::connect(fd, info.ai_addr, info.ai_addrlen) == 0) {
+          return SetNoDelay(fd);
+        }
+        int error = errno;
+        if (error != EINPROGRESS) return error;
+        if (!AwaitReady(fd, POLLOUT, deadline, "connecting").ok()) {
+          return ETIMEDOUT;
+        }
+        socklen_t length = sizeof(error);
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+        return error == 0 ? SetNoDelay(fd) : error;
+      });
 }
 
 absl::StatusOr<int> LocalPort(int fd) {

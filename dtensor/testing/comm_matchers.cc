@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
 
 namespace dtensor {
 namespace testing_util {
@@ -46,14 +47,53 @@ std::string JoinKinds(const std::vector<CommKind>& kinds) {
   });
 }
 
+// Why a matcher argument cannot describe a communication, or "" when it can.
+// Local steps are never counted as collectives, so an expectation that names
+// CommKind::kLocal (or a negative count) could never match.
+std::string BadCountsError(const std::map<CommKind, int64_t>& counts) {
+  for (const auto& [kind, count] : counts) {
+    if (kind == CommKind::kLocal) {
+      return absl::StrCat("IssuedCollectives was given a count (", count,
+                          ") for ", CommKindName(kind),
+                          ": local steps are never counted as collectives");
+    }
+    if (count < 0) {
+      return absl::StrCat("IssuedCollectives was given a negative count (",
+                          count, ") for ", CommKindName(kind));
+    }
+  }
+  return "";
+}
+
+std::string BadSequenceError(const std::vector<CommKind>& kinds) {
+  for (CommKind kind : kinds) {
+    if (kind == CommKind::kLocal) {
+      return absl::StrCat("IssuedCollectiveSequence was given ",
+                          CommKindName(kind),
+                          ": local steps are never counted as collectives");
+    }
+  }
+  return "";
+}
+
+// A matcher built from a bad argument fails the test where it is built (so
+// that not even Not(...) of it passes) and never matches.
+void ReportBadArgument(const std::string& error) {
+  if (!error.empty()) ADD_FAILURE() << "bad matcher argument: " << error;
+}
+
 class CollectiveCountsMatcher
     : public ::testing::MatcherInterface<const CommCounter&> {
  public:
   explicit CollectiveCountsMatcher(std::map<CommKind, int64_t> counts)
-      : counts_(std::move(counts)) {}
+      : counts_(std::move(counts)), error_(BadCountsError(counts_)) {}
 
   bool MatchAndExplain(const CommCounter& counter,
                        MatchResultListener* listener) const override {
+    if (!error_.empty()) {
+      *listener << "which cannot be checked: " << error_;
+      return false;
+    }
     std::map<CommKind, int64_t> actual;
     for (CommKind kind : CollectiveKinds(counter)) ++actual[kind];
     std::map<CommKind, int64_t> expected;
@@ -80,16 +120,21 @@ class CollectiveCountsMatcher
   }
 
   std::map<CommKind, int64_t> counts_;
+  std::string error_;  // BadCountsError(counts_)
 };
 
 class CollectiveSequenceMatcher
     : public ::testing::MatcherInterface<const CommCounter&> {
  public:
   explicit CollectiveSequenceMatcher(std::vector<CommKind> kinds)
-      : kinds_(std::move(kinds)) {}
+      : kinds_(std::move(kinds)), error_(BadSequenceError(kinds_)) {}
 
   bool MatchAndExplain(const CommCounter& counter,
                        MatchResultListener* listener) const override {
+    if (!error_.empty()) {
+      *listener << "which cannot be checked: " << error_;
+      return false;
+    }
     ExplainSteps(counter, listener);
     return CollectiveKinds(counter) == kinds_;
   }
@@ -103,6 +148,7 @@ class CollectiveSequenceMatcher
 
  private:
   std::vector<CommKind> kinds_;
+  std::string error_;  // BadSequenceError(kinds_)
 };
 
 class ReceivedBytesMatcher
@@ -134,11 +180,13 @@ class ReceivedBytesMatcher
 
 ::testing::Matcher<const CommCounter&> IssuedCollectives(
     std::map<CommKind, int64_t> counts) {
+  ReportBadArgument(BadCountsError(counts));
   return ::testing::MakeMatcher(new CollectiveCountsMatcher(std::move(counts)));
 }
 
 ::testing::Matcher<const CommCounter&> IssuedCollectiveSequence(
     std::vector<CommKind> kinds) {
+  ReportBadArgument(BadSequenceError(kinds));
   return ::testing::MakeMatcher(
       new CollectiveSequenceMatcher(std::move(kinds)));
 }

@@ -31,11 +31,14 @@ namespace dtensor {
 namespace testing_util {
 
 // Exactly `counts` collectives of each kind listed and none of any other kind.
-// Requires: no count is for CommKind::kLocal.
+// Errors: a count for CommKind::kLocal or a negative count is a test failure
+// where the matcher is built, with a message naming the entry, and the
+// matcher never matches.
 ::testing::Matcher<const CommCounter&> IssuedCollectives(
     std::map<CommKind, int64_t> counts);
 
 // The collectives, local steps skipped, are exactly `kinds`, in this order.
+// Errors: a CommKind::kLocal in `kinds` is a test failure, as above.
 ::testing::Matcher<const CommCounter&> IssuedCollectiveSequence(
     std::vector<CommKind> kinds);
 

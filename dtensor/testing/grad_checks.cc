@@ -36,7 +36,7 @@ std::string Describe(const GradCase& c) {
 std::vector<DTensor> Floating(const std::vector<DTensor>& inputs) {
   std::vector<DTensor> floating;
   for (const DTensor& x : inputs) {
-    if (x.defined() && IsFloatingPoint(x.dtype())) floating.push_back(x);
+    if (nn::IsDifferentiable(x)) floating.push_back(x);
   }
   return floating;
 }

@@ -11,6 +11,7 @@
 // live on the rank's CUDA device.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -24,12 +25,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "collectives/argument_checks.h"
+#include "collectives/collective_options.h"
 #include "collectives/functional.h"
 #include "collectives/gloo/gloo_backend.h"
 #include "collectives/nccl/nccl_backend.h"
 #include "collectives/process_groups.h"
-#include "base/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor {
@@ -602,17 +604,46 @@ absl::Status PointToPointDeadline(ProcessGroups& groups) {
                      "send that nobody receives");
 }
 
+// How long missing_member's ranks wait for the store, and for each other
+// in the groups that order the scenario: long enough for any start-up.
+constexpr absl::Duration kMissingMemberStartup = absl::Seconds(60);
+// How long ranks 0 and 1 wait for rank 2 to join the world.
+constexpr absl::Duration kMissingMemberJoin = absl::Seconds(1);
+
+// Returns once `groups`' rank and `peer` have both made the group of the
+// two, or the peer has gone: a signal between processes. The group is not
+// used, and its creation may fail once the peer has connected and exited, so
+// its status says nothing.
+void Meet(ProcessGroups& groups, int64_t peer) {
+  const int64_t me = groups.rank();
+  groups.ForRanks({std::min(me, peer), std::max(me, peer)}).IgnoreError();
+}
+
+// Ranks 0 and 1 create the world, which rank 2 never joins, and get an error
+// naming rank 2 alone. The short deadline covers only that: ranks 0 and 1
+// first make group [0, 1] (so neither can miss the other because it started
+// late), and rank 2 stays alive (so not "exited") until both have had their
+// error, which they signal by meeting it. Every other wait has the long
+// default deadline set in Main (this scenario's options set none), so process
+// start-up under load cannot fail it; a wrong error, code or member list
+// still does.
 absl::Status MissingMember(ProcessGroups& groups) {
-  if (groups.rank() == 2) {
-    // Alive (so not "exited") while the others give up, but never joins.
-    absl::SleepFor(absl::Seconds(1));
+  const int64_t me = groups.rank();
+  if (me == 2) {
+    Meet(groups, 0);
+    Meet(groups, 1);
     return absl::OkStatus();
   }
-  return ExpectError(groups.World().status(),
-                     absl::StatusCode::kDeadlineExceeded,
-                     {"creating a communicator for group [0, 1, 2]: ranks [2] "
-                      "did not join within 300ms"},
-                     "a group with a missing member");
+  DT_RETURN_IF_ERROR(groups.ForRanks({0, 1}).status());
+  SetDefaultCollectiveDeadline(kMissingMemberJoin);
+  const absl::Status world = groups.World().status();
+  SetDefaultCollectiveDeadline(kMissingMemberStartup);
+  Meet(groups, 2);
+  return ExpectError(
+      world, absl::StatusCode::kDeadlineExceeded,
+      {"creating a communicator for group [0, 1, 2]: ranks [2] did not join "
+       "within 1s"},
+      "a group with a missing member");
 }
 
 absl::Status Smoke(ProcessGroups& groups) {
@@ -644,7 +675,8 @@ int Main(int argc, char** argv) {
       {"exit_mid_collective", {ExitMidCollective, Options(absl::Seconds(60))}},
       {"missing_rank", {MissingRank, Options(absl::Milliseconds(500))}},
       {"p2p_deadline", {PointToPointDeadline, Options(absl::Seconds(60))}},
-      {"missing_member", {MissingMember, Options(absl::Milliseconds(300))}},
+      // No deadline of its own: each wait takes the process-wide default.
+      {"missing_member", {MissingMember, CommunicatorOptions()}},
       {"smoke", {Smoke, Options(absl::Seconds(30))}},
   };
   const std::string backend_name = argc == 3 ? argv[1] : "";
@@ -653,6 +685,9 @@ int Main(int argc, char** argv) {
       (backend_name != "gloo" && backend_name != "nccl")) {
     std::fprintf(stderr, "usage: collective_worker <gloo|nccl> <scenario>\n");
     return 2;
+  }
+  if (scenario->first == "missing_member") {
+    SetDefaultCollectiveDeadline(kMissingMemberStartup);
   }
   absl::StatusOr<std::shared_ptr<Backend>> backend =
       backend_name == "gloo" ? GlooBackendFromEnv(scenario->second.options)

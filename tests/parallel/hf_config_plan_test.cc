@@ -18,7 +18,6 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/runtime.h"
 #include "gtest/gtest.h"
-#include "nn/autograd.h"
 #include "nn/embedding.h"
 #include "nn/init.h"
 #include "nn/linear.h"
@@ -28,7 +27,6 @@
 #include "ops/nn_ops.h"
 #include "ops/reduction_ops.h"
 #include "ops/view_ops.h"
-#include "parallel/parallelize.h"
 #include "parallel/plan.h"
 #include "tests/parallel/style_test_util.h"
 
@@ -192,17 +190,14 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
                       const std::optional<Plan>& plan, Result& mine) {
   auto runtime = Runtime::ForRank(groups);
   DT_ASSIGN_OR_RETURN(auto model, BuildHfLlama());
-  DT_RETURN_IF_ERROR(nn::Initialize(*model, runtime, mesh));
-  if (plan) DT_RETURN_IF_ERROR(ParallelizeModule(*model, mesh, *plan));
+  DT_RETURN_IF_ERROR(
+      parallel_testing::InitializeAndParallelize(*model, runtime, mesh, plan));
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < kBatch * kSeq; ++i)
     ids.push_back((i * 7 + 3) % kVocab);
   DT_ASSIGN_OR_RETURN(Tensor ids_full, Tensor::FromVector(ids, {kBatch, kSeq}));
-  DT_ASSIGN_OR_RETURN(
-      DTensor tokens,
-      DTensor::Distribute(
-          runtime, ids_full, mesh,
-          std::vector<Placement>(mesh.ndim(), Placement::Replicate())));
+  DT_ASSIGN_OR_RETURN(DTensor tokens, parallel_testing::DistributeReplicated(
+                                          runtime, ids_full, mesh));
   // loss = sum(h * probe): sum(h * h) would be nearly constant after the
   // final RMSNorm, its gradients float noise.
   std::vector<float> probe_values;
@@ -211,37 +206,22 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
   }
   DT_ASSIGN_OR_RETURN(Tensor probe_full,
                       Tensor::FromVector(probe_values, {kBatch, kSeq, kDim}));
+  DT_ASSIGN_OR_RETURN(DTensor probe, parallel_testing::DistributeReplicated(
+                                         runtime, probe_full, mesh));
   DT_ASSIGN_OR_RETURN(
-      DTensor probe,
-      DTensor::Distribute(runtime, probe_full, mesh, tokens.placements()));
-  std::vector<nn::NamedSlot> named = model->NamedParameters();
-  std::vector<DTensor> params;
-  for (const nn::NamedSlot& slot : named) params.push_back(slot.slot->value);
-  nn::GradientTape tape;
-  DTensor h, loss;
-  CommCounter forward;
-  {
-    nn::GradientTape::Scope scope(tape);
-    {
-      CommCounter::Scope count(forward);
-      DT_ASSIGN_OR_RETURN(h, (*model)(tokens));
-    }
-    DT_ASSIGN_OR_RETURN(loss, ops::Sum(*ops::Mul(h, probe)));
-  }
-  DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, tape.Gradient(loss, params));
-  for (const CommCounter::Event& e : forward.events()) {
+      parallel_testing::ModelStep step,
+      parallel_testing::ForwardBackward(
+          *model, tokens, [&](const DTensor& h) -> absl::StatusOr<DTensor> {
+            DT_ASSIGN_OR_RETURN(DTensor weighted, ops::Mul(h, probe));
+            return ops::Sum(weighted);
+          }));
+  for (const CommCounter::Event& e : step.forward.events()) {
     if (e.kind != CommKind::kLocal) mine.forward.push_back(e.label);
   }
-  mine.forward_all_reduces = forward.count(CommKind::kAllReduce);
-  DT_ASSIGN_OR_RETURN(Tensor h_full, h.FullTensor());
+  mine.forward_all_reduces = step.forward.count(CommKind::kAllReduce);
+  DT_ASSIGN_OR_RETURN(Tensor h_full, step.output.FullTensor());
   mine.hidden = h_full.ToVector<float>();
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (grads[i].sharding() != params[i].sharding()) {
-      return absl::InternalError(absl::StrCat(named[i].name, " layout"));
-    }
-    DT_ASSIGN_OR_RETURN(Tensor g, grads[i].FullTensor());
-    mine.grads[named[i].name] = g.ToVector<float>();
-  }
+  mine.grads = std::move(step.grads);
   return absl::OkStatus();
 }
 

@@ -21,13 +21,11 @@
 #include "dtensor/runtime.h"
 #include "examples/user_style/colwise_gathered.h"
 #include "gtest/gtest.h"
-#include "nn/autograd.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module_list.h"
 #include "ops/elementwise_ops.h"
 #include "ops/reduction_ops.h"
-#include "parallel/parallelize.h"
 #include "parallel/plan.h"
 #include "tests/parallel/style_test_util.h"
 
@@ -79,56 +77,41 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
                       const std::optional<Plan>& plan, Result& mine) {
   auto runtime = Runtime::ForRank(groups);
   DT_ASSIGN_OR_RETURN(auto model, BuildModel());
-  DT_RETURN_IF_ERROR(nn::Initialize(*model, runtime, mesh));
-  if (plan) DT_RETURN_IF_ERROR(ParallelizeModule(*model, mesh, *plan));
+  DT_RETURN_IF_ERROR(
+      parallel_testing::InitializeAndParallelize(*model, runtime, mesh, plan));
   std::vector<float> values;
   for (int64_t i = 0; i < kBatch * kIn; ++i) {
     values.push_back(std::sin(0.7 * i + 0.3));
   }
   DT_ASSIGN_OR_RETURN(Tensor full, Tensor::FromVector(values, {kBatch, kIn}));
   DT_ASSIGN_OR_RETURN(
-      DTensor x, DTensor::Distribute(runtime, full, mesh,
-                                     std::vector<Placement>(
-                                         mesh.ndim(), Placement::Replicate())));
-  std::vector<nn::NamedSlot> named = model->NamedParameters();
-  std::vector<DTensor> params;
-  for (const nn::NamedSlot& slot : named) {
-    params.push_back(slot.slot->value);
+      DTensor x, parallel_testing::DistributeReplicated(runtime, full, mesh));
+  for (const nn::NamedSlot& slot : model->NamedParameters()) {
     mine.layouts[slot.name] = slot.slot->value.placements().back().ToString();
   }
   for (const nn::NamedModule& m : model->NamedModules()) {
     mine.hooks += m.module->num_input_hooks() + m.module->num_output_hooks();
   }
-  nn::GradientTape tape;
-  DTensor y, loss;
-  CommCounter forward;
-  {
-    nn::GradientTape::Scope scope(tape);
-    {
-      CommCounter::Scope count(forward);
-      DT_ASSIGN_OR_RETURN(y, (*model)(x));
-    }
-    DT_ASSIGN_OR_RETURN(loss, ops::Sum(*ops::Mul(y, y)));
-  }
-  mine.forward_all_reduces = forward.count(CommKind::kAllReduce);
-  mine.forward_all_gathers = forward.count(CommKind::kAllGather);
-  mine.forward_collectives = forward.total_collectives();
+  DT_ASSIGN_OR_RETURN(
+      parallel_testing::ModelStep step,
+      parallel_testing::ForwardBackward(
+          *model, x, [](const DTensor& y) -> absl::StatusOr<DTensor> {
+            DT_ASSIGN_OR_RETURN(DTensor squares, ops::Mul(y, y));
+            return ops::Sum(squares);
+          }));
+  mine.forward_all_reduces = step.forward.count(CommKind::kAllReduce);
+  mine.forward_all_gathers = step.forward.count(CommKind::kAllGather);
+  mine.forward_collectives = step.forward.total_collectives();
+  const DTensor& y = step.output;
   mine.output_layout =
       absl::StrCat(y.mesh() == mesh ? "" : "tp-local ",
                    absl::StrJoin(y.placements(), ",",
                                  [](std::string* out, const Placement& p) {
                                    out->append(p.ToString());
                                  }));
-  DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, tape.Gradient(loss, params));
   DT_ASSIGN_OR_RETURN(Tensor y_full, y.FullTensor());
   mine.output = y_full.ToVector<float>();
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (grads[i].sharding() != params[i].sharding()) {
-      return absl::InternalError(absl::StrCat(named[i].name, " layout"));
-    }
-    DT_ASSIGN_OR_RETURN(Tensor g, grads[i].FullTensor());
-    mine.grads[named[i].name] = g.ToVector<float>();
-  }
+  mine.grads = std::move(step.grads);
   return absl::OkStatus();
 }
 
@@ -325,14 +308,14 @@ absl::Status GatherStep(ProcessGroups& groups, const DeviceMesh& mesh,
   DT_ASSIGN_OR_RETURN(auto linear, nn::Linear::Create(kIn, kHidden, options));
   DT_RETURN_IF_ERROR(model.Append(std::move(linear)).status());
   DT_RETURN_IF_ERROR(model.Append(std::make_unique<nn::ModuleList>()).status());
-  DT_RETURN_IF_ERROR(nn::Initialize(model, runtime, mesh));
-  if (plan) DT_RETURN_IF_ERROR(ParallelizeModule(model, mesh, *plan));
+  DT_RETURN_IF_ERROR(
+      parallel_testing::InitializeAndParallelize(model, runtime, mesh, plan));
   std::vector<float> values;
   for (int64_t i = 0; i < kBatch * kIn; ++i)
     values.push_back(std::cos(0.3 * i));
   DT_ASSIGN_OR_RETURN(Tensor full, Tensor::FromVector(values, {kBatch, kIn}));
-  DT_ASSIGN_OR_RETURN(DTensor x, DTensor::Distribute(runtime, full, mesh,
-                                                     {Placement::Replicate()}));
+  DT_ASSIGN_OR_RETURN(
+      DTensor x, parallel_testing::DistributeReplicated(runtime, full, mesh));
   DT_ASSIGN_OR_RETURN(DTensor y, model(x));
   if (y.mesh() != mesh || !y.placements()[0].is_replicate()) {
     return absl::InternalError("gather's output is not R on the mesh");

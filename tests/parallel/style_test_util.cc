@@ -10,6 +10,7 @@
 #include "dtensor/runtime.h"
 #include "gtest/gtest.h"
 #include "nn/autograd.h"
+#include "nn/init.h"
 #include "nn/llama.h"
 #include "ops/view_ops.h"
 #include "ops/vocab_ops.h"
@@ -54,30 +55,20 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
                       DTensor::Distribute(runtime, ids_full, mesh, layout));
   DT_ASSIGN_OR_RETURN(DTensor labels,
                       DTensor::Distribute(runtime, targets_full, mesh, layout));
-  std::vector<nn::NamedSlot> named = model->NamedParameters();
-  std::vector<DTensor> params;
-  for (const nn::NamedSlot& slot : named) params.push_back(slot.slot->value);
-
-  nn::GradientTape tape;
-  DTensor logits, loss;
-  {
-    nn::GradientTape::Scope scope(tape);
-    DT_ASSIGN_OR_RETURN(logits, (*model)(tokens));
-    DT_ASSIGN_OR_RETURN(
-        DTensor flat, ops::Reshape(logits, {kBatch * kSeq, config.vocab_size}));
-    DT_ASSIGN_OR_RETURN(loss, ops::CrossEntropy(flat, labels));
-  }
-  DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, tape.Gradient(loss, params));
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (grads[i].sharding() != params[i].sharding()) {
-      return absl::InternalError(absl::StrCat(
-          "the gradient of ", named[i].name, " is ", grads[i].spec().ToString(),
-          ", its parameter ", params[i].spec().ToString()));
-    }
-    DT_ASSIGN_OR_RETURN(Tensor full, grads[i].FullTensor());
-    mine.grads[named[i].name] = full.ToVector<float>();
-  }
-  DT_ASSIGN_OR_RETURN(Tensor logits_full, logits.FullTensor());
+  DTensor loss;
+  DT_ASSIGN_OR_RETURN(
+      ModelStep step,
+      ForwardBackward(
+          *model, tokens,
+          [&](const DTensor& logits) -> absl::StatusOr<DTensor> {
+            DT_ASSIGN_OR_RETURN(
+                DTensor flat,
+                ops::Reshape(logits, {kBatch * kSeq, config.vocab_size}));
+            DT_ASSIGN_OR_RETURN(loss, ops::CrossEntropy(flat, labels));
+            return loss;
+          }));
+  mine.grads = std::move(step.grads);
+  DT_ASSIGN_OR_RETURN(Tensor logits_full, step.output.FullTensor());
   DT_ASSIGN_OR_RETURN(Tensor loss_full, loss.FullTensor());
   mine.logits = logits_full.ToVector<float>();
   mine.loss = loss_full.ToVector<float>()[0];
@@ -85,6 +76,61 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
 }
 
 }  // namespace
+
+absl::Status InitializeAndParallelize(
+    nn::Module& model, std::shared_ptr<Runtime> runtime, const DeviceMesh& mesh,
+    const std::optional<parallel::Plan>& plan) {
+  DT_RETURN_IF_ERROR(nn::Initialize(model, std::move(runtime), mesh));
+  if (!plan) return absl::OkStatus();
+  return parallel::ParallelizeModule(model, mesh, *plan);
+}
+
+absl::StatusOr<DTensor> DistributeReplicated(std::shared_ptr<Runtime> runtime,
+                                             const Tensor& full,
+                                             const DeviceMesh& mesh) {
+  return DTensor::Distribute(
+      std::move(runtime), full, mesh,
+      std::vector<Placement>(mesh.ndim(), Placement::Replicate()));
+}
+
+absl::StatusOr<std::map<std::string, std::vector<float>>> FullGradients(
+    nn::GradientTape& tape, const DTensor& loss,
+    const std::vector<nn::NamedSlot>& named) {
+  std::vector<DTensor> params;
+  for (const nn::NamedSlot& slot : named) params.push_back(slot.slot->value);
+  DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, tape.Gradient(loss, params));
+  std::map<std::string, std::vector<float>> full_grads;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (grads[i].sharding() != params[i].sharding()) {
+      return absl::InternalError(absl::StrCat(
+          "the gradient of ", named[i].name, " is ", grads[i].spec().ToString(),
+          ", its parameter ", params[i].spec().ToString()));
+    }
+    DT_ASSIGN_OR_RETURN(Tensor full, grads[i].FullTensor());
+    full_grads[named[i].name] = full.ToVector<float>();
+  }
+  return full_grads;
+}
+
+absl::StatusOr<ModelStep> ForwardBackward(nn::Module& model,
+                                          const DTensor& input,
+                                          const LossOf& loss_of) {
+  // The parameters before the step: a gradient is taken for these values.
+  const std::vector<nn::NamedSlot> named = model.NamedParameters();
+  ModelStep step;
+  nn::GradientTape tape;
+  DTensor loss;
+  {
+    nn::GradientTape::Scope scope(tape);
+    {
+      CommCounter::Scope count(step.forward);
+      DT_ASSIGN_OR_RETURN(step.output, model(input));
+    }
+    DT_ASSIGN_OR_RETURN(loss, loss_of(step.output));
+  }
+  DT_ASSIGN_OR_RETURN(step.grads, FullGradients(tape, loss, named));
+  return step;
+}
 
 absl::StatusOr<StepResult> LlamaStep(const DeviceMesh& mesh,
                                      const std::optional<std::string>& plan,

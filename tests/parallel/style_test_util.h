@@ -15,8 +15,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "collectives/inprocess/local_cluster.h"
+#include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/runtime.h"
 #include "mesh/device_mesh.h"
+#include "nn/autograd.h"
 #include "nn/llama_config.h"
 #include "nn/module.h"
 #include "parallel/plan.h"
@@ -44,6 +47,42 @@ using AfterParallelize = std::function<absl::Status(nn::Module& model)>;
 absl::StatusOr<StepResult> LlamaStep(const DeviceMesh& mesh,
                                      const std::optional<std::string>& plan,
                                      const AfterParallelize& after = nullptr);
+
+// Initializes `model` (nn::Initialize on `mesh`) and, with `plan`,
+// parallelizes it. Errors: those of the two calls.
+absl::Status InitializeAndParallelize(
+    nn::Module& model, std::shared_ptr<Runtime> runtime, const DeviceMesh& mesh,
+    const std::optional<parallel::Plan>& plan);
+
+// `full` distributed as Replicate on every dim of `mesh`.
+absl::StatusOr<DTensor> DistributeReplicated(std::shared_ptr<Runtime> runtime,
+                                             const Tensor& full,
+                                             const DeviceMesh& mesh);
+
+// The gradients of `loss` with respect to the parameters `named`, taken from
+// `tape` and gathered to full tensors, by parameter name.
+// Errors: the tape's, or a gradient whose layout is not its parameter's
+// (naming the parameter and both specs).
+absl::StatusOr<std::map<std::string, std::vector<float>>> FullGradients(
+    nn::GradientTape& tape, const DTensor& loss,
+    const std::vector<nn::NamedSlot>& named);
+
+// One forward and backward step of a model on one rank.
+struct ModelStep {
+  DTensor output;
+  CommCounter forward;  // The forward's collectives (not the loss's).
+  std::map<std::string, std::vector<float>> grads;  // FullGradients.
+};
+
+// The loss of a step, from the model's output.
+using LossOf = std::function<absl::StatusOr<DTensor>(const DTensor& output)>;
+
+// Runs `model` on `input` under a GradientTape, counting the forward's
+// collectives, then `loss_of` its output, and takes every parameter's
+// gradient (FullGradients). Errors: the model's, the loss's, FullGradients'.
+absl::StatusOr<ModelStep> ForwardBackward(nn::Module& model,
+                                          const DTensor& input,
+                                          const LossOf& loss_of);
 
 // Runs `step` on every in-process rank of `mesh` and returns what rank 0's
 // step filled in; the first rank's error fails the run.

@@ -8,6 +8,7 @@
 #include "dtensor/placement.h"
 #include "dtensor/testing/op_checks.h"
 #include "gmock/gmock.h"
+#include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
 #include "ops/matmul_ops.h"
 
@@ -110,6 +111,27 @@ TEST(CommMatchersTest, FailuresListTheRecordedSteps) {
               HasSubstr("all_to_all on mesh dims [0] (S(0) -> S(1))"));
   EXPECT_THAT(Explain(IssuedNoCollectives(), CommCounter()),
               HasSubstr("no step"));
+}
+
+// A matcher argument that names local steps can never describe a
+// communication: it fails the test where it is built, even under Not(), and
+// its explanation says why, instead of aborting or silently never matching.
+TEST(CommMatchersTest, BadArgumentsAreTestFailuresThatSayWhy) {
+  const CommCounter counter =
+      Recorded({Step(CommKind::kLocal, 0, "R -> S(0)")});
+  EXPECT_NONFATAL_FAILURE(
+      EXPECT_THAT(counter, Not(IssuedCollectives({{CommKind::kLocal, 1}}))),
+      "count (1) for local");
+  EXPECT_NONFATAL_FAILURE(IssuedCollectives({{CommKind::kAllGather, -1}}),
+                          "negative count (-1) for all_gather");
+  EXPECT_NONFATAL_FAILURE(IssuedCollectiveSequence({CommKind::kLocal}),
+                          "IssuedCollectiveSequence was given local");
+  std::string explanation;
+  EXPECT_NONFATAL_FAILURE(
+      explanation =
+          Explain(IssuedCollectives({{CommKind::kLocal, 1}}), counter),
+      "bad matcher argument");
+  EXPECT_THAT(explanation, HasSubstr("cannot be checked"));
 }
 
 // On a real redistribution: S(0) -> R of an 8x6 f32 tensor over 4 ranks is
