@@ -243,4 +243,13 @@ absl::StatusOr<Tensor> Permute(Communicator& comm, const Tensor& input,
   return output;
 }
 
+absl::Status AllReduceAnywhere(Communicator& comm, const Tensor& tensor,
+                               ReduceOp op) {
+  if (comm.device() == tensor.device()) return comm.AllReduce(tensor, op);
+  DT_ASSIGN_OR_RETURN(Tensor staged, tensor.To(comm.device()));
+  DT_RETURN_IF_ERROR(comm.AllReduce(staged, op));
+  Tensor target = tensor;
+  return target.CopyFrom(staged);
+}
+
 }  // namespace dtensor

@@ -19,6 +19,12 @@ namespace dtensor {
 // mode a mix-up is reported as mismatched calls). Backend-neutral.
 // Semantics as the Communicator methods of the same name.
 
+// AllReduce of `tensor` in place wherever it lives: through a copy on
+// comm.device() when it is elsewhere (small host values, such as counts and
+// status flags, over a GPU communicator).
+absl::Status AllReduceAnywhere(Communicator& comm, const Tensor& tensor,
+                               ReduceOp op);
+
 // The concatenation along `dim` of every rank's `input`; sizes along `dim`
 // may differ per rank: `sizes` when given, else learned from the peers.
 absl::StatusOr<Tensor> AllGather(Communicator& comm, const Tensor& input,

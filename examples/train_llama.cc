@@ -6,8 +6,9 @@
 //       [--backend inprocess]
 //   bazel-bin/tools/dtrun --nproc 4 -- bazel-bin/examples/train_llama
 //       --backend gloo          (one process per rank, over TCP)
-//   ... --device cuda --mesh dp=1 --plan bench/peer/empty.json
-//       (one rank on a GPU; under dtrun with --backend nccl, a GPU per rank)
+//   ... --device cuda [--mesh dp=1 --plan bench/peer/empty.json]
+//       (in-process ranks share GPU 0, their collectives staged through the
+//       host; under dtrun with --backend nccl, a GPU per rank)
 //   [--batch 8] [--seq 64] [--dtype f32|bf16] set the step's shape and the
 //   parameters' dtype.
 //
@@ -348,16 +349,13 @@ absl::Status Main(const std::vector<std::string>& args) {
                         TrainRank(groups, options, mesh, plan, corpus, device));
     if (groups.rank() != 0) return absl::OkStatus();
   } else {
-    if (options.device == "cuda" && mesh.size() > 1) {
-      // In-process communicators move CPU tensors.
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--device cuda with in-process ranks needs a mesh of one rank, got ",
-          options.mesh, "; run more ranks under dtrun with --backend nccl"));
-    }
+    // With --device cuda the ranks share the GPU and their collectives go
+    // through the host (collectives/host_staging.h): a layout demo, not a
+    // fast path; dtrun with --backend nccl gives each rank a GPU.
     DT_ASSIGN_OR_RETURN(const Device device, RankDevice(options));
     DT_RETURN_IF_ERROR(PrintHeader(options, mesh, corpus));
     std::mutex mu;
-    LocalCluster cluster(mesh.size());
+    LocalCluster cluster(mesh.size(), CommunicatorOptions(), device);
     DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) -> absl::Status {
       DT_ASSIGN_OR_RETURN(RankReport report, TrainRank(groups, options, mesh,
                                                        plan, corpus, device));

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "collectives/communicator.h"
+#include "collectives/functional.h"
 #include "ops/backward_helpers.h"
 #include "ops/cast_ops.h"
 #include "ops/dispatch.h"
@@ -295,18 +296,6 @@ absl::StatusOr<std::vector<OpStrategy>> CrossEntropyStrategies(
   return strategies;
 }
 
-// All-reduces the CPU tensor `values` in place over `comm`, through the
-// communicator's device when it is another.
-absl::Status AllReduceFromCpu(Communicator& comm, const Tensor& values,
-                              ReduceOp op) {
-  if (comm.device() == values.device()) return comm.AllReduce(values, op);
-  DT_ASSIGN_OR_RETURN(Tensor on_device, values.To(comm.device()));
-  DT_RETURN_IF_ERROR(comm.AllReduce(on_device, op));
-  DT_ASSIGN_OR_RETURN(Tensor back, on_device.To(Device::CPU()));
-  Tensor target = values;
-  return target.CopyFrom(back);
-}
-
 // What the kernel computes per row of this rank, complete over the classes:
 // the loss (0 for an ignored target) and the log-sum-exp of the logits (for
 // every row, ignored or not: the backward's softmax is exp(logit - lse)).
@@ -339,7 +328,8 @@ absl::StatusOr<RowResults> RowResultsOf(const KernelContext& ctx,
     for (int64_t j = 0; j < c; ++j) max[i] = std::max(max[i], x[i * c + j]);
   }
   if (class_group != nullptr) {
-    DT_RETURN_IF_ERROR(AllReduceFromCpu(*class_group, row_max, ReduceOp::kMax));
+    DT_RETURN_IF_ERROR(
+        AllReduceAnywhere(*class_group, row_max, ReduceOp::kMax));
   }
   // Row 0: sum of exp(logit - max) over this rank's classes; row 1: the
   // target logit where this rank owns the target class, else 0.
@@ -356,7 +346,7 @@ absl::StatusOr<RowResults> RowResultsOf(const KernelContext& ctx,
     if (local >= 0 && local < c) picked[i] = x[i * c + local];
   }
   if (class_group != nullptr) {
-    DT_RETURN_IF_ERROR(AllReduceFromCpu(*class_group, sums, ReduceOp::kSum));
+    DT_RETURN_IF_ERROR(AllReduceAnywhere(*class_group, sums, ReduceOp::kSum));
   }
   RowResults rows{std::vector<double>(n, 0.0), std::vector<double>(n)};
   for (int64_t i = 0; i < n; ++i) {
@@ -400,7 +390,7 @@ absl::StatusOr<int64_t> GlobalCount(const KernelContext& ctx, int64_t count,
                       ctx.runtime().groups()->ForMeshDims(ctx.input(0)->mesh(),
                                                           groups.batch_dims));
   DT_ASSIGN_OR_RETURN(Tensor total, Tensor::FromVector<int64_t>({count}, {1}));
-  DT_RETURN_IF_ERROR(AllReduceFromCpu(*batch_group, total, ReduceOp::kSum));
+  DT_RETURN_IF_ERROR(AllReduceAnywhere(*batch_group, total, ReduceOp::kSum));
   return total.data<int64_t>()[0];
 }
 

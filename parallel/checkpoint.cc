@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "base/text_file.h"
 #include "collectives/communicator.h"
+#include "collectives/functional.h"
 #include "collectives/process_groups.h"
 #include "nn/optim.h"
 #include "parallel/checkpoint_block_io.h"
@@ -104,7 +105,7 @@ absl::Status Agree(Communicator& world, absl::Status mine, absl::string_view op,
   const int64_t rank = world.rank();
   Tensor failed = Tensor::Scalar(
       static_cast<double>(mine.ok() ? world.size() : rank), DType::kI64);
-  absl::Status reduced = world.AllReduce(failed, ReduceOp::kMin);
+  absl::Status reduced = AllReduceAnywhere(world, failed, ReduceOp::kMin);
   if (!mine.ok()) return mine;
   if (!reduced.ok()) return reduced;
   const int64_t first_failed = failed.data<int64_t>()[0];

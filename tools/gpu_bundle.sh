@@ -21,7 +21,14 @@ limit_bytes=$((64 * 1024 * 1024))
 
 mapfile -t tests < <(./bazelw query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
 benches=(//bench:gpu_bench)
-targets=("${tests[@]}" "${benches[@]}" //examples:train_llama)
+# The op family tests, run again with DTENSOR_TEST_DEVICE=cuda: every op's
+# layouts and strategies on CUDA DTensors (in-process ranks sharing the GPU).
+suites=(//tests/ops:cast_ops_test //tests/ops:elementwise_ops_test
+  //tests/ops:join_ops_test //tests/ops:matmul_ops_test
+  //tests/ops:nn_ops_test //tests/ops:reduction_ops_test
+  //tests/ops:slice_ops_test //tests/ops:view_ops_test
+  //tests/ops:vocab_ops_test)
+targets=("${tests[@]}" "${suites[@]}" "${benches[@]}" //examples:train_llama)
 # Programs the tests start by their workspace path. The bundle lays them out,
 # with the data files below, as Bazel's runfiles: runfiles/dtensor/<path>;
 # run.sh runs the tests there, with TEST_SRCDIR pointing at runfiles/.
@@ -52,6 +59,7 @@ for target in "${data[@]}"; do
   cp "$bin_dir/$path" "$stage/runfiles/dtensor/$path"
 done
 printf '%s\n' "${tests[@]}" | xargs -n1 basename | sed 's/.*://' >"$stage/tests.txt"
+printf '%s\n' "${suites[@]}" | sed 's/.*://' >"$stage/suites.txt"
 
 # Libraries the target machine provides: the C/C++ runtime and the loader,
 # the driver, and cuBLAS/NCCL (from its Python environment).
@@ -68,7 +76,8 @@ for binary in "$stage"/bin/* "$stage"/runfiles/dtensor/tests/collectives/*; do
 done
 strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* \
   "$stage"/runfiles/dtensor/tests/collectives/* 2>/dev/null || true
-tar -czf "$out/payload.tar.gz" -C "$stage" bin lib runfiles tests.txt
+tar -czf "$out/payload.tar.gz" -C "$stage" bin lib runfiles tests.txt \
+  suites.txt
 
 cp tools/gpu_bundle_run.sh "$out/run.sh"
 cp bench/peer/gpu_torch.py "$out/"

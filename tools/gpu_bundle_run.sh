@@ -42,17 +42,25 @@ export LD_LIBRARY_PATH=$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 say "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n1)"
 
 failed=0
-while read -r test; do
-  [[ -n "$test" ]] || continue
-  if (cd "$here/runfiles/dtensor" && TEST_SRCDIR=$here/runfiles \
-    "$here/bin/$test") >"$here/$test.log" 2>&1; then
-    say "PASS $test ($(grep -c '\[  SKIPPED \]' "$here/$test.log") skipped lines)"
+run_test() {  # run_test <program> <log name> [VAR=value...]
+  local test=$1 log=$2
+  shift 2
+  if (cd "$here/runfiles/dtensor" &&
+    env TEST_SRCDIR="$here/runfiles" "$@" "$here/bin/$test") \
+    >"$here/$log.log" 2>&1; then
+    say "PASS $log ($(grep -c '\[  SKIPPED \]' "$here/$log.log") skipped lines)"
   else
-    say "FAIL $test"
-    tail -n 40 "$here/$test.log" >>"$summary"
+    say "FAIL $log"
+    tail -n 40 "$here/$log.log" >>"$summary"
     failed=1
   fi
+}
+while read -r test; do
+  [[ -n "$test" ]] && run_test "$test" "$test"
 done <"$here/tests.txt"
+while read -r test; do
+  [[ -n "$test" ]] && run_test "$test" "$test.cuda" DTENSOR_TEST_DEVICE=cuda
+done <"$here/suites.txt"
 
 say "=== gpu_bench"
 "$here/bin/gpu_bench" --benchmark_min_time=0.2 2>&1 | tee -a "$summary" >/dev/null ||
@@ -82,6 +90,14 @@ run_train() {  # run_train <log name> <train_llama flags...>
 }
 single_gpu=(--device cuda --mesh dp=1 --plan bench/peer/empty.json)
 run_train train_tiny "${single_gpu[@]}" --steps 20
+# Four in-process ranks (dp=2, tp=2) sharing the GPU, collectives through the
+# host; then one rank saves a checkpoint on the GPU that the CPU and the GPU
+# resume.
+run_train train_tp_dp --device cuda --steps 6
+run_train train_save "${single_gpu[@]}" --steps 3 --save "$here/ckpt"
+run_train train_resume_cpu --mesh dp=1 --plan bench/peer/empty.json \
+  --steps 5 --resume "$here/ckpt"
+run_train train_resume_gpu "${single_gpu[@]}" --steps 5 --resume "$here/ckpt"
 run_train train_1b "${single_gpu[@]}" --config bench/configs/llama_1b_2layers.json \
   --dtype bf16 --batch "$llama_batch" --seq "$llama_seq" --steps 4
 say "result: $([[ $failed == 0 ]] && echo PASS || echo FAIL)"

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "collectives/host_staging.h"
 #include "collectives/inprocess/cluster_state.h"
 #include "collectives/inprocess/local_backend.h"
 
@@ -28,8 +29,9 @@ absl::Status RunGuarded(const LocalCluster::RankFunction& fn,
 
 }  // namespace
 
-LocalCluster::LocalCluster(int64_t world_size, CommunicatorOptions options)
-    : world_size_(world_size), options_(std::move(options)) {}
+LocalCluster::LocalCluster(int64_t world_size, CommunicatorOptions options,
+                           Device device)
+    : world_size_(world_size), options_(std::move(options)), device_(device) {}
 
 std::vector<absl::Status> LocalCluster::RunPerRank(
     const RankFunction& fn) const {
@@ -55,9 +57,9 @@ std::vector<absl::Status> LocalCluster::RunRanks(
   std::vector<std::thread> threads;
   threads.reserve(world_size_);
   for (int64_t rank = 0; rank < world_size_; ++rank) {
-    threads.emplace_back([&fn, &cluster, &statuses, rank] {
+    threads.emplace_back([this, &fn, &cluster, &statuses, rank] {
       auto backend = std::make_shared<LocalBackend>(cluster, rank);
-      ProcessGroups groups(backend);
+      ProcessGroups groups(StagedThroughHost(backend, device_));
       absl::Status status = RunGuarded(fn, groups, rank);
       if (!status.ok()) cluster->Abort(rank, status);
       // Calls left in flight still meet their peers: let them finish before

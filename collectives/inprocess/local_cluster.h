@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "collectives/collective_options.h"
 #include "collectives/process_groups.h"
+#include "tensor/device.h"
 
 namespace dtensor {
 
@@ -25,12 +26,18 @@ namespace dtensor {
 // peers wait in (or start later) fail with Unavailable naming it and its
 // error. A rank that returns while peers wait for it makes them fail with
 // Unavailable too. Every run starts from fresh state.
+//
+// With a CUDA `device`, the ranks' communicators take tensors on that device
+// (all ranks share it) and stage each call through the host
+// (HostStagedCommunicator): correct, not fast; for tests and single-GPU
+// demos of multi-rank layouts.
 class LocalCluster {
  public:
   using RankFunction = std::function<absl::Status(ProcessGroups& groups)>;
 
   explicit LocalCluster(int64_t world_size,
-                        CommunicatorOptions options = CommunicatorOptions());
+                        CommunicatorOptions options = CommunicatorOptions(),
+                        Device device = Device::CPU());
 
   int64_t world_size() const { return world_size_; }
 
@@ -48,6 +55,7 @@ class LocalCluster {
 
   int64_t world_size_;
   CommunicatorOptions options_;
+  Device device_;
 };
 
 }  // namespace dtensor

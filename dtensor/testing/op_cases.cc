@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
+#include "tensor/cuda_backend.h"
 
 namespace dtensor {
 namespace testing_util {
@@ -92,10 +96,12 @@ Shape RandomShape(int64_t rank, int64_t max_size, std::mt19937& rng) {
   return shape;
 }
 
-absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
-                                            const Tensor& full,
-                                            const DeviceMesh& mesh,
-                                            const TestLayout& layout) {
+namespace {
+
+// DistributeWithTerms with the shard on the CPU.
+absl::StatusOr<DTensor> DistributeWithTermsOnCpu(
+    std::shared_ptr<Runtime> runtime, const Tensor& full,
+    const DeviceMesh& mesh, const TestLayout& layout) {
   DT_ASSIGN_OR_RETURN(
       DTensor x, DTensor::Distribute(runtime, full, mesh, layout.placements,
                                      layout.order));
@@ -140,6 +146,42 @@ absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
   options.global_shape = full.shape();
   options.order = layout.order;
   return DTensor::FromLocal(runtime, local, mesh, layout.placements, options);
+}
+
+}  // namespace
+
+absl::StatusOr<Device> CheckDevice() {
+  const char* name = std::getenv("DTENSOR_TEST_DEVICE");
+  if (name == nullptr || absl::string_view(name) == "cpu") {
+    return Device::CPU();
+  }
+  absl::string_view rest(name);
+  int index = 0;
+  const bool valid =
+      rest == "cuda" || (absl::ConsumePrefix(&rest, "cuda:") &&
+                         absl::SimpleAtoi(rest, &index) && index >= 0);
+  if (!valid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DTENSOR_TEST_DEVICE=", name, ": expected cpu, cuda or cuda:N"));
+  }
+  if (index >= cuda::DeviceCount()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("DTENSOR_TEST_DEVICE=", name, ": no such CUDA device (",
+                     cuda::Describe(), ")"));
+  }
+  return Device::CUDA(index);
+}
+
+absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
+                                            const Tensor& full,
+                                            const DeviceMesh& mesh,
+                                            const TestLayout& layout) {
+  DT_ASSIGN_OR_RETURN(const Device device, CheckDevice());
+  DT_ASSIGN_OR_RETURN(DTensor x,
+                      DistributeWithTermsOnCpu(runtime, full, mesh, layout));
+  if (device.is_cpu() || !x.ToLocal().defined()) return x;
+  DT_ASSIGN_OR_RETURN(Tensor local, x.ToLocal().To(device));
+  return DTensor::WrapUnchecked(runtime, x.spec_ptr(), std::move(local));
 }
 
 absl::StatusOr<DTensor> MetaTensor(std::shared_ptr<Runtime> runtime,
@@ -187,7 +229,8 @@ absl::Status CheckCases(const std::vector<int64_t>& mesh_shape,
     expected.push_back(*std::move(ref));
   }
   const std::string mesh_text = absl::StrJoin(mesh_shape, "x");
-  LocalCluster cluster(mesh.size());
+  DT_ASSIGN_OR_RETURN(const Device device, CheckDevice());
+  LocalCluster cluster(mesh.size(), CommunicatorOptions(), device);
   return cluster.Run([&](ProcessGroups& groups) -> absl::Status {
     auto runtime = Runtime::ForRank(groups);
     for (size_t k = 0; k < cases.size(); ++k) {
@@ -218,6 +261,7 @@ absl::Status CheckCases(const std::vector<int64_t>& mesh_shape,
               ", its layout gives ", ShapeToString(block.shape)));
         }
         DT_ASSIGN_OR_RETURN(Tensor full, out.FullTensor());
+        DT_ASSIGN_OR_RETURN(full, full.To(Device::CPU()));
         DT_ASSIGN_OR_RETURN(Tensor got, full.To(DType::kF64));
         if (got.shape() != expected[k][j].shape() ||
             !AllClose(got, expected[k][j], rtol, atol)) {

@@ -52,10 +52,18 @@ Tensor RandomTensor(const Shape& shape, DType dtype, double low, double high,
 // A shape of `rank` dims with sizes in [0, max_size] (0 rarely).
 Shape RandomShape(int64_t rank, int64_t max_size, std::mt19937& rng);
 
-// This rank's DTensor of `full` laid out by `layout`, with non-trivial
-// Partial terms: over every Partial(sum | avg) mesh dim each rank adds noise
-// that cancels across the mesh dim; over a Partial(max | min) mesh dim the
-// ranks but the first hold values below (above) the value. Reducing the
+// The device the checks of this library put every rank's shards on (the
+// ranks of a check share it): the CPU, or the CUDA device the environment
+// variable DTENSOR_TEST_DEVICE names ("cuda", "cuda:1"). How the GPU bundle
+// runs the op family tests on CUDA DTensors, the in-process ranks staging
+// their collectives through the host (collectives/host_staging.h).
+// Errors: another name; a CUDA device that is absent.
+absl::StatusOr<Device> CheckDevice();
+
+// This rank's DTensor of `full` laid out by `layout`, on CheckDevice(), with
+// non-trivial Partial terms: over every Partial(sum | avg) mesh dim each rank
+// adds noise that cancels across the mesh dim; over a Partial(max | min) mesh
+// dim the ranks but the first hold values below (above) the value. Reducing the
 // terms gives `full` back.
 absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
                                             const Tensor& full,

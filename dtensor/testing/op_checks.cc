@@ -178,7 +178,8 @@ absl::Status CheckEveryStrategy(const std::vector<int64_t>& mesh_shape,
   for (Tensor& t : expected) {
     DT_ASSIGN_OR_RETURN(t, t.To(DType::kF64));
   }
-  LocalCluster cluster(mesh.size());
+  DT_ASSIGN_OR_RETURN(const Device device, CheckDevice());
+  LocalCluster cluster(mesh.size(), CommunicatorOptions(), device);
   return cluster.Run([&](ProcessGroups& groups) -> absl::Status {
     auto runtime = Runtime::ForRank(groups);
     for (const OpStrategy& s : strategies) {
@@ -200,6 +201,7 @@ absl::Status CheckEveryStrategy(const std::vector<int64_t>& mesh_shape,
                                    ShapeToString(block.shape)));
         }
         DT_ASSIGN_OR_RETURN(Tensor full, d.FullTensor());
+        DT_ASSIGN_OR_RETURN(full, full.To(Device::CPU()));
         DT_ASSIGN_OR_RETURN(Tensor got, full.To(DType::kF64));
         if (got.shape() != expected[j].shape() ||
             !AllClose(got, expected[j], rtol, atol)) {
