@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tensor/adamw_kernel.h"
 #include "tensor/elementwise.h"
 
 namespace dtensor {
@@ -103,7 +104,21 @@ absl::Status AdamW::Update(size_t i, const Tensor& grad) {
   }
   const Tensor& m = exp_avg_[i].ToLocal();
   const Tensor& v = exp_avg_sq_[i].ToLocal();
-  const double t = static_cast<double>(++steps_[i].data<int64_t>()[0]);
+  const int64_t step = ++steps_[i].data<int64_t>()[0];
+  if (p.device().is_cpu()) {
+    return AdamWStep(p, m, v, grad,
+                     {learning_rate(), options_.beta1, options_.beta2,
+                      options_.eps, options_.weight_decay, step});
+  }
+  return UpdateOnDevice(p, m, v, grad, step);
+}
+
+// The step as elementwise ops (each a kernel of the tensors' device), for
+// tensors that the fused CPU kernel cannot take.
+absl::Status AdamW::UpdateOnDevice(const Tensor& p, const Tensor& m,
+                                   const Tensor& v, const Tensor& grad,
+                                   int64_t step_count) const {
+  const double t = static_cast<double>(step_count);
   const double lr = learning_rate();
   const double b1 = options_.beta1, b2 = options_.beta2;
 

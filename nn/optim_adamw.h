@@ -62,7 +62,10 @@ class AdamW : public Optimizer {
  private:
   AdamW(std::vector<DTensor> params, const AdamWOptions& options);
 
+  // CPU tensors take the fused kernel (tensor/adamw_kernel.h).
   absl::Status Update(size_t i, const Tensor& grad) override;
+  absl::Status UpdateOnDevice(const Tensor& p, const Tensor& m, const Tensor& v,
+                              const Tensor& grad, int64_t step) const;
 
   AdamWOptions options_;
   std::vector<DTensor> exp_avg_;

@@ -22,6 +22,7 @@
 #include "ops/view_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/kernel_checks.h"
+#include "tensor/vector_exp.h"
 
 namespace dtensor {
 namespace ops {
@@ -344,9 +345,11 @@ absl::StatusOr<RowResults> RowResultsOf(const KernelContext& ctx,
   DT_ASSIGN_OR_RETURN(Tensor sums, Tensor::Zeros({2, n}, dtype));
   C* sum_exp = sums.data<C>();
   C* picked = sum_exp + n;
+  std::vector<C> exps(c);
   for (int64_t i = 0; i < n; ++i) {
+    ExpShifted(x + i * c, exps.data(), c, max[i]);
     double sum = 0;
-    for (int64_t j = 0; j < c; ++j) sum += std::exp(x[i * c + j] - max[i]);
+    for (int64_t j = 0; j < c; ++j) sum += exps[j];
     sum_exp[i] = static_cast<C>(sum);
     const int64_t local = targets[i] - class_offset;
     if (local >= 0 && local < c) picked[i] = x[i * c + local];

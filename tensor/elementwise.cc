@@ -13,6 +13,7 @@
 #include "base/status_macros.h"
 #include "tensor/blocked_loop.h"
 #include "tensor/convert.h"
+#include "tensor/cuda/fast_exp.h"
 #include "tensor/cuda_backend_ops.h"
 #include "tensor/dispatch.h"
 #include "tensor/kernel_checks.h"
@@ -190,7 +191,7 @@ struct ExpOp {
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
-    return std::exp(x);
+    return cuda::FastExpOf(x);
   }
 };
 
@@ -257,7 +258,7 @@ struct SigmoidOp {
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
-    return C(1) / (C(1) + std::exp(-x));
+    return C(1) / (C(1) + cuda::FastExpOf(-x));
   }
 };
 
@@ -266,7 +267,7 @@ struct SiluOp {
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
-    return x / (C(1) + std::exp(-x));
+    return x / (C(1) + cuda::FastExpOf(-x));
   }
 };
 
@@ -306,10 +307,12 @@ using ResultType =
 
 // ---- Kernels. `out` is contiguous; the inputs are any strided views of
 // out's shape (broadcast inputs are expanded first, with stride 0). Runs with
-// unit steps, the common case, go to the *Run functions, whose __restrict
-// parameters and blocked loops the compiler vectorizes; a broadcast scalar
-// operand is bound into the op. The *Run functions are not inlined because
-// GCC drops what __restrict promises when it inlines them. ----
+// unit steps, the common case, go to the *Run and *Block functions, whose
+// __restrict parameters and blocked loops the compiler vectorizes; a binary
+// op takes 2-D blocks, so that a row- or column-broadcast operand (steps 0
+// across rows or along them) keeps the fast path over many short rows. They
+// are not inlined because GCC drops what __restrict promises when it inlines
+// them. ----
 
 // dst[i] = op(x[i]) for i < count.
 template <typename Out, typename T, typename Op>
@@ -322,16 +325,24 @@ ABSL_ATTRIBUTE_NOINLINE void UnaryRun(Out* __restrict dst,
   });
 }
 
-// dst[i] = op(x[i], y[i]) for i < count.
-template <typename Out, typename T, typename Op>
-ABSL_ATTRIBUTE_NOINLINE void BinaryRun(Out* __restrict dst,
-                                       const T* __restrict x,
-                                       const T* __restrict y, int64_t count,
-                                       Op op) {
+// A block of `rows` rows of `count` elements: dst[r * rd + j] =
+// op(x[r * rx + j * kXStep], y[r * ry + j * kYStep]), (rd, rx, ry) =
+// row_steps, steps 1 or 0 (a row- or column-broadcast operand: the same row,
+// or one value per row). One call per block, so that short rows (a
+// broadcast over a small inner dim) cost no call each.
+template <int kXStep, int kYStep, typename Out, typename T, typename Op>
+ABSL_ATTRIBUTE_NOINLINE void BinaryBlock(
+    Out* __restrict dst, const T* __restrict x, const T* __restrict y,
+    int64_t count, int64_t rows, const OperandOffsets<3>& row_steps, Op op) {
   using C = ComputeType<T>;
-  ForEachIndexInBlocks(count, [&](int64_t i) {
-    dst[i] = ConvertValue<Out>(op(static_cast<C>(x[i]), static_cast<C>(y[i])));
-  });
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t d = r * row_steps[0], a = r * row_steps[1],
+                  b = r * row_steps[2];
+    ForEachIndexInBlocks(count, [&](int64_t j) {
+      dst[d + j] = ConvertValue<Out>(op(static_cast<C>(x[a + j * kXStep]),
+                                        static_cast<C>(y[b + j * kYStep])));
+    });
+  }
 }
 
 // dst[i] = c[i] ? x[i] : y[i] for i < count.
@@ -372,26 +383,26 @@ void BinaryKernel(const Tensor& a, const Tensor& b, const Tensor& out, Op op) {
   const T* const a_data = a.data<T>();
   const T* const b_data = b.data<T>();
   Out* const out_data = out.data<Out>();
-  ForEachStridedRun<3>(
+  ForEachStridedBlock<3>(
       out.shape(), {out.strides(), a.strides(), b.strides()}, {0, 0, 0},
       [&](const OperandOffsets<3>& offsets, const OperandOffsets<3>& steps,
-          int64_t count) {
+          int64_t count, const OperandOffsets<3>& row_steps, int64_t rows) {
         Out* const dst = out_data + offsets[0];
         const T* const x = a_data + offsets[1];
         const T* const y = b_data + offsets[2];
         if (steps[0] == 1 && steps[1] == 1 && steps[2] == 1) {
-          BinaryRun(dst, x, y, count, op);
+          BinaryBlock<1, 1>(dst, x, y, count, rows, row_steps, op);
         } else if (steps[0] == 1 && steps[1] == 1 && steps[2] == 0) {
-          const C y0 = static_cast<C>(y[0]);
-          UnaryRun(dst, x, count, [&op, y0](C v) { return op(v, y0); });
+          BinaryBlock<1, 0>(dst, x, y, count, rows, row_steps, op);
         } else if (steps[0] == 1 && steps[1] == 0 && steps[2] == 1) {
-          const C x0 = static_cast<C>(x[0]);
-          UnaryRun(dst, y, count, [&op, x0](C v) { return op(x0, v); });
+          BinaryBlock<0, 1>(dst, x, y, count, rows, row_steps, op);
         } else {
-          for (int64_t i = 0; i < count; ++i) {
-            dst[i * steps[0]] =
-                ConvertValue<Out>(op(static_cast<C>(x[i * steps[1]]),
-                                     static_cast<C>(y[i * steps[2]])));
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t i = 0; i < count; ++i) {
+              dst[r * row_steps[0] + i * steps[0]] = ConvertValue<Out>(
+                  op(static_cast<C>(x[r * row_steps[1] + i * steps[1]]),
+                     static_cast<C>(y[r * row_steps[2] + i * steps[2]])));
+            }
           }
         }
       });

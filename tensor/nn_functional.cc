@@ -14,6 +14,7 @@
 #include "tensor/elementwise.h"
 #include "tensor/kernel_checks.h"
 #include "tensor/matmul.h"
+#include "tensor/vector_exp.h"
 
 namespace dtensor {
 namespace {
@@ -46,23 +47,25 @@ DimSplit SplitAround(const Shape& shape, int64_t dim) {
 
 // Softmax (or log-softmax) of the `split.n` elements of each [outer, inner]
 // position, `stride` = split.inner apart. Subtracting the maximum first keeps
-// exp in range; the sum accumulates in double.
+// exp in range; the exps are taken in one vectorized pass (vector_exp.h)
+// and summed in double.
 template <typename T>
 void SoftmaxKernel(const T* x, T* y, const DimSplit& split, bool log) {
   using C = ComputeType<T>;
   const int64_t stride = split.inner;
+  std::vector<C> exps(split.n);
   for (int64_t o = 0; o < split.outer; ++o) {
     for (int64_t i = 0; i < split.inner; ++i) {
       const T* in = x + o * split.n * stride + i;
       T* out = y + o * split.n * stride + i;
       C max = -std::numeric_limits<C>::infinity();
       for (int64_t j = 0; j < split.n; ++j) {
-        max = std::max(max, static_cast<C>(in[j * stride]));
+        exps[j] = static_cast<C>(in[j * stride]);
+        max = std::max(max, exps[j]);
       }
+      ExpShiftedInPlace(exps.data(), split.n, max);
       double sum = 0;
-      for (int64_t j = 0; j < split.n; ++j) {
-        sum += std::exp(static_cast<C>(in[j * stride]) - max);
-      }
+      for (int64_t j = 0; j < split.n; ++j) sum += exps[j];
       if (log) {
         // x - max first: exact for the large entries, where adding max and
         // log(sum) would round away the small log(sum).
@@ -74,8 +77,7 @@ void SoftmaxKernel(const T* x, T* y, const DimSplit& split, bool log) {
       } else {
         const C inverse_sum = static_cast<C>(1.0 / sum);
         for (int64_t j = 0; j < split.n; ++j) {
-          out[j * stride] = static_cast<T>(
-              std::exp(static_cast<C>(in[j * stride]) - max) * inverse_sum);
+          out[j * stride] = static_cast<T>(exps[j] * inverse_sum);
         }
       }
     }
@@ -180,11 +182,9 @@ void MaskedSoftmaxRows(C* scores, int64_t rows, int64_t lq, int64_t lk,
       row[j] *= scale;
       max = std::max(max, row[j]);
     }
+    ExpShiftedInPlace(row, visible, max);
     double sum = 0;
-    for (int64_t j = 0; j < visible; ++j) {
-      row[j] = std::exp(row[j] - max);
-      sum += row[j];
-    }
+    for (int64_t j = 0; j < visible; ++j) sum += row[j];
     const C inverse_sum = static_cast<C>(1.0 / sum);
     for (int64_t j = 0; j < visible; ++j) row[j] *= inverse_sum;
     std::fill(row + visible, row + lk, C(0));

@@ -10,6 +10,7 @@
 
 #include <type_traits>
 
+#include "tensor/cuda/fast_exp.h"
 #include "tensor/cuda/host_device.h"
 
 namespace dtensor::cuda {
@@ -101,7 +102,7 @@ DT_HOST_DEVICE inline C ApplyUnary(UnaryOp op, C x) {
       case UnaryOp::kAbs:
         return Fabs(x);
       case UnaryOp::kExp:
-        return Exp(x);
+        return FastExpOf(x);
       case UnaryOp::kLog:
         return Log(x);
       case UnaryOp::kSqrt:
@@ -118,9 +119,9 @@ DT_HOST_DEVICE inline C ApplyUnary(UnaryOp op, C x) {
         return C(0.5) * x * (C(1) + Tanh(inner));
       }
       case UnaryOp::kSilu:
-        return x / (C(1) + Exp(-x));
+        return x / (C(1) + FastExpOf(-x));
       case UnaryOp::kSigmoid:
-        return C(1) / (C(1) + Exp(-x));
+        return C(1) / (C(1) + FastExpOf(-x));
       case UnaryOp::kTanh:
         return Tanh(x);
     }

@@ -65,7 +65,7 @@ template <typename T>
 DT_HOST_DEVICE inline double SoftmaxSumPartial(Row<T> row, Compute<T> max,
                                                int lane, int lanes) {
   double sum = 0;
-  for (int64_t j = lane; j < row.n; j += lanes) sum += Exp(row[j] - max);
+  for (int64_t j = lane; j < row.n; j += lanes) sum += FastExpOf(row[j] - max);
   return sum;
 }
 
@@ -83,7 +83,7 @@ DT_HOST_DEVICE inline void SoftmaxWrite(Row<T> row, T* out, Compute<T> max,
   } else {
     const C inverse_sum = static_cast<C>(1.0 / sum);
     for (int64_t j = lane; j < row.n; j += lanes) {
-      out[j * row.stride] = Store<T>(Exp(row[j] - max) * inverse_sum);
+      out[j * row.stride] = Store<T>(FastExpOf(row[j] - max) * inverse_sum);
     }
   }
 }
@@ -205,7 +205,7 @@ DT_HOST_DEVICE inline double ExpInPlacePartial(C* row, int64_t visible, C max,
                                                int lane, int lanes) {
   double sum = 0;
   for (int64_t j = lane; j < visible; j += lanes) {
-    row[j] = Exp(row[j] - max);
+    row[j] = FastExpOf(row[j] - max);
     sum += row[j];
   }
   return sum;

@@ -1,4 +1,5 @@
-// ForEachStridedRun / ForEachStridedElement against a brute-force odometer.
+// ForEachStridedBlock / ForEachStridedRun / ForEachStridedElement against a
+// brute-force odometer.
 #include "tensor/strided_loop.h"
 
 #include <array>
@@ -65,6 +66,53 @@ TEST(StridedLoopTest, VisitsEveryElementInRowMajorOrder) {
         [&](const Offsets3& offsets) { visits.push_back(offsets); });
     ASSERT_EQ(visits, expected) << "trial " << trial;
   }
+}
+
+// The blocks cover every element once, in row-major order, and a row- or
+// column-broadcast operand of a 2-D shape leaves one block.
+TEST(StridedLoopTest, BlocksVisitEveryElementInRowMajorOrder) {
+  std::mt19937 rng(6);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int ndim = rng() % 5;
+    std::vector<int64_t> shape(ndim);
+    for (int64_t& size : shape) size = rng() % 4 + 1;
+    std::array<std::vector<int64_t>, 3> strides;
+    for (auto& s : strides) {
+      for (int d = 0; d < ndim; ++d)
+        s.push_back(rng() % 3 == 0 ? 0 : rng() % 9);
+    }
+    const Offsets3 base = {1, 2, 3};
+    std::vector<Offsets3> visits;
+    ForEachStridedBlock<3>(
+        shape, {strides[0], strides[1], strides[2]}, base,
+        [&](const Offsets3& offsets, const Offsets3& steps, int64_t count,
+            const Offsets3& row_steps, int64_t rows) {
+          for (int64_t i = 0; i < rows; ++i) {
+            for (int64_t j = 0; j < count; ++j) {
+              Offsets3 at;
+              for (int k = 0; k < 3; ++k) {
+                at[k] = offsets[k] + i * row_steps[k] + j * steps[k];
+              }
+              visits.push_back(at);
+            }
+          }
+        });
+    ASSERT_EQ(visits, BruteForce(shape, strides, base)) << "trial " << trial;
+  }
+  const std::vector<int64_t> shape = {6, 5};
+  const std::vector<int64_t> out = {5, 1}, row = {0, 1}, column = {1, 0};
+  int blocks = 0;
+  ForEachStridedBlock<3>(
+      shape, {out, row, column}, {0, 0, 0},
+      [&](const Offsets3&, const Offsets3& steps, int64_t count,
+          const Offsets3& row_steps, int64_t rows) {
+        ++blocks;
+        EXPECT_EQ(steps, (Offsets3{1, 1, 0}));
+        EXPECT_EQ(row_steps, (Offsets3{5, 0, 1}));
+        EXPECT_EQ(count, 5);
+        EXPECT_EQ(rows, 6);
+      });
+  EXPECT_EQ(blocks, 1);
 }
 
 TEST(StridedLoopTest, ContiguousOperandsFormOneRun) {

@@ -1,0 +1,177 @@
+// The CPU kernels of a training step that issue 13 made faster, each next to
+// what it replaced (docs/performance.md, "CPU kernels"):
+//  - exp: the vectorized FastExp loop (tensor/vector_exp.h) vs std::exp per
+//    element (what softmax, SiLU and cross entropy called before), and the
+//    ops built on it (Exp, Silu, Softmax) at the tiny Llama's shapes;
+//  - broadcasting Mul, row ([n, d] * [d]) and column ([n, d] * [n, 1]), vs the
+//    same-shape Mul, at the model's widths and at a RoPE-like inner dim of 16;
+//  - AdamW: the fused one-pass kernel (tensor/adamw_kernel.h) vs the same step
+//    as elementwise ops (the unfused formula, each op a pass and a temporary).
+// Elements per second count the elements of the output (of the parameter for
+// AdamW).
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "tensor/adamw_kernel.h"
+#include "tensor/elementwise.h"
+#include "tensor/generator.h"
+#include "tensor/nn_functional.h"
+#include "tensor/tensor.h"
+#include "tensor/vector_exp.h"
+
+namespace dtensor {
+namespace {
+
+Tensor Random(const Shape& shape, uint64_t seed, double low = -1,
+              double high = 1) {
+  Generator generator(seed);
+  return Tensor::Uniform(shape, low, high, generator).value();
+}
+
+void SetElements(benchmark::State& state, int64_t n) {
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+// ---- exp. ----
+
+// Softmax-like inputs: x - max in [-20, 0].
+std::vector<float> ExpInputs(int64_t n) {
+  return Random({n}, 1, -20, 0).ToVector<float>();
+}
+
+void BM_ExpLoopLibm(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> in = ExpInputs(n);
+  std::vector<float> out(n);
+  for (auto _ : state) {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::exp(in[i]);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetElements(state, n);
+}
+
+void BM_ExpLoopFast(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> in = ExpInputs(n);
+  std::vector<float> out(n);
+  for (auto _ : state) {
+    ExpShifted(in.data(), out.data(), n, 0.0f);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetElements(state, n);
+}
+
+BENCHMARK(BM_ExpLoopLibm)->Arg(4096)->Arg(1 << 20);
+BENCHMARK(BM_ExpLoopFast)->Arg(4096)->Arg(1 << 20);
+
+// An op on one input of `shape`, its result allocated as the API does (one
+// untimed call first: the steady state of a training loop).
+template <typename Op>
+void RunUnary(benchmark::State& state, const Shape& shape, Op op) {
+  const Tensor x = Random(shape, 2, -4, 4);
+  benchmark::DoNotOptimize(op(x).raw_data());
+  for (auto _ : state) {
+    Tensor y = op(x);
+    benchmark::DoNotOptimize(y.raw_data());
+    benchmark::ClobberMemory();
+  }
+  SetElements(state, x.numel());
+}
+
+// The SiLU of the tiny Llama's feed forward: [batch x seq, hidden].
+void BM_Silu(benchmark::State& state) {
+  RunUnary(state, {512, 704}, [](const Tensor& x) { return *Silu(x); });
+}
+// Softmax over the last dim: attention rows [b x heads x seq, seq] and the
+// loss's rows [batch x seq, vocab].
+void BM_Softmax(benchmark::State& state) {
+  RunUnary(state, {state.range(0), state.range(1)},
+           [](const Tensor& x) { return *Softmax(x, -1); });
+}
+BENCHMARK(BM_Silu);
+BENCHMARK(BM_Softmax)->Args({4096, 64})->Args({512, 256});
+
+// ---- Broadcasting Mul. ----
+
+// [rows, width] * rhs of `rhs_shape`.
+void RunMul(benchmark::State& state, const Shape& rhs_shape) {
+  const int64_t rows = state.range(0), width = state.range(1);
+  const Tensor a = Random({rows, width}, 3);
+  const Tensor b = Random(rhs_shape, 4);
+  benchmark::DoNotOptimize(Mul(a, b)->raw_data());
+  for (auto _ : state) {
+    Tensor c = *Mul(a, b);
+    benchmark::DoNotOptimize(c.raw_data());
+    benchmark::ClobberMemory();
+  }
+  SetElements(state, rows * width);
+}
+
+void BM_MulSameShape(benchmark::State& state) {
+  RunMul(state, {state.range(0), state.range(1)});
+}
+void BM_MulRowBroadcast(benchmark::State& state) {
+  RunMul(state, {state.range(1)});
+}
+void BM_MulColumnBroadcast(benchmark::State& state) {
+  RunMul(state, {state.range(0), 1});
+}
+// [batch x seq, dim] (RMSNorm's weight and scale) and [batch x seq x heads,
+// 16] (RoPE's half head dim).
+#define DT_MUL_SHAPES ->Args({512, 256})->Args({4096, 16})
+BENCHMARK(BM_MulSameShape) DT_MUL_SHAPES;
+BENCHMARK(BM_MulRowBroadcast) DT_MUL_SHAPES;
+BENCHMARK(BM_MulColumnBroadcast) DT_MUL_SHAPES;
+#undef DT_MUL_SHAPES
+
+// ---- AdamW. ----
+
+struct AdamWTensors {
+  Tensor p, m, v, g;
+};
+
+AdamWTensors MakeAdamW(int64_t n) {
+  return {Random({n}, 5), *Tensor::Zeros({n}, DType::kF32),
+          *Tensor::Zeros({n}, DType::kF32), Random({n}, 6)};
+}
+
+constexpr AdamWStepArgs kArgs{1e-3, 0.9, 0.999, 1e-8, 1e-2, 1};
+
+void BM_AdamWFused(benchmark::State& state) {
+  AdamWTensors t = MakeAdamW(state.range(0));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(AdamWStep(t.p, t.m, t.v, t.g, kArgs).ok());
+    benchmark::ClobberMemory();
+  }
+  SetElements(state, state.range(0));
+}
+
+// The step as elementwise ops, as nn::AdamW ran it before the fused kernel.
+void BM_AdamWUnfused(benchmark::State& state) {
+  AdamWTensors t = MakeAdamW(state.range(0));
+  const double lr = kArgs.learning_rate, b1 = kArgs.beta1, b2 = kArgs.beta2;
+  const double step = 1;
+  for (auto _ : state) {
+    Tensor m = *Add(*Mul(t.m, b1), *Mul(t.g, 1 - b1));
+    (void)t.m.CopyFrom(m);
+    Tensor v = *Add(*Mul(t.v, b2), *Mul(*Mul(t.g, t.g), 1 - b2));
+    (void)t.v.CopyFrom(v);
+    Tensor denom =
+        *Add(*Div(*Sqrt(t.v), std::sqrt(1 - std::pow(b2, step))), kArgs.eps);
+    Tensor update = *Mul(*Div(t.m, denom), lr / (1 - std::pow(b1, step)));
+    (void)t.p.CopyFrom(*Sub(*Mul(t.p, 1 - lr * kArgs.weight_decay), update));
+    benchmark::ClobberMemory();
+  }
+  SetElements(state, state.range(0));
+}
+
+// The tiny Llama's largest parameter (256 x 704) and 1M elements.
+BENCHMARK(BM_AdamWFused)->Arg(180224)->Arg(1 << 20);
+BENCHMARK(BM_AdamWUnfused)->Arg(180224)->Arg(1 << 20);
+
+}  // namespace
+}  // namespace dtensor
