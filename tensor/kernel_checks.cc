@@ -44,8 +44,9 @@ absl::Status CheckSameDType(const Tensor& a, const Tensor& b,
 absl::StatusOr<std::vector<int64_t>> ReadIndices(const Tensor& index,
                                                  absl::string_view op,
                                                  absl::string_view arg) {
-  if (absl::Status status = CheckCpu(index, op, arg); !status.ok()) {
-    return status;
+  if (!index.defined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, " is an undefined tensor"));
   }
   if (index.dtype() != DType::kI32 && index.dtype() != DType::kI64) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -27,8 +27,8 @@ absl::Status CheckFloatingCpu(const Tensor& t, absl::string_view op,
 absl::Status CheckSameDType(const Tensor& a, const Tensor& b,
                             absl::string_view op, absl::string_view arg_a,
                             absl::string_view arg_b);
-// `index` is a defined i32 or i64 CPU tensor; returns its elements in
-// row-major order.
+// `index` is a defined i32 or i64 tensor; returns its elements in row-major
+// order (copied to the host when `index` is on a device).
 absl::StatusOr<std::vector<int64_t>> ReadIndices(const Tensor& index,
                                                  absl::string_view op,
                                                  absl::string_view arg);
