@@ -6,13 +6,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
 #include "ops/rule_helpers.h"
+#include "tensor/cuda_backend_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/generator.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {
@@ -45,11 +46,20 @@ absl::StatusOr<Tensor> DropoutBlock(const Tensor& x, const OpArgs& args,
                                     const Shape& global_shape,
                                     absl::Span<const int64_t> block_offset) {
   const double p = args.Scalar(0);
-  if (p == 1) return Tensor::Zeros(x.shape(), x.dtype());
+  if (p == 1) return Tensor::Zeros(x.shape(), x.dtype(), x.device());
   const double scale = 1.0 / (1.0 - p);
   const uint64_t offset = static_cast<uint64_t>(args.Scalar(2));
   const int64_t rank = x.dim();
   const Strides global_strides = ContiguousStrides(global_shape);
+  if (cuda::OnCuda(x)) {
+    // The same positions, from the block's first element.
+    uint64_t base = offset;
+    for (int64_t d = 0; d < rank; ++d) {
+      base += static_cast<uint64_t>(block_offset[d] * global_strides[d]);
+    }
+    return cuda::DropoutOnDevice(x, p, static_cast<uint64_t>(args.Int(1)), base,
+                                 global_strides);
+  }
   const int64_t width = rank == 0 ? 1 : x.shape().back();
   const int64_t rows = width == 0 ? 0 : x.numel() / width;
   std::vector<double> mask(x.numel());

@@ -133,6 +133,43 @@ absl::StatusOr<Tensor> ContiguousOnDevice(const Tensor& t) {
   return out;
 }
 
+// ---- Normalization over the last dim. ----
+
+absl::Status CheckNormInput(const Tensor& x, absl::string_view op) {
+  DT_RETURN_IF_ERROR(CheckFloating(x, op, "x"));
+  if (x.dim() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": x needs at least 1 dim, got shape []"));
+  }
+  return absl::OkStatus();
+}
+
+// `param` (undefined, or [size] of x's dtype on x's device) made contiguous;
+// undefined when `param` is.
+absl::StatusOr<Tensor> NormParam(const Tensor& x, const Tensor& param,
+                                 absl::string_view op, absl::string_view arg) {
+  if (!param.defined()) return Tensor();
+  DT_RETURN_IF_ERROR(CheckOnDevice(param, x.device(), op, arg));
+  if (param.dtype() != x.dtype() || param.dim() != 1 ||
+      param.size(0) != x.size(-1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", arg, " ", ShapeToString(param.shape()), " (",
+        std::string(DTypeName(param.dtype())),
+        ") does not match the last dim of x ", ShapeToString(x.shape()), " (",
+        std::string(DTypeName(x.dtype())), ")"));
+  }
+  return ContiguousOnDevice(param);
+}
+
+const void* DataOrNull(const Tensor& t) {
+  return t.defined() ? t.raw_data() : nullptr;
+}
+
+// The number of rows of the last dim of `x` (0 when that dim is empty).
+int64_t NormRows(const Tensor& x) {
+  return x.size(-1) == 0 ? 0 : x.numel() / x.size(-1);
+}
+
 // Matrix operand layout for cuBLAS: row-major (ld = stride of rows) or
 // transposed (column-major, ld = stride of columns).
 struct MatrixLayout {
@@ -244,6 +281,23 @@ absl::StatusOr<ReducePlan> PlanReduce(const Tensor& x,
   }
   plan.permutation.insert(plan.permutation.end(), last.begin(), last.end());
   return plan;
+}
+
+// Host index values as an i64 tensor on `device`.
+absl::StatusOr<Tensor> IndicesOnDevice(const std::vector<int64_t>& values,
+                                       Device device) {
+  DT_ASSIGN_OR_RETURN(const Tensor host,
+                      Tensor::FromVector<int64_t>(
+                          values, {static_cast<int64_t>(values.size())}));
+  return host.To(device);
+}
+
+// `strides` with the entry of `dim` zeroed: walking an index's shape then
+// stays in the line of the tensor that the index value picks.
+Strides WithoutDim(const Strides& strides, int64_t dim) {
+  Strides result = strides;
+  result[dim] = 0;
+  return result;
 }
 
 }  // namespace
@@ -394,35 +448,35 @@ absl::StatusOr<Tensor> SoftmaxOnDevice(const Tensor& x, int64_t dim, bool log) {
 
 absl::StatusOr<Tensor> RmsNormOnDevice(const Tensor& x, const Tensor& weight,
                                        double eps) {
-  DT_RETURN_IF_ERROR(CheckFloating(x, "RmsNorm", "x"));
-  if (x.dim() == 0) {
-    return absl::InvalidArgumentError(
-        "RmsNorm: x needs at least 1 dim, got shape []");
-  }
-  const int64_t width = x.size(-1);
-  Tensor w;
-  if (weight.defined()) {
-    DT_RETURN_IF_ERROR(CheckOnDevice(weight, x.device(), "RmsNorm", "weight"));
-    if (weight.dtype() != x.dtype() || weight.dim() != 1 ||
-        weight.size(0) != width) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "RmsNorm: weight ", ShapeToString(weight.shape()), " (",
-          std::string(DTypeName(weight.dtype())),
-          ") does not match the last dim of x ", ShapeToString(x.shape()), " (",
-          std::string(DTypeName(x.dtype())), ")"));
-    }
-    DT_ASSIGN_OR_RETURN(w, ContiguousOnDevice(weight));
-  }
+  DT_RETURN_IF_ERROR(CheckNormInput(x, "RmsNorm"));
+  DT_ASSIGN_OR_RETURN(const Tensor w,
+                      NormParam(x, weight, "RmsNorm", "weight"));
   DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
   DT_ASSIGN_OR_RETURN(Tensor out,
                       Tensor::Empty(x.shape(), x.dtype(), x.device()));
-  const int64_t rows = width == 0 ? 0 : x.numel() / width;
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
+  DT_RETURN_IF_ERROR(Launched(
+      LaunchRmsNorm(ToScalarType(x.dtype()), input.raw_data(), DataOrNull(w),
+                    out.raw_data(), NormRows(x), x.size(-1), eps, stream),
+      "RmsNorm"));
+  return out;
+}
+
+absl::StatusOr<Tensor> LayerNormOnDevice(const Tensor& x, const Tensor& weight,
+                                         const Tensor& bias, double eps) {
+  DT_RETURN_IF_ERROR(CheckNormInput(x, "LayerNorm"));
+  DT_ASSIGN_OR_RETURN(const Tensor w,
+                      NormParam(x, weight, "LayerNorm", "weight"));
+  DT_ASSIGN_OR_RETURN(const Tensor b, NormParam(x, bias, "LayerNorm", "bias"));
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
   DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
   DT_RETURN_IF_ERROR(
-      Launched(LaunchRmsNorm(ToScalarType(x.dtype()), input.raw_data(),
-                             w.defined() ? w.raw_data() : nullptr,
-                             out.raw_data(), rows, width, eps, stream),
-               "RmsNorm"));
+      Launched(LaunchLayerNorm(ToScalarType(x.dtype()), input.raw_data(),
+                               DataOrNull(w), DataOrNull(b), out.raw_data(),
+                               NormRows(x), x.size(-1), eps, stream),
+               "LayerNorm"));
   return out;
 }
 
@@ -469,17 +523,14 @@ absl::StatusOr<Tensor> EmbeddingOnDevice(const Tensor& indices,
   }
   // The indices are checked on the host (one small copy), then used on the
   // device as i64.
-  DT_ASSIGN_OR_RETURN(const Tensor host_indices, indices.To(Device::CPU()));
-  DT_ASSIGN_OR_RETURN(const Tensor i64, host_indices.To(DType::kI64));
-  const std::vector<int64_t> rows = i64.ToVector<int64_t>();
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> rows,
+                      internal::ReadIndices(indices, "Embedding", "indices"));
   for (const int64_t row : rows) {
-    if (row < 0 || row >= table.size(0)) {
-      return absl::InvalidArgumentError(absl::StrCat("Embedding: index ", row,
-                                                     " is out of range [0, ",
-                                                     table.size(0), ")"));
-    }
+    DT_RETURN_IF_ERROR(
+        internal::CheckIndexInRange(row, table.size(0), "Embedding"));
   }
-  DT_ASSIGN_OR_RETURN(const Tensor device_indices, i64.To(table.device()));
+  DT_ASSIGN_OR_RETURN(const Tensor device_indices,
+                      IndicesOnDevice(rows, table.device()));
   DT_ASSIGN_OR_RETURN(const Tensor source, ContiguousOnDevice(table));
   Shape out_shape = indices.shape();
   out_shape.push_back(table.size(1));
@@ -492,6 +543,110 @@ absl::StatusOr<Tensor> EmbeddingOnDevice(const Tensor& indices,
                       out.raw_data(), static_cast<int64_t>(rows.size()),
                       table.size(1), stream),
       "Embedding"));
+  return out;
+}
+
+absl::StatusOr<Tensor> IndexSelectOnDevice(const Tensor& x, int64_t dim,
+                                           const std::vector<int64_t>& rows) {
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
+  Shape out_shape = x.shape();
+  out_shape[dim] = static_cast<int64_t>(rows.size());
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty(out_shape, x.dtype(), x.device()));
+  if (out.numel() == 0) return out;
+  const auto shape = absl::MakeConstSpan(x.shape());
+  const int64_t outer = NumElements(shape.subspan(0, dim));
+  const int64_t inner = NumElements(shape.subspan(dim + 1));
+  DT_ASSIGN_OR_RETURN(const Tensor device_rows,
+                      IndicesOnDevice(rows, x.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
+  DT_RETURN_IF_ERROR(Launched(
+      LaunchIndexSelect(ToScalarType(x.dtype()), input.raw_data(),
+                        device_rows.data<int64_t>(), out.raw_data(), outer,
+                        out_shape[dim], x.size(dim), inner, stream),
+      "IndexSelect"));
+  return out;
+}
+
+absl::StatusOr<Tensor> GatherOnDevice(const Tensor& x, int64_t dim,
+                                      const Shape& index_shape,
+                                      const std::vector<int64_t>& picks) {
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty(index_shape, x.dtype(), x.device()));
+  if (out.numel() == 0) return out;
+  const Strides x_strides = WithoutDim(x.strides(), dim);
+  DT_ASSIGN_OR_RETURN(const StridedShape<1> shape,
+                      Coalesce<1>(index_shape, {&x_strides}, "Gather"));
+  DT_ASSIGN_OR_RETURN(const Tensor device_picks,
+                      IndicesOnDevice(picks, x.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
+  DT_RETURN_IF_ERROR(
+      Launched(LaunchGather(ToScalarType(x.dtype()), x.raw_data(),
+                            device_picks.data<int64_t>(), out.raw_data(), shape,
+                            x.strides()[dim], out.numel(), stream),
+               "Gather"));
+  return out;
+}
+
+absl::StatusOr<Tensor> ScatterAddOnDevice(const Tensor& x, int64_t dim,
+                                          const Shape& index_shape,
+                                          const std::vector<int64_t>& targets,
+                                          const Tensor& src) {
+  DT_RETURN_IF_ERROR(CheckOnDevice(src, x.device(), "ScatterAdd", "src"));
+  const bool sixteen_bit =
+      x.dtype() == DType::kBF16 || x.dtype() == DType::kF16;
+  // The accumulator: a contiguous copy of x, in float for the 16-bit floats.
+  DT_ASSIGN_OR_RETURN(
+      Tensor acc,
+      Tensor::Empty(x.shape(), sixteen_bit ? DType::kF32 : x.dtype(),
+                    x.device()));
+  DT_RETURN_IF_ERROR(CopyOnDevice(x, acc));
+  if (!targets.empty()) {
+    const Strides acc_strides = WithoutDim(acc.strides(), dim);
+    DT_ASSIGN_OR_RETURN(
+        const StridedShape<2> shape,
+        Coalesce<2>(index_shape, {&acc_strides, &src.strides()}, "ScatterAdd"));
+    DT_ASSIGN_OR_RETURN(const Tensor device_targets,
+                        IndicesOnDevice(targets, x.device()));
+    DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
+    DT_RETURN_IF_ERROR(
+        Launched(LaunchScatterAdd(ToScalarType(src.dtype()), src.raw_data(),
+                                  device_targets.data<int64_t>(),
+                                  acc.raw_data(), shape, acc.strides()[dim],
+                                  static_cast<int64_t>(targets.size()), stream),
+                 "ScatterAdd"));
+  }
+  if (!sixteen_bit) return acc;
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
+  DT_RETURN_IF_ERROR(CopyOnDevice(acc, out));
+  return out;
+}
+
+absl::StatusOr<Tensor> DropoutOnDevice(const Tensor& x, double p, uint64_t seed,
+                                       uint64_t base,
+                                       const Strides& position_strides) {
+  DT_RETURN_IF_ERROR(CheckFloating(x, "Dropout", "x"));
+  if (!(p >= 0 && p < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Dropout: p ", p, " is outside [0, 1)"));
+  }
+  if (position_strides.size() != x.shape().size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Dropout: ", position_strides.size(),
+                     " position strides for x ", ShapeToString(x.shape())));
+  }
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
+  DT_ASSIGN_OR_RETURN(const StridedShape<1> positions,
+                      Coalesce<1>(x.shape(), {&position_strides}, "Dropout"));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
+  DT_RETURN_IF_ERROR(
+      Launched(LaunchDropout(ToScalarType(x.dtype()), input.raw_data(),
+                             out.raw_data(), positions, base, seed, p,
+                             1.0 / (1.0 - p), x.numel(), stream),
+               "Dropout"));
   return out;
 }
 

@@ -42,6 +42,9 @@ absl::StatusOr<Tensor> MatmulOnDevice(const Tensor& a, const Tensor& b);
 absl::StatusOr<Tensor> SoftmaxOnDevice(const Tensor& x, int64_t dim, bool log);
 absl::StatusOr<Tensor> RmsNormOnDevice(const Tensor& x, const Tensor& weight,
                                        double eps);
+// `weight` and `bias` may be undefined (ones, zeros).
+absl::StatusOr<Tensor> LayerNormOnDevice(const Tensor& x, const Tensor& weight,
+                                         const Tensor& bias, double eps);
 // Sum (mean when `mean`), max or min over `dims` (empty: all).
 absl::StatusOr<Tensor> ReduceOnDevice(ReduceOp op, bool mean,
                                       absl::string_view name, const Tensor& x,
@@ -71,6 +74,30 @@ absl::Status CrossEntropyRowsOnDevice(const Tensor& logits,
                                       int64_t ignore_index,
                                       std::vector<double>& losses,
                                       std::vector<double>& log_sum_exp);
+// The index ops of tensor/indexing.h on a CUDA `x`, given the normalized
+// `dim` and the index values, read and checked to lie in range on the host by
+// the caller (so errors name them as on the CPU); they are copied to the
+// device as i64.
+absl::StatusOr<Tensor> IndexSelectOnDevice(const Tensor& x, int64_t dim,
+                                           const std::vector<int64_t>& rows);
+absl::StatusOr<Tensor> GatherOnDevice(const Tensor& x, int64_t dim,
+                                      const Shape& index_shape,
+                                      const std::vector<int64_t>& picks);
+// Duplicate targets add up by atomicAdd, in an order that varies from run to
+// run (so the last bits of floating sums do); bf16/f16 accumulate in a float
+// buffer rounded once at the end. `src` must be on x's device.
+absl::StatusOr<Tensor> ScatterAddOnDevice(const Tensor& x, int64_t dim,
+                                          const Shape& index_shape,
+                                          const std::vector<int64_t>& targets,
+                                          const Tensor& src);
+// Dropout of a CUDA `x` (floating, 0 <= p < 1): x * (1 / (1 - p)) where the
+// uniform float draw of the element's stream position is >= p, else 0; the
+// position of the element with multi-index idx is base + idx . position_strides
+// (ops/random_ops.cc: the global row-major position in the full tensor plus
+// the stream offset). Bit for bit the CPU's result.
+absl::StatusOr<Tensor> DropoutOnDevice(const Tensor& x, double p, uint64_t seed,
+                                       uint64_t base,
+                                       const Strides& position_strides);
 absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
                                             const Tensor& target,
                                             Reduction reduction,

@@ -26,6 +26,10 @@ absl::StatusOr<Tensor> SoftmaxOnDevice(const Tensor&, int64_t, bool) {
 absl::StatusOr<Tensor> RmsNormOnDevice(const Tensor&, const Tensor&, double) {
   return NotBuilt();
 }
+absl::StatusOr<Tensor> LayerNormOnDevice(const Tensor&, const Tensor&,
+                                         const Tensor&, double) {
+  return NotBuilt();
+}
 absl::StatusOr<Tensor> ReduceOnDevice(ReduceOp, bool, absl::string_view,
                                       const Tensor&, absl::Span<const int64_t>,
                                       bool) {
@@ -50,6 +54,23 @@ absl::Status CrossEntropyRowsOnDevice(const Tensor&,
                                       const std::vector<int64_t>&, int64_t,
                                       std::vector<double>&,
                                       std::vector<double>&) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> IndexSelectOnDevice(const Tensor&, int64_t,
+                                           const std::vector<int64_t>&) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> GatherOnDevice(const Tensor&, int64_t, const Shape&,
+                                      const std::vector<int64_t>&) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> ScatterAddOnDevice(const Tensor&, int64_t, const Shape&,
+                                          const std::vector<int64_t>&,
+                                          const Tensor&) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> DropoutOnDevice(const Tensor&, double, uint64_t,
+                                       uint64_t, const Strides&) {
   return NotBuilt();
 }
 absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor&, const Tensor&,

@@ -2,33 +2,20 @@
 
 #include <cmath>
 
+#include "tensor/cuda/random_body.h"
 #include "tensor/philox.h"
 
 namespace dtensor {
 
 std::array<uint32_t, 4> Philox4x32x10(std::array<uint32_t, 4> counter,
                                       std::array<uint32_t, 2> key) {
-  constexpr uint32_t kMultiplier0 = 0xD2511F53;
-  constexpr uint32_t kMultiplier1 = 0xCD9E8D57;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9;  // Golden ratio.
-  constexpr uint32_t kWeyl1 = 0xBB67AE85;  // sqrt(3) - 1.
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      key[0] += kWeyl0;
-      key[1] += kWeyl1;
-    }
-    const uint64_t product0 = uint64_t{kMultiplier0} * counter[0];
-    const uint64_t product1 = uint64_t{kMultiplier1} * counter[2];
-    counter = {static_cast<uint32_t>(product1 >> 32) ^ counter[1] ^ key[0],
-               static_cast<uint32_t>(product1),
-               static_cast<uint32_t>(product0 >> 32) ^ counter[3] ^ key[1],
-               static_cast<uint32_t>(product0)};
-  }
-  return counter;
+  const cuda::PhiloxWords block = cuda::Philox4x32x10Block(
+      {{counter[0], counter[1], counter[2], counter[3]}}, key[0], key[1]);
+  return {block.words[0], block.words[1], block.words[2], block.words[3]};
 }
 
-// Draw i of the stream is word i % 4 of the block for counter i / 4 (low word
-// first), under the key (low, high) 32 bits of the seed.
+// Draw i of the stream: cuda::PhiloxDraw(seed, i) (word i % 4 of the block
+// for counter i / 4), with the last block kept for the next three draws.
 uint32_t Generator::NextU32() {
   const uint64_t block = offset_ / 4;
   if (!cached_block_valid_ || cached_block_index_ != block) {
@@ -42,10 +29,7 @@ uint32_t Generator::NextU32() {
   return cached_block_[offset_++ % 4];
 }
 
-float Generator::NextUniformFloat() {
-  // The top 24 bits, scaled by 2^-24: exact in float, at most 1 - 2^-24.
-  return static_cast<float>(NextU32() >> 8) * 0x1p-24f;
-}
+float Generator::NextUniformFloat() { return cuda::UniformFloatOf(NextU32()); }
 
 double Generator::NextUniformDouble() {
   // 27 bits from the first draw and 26 from the second, scaled by 2^-53.

@@ -7,9 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "base/status_macros.h"
+#include "tensor/cuda_backend_ops.h"
 #include "tensor/dispatch.h"
 #include "tensor/kernel_checks.h"
-#include "base/status_macros.h"
 #include "tensor/strided_loop.h"
 
 namespace dtensor {
@@ -19,6 +20,15 @@ using internal::CheckCpu;
 using internal::CheckIndexInRange;
 using internal::CheckSameDType;
 using internal::ReadIndices;
+
+// `x` and `index` are on the CPU, or `x` is on a CUDA device (whose kernel
+// then runs; `index` may be on the CPU or on the device).
+absl::Status CheckDevices(const Tensor& x, const Tensor& index,
+                          const char* op) {
+  if (cuda::OnCuda(x)) return absl::OkStatus();
+  DT_RETURN_IF_ERROR(CheckCpu(x, op, "x"));
+  return CheckCpu(index, op, "index");
+}
 
 // The values of `index` (row-major), each checked to lie in [0, bound).
 absl::StatusOr<std::vector<int64_t>> ReadIndicesBelow(const Tensor& index,
@@ -66,9 +76,8 @@ Strides WithoutDim(const Strides& strides, int64_t dim) {
 
 absl::StatusOr<Tensor> IndexSelect(const Tensor& x, int64_t dim,
                                    const Tensor& index) {
-  DT_RETURN_IF_ERROR(CheckCpu(x, "IndexSelect", "x"));
+  DT_RETURN_IF_ERROR(CheckDevices(x, index, "IndexSelect"));
   DT_ASSIGN_OR_RETURN(const int64_t d, NormalizeDim(dim, x.dim()));
-  DT_RETURN_IF_ERROR(CheckCpu(index, "IndexSelect", "index"));
   if (index.dim() > 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("IndexSelect: index must be 1-D, got shape ",
@@ -76,6 +85,7 @@ absl::StatusOr<Tensor> IndexSelect(const Tensor& x, int64_t dim,
   }
   DT_ASSIGN_OR_RETURN(const std::vector<int64_t> rows,
                       ReadIndicesBelow(index, x.size(d), "IndexSelect"));
+  if (cuda::OnCuda(x)) return cuda::IndexSelectOnDevice(x, d, rows);
   Shape out_shape = x.shape();
   out_shape[d] = static_cast<int64_t>(rows.size());
   DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(out_shape, x.dtype()));
@@ -100,12 +110,12 @@ absl::StatusOr<Tensor> IndexSelect(const Tensor& x, int64_t dim,
 
 absl::StatusOr<Tensor> Gather(const Tensor& x, int64_t dim,
                               const Tensor& index) {
-  DT_RETURN_IF_ERROR(CheckCpu(x, "Gather", "x"));
+  DT_RETURN_IF_ERROR(CheckDevices(x, index, "Gather"));
   DT_ASSIGN_OR_RETURN(const int64_t d, NormalizeDim(dim, x.dim()));
-  DT_RETURN_IF_ERROR(CheckCpu(index, "Gather", "index"));
   DT_RETURN_IF_ERROR(CheckIndexShape(x, d, index, Tensor(), "Gather"));
   DT_ASSIGN_OR_RETURN(const std::vector<int64_t> picks,
                       ReadIndicesBelow(index, x.size(d), "Gather"));
+  if (cuda::OnCuda(x)) return cuda::GatherOnDevice(x, d, index.shape(), picks);
   DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(index.shape(), x.dtype()));
   const Strides x_strides = WithoutDim(x.strides(), d);
   const int64_t pick_stride = x.strides()[d];
@@ -126,18 +136,20 @@ absl::StatusOr<Tensor> Gather(const Tensor& x, int64_t dim,
 
 absl::StatusOr<Tensor> ScatterAdd(const Tensor& x, int64_t dim,
                                   const Tensor& index, const Tensor& src) {
-  DT_RETURN_IF_ERROR(CheckCpu(x, "ScatterAdd", "x"));
-  DT_RETURN_IF_ERROR(CheckCpu(src, "ScatterAdd", "src"));
+  DT_RETURN_IF_ERROR(CheckDevices(x, index, "ScatterAdd"));
+  if (!cuda::OnCuda(x)) DT_RETURN_IF_ERROR(CheckCpu(src, "ScatterAdd", "src"));
   DT_RETURN_IF_ERROR(CheckSameDType(x, src, "ScatterAdd", "x", "src"));
   if (x.dtype() == DType::kBool) {
     return absl::InvalidArgumentError(
         "ScatterAdd: x has dtype bool; a numeric dtype is required");
   }
   DT_ASSIGN_OR_RETURN(const int64_t d, NormalizeDim(dim, x.dim()));
-  DT_RETURN_IF_ERROR(CheckCpu(index, "ScatterAdd", "index"));
   DT_RETURN_IF_ERROR(CheckIndexShape(x, d, index, src, "ScatterAdd"));
   DT_ASSIGN_OR_RETURN(const std::vector<int64_t> targets,
                       ReadIndicesBelow(index, x.size(d), "ScatterAdd"));
+  if (cuda::OnCuda(x)) {
+    return cuda::ScatterAddOnDevice(x, d, index.shape(), targets, src);
+  }
   Tensor out = x.Clone();
   const Strides out_strides = WithoutDim(out.strides(), d);
   const int64_t target_stride = out.strides()[d];

@@ -66,16 +66,16 @@ absl::Status CheckSameDType(const Tensor& a, const Tensor& b,
 absl::StatusOr<std::vector<int64_t>> ReadIndices(const Tensor& index,
                                                  absl::string_view op,
                                                  absl::string_view arg) {
-  const bool on_device = index.defined() && index.device().is_cuda();
-  if (!on_device) DT_RETURN_IF_ERROR(CheckCpu(index, op, arg));
+  if (!index.defined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, " is an undefined tensor"));
+  }
   if (index.dtype() != DType::kI32 && index.dtype() != DType::kI64) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": ", arg, " has dtype ", std::string(DTypeName(index.dtype())),
         "; i32 or i64 is required"));
   }
-  if (!on_device) return index.ToVector<int64_t>();
-  DT_ASSIGN_OR_RETURN(const Tensor host, index.To(Device::CPU()));
-  return host.ToVector<int64_t>();
+  return index.ToVector<int64_t>();
 }
 
 absl::Status CheckIndexInRange(int64_t index, int64_t bound,

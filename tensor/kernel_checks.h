@@ -31,9 +31,8 @@ absl::Status CheckFloatingOn(const Tensor& t, Device device,
 absl::Status CheckSameDType(const Tensor& a, const Tensor& b,
                             absl::string_view op, absl::string_view arg_a,
                             absl::string_view arg_b);
-// `index` is a defined i32 or i64 tensor on the CPU or a CUDA device (copied
-// to the host: indices are read there); returns its elements in row-major
-// order.
+// `index` is a defined i32 or i64 tensor; returns its elements in row-major
+// order (copied to the host when `index` is on a device).
 absl::StatusOr<std::vector<int64_t>> ReadIndices(const Tensor& index,
                                                  absl::string_view op,
                                                  absl::string_view arg);

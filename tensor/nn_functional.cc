@@ -294,6 +294,7 @@ absl::StatusOr<Tensor> RmsNorm(const Tensor& x, const Tensor& weight,
 
 absl::StatusOr<Tensor> LayerNorm(const Tensor& x, const Tensor& weight,
                                  const Tensor& bias, double eps) {
+  if (cuda::OnCuda(x)) return cuda::LayerNormOnDevice(x, weight, bias, eps);
   DT_RETURN_IF_ERROR(CheckNormInput(x, "LayerNorm"));
   DT_RETURN_IF_ERROR(CheckNormParam(x, weight, "LayerNorm", "weight"));
   DT_RETURN_IF_ERROR(CheckNormParam(x, bias, "LayerNorm", "bias"));

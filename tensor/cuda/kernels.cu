@@ -204,6 +204,21 @@ __global__ void RmsNormKernel(const T* x, const T* weight, T* out,
 }
 
 template <typename T>
+__global__ void LayerNormKernel(const T* x, const T* weight, const T* bias,
+                                T* out, int64_t width, double eps) {
+  const int64_t base = blockIdx.x * width;
+  const Row<T> row{x + base, width, 1};
+  const double sum = BlockReduce(
+      ReducePartial<double>(ReduceOp::kSum, row, threadIdx.x, kThreads),
+      AddCombine());
+  const double mean = sum / width;
+  const double centered_squares = BlockReduce(
+      CenteredSquaresPartial(row, mean, threadIdx.x, kThreads), AddCombine());
+  LayerNormWrite(row, weight, bias, out + base, mean, centered_squares, eps,
+                 threadIdx.x, kThreads);
+}
+
+template <typename T>
 __global__ void CrossEntropyKernel(const T* logits, const int64_t* targets,
                                    double* losses, double* log_sum_exp,
                                    int64_t classes, int64_t ignore_index) {
@@ -253,6 +268,69 @@ __global__ void EmbeddingKernel(const int64_t* indices, const T* table, T* out,
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < total; i += step) {
     out[i] = table[indices[i / dim] * dim + i % dim];
+  }
+}
+
+template <typename T>
+__global__ void IndexSelectKernel(const T* x, const int64_t* rows, T* out,
+                                  int64_t total, int64_t count, int64_t size,
+                                  int64_t inner) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < total; i += step) {
+    IndexSelectElement(x, rows, out, i, count, size, inner);
+  }
+}
+
+template <typename T>
+__global__ void GatherKernel(const T* x, const int64_t* picks, T* out,
+                             StridedShape<1> shape, int64_t pick_stride,
+                             int64_t count) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < count; i += step) {
+    GatherElement(x, picks, out, shape, pick_stride, i);
+  }
+}
+
+// *slot += value, atomically, for the accumulator types of ScatterAdd.
+struct AtomicAddFn {
+  __device__ void operator()(float* slot, float value) const {
+    atomicAdd(slot, value);
+  }
+  __device__ void operator()(double* slot, double value) const {
+    atomicAdd(slot, value);
+  }
+  __device__ void operator()(int32_t* slot, int32_t value) const {
+    atomicAdd(reinterpret_cast<int*>(slot), static_cast<int>(value));
+  }
+  // Two's complement: the unsigned sum wraps as the signed one does.
+  __device__ void operator()(int64_t* slot, int64_t value) const {
+    atomicAdd(reinterpret_cast<unsigned long long*>(slot),  // NOLINT
+              static_cast<unsigned long long>(value));      // NOLINT
+  }
+};
+
+template <typename A, typename T>
+__global__ void ScatterAddKernel(const T* src, const int64_t* targets, A* acc,
+                                 StridedShape<2> shape, int64_t target_stride,
+                                 int64_t count) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < count; i += step) {
+    ScatterAddElement(src, targets, acc, shape, target_stride, i,
+                      AtomicAddFn());
+  }
+}
+
+template <typename T>
+__global__ void DropoutKernel(const T* x, T* out, StridedShape<1> positions,
+                              uint64_t base, uint64_t seed, double p,
+                              double scale, int64_t numel) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < numel; i += step) {
+    DropoutElement(x, out, positions, base, seed, p, scale, i);
   }
 }
 
@@ -405,6 +483,20 @@ cudaError_t LaunchRmsNorm(ScalarType type, const void* x, const void* weight,
   });
 }
 
+cudaError_t LaunchLayerNorm(ScalarType type, const void* x, const void* weight,
+                            const void* bias, void* out, int64_t rows,
+                            int64_t width, double eps, cudaStream_t stream) {
+  if (rows == 0 || width == 0) return cudaSuccess;
+  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    LayerNormKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(weight),
+        static_cast<const T*>(bias), static_cast<T*>(out), width, eps);
+    return cudaGetLastError();
+  });
+}
+
 cudaError_t LaunchCrossEntropyRows(ScalarType type, const void* logits,
                                    const int64_t* targets, double* losses,
                                    double* log_sum_exp, int64_t rows,
@@ -457,6 +549,69 @@ cudaError_t LaunchEmbedding(ScalarType type, const int64_t* indices,
     EmbeddingKernel<<<GridFor(count * dim), kThreads, 0, stream>>>(
         indices, static_cast<const T*>(table), static_cast<T*>(out), count,
         dim);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchIndexSelect(ScalarType type, const void* x,
+                              const int64_t* rows, void* out, int64_t outer,
+                              int64_t count, int64_t size, int64_t inner,
+                              cudaStream_t stream) {
+  const int64_t total = outer * count * inner;
+  if (total == 0) return cudaSuccess;
+  return Dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    IndexSelectKernel<<<GridFor(total), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), rows, static_cast<T*>(out), total, count,
+        size, inner);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchGather(ScalarType type, const void* x, const int64_t* picks,
+                         void* out, const StridedShape<1>& shape,
+                         int64_t pick_stride, int64_t count,
+                         cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  return Dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    GatherKernel<<<GridFor(count), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), picks, static_cast<T*>(out), shape,
+        pick_stride, count);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchScatterAdd(ScalarType src_type, const void* src,
+                             const int64_t* targets, void* acc,
+                             const StridedShape<2>& shape,
+                             int64_t target_stride, int64_t count,
+                             cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  return Dispatch(src_type, [&](auto tag) -> cudaError_t {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      return cudaErrorInvalidValue;
+    } else {
+      using A = Compute<T>;
+      ScatterAddKernel<<<GridFor(count), kThreads, 0, stream>>>(
+          static_cast<const T*>(src), targets, static_cast<A*>(acc), shape,
+          target_stride, count);
+      return cudaGetLastError();
+    }
+  });
+}
+
+cudaError_t LaunchDropout(ScalarType type, const void* x, void* out,
+                          const StridedShape<1>& positions, uint64_t base,
+                          uint64_t seed, double p, double scale, int64_t numel,
+                          cudaStream_t stream) {
+  if (numel == 0) return cudaSuccess;
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    DropoutKernel<<<GridFor(numel), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(out), positions, base, seed,
+        p, scale, numel);
     return cudaGetLastError();
   });
 }

@@ -13,6 +13,8 @@
 
 #include "tensor/cuda/elementwise_body.h"
 #include "tensor/cuda/host_device.h"
+#include "tensor/cuda/index_body.h"
+#include "tensor/cuda/random_body.h"
 #include "tensor/cuda/row_body.h"
 
 namespace dtensor::cuda {
@@ -51,6 +53,11 @@ cudaError_t LaunchSoftmax(ScalarType type, const void* x, void* out,
 cudaError_t LaunchRmsNorm(ScalarType type, const void* x, const void* weight,
                           void* out, int64_t rows, int64_t width, double eps,
                           cudaStream_t stream);
+// LayerNorm of the `rows` contiguous rows of `width`; `weight` and `bias` may
+// be null.
+cudaError_t LaunchLayerNorm(ScalarType type, const void* x, const void* weight,
+                            const void* bias, void* out, int64_t rows,
+                            int64_t width, double eps, cudaStream_t stream);
 // losses[r] = logsumexp(row r) - row r[targets[r]], 0 where targets[r] ==
 // ignore_index; targets are checked to lie in range before launch. Unless
 // null, log_sum_exp[r] = logsumexp(row r) for every row.
@@ -69,6 +76,32 @@ cudaError_t LaunchReduceRows(ReduceOp op, ScalarType in_type,
 cudaError_t LaunchEmbedding(ScalarType type, const int64_t* indices,
                             const void* table, void* out, int64_t count,
                             int64_t dim, cudaStream_t stream);
+// IndexSelect of contiguous x [outer, size, inner] along its middle dim:
+// out [outer, count, inner] (contiguous) takes rows[k] (in range).
+cudaError_t LaunchIndexSelect(ScalarType type, const void* x,
+                              const int64_t* rows, void* out, int64_t outer,
+                              int64_t count, int64_t size, int64_t inner,
+                              cudaStream_t stream);
+// Gather into contiguous `out` of `count` elements (index_body.h's
+// GatherElement).
+cudaError_t LaunchGather(ScalarType type, const void* x, const int64_t* picks,
+                         void* out, const StridedShape<1>& shape,
+                         int64_t pick_stride, int64_t count,
+                         cudaStream_t stream);
+// ScatterAdd of the `count` elements of `src` into `acc` by atomicAdd
+// (index_body.h's ScatterAddElement): `acc` is float for bf16/f16 `src`, of
+// src's type otherwise (bool is an invalid value).
+cudaError_t LaunchScatterAdd(ScalarType src_type, const void* src,
+                             const int64_t* targets, void* acc,
+                             const StridedShape<2>& shape,
+                             int64_t target_stride, int64_t count,
+                             cudaStream_t stream);
+// Dropout of contiguous x into contiguous out, `numel` elements
+// (random_body.h's DropoutElement); scale = 1 / (1 - p).
+cudaError_t LaunchDropout(ScalarType type, const void* x, void* out,
+                          const StridedShape<1>& positions, uint64_t base,
+                          uint64_t seed, double p, double scale, int64_t numel,
+                          cudaStream_t stream);
 // The attention softmax, in place on f32 or f64 scores [rows, lk], row r being
 // query r % lq.
 cudaError_t LaunchMaskedSoftmax(ScalarType type, void* scores, int64_t rows,

@@ -2,14 +2,14 @@
 #define DTENSOR_TENSOR_CUDA_ROW_BODY_H_
 
 // Per-row bodies of the row kernels (softmax, RMSNorm, cross entropy, the
-// reductions, the attention softmax), shared by the CUDA launches and their
-// host forms. A row's elements are split among `lanes` workers: worker
-// `lane` visits j = lane, lane + lanes, ... and returns a partial result;
-// the CUDA kernel combines the partials of its block's threads, the host form
-// runs one lane (lanes = 1), which visits the elements in the order of the
-// CPU kernels of tensor/ and so gives their results bit for bit. The math
-// follows tensor/nn_functional.cc and tensor/reduction.cc: sums accumulate in
-// double, the rest in the compute type.
+// reductions, the attention softmax, LayerNorm), shared by the CUDA launches
+// and their host forms. A row's elements are split among `lanes` workers:
+// worker `lane` visits j = lane, lane + lanes, ... and returns a partial
+// result; the CUDA kernel combines the partials of its block's threads, the
+// host form runs one lane (lanes = 1), which visits the elements in the order
+// of the CPU kernels of tensor/ and so gives their results bit for bit. The
+// math follows tensor/nn_functional.cc and tensor/reduction.cc: sums accumulate
+// in double, the rest in the compute type.
 
 #include <stdint.h>
 
@@ -112,6 +112,38 @@ DT_HOST_DEVICE inline void RmsNormWrite(Row<T> row, const T* weight, T* out,
   for (int64_t j = lane; j < row.n; j += lanes) {
     const C w = weight == nullptr ? C(1) : Load(weight[j]);
     out[j] = Store<T>(row[j] * scale * w);
+  }
+}
+
+// ---- LayerNorm (nn_functional.cc's LayerNorm): the mean (a kSum of
+// ReducePartial<double> over n), then the variance around it, all in double.
+// ----
+
+template <typename T>
+DT_HOST_DEVICE inline double CenteredSquaresPartial(Row<T> row, double mean,
+                                                    int lane, int lanes) {
+  double sum = 0;
+  for (int64_t j = lane; j < row.n; j += lanes) {
+    const double centered = row[j] - mean;
+    sum += centered * centered;
+  }
+  return sum;
+}
+
+// out = (x - mean) * scale * weight + bias in double, rounded to the compute
+// type and then to T, where scale = 1 / sqrt(centered_squares / n + eps);
+// weight and bias may be null (ones, zeros).
+template <typename T>
+DT_HOST_DEVICE inline void LayerNormWrite(Row<T> row, const T* weight,
+                                          const T* bias, T* out, double mean,
+                                          double centered_squares, double eps,
+                                          int lane, int lanes) {
+  const double scale = 1.0 / Sqrt(centered_squares / row.n + eps);
+  for (int64_t j = lane; j < row.n; j += lanes) {
+    const double w = weight == nullptr ? 1.0 : Load(weight[j]);
+    const double b = bias == nullptr ? 0.0 : Load(bias[j]);
+    const double centered = row[j] - mean;
+    out[j] = Store<T>(static_cast<Compute<T>>(centered * scale * w + b));
   }
 }
 

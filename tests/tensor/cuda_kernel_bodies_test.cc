@@ -3,20 +3,26 @@
 // visits a row in the CPU kernel's order), within stated tolerances where
 // the order of a sum differs (several lanes, or the CPU's blocked
 // reductions).
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tensor/cuda/elementwise_body.h"
 #include "tensor/cuda/host_device.h"
+#include "tensor/cuda/index_body.h"
+#include "tensor/cuda/random_body.h"
 #include "tensor/cuda/row_body.h"
 #include "tensor/elementwise.h"
+#include "tensor/generator.h"
 #include "tensor/half.h"
+#include "tensor/indexing.h"
 #include "tensor/nn_functional.h"
 #include "tensor/reduction.h"
 #include "tests/tensor/kernel_test_util.h"
@@ -98,6 +104,21 @@ TEST(HostDeviceTest, SixteenBitConversionsMatchHalfH) {
   }
 }
 
+// The StridedShape of `shape` for operands with `strides`, dims as they are
+// (the CUDA launches merge dims first, which visits the same elements in the
+// same order).
+template <int N>
+StridedShape<N> StridedShapeOf(const Shape& shape,
+                               const std::array<Strides, N>& strides) {
+  StridedShape<N> strided;
+  strided.ndim = static_cast<int>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    strided.sizes[d] = shape[d];
+    for (int k = 0; k < N; ++k) strided.strides[k][d] = strides[k][d];
+  }
+  return strided;
+}
+
 // Runs a binary body over `out`'s shape the way the CUDA kernel indexes it.
 Tensor HostBinary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Shape shape = *BroadcastShapes(a.shape(), b.shape());
@@ -105,14 +126,8 @@ Tensor HostBinary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Tensor bv = *b.Expand(shape);
   const DType out_dtype = IsComparison(op) ? DType::kBool : a.dtype();
   Tensor out = *Tensor::Empty(shape, out_dtype);
-  StridedShape<3> strided;
-  strided.ndim = static_cast<int>(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    strided.sizes[d] = shape[d];
-    strided.strides[0][d] = out.strides()[d];
-    strided.strides[1][d] = av.strides()[d];
-    strided.strides[2][d] = bv.strides()[d];
-  }
+  const StridedShape<3> strided =
+      StridedShapeOf<3>(shape, {out.strides(), av.strides(), bv.strides()});
   ForStorage(a.dtype(), [&](auto tag, auto) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(av.raw_data());
@@ -327,6 +342,71 @@ TEST(RowBodyTest, RmsNormMatchesTheCpuKernelBitForBit) {
   }
 }
 
+// LayerNorm of contiguous x [rows, width] by the row bodies with `lanes`
+// lanes, combined the way the CUDA kernel combines its threads.
+template <typename T>
+void HostLayerNorm(const Tensor& x, const Tensor& w, const Tensor& b,
+                   Tensor& out, double eps, int lanes) {
+  const int64_t width = x.size(-1);
+  const auto param = [](const Tensor& p) {
+    return p.defined() ? static_cast<const T*>(p.raw_data()) : nullptr;
+  };
+  for (int64_t r = 0; r < x.numel() / width; ++r) {
+    const Row<T> row{static_cast<const T*>(x.raw_data()) + r * width, width, 1};
+    double sum = 0;
+    for (int lane = 0; lane < lanes; ++lane) {
+      sum += ReducePartial<double>(ReduceOp::kSum, row, lane, lanes);
+    }
+    const double mean = sum / width;
+    double centered_squares = 0;
+    for (int lane = 0; lane < lanes; ++lane) {
+      centered_squares += CenteredSquaresPartial(row, mean, lane, lanes);
+    }
+    for (int lane = 0; lane < lanes; ++lane) {
+      LayerNormWrite(row, param(w), param(b),
+                     static_cast<T*>(out.raw_data()) + r * width, mean,
+                     centered_squares, eps, lane, lanes);
+    }
+  }
+}
+
+TEST(RowBodyTest, LayerNormMatchesTheCpuKernel) {
+  std::mt19937 rng(10);
+  for (DType dtype : testing::kFloatDTypes) {
+    for (bool with_params : {false, true}) {
+      // An offset mean, so that centering matters.
+      const Tensor x =
+          RandomTensor({7, 3, 65}, dtype, Layout::kContiguous, rng, 2, 6);
+      const Tensor w = with_params
+                           ? RandomTensor({65}, dtype, Layout::kContiguous, rng)
+                           : Tensor();
+      const Tensor b = with_params
+                           ? RandomTensor({65}, dtype, Layout::kContiguous, rng)
+                           : Tensor();
+      const Tensor expected = *LayerNorm(x, w, b, 1e-5);
+      for (int lanes : {1, 8}) {
+        Tensor got = *Tensor::Empty(x.shape(), dtype);
+        ForFloatingStorage(dtype, [&](auto tag, auto) {
+          HostLayerNorm<decltype(tag)>(x, w, b, got, 1e-5, lanes);
+        });
+        const std::string context =
+            absl::StrCat(std::string(DTypeName(dtype)), " params=", with_params,
+                         " lanes=", lanes);
+        if (lanes == 1) {
+          EXPECT_EQ(Bytes(got), Bytes(expected)) << context;
+        } else {
+          // Sums in double in another order: the last bits of a double,
+          // which rounding to the dtype almost always hides.
+          EXPECT_TRUE(AllClose(*got.To(DType::kF64), *expected.To(DType::kF64),
+                               testing::ToleranceFor(dtype).rtol,
+                               testing::ToleranceFor(dtype).atol))
+              << context;
+        }
+      }
+    }
+  }
+}
+
 TEST(RowBodyTest, CrossEntropyMatchesTheCpuKernelBitForBit) {
   std::mt19937 rng(7);
   for (DType dtype : testing::kFloatDTypes) {
@@ -442,6 +522,184 @@ TEST(RowBodyTest, MaskedSoftmaxMatchesABruteForceReference) {
       const double expected =
           j < visible ? std::exp(0.5 * scores[q * lk + j]) / denominator : 0.0;
       EXPECT_NEAR(row[j], expected, 1e-12) << q << " " << j;
+    }
+  }
+}
+
+// ---- Index ops. ----
+
+Strides WithDimZeroed(Strides strides, int64_t dim) {
+  strides[dim] = 0;
+  return strides;
+}
+
+TEST(IndexBodyTest, IndexSelectMatchesTheCpuKernelBitForBit) {
+  std::mt19937 rng(11);
+  for (DType dtype : testing::kAllDTypes) {
+    const Tensor x = RandomTensor({4, 5, 6}, dtype, Layout::kStrided, rng);
+    for (int64_t dim : {0, 1, 2}) {
+      const Tensor index = RandomIndices({7}, x.size(dim), DType::kI64, rng);
+      const Tensor expected = *IndexSelect(x, dim, index);
+      Tensor got = *Tensor::Empty(expected.shape(), dtype);
+      const Tensor input = x.Contiguous();
+      int64_t outer = 1, inner = 1;
+      for (int64_t d = 0; d < 3; ++d) {
+        if (d < dim) outer *= x.size(d);
+        if (d > dim) inner *= x.size(d);
+      }
+      ForStorage(dtype, [&](auto tag, auto) {
+        using T = decltype(tag);
+        for (int64_t i = 0; i < got.numel(); ++i) {
+          IndexSelectElement(
+              static_cast<const T*>(input.raw_data()), index.data<int64_t>(),
+              static_cast<T*>(got.raw_data()), i, 7, x.size(dim), inner);
+        }
+      });
+      EXPECT_EQ(outer * 7 * inner, got.numel());
+      EXPECT_EQ(Bytes(got), Bytes(expected))
+          << DTypeName(dtype) << " dim " << dim;
+    }
+  }
+}
+
+// An index shape that fits x [5, 6, 7] along `dim` (smaller off it).
+Shape IndexShapeFor(int64_t dim, int64_t size_on_dim) {
+  Shape shape = {4, 5, 6};
+  shape[dim] = size_on_dim;
+  return shape;
+}
+
+TEST(IndexBodyTest, GatherMatchesTheCpuKernelBitForBit) {
+  std::mt19937 rng(12);
+  for (DType dtype : testing::kAllDTypes) {
+    const Tensor x = RandomTensor({5, 6, 7}, dtype, Layout::kTransposed, rng);
+    for (int64_t dim : {0, 1, 2}) {
+      const Tensor index =
+          RandomIndices(IndexShapeFor(dim, 9), x.size(dim), DType::kI64, rng);
+      const Tensor expected = *Gather(x, dim, index);
+      Tensor got = *Tensor::Empty(index.shape(), dtype);
+      const StridedShape<1> shape =
+          StridedShapeOf<1>(index.shape(), {WithDimZeroed(x.strides(), dim)});
+      ForStorage(dtype, [&](auto tag, auto) {
+        using T = decltype(tag);
+        for (int64_t i = 0; i < got.numel(); ++i) {
+          GatherElement(static_cast<const T*>(x.raw_data()),
+                        index.data<int64_t>(), static_cast<T*>(got.raw_data()),
+                        shape, x.strides()[dim], i);
+        }
+      });
+      EXPECT_EQ(Bytes(got), Bytes(expected))
+          << DTypeName(dtype) << " dim " << dim;
+    }
+  }
+}
+
+// ScatterAdd by the body with a sequential add, accumulating as the CUDA
+// launch does (float for the 16-bit floats).
+Tensor HostScatterAdd(const Tensor& x, int64_t dim, const Tensor& index,
+                      const Tensor& src) {
+  const bool sixteen_bit =
+      x.dtype() == DType::kBF16 || x.dtype() == DType::kF16;
+  Tensor acc =
+      *x.Contiguous().Clone().To(sixteen_bit ? DType::kF32 : x.dtype());
+  const StridedShape<2> shape = StridedShapeOf<2>(
+      index.shape(), {WithDimZeroed(acc.strides(), dim), src.strides()});
+  ForStorage(x.dtype(), [&](auto tag, auto) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      using A = Compute<T>;
+      for (int64_t i = 0; i < index.numel(); ++i) {
+        ScatterAddElement(
+            static_cast<const T*>(src.raw_data()), index.data<int64_t>(),
+            static_cast<A*>(acc.raw_data()), shape, acc.strides()[dim], i,
+            [](A* slot, A value) { *slot += value; });
+      }
+    }
+  });
+  return *acc.To(x.dtype());
+}
+
+TEST(IndexBodyTest, ScatterAddMatchesTheCpuKernel) {
+  std::mt19937 rng(13);
+  for (DType dtype : testing::kNumericDTypes) {
+    const Tensor x = RandomTensor({5, 6, 7}, dtype, Layout::kStrided, rng);
+    for (int64_t dim : {0, 1, 2}) {
+      // One addend per slot at most (size 1 on dim), then duplicates.
+      for (int64_t size_on_dim : {1, 9}) {
+        const Shape index_shape = IndexShapeFor(dim, size_on_dim);
+        const Tensor index =
+            RandomIndices(index_shape, x.size(dim), DType::kI64, rng);
+        const Tensor src =
+            RandomTensor(index_shape, dtype, Layout::kTransposed, rng);
+        const Tensor expected = *ScatterAdd(x, dim, index, src);
+        const Tensor got = HostScatterAdd(x, dim, index, src);
+        const std::string context = absl::StrCat(
+            std::string(DTypeName(dtype)), " dim ", dim, " size ", size_on_dim);
+        const bool rounds_once = dtype == DType::kBF16 || dtype == DType::kF16;
+        if (size_on_dim == 1 || !rounds_once) {
+          EXPECT_EQ(Bytes(got), Bytes(expected)) << context;
+        } else {
+          // The CPU rounds to the dtype after every add, the body once.
+          const testing::Tolerance tolerance = testing::ToleranceFor(dtype);
+          EXPECT_TRUE(AllClose(*got.To(DType::kF64), *expected.To(DType::kF64),
+                               8 * tolerance.rtol, 8 * tolerance.atol))
+              << context;
+        }
+      }
+    }
+  }
+}
+
+// ---- Dropout. ----
+
+TEST(RandomBodyTest, DropoutReproducesTheGeneratorsMaskBitForBit) {
+  std::mt19937 rng(14);
+  // A block [3, 4, 5] at (2, 0, 3) of a tensor [6, 4, 9].
+  const Shape global = {6, 4, 9};
+  const Shape block = {3, 4, 5};
+  const std::vector<int64_t> block_offset = {2, 0, 3};
+  const uint64_t seed = 0x123456789abcdefULL;
+  const uint64_t offset = 1000003;
+  const Strides global_strides = ContiguousStrides(global);
+  uint64_t base = offset;
+  for (int d = 0; d < 3; ++d) base += block_offset[d] * global_strides[d];
+  for (DType dtype : testing::kFloatDTypes) {
+    for (double p : {0.0, 0.1, 0.5, 0.9}) {
+      const Tensor x = RandomTensor(block, dtype, Layout::kContiguous, rng);
+      // The reference: each element's draw at its global position, as
+      // ops/random_ops.cc draws it with a Generator, the mask in the dtype.
+      std::vector<double> mask;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const std::vector<int64_t> local = testing::Unravel(i, block);
+        std::vector<int64_t> global_index(3);
+        for (int d = 0; d < 3; ++d) {
+          global_index[d] = local[d] + block_offset[d];
+        }
+        Generator generator(seed,
+                            offset + testing::Ravel(global_index, global));
+        mask.push_back(generator.NextUniformFloat() >= p ? 1.0 / (1.0 - p)
+                                                         : 0.0);
+      }
+      const Tensor expected =
+          *Mul(x, *Tensor::FromVector<double>(mask, block)->To(dtype));
+      Tensor got = *Tensor::Empty(block, dtype);
+      const StridedShape<1> positions =
+          StridedShapeOf<1>(block, {global_strides});
+      ForFloatingStorage(dtype, [&](auto tag, auto) {
+        using T = decltype(tag);
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          DropoutElement(static_cast<const T*>(x.raw_data()),
+                         static_cast<T*>(got.raw_data()), positions, base, seed,
+                         p, 1.0 / (1.0 - p), i);
+        }
+      });
+      EXPECT_EQ(Bytes(got), Bytes(expected)) << DTypeName(dtype) << " p " << p;
+      if (p == 0.5) {
+        int64_t zeros = 0;
+        for (const double m : mask) zeros += m == 0;
+        EXPECT_GT(zeros, 20);  // Of 60: the mask is not all ones.
+        EXPECT_LT(zeros, 40);
+      }
     }
   }
 }

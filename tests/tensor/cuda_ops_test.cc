@@ -9,8 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tensor/cuda/random_body.h"
 #include "tensor/cuda_backend.h"
+#include "tensor/cuda_backend_ops.h"
 #include "tensor/elementwise.h"
+#include "tensor/indexing.h"
 #include "tensor/matmul.h"
 #include "tensor/nn_functional.h"
 #include "tensor/reduction.h"
@@ -131,6 +134,15 @@ TEST(CudaOpsTest, RowKernels) {
     const Tensor w = RandomTensor({300}, dtype, Layout::kContiguous, rng);
     ExpectMatches(RmsNorm(ToGpu(x), ToGpu(w), 1e-5), RmsNorm(x, w, 1e-5),
                   "RmsNorm");
+    const Tensor bias = RandomTensor({300}, dtype, Layout::kContiguous, rng);
+    ExpectMatches(LayerNorm(ToGpu(x), ToGpu(w), ToGpu(bias), 1e-5),
+                  LayerNorm(x, w, bias, 1e-5), "LayerNorm");
+    ExpectMatches(LayerNorm(ToGpu(x), Tensor(), Tensor(), 1e-5),
+                  LayerNorm(x, Tensor(), Tensor(), 1e-5), "LayerNorm plain");
+    const Tensor strided =
+        RandomTensor({37, 300}, dtype, Layout::kTransposed, rng, 1, 5);
+    ExpectMatches(LayerNorm(ToGpu(strided), ToGpu(w), ToGpu(bias), 1e-5),
+                  LayerNorm(strided, w, bias, 1e-5), "LayerNorm strided");
     const Tensor table =
         RandomTensor({50, 24}, dtype, Layout::kContiguous, rng);
     const Tensor indices = RandomIndices({3, 7}, 50, DType::kI64, rng);
@@ -212,6 +224,132 @@ TEST(CudaOpsTest, AttentionAndRotary) {
     ExpectMatches(RotaryEmbedding(ToGpu(x), ToGpu(positions), 500000),
                   RotaryEmbedding(x, positions, 500000),
                   "Rotary with positions " + name);
+  }
+}
+
+TEST(CudaOpsTest, IndexOps) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(4);
+  const std::vector<Layout> layouts = {Layout::kContiguous, Layout::kTransposed,
+                                       Layout::kStrided};
+  for (int trial = 0; trial < 30; ++trial) {
+    const DType dtype = testing::Pick(testing::kNumericDTypes, rng);
+    const DType index_dtype =
+        testing::Pick(std::vector<DType>{DType::kI32, DType::kI64}, rng);
+    Shape shape;
+    for (int d = 0; d < 3; ++d) {
+      shape.push_back(std::uniform_int_distribution<int64_t>(1, 9)(rng));
+    }
+    const Tensor x =
+        RandomTensor(shape, dtype, testing::Pick(layouts, rng), rng, -5, 5);
+    const int64_t dim = std::uniform_int_distribution<int64_t>(0, 2)(rng);
+    const std::string what =
+        absl::StrCat(std::string(DTypeName(dtype)), " ", ShapeToString(shape),
+                     " dim ", dim, " trial ", trial);
+    const Tensor rows = RandomIndices({11}, shape[dim], index_dtype, rng);
+    ExpectMatches(IndexSelect(ToGpu(x), dim, ToGpu(rows)),
+                  IndexSelect(x, dim, rows), "IndexSelect " + what, 0);
+    // An index smaller than x off `dim`, longer on it: duplicate targets.
+    Shape index_shape = shape;
+    for (int64_t& size : index_shape) {
+      size = std::uniform_int_distribution<int64_t>(1, size)(rng);
+    }
+    index_shape[dim] = 2 * shape[dim] + 3;
+    const Tensor index =
+        RandomIndices(index_shape, shape[dim], index_dtype, rng);
+    ExpectMatches(Gather(ToGpu(x), dim, ToGpu(index)), Gather(x, dim, index),
+                  "Gather " + what, 0);
+    const Tensor src = RandomTensor(index_shape, dtype,
+                                    testing::Pick(layouts, rng), rng, -5, 5);
+    // The CPU rounds 16-bit sums after every add, the device once; atomic
+    // adds come in any order.
+    ExpectMatches(ScatterAdd(ToGpu(x), dim, ToGpu(index), ToGpu(src)),
+                  ScatterAdd(x, dim, index, src), "ScatterAdd " + what, 40);
+    // Indices may stay on the host.
+    ExpectMatches(ScatterAdd(ToGpu(x), dim, index, ToGpu(src)),
+                  ScatterAdd(x, dim, index, src), "ScatterAdd host index", 40);
+  }
+}
+
+TEST(CudaOpsTest, IndexErrorsAreTheCpuOnes) {
+  SKIP_WITHOUT_GPU();
+  const Tensor x = *Tensor::Zeros({4, 3}, DType::kF32);
+  const Tensor bad = *Tensor::FromVector<int64_t>({1, 4}, {2});
+  const Tensor bad2d = *Tensor::FromVector<int64_t>({0, -1, 2}, {3, 1});
+  const Tensor src = *Tensor::Ones({3, 1}, DType::kF32);
+  const auto expect_same = [](const absl::StatusOr<Tensor>& gpu,
+                              const absl::StatusOr<Tensor>& cpu) {
+    ASSERT_FALSE(cpu.ok());
+    ASSERT_FALSE(gpu.ok());
+    EXPECT_EQ(gpu.status(), cpu.status());
+  };
+  expect_same(IndexSelect(ToGpu(x), 0, ToGpu(bad)), IndexSelect(x, 0, bad));
+  expect_same(Gather(ToGpu(x), 0, ToGpu(bad2d)), Gather(x, 0, bad2d));
+  expect_same(ScatterAdd(ToGpu(x), 0, ToGpu(bad2d), ToGpu(src)),
+              ScatterAdd(x, 0, bad2d, src));
+  const absl::StatusOr<Tensor> out = IndexSelect(ToGpu(x), 0, ToGpu(bad));
+  EXPECT_NE(out.status().message().find("index 4"), std::string::npos)
+      << out.status();
+}
+
+// The host form of the dropout body (which cuda_kernel_bodies_test checks
+// against the CPU's Generator mask bit for bit) in x's dtype.
+Tensor HostDropout(const Tensor& x, double p, uint64_t seed, uint64_t base,
+                   const Strides& position_strides) {
+  const Tensor input = x.Contiguous();
+  Tensor out = *Tensor::Empty(x.shape(), x.dtype());
+  cuda::StridedShape<1> positions;
+  positions.ndim = static_cast<int>(x.dim());
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    positions.sizes[d] = x.size(d);
+    positions.strides[0][d] = position_strides[d];
+  }
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      cuda::DropoutElement(static_cast<const T*>(input.raw_data()),
+                           static_cast<T*>(out.raw_data()), positions, base,
+                           seed, p, 1.0 / (1.0 - p), i);
+    }
+  };
+  switch (x.dtype()) {
+    case DType::kF32:
+      run(float{});
+      break;
+    case DType::kF64:
+      run(double{});
+      break;
+    case DType::kBF16:
+      run(cuda::Bf16{});
+      break;
+    case DType::kF16:
+      run(cuda::F16{});
+      break;
+    default:
+      ADD_FAILURE() << "HostDropout: dtype " << DTypeName(x.dtype());
+  }
+  return out;
+}
+
+TEST(CudaOpsTest, DropoutIsBitIdenticalToTheHostStream) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 12; ++trial) {
+    const DType dtype = testing::Pick(testing::kFloatDTypes, rng);
+    const Shape shape = {std::uniform_int_distribution<int64_t>(1, 40)(rng),
+                         std::uniform_int_distribution<int64_t>(1, 300)(rng)};
+    // x is the block at (5, 7) of a [shape[0] + 5, shape[1] + 7] tensor.
+    const Strides global = ContiguousStrides({shape[0] + 5, shape[1] + 7});
+    const uint64_t seed = (static_cast<uint64_t>(rng()) << 32) | rng();
+    const uint64_t base = rng() + 5 * global[0] + 7;
+    const double p = testing::Pick(std::vector<double>{0.0, 0.1, 0.5}, rng);
+    const Tensor x =
+        RandomTensor(shape, dtype, Layout::kTransposed, rng, -3, 3);
+    ExpectMatches(cuda::DropoutOnDevice(ToGpu(x), p, seed, base, global),
+                  HostDropout(x, p, seed, base, global),
+                  absl::StrCat("Dropout ", std::string(DTypeName(dtype)), " ",
+                               ShapeToString(shape), " p ", p),
+                  0);
   }
 }
 
