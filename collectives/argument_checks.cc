@@ -134,6 +134,13 @@ absl::StatusOr<std::vector<int64_t>> EqualPieceSizes(int64_t total,
   return std::vector<int64_t>(group_size, total / group_size);
 }
 
+absl::StatusOr<std::vector<int64_t>> SplitPieceSizes(
+    absl::Span<const int64_t> sizes, int64_t total, int64_t group_size,
+    absl::string_view op) {
+  if (sizes.empty()) return EqualPieceSizes(total, group_size, op);
+  return CompletePieceSizes(sizes, group_size, 0, op);
+}
+
 int64_t SumOf(absl::Span<const int64_t> sizes) {
   int64_t sum = 0;
   for (int64_t size : sizes) sum += size;

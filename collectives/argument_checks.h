@@ -64,6 +64,13 @@ absl::StatusOr<std::vector<int64_t>> EqualPieceSizes(int64_t total,
                                                      int64_t group_size,
                                                      absl::string_view op);
 
+// The pieces `total` splits into over `group_size` ranks: `sizes` when given
+// (as CompletePieceSizes checks them), else EqualPieceSizes. The sum of
+// given sizes is not checked against `total`.
+absl::StatusOr<std::vector<int64_t>> SplitPieceSizes(
+    absl::Span<const int64_t> sizes, int64_t total, int64_t group_size,
+    absl::string_view op);
+
 int64_t SumOf(absl::Span<const int64_t> sizes);
 // Whether all pieces have one size (then a transport's even collective
 // serves; uneven pieces take its "v" form or single transfers).

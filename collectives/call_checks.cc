@@ -53,12 +53,8 @@ absl::StatusOr<std::vector<int64_t>> PiecesOf(absl::Span<const int64_t> sizes,
                                               const CallSite& site,
                                               absl::string_view op) {
   const int64_t total = of.tensor.size(of.dim);
-  std::vector<int64_t> all;
-  if (sizes.empty()) {
-    DT_ASSIGN_OR_RETURN(all, EqualPieceSizes(total, site.size, op));
-  } else {
-    DT_ASSIGN_OR_RETURN(all, CompletePieceSizes(sizes, site.size, 0, op));
-  }
+  DT_ASSIGN_OR_RETURN(std::vector<int64_t> all,
+                      SplitPieceSizes(sizes, total, site.size, op));
   if (SumOf(all) != total) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": ", of.sizes_name, " ", SizesText(all), " do not add up to size ",

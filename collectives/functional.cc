@@ -71,13 +71,9 @@ absl::StatusOr<Tensor> ReduceScatter(Communicator& comm, const Tensor& input,
   constexpr absl::string_view kOp = "reduce_scatter";
   DT_RETURN_IF_ERROR(CheckTensor(input, "input", comm.device(), kOp));
   DT_ASSIGN_OR_RETURN(dim, NormalizeCollectiveDim(dim, input.dim(), kOp));
-  std::vector<int64_t> pieces;
-  if (sizes.empty()) {
-    DT_ASSIGN_OR_RETURN(pieces,
-                        EqualPieceSizes(input.size(dim), comm.size(), kOp));
-  } else {
-    DT_ASSIGN_OR_RETURN(pieces, CompletePieceSizes(sizes, comm.size(), 0, kOp));
-  }
+  DT_ASSIGN_OR_RETURN(
+      std::vector<int64_t> pieces,
+      SplitPieceSizes(sizes, input.size(dim), comm.size(), kOp));
   DT_ASSIGN_OR_RETURN(
       Tensor output,
       Tensor::Empty(WithDimSize(input.shape(), dim, pieces[comm.rank()]),
@@ -97,14 +93,9 @@ absl::StatusOr<Tensor> AllToAll(Communicator& comm, const Tensor& input,
                       NormalizeCollectiveDim(split_dim, input.dim(), kOp));
   DT_ASSIGN_OR_RETURN(concat_dim,
                       NormalizeCollectiveDim(concat_dim, input.dim(), kOp));
-  std::vector<int64_t> sends;
-  if (split_sizes.empty()) {
-    DT_ASSIGN_OR_RETURN(
-        sends, EqualPieceSizes(input.size(split_dim), comm.size(), kOp));
-  } else {
-    DT_ASSIGN_OR_RETURN(sends,
-                        CompletePieceSizes(split_sizes, comm.size(), 0, kOp));
-  }
+  DT_ASSIGN_OR_RETURN(
+      std::vector<int64_t> sends,
+      SplitPieceSizes(split_sizes, input.size(split_dim), comm.size(), kOp));
   // Tell each rank the size of its piece along the split and concat dims.
   std::vector<int64_t> header;
   for (int64_t size : sends) {
@@ -146,14 +137,9 @@ absl::StatusOr<Tensor> Scatter(Communicator& comm, const Tensor& input,
     DT_RETURN_IF_ERROR(CheckTensor(input, "input", comm.device(), kOp));
     DT_ASSIGN_OR_RETURN(int64_t root_dim,
                         NormalizeCollectiveDim(dim, input.dim(), kOp));
-    std::vector<int64_t> pieces;
-    if (sizes.empty()) {
-      DT_ASSIGN_OR_RETURN(
-          pieces, EqualPieceSizes(input.size(root_dim), comm.size(), kOp));
-    } else {
-      DT_ASSIGN_OR_RETURN(pieces,
-                          CompletePieceSizes(sizes, comm.size(), 0, kOp));
-    }
+    DT_ASSIGN_OR_RETURN(
+        std::vector<int64_t> pieces,
+        SplitPieceSizes(sizes, input.size(root_dim), comm.size(), kOp));
     head = {static_cast<int64_t>(input.dtype()), input.dim()};
     body = input.shape();
     body.insert(body.end(), pieces.begin(), pieces.end());

@@ -12,6 +12,12 @@ namespace nn {
 // gradients of its inputs from those of its outputs (like
 // torch.autograd.Function). Redistributions and the moves between a mesh and
 // a tp-local mesh are functions; ops (OpDef) are not.
+// Requires: a recorded Function outlives the tapes that record it (make it a
+// static); `backward` follows BackwardFn's contract (ops/op_def.h): it gets
+// the recorded inputs, arguments and outputs and the output gradients, and
+// returns one gradient per input, of its input's shape and dtype (undefined
+// where the input gets none); its errors are GradientTape::Gradient's,
+// prefixed with `name`.
 struct Function {
   absl::string_view name;
   BackwardFn backward;

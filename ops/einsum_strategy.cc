@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/debug_check.h"
+
 namespace dtensor {
 namespace {
 
@@ -93,6 +95,7 @@ std::vector<int> BroadcastLoops(absl::Span<const int64_t> shape,
                                 int first_loop) {
   const int64_t lead = static_cast<int64_t>(out_shape.size()) -
                        static_cast<int64_t>(shape.size());
+  DT_DCHECK(lead >= 0);
   std::vector<int> loops(shape.size());
   for (int64_t k = 0; k < static_cast<int64_t>(shape.size()); ++k) {
     loops[k] = shape[k] == out_shape[k + lead]

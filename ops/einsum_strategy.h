@@ -47,17 +47,27 @@ struct EinsumSpec {
 };
 
 // The options of one mesh dim, as described above (the same for every mesh
-// dim). `present[i]` tells whether input i is given.
+// dim). `present[i]` tells whether input i is given; an absent input is
+// Replicate in every option and never constrains one.
+// Requires: `spec.loops` has a list per input and output, each loop dim in
+// [0, spec.num_loops) or kNoLoop; `present` has an entry per input; the
+// indices in contraction_partners and partial_rules are inputs; `contraction`
+// is empty or has an entry per output.
 std::vector<DimStrategy> EinsumDimStrategies(const EinsumSpec& spec,
                                              absl::Span<const bool> present);
 
-// EinsumDimStrategies on every mesh dim, combined by CombineMeshDims.
+// EinsumDimStrategies on every mesh dim, combined by CombineMeshDims; the
+// inputs present are those ctx.inputs gives (non-null).
+// Requires: as EinsumDimStrategies.
+// Errors: those of CombineMeshDims (more than kMaxStrategies combinations).
 absl::StatusOr<std::vector<OpStrategy>> EinsumStrategies(
     const StrategyContext& ctx, const EinsumSpec& spec);
 
 // The loop dims of a tensor of `shape` broadcast (right-aligned, NumPy rules)
 // to `out_shape`, whose dim k iterates loop `first_loop + k`: a size-1 dim
 // against a larger one iterates kNoLoop.
+// Requires: `shape` broadcasts to `out_shape` (the op's shape inference
+// checked it): no more dims, each 1 or equal to its aligned dim.
 std::vector<int> BroadcastLoops(absl::Span<const int64_t> shape,
                                 absl::Span<const int64_t> out_shape,
                                 int first_loop = 0);

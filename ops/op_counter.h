@@ -26,7 +26,9 @@ namespace dtensor {
 //   }
 //   ops.total_local_bytes(), comms.count(CommKind::kAllReduce)
 //
-// Scopes nest; every active counter on the thread records.
+// Scopes nest; every active counter on the thread records. A counter is not
+// thread-safe: each rank (thread) counts into its own.
+// Requires: a counter outlives its scopes.
 class OpCounter {
  public:
   struct Event {
@@ -44,7 +46,10 @@ class OpCounter {
   // Whether a counter is active on this thread (cheap: dispatch computes an
   // event only then).
   static bool AnyActive();
-  // Records `event` in every counter active on this thread.
+  // Records `event` in every counter active on this thread (none: nothing
+  // happens).
+  // Requires: the text Event::op views outlives the counters (dispatch
+  // passes its OpDef's name, which lives as long as the registry).
   static void RecordOnThread(const Event& event);
 
   // Ops named `op` dispatched, and all ops.
@@ -61,8 +66,8 @@ class OpCounter {
   std::vector<Event> events_;
 };
 
-// Bytes of `rank`'s shard of a tensor laid out by `spec`; NotFound when the
-// mesh does not contain the rank.
+// Bytes of `rank`'s shard of a tensor laid out by `spec`.
+// Errors: NotFound when spec's mesh does not contain `rank`.
 absl::StatusOr<int64_t> LocalBytes(const DTensorSpec& spec, int64_t rank);
 
 }  // namespace dtensor

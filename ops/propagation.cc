@@ -66,15 +66,6 @@ bool SameMesh(const DeviceMesh& a, const DeviceMesh& b) {
 
 namespace {
 
-// Whether every Partial of `sharding` can reduce `dtype`.
-bool PartialsAllowed(const Sharding& sharding, DType dtype) {
-  for (int64_t m = 0; m < sharding.mesh_ndim(); ++m) {
-    const Placement& p = sharding.placement(m);
-    if (p.is_partial() && !PartialAllowed(p.reduce_op(), dtype)) return false;
-  }
-  return true;
-}
-
 // The planner's rule for Partial targets: from Replicate or the same Partial.
 bool Reachable(const Sharding& from, const Sharding& to) {
   for (int64_t m = 0; m < to.mesh_ndim(); ++m) {

@@ -40,13 +40,18 @@ class PropagationCache {
   static PropagationCache& Shared();
 
   // The propagation of the call (inputs and owners as for Propagate), from
-  // the cache or computed and cached. Errors are Propagate's (not cached).
+  // the cache or computed and cached. Ops are told apart by address.
+  // Requires: `op` outlives the cache (registered OpDefs live as long as the
+  // process); when `owners` is given it has an entry per input.
+  // Errors: Propagate's (errors are not cached: a failing call is
+  // propagated again each time).
   absl::StatusOr<std::shared_ptr<const Propagation>> Get(
       const OpDef& op, absl::Span<const DTensorSpec* const> inputs,
       const OpArgs& args, const Runtime& runtime,
       absl::Span<const std::shared_ptr<const DTensorSpec>* const> owners = {});
 
   // Drops every entry (the propagations stay alive while DTensors use them).
+  // Safe while other threads call Get: their next calls miss.
   void Clear();
   int64_t size() const;
   // Calls that were not hits (since construction; Clear keeps the count).

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <utility>
 
+#include "base/debug_check.h"
 #include "base/status_macros.h"
 
 namespace dtensor {
@@ -13,7 +14,10 @@ std::vector<int> IdentityLoops(int64_t rank,
                                absl::Span<const int64_t> blocked) {
   std::vector<int> loops(rank);
   std::iota(loops.begin(), loops.end(), 0);
-  for (int64_t d : blocked) loops[d] = kNoLoop;
+  for (int64_t d : blocked) {
+    DT_DCHECK(d >= 0 && d < rank);
+    loops[d] = kNoLoop;
+  }
   return loops;
 }
 
@@ -42,8 +46,10 @@ InferFn InferByShapeProbe(absl::string_view op, LocalFn fn) {
 ChunkRange NestedChunk(int64_t extent, absl::Span<const int64_t> nesting,
                        absl::Span<const int64_t> mesh_shape,
                        absl::Span<const int64_t> coord) {
+  DT_DCHECK(coord.size() == mesh_shape.size());
   ChunkRange range{0, extent};
   for (int64_t m : nesting) {
+    DT_DCHECK(m >= 0 && m < static_cast<int64_t>(mesh_shape.size()));
     const ChunkRange piece = ChunkOf(range.size, mesh_shape[m], coord[m]);
     range = {range.offset + piece.offset, piece.size};
   }
@@ -52,6 +58,9 @@ ChunkRange NestedChunk(int64_t extent, absl::Span<const int64_t> nesting,
 
 std::vector<std::vector<int64_t>> CoordinatesAlong(
     absl::Span<const int64_t> mesh_shape, absl::Span<const int64_t> mesh_dims) {
+  for (int64_t m : mesh_dims) {
+    DT_DCHECK(m >= 0 && m < static_cast<int64_t>(mesh_shape.size()));
+  }
   std::vector<std::vector<int64_t>> coords;
   std::vector<int64_t> coord(mesh_shape.size(), 0);
   while (true) {

@@ -35,6 +35,14 @@ bool PartialAllowed(ReduceOp op, DType dtype) {
   }
 }
 
+bool PartialsAllowed(const Sharding& sharding, DType dtype) {
+  for (int64_t m = 0; m < sharding.mesh_ndim(); ++m) {
+    const Placement& p = sharding.placement(m);
+    if (p.is_partial() && !PartialAllowed(p.reduce_op(), dtype)) return false;
+  }
+  return true;
+}
+
 namespace {
 
 // Whether option `c` of mesh dim `m` can be part of a valid strategy: every

@@ -98,6 +98,9 @@ struct LoopDims {
 // Whether a Partial(op) tensor of `dtype` can be reduced: avg needs a
 // floating dtype, sum and avg are not for bool.
 bool PartialAllowed(ReduceOp op, DType dtype);
+// Whether every Partial of `sharding` can reduce `dtype` (PartialAllowed):
+// the engine drops the strategies where one cannot.
+bool PartialsAllowed(const Sharding& sharding, DType dtype);
 
 // The strategies over the whole mesh from per-mesh-dim candidates:
 // `candidates[m]` lists the options of mesh dim m, and every combination

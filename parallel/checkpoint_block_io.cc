@@ -127,6 +127,7 @@ absl::StatusOr<StoredBlock> DataFileWriter::Append(const ShardBlock& box,
                                                    const void* data,
                                                    int64_t nbytes,
                                                    int64_t chunk_bytes) {
+  DT_DCHECK(fd_ >= 0 && chunk_bytes > 0);
   StoredBlock block;
   block.file = path_.substr(path_.rfind('/') + 1);
   block.file_offset = size_;

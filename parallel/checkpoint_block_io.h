@@ -33,10 +33,14 @@ class DataFileWriter {
   ~DataFileWriter();
 
   // Writes the `nbytes` bytes at `data` (the row-major elements of `box`)
-  // and returns their record.
+  // and returns their record, with a checksum per `chunk_bytes`.
+  // Requires: the file is open (Close not called); chunk_bytes > 0.
+  // Errors: Unavailable for a failed write, naming the path.
   absl::StatusOr<StoredBlock> Append(const ShardBlock& box, const void* data,
                                      int64_t nbytes, int64_t chunk_bytes);
   // Flushes to stable storage when `sync`, and closes the file.
+  // Requires: called once.
+  // Errors: Unavailable for a failed sync or close, naming the path.
   absl::Status Close(bool sync);
 
   int64_t bytes_written() const { return size_; }
@@ -61,6 +65,8 @@ class DataFileReader {
   // row-major elements of the box `target`, `element_size` bytes each). Reads
   // exactly the checksum chunks of `stored` that hold those elements, merged
   // into one read per contiguous run, and verifies each chunk it reads.
+  // Requires: `target` has the rank of stored.box; chunk_bytes is the
+  // checkpoint's; `target_data` holds target.numel() * element_size bytes.
   // Errors: NotFound for a missing file, DataLoss for a file too short or a
   // checksum mismatch (naming the file and chunk).
   absl::Status ReadOverlap(const StoredBlock& stored, int64_t element_size,

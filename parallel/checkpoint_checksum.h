@@ -12,6 +12,8 @@ namespace parallel {
 // is 0xE3069283, and Crc32c(b, Crc32c(a)) is the checksum of a followed by b.
 // Uses the SSE4.2 crc32 instruction when the build targets it (x86-64-v2),
 // else Crc32cPortable.
+// Requires: `data` points to `size` readable bytes (any pointer, null
+// included, when `size` is 0).
 uint32_t Crc32c(const void* data, size_t size, uint32_t crc = 0);
 
 // The same function computed a byte at a time from a table: the fallback of

@@ -10,19 +10,23 @@
 namespace dtensor {
 namespace parallel {
 
-// The file-system steps of a checkpoint. Errors are Unavailable naming the
-// path and the system's reason, unless stated otherwise.
+// The file-system steps of a checkpoint. Each function's Errors: line
+// lists its failures; every one is Unavailable naming the path and the
+// system's reason (errno text), unless stated otherwise.
 
 // Makes `dir` an empty directory: removes what is there (a previous save's
 // leftovers), creates it and its missing parents.
+// Errors: a removal or creation that fails.
 absl::Status MakeEmptyDirectory(const std::string& dir);
 
 // Writes `text` to `path` (replacing it), flushed to stable storage when
-// `sync`.
+// `sync`. The file's directory must exist.
+// Errors: an open, write, sync or close that fails.
 absl::Status WriteTextFile(const std::string& path, absl::string_view text,
                            bool sync);
 
-// Removes `path` and everything under it; no error when it does not exist.
+// Removes `path` and everything under it.
+// Errors: a removal that fails (not a `path` that does not exist: OK).
 absl::Status RemoveAll(const std::string& path);
 
 // Puts the complete directory `fresh` in the place of `dir`, then removes
@@ -35,6 +39,10 @@ absl::Status RemoveAll(const std::string& path);
 // leaves no `dir` but a complete `dir`.old, which CommittedDirectory finds.
 // When `sync`, flushes `fresh` before and the parent directory after the
 // renames.
+// Requires: `fresh` is a complete checkpoint, in the same file system as
+// `dir` (renames do not cross file systems).
+// Errors: a rename, removal or sync that fails; `dir` then still names a
+// complete checkpoint (or CommittedDirectory finds it).
 absl::Status ReplaceDirectory(const std::string& fresh, const std::string& dir,
                               bool sync);
 
@@ -42,7 +50,9 @@ absl::Status ReplaceDirectory(const std::string& fresh, const std::string& dir,
 // itself, or `dir`.old when only that exists (a crash between the two
 // renames of ReplaceDirectory's fallback). While `dir` is missing, `dir`.old
 // is only ever a complete checkpoint: it is created by renaming a complete
-// `dir` and removed only while a `dir` exists.
+// `dir` and removed only while a `dir` exists. When neither exists, `dir`
+// (whose reading then reports it missing).
+// Errors: a failing stat of either path other than "does not exist".
 absl::StatusOr<std::string> CommittedDirectory(const std::string& dir);
 
 }  // namespace parallel

@@ -49,10 +49,13 @@ struct CheckpointMetadata {
 // "shape [3, 2] at [5, 0]", as operator<< writes a ShardBlock.
 std::string BoxText(const ShardBlock& box);
 
-// The number of checksum chunks of a block of `nbytes` bytes.
+// The number of checksum chunks of a block of `nbytes` bytes (0 for none).
+// Requires: nbytes >= 0 and chunk_bytes > 0 (ParseMetadata rejects other
+// chunk sizes).
 int64_t ChunkCount(int64_t nbytes, int64_t chunk_bytes);
 
-// JSON text for `metadata`, one block per line.
+// JSON text for `metadata`, one block per line; ParseMetadata reads it back
+// to an equal value.
 std::string MetadataToJson(const CheckpointMetadata& metadata);
 
 // What the blocks of each tensor of a document must cover.
@@ -63,8 +66,9 @@ enum class BlockCoverage {
   kPart,
 };
 
-// Parses and validates JSON written by MetadataToJson. Errors are DataLoss
-// naming the field (and the tensor) at fault: invalid or truncated JSON, a
+// Parses and validates JSON written by MetadataToJson.
+// Errors: DataLoss naming the field (and the tensor) at fault: invalid or
+// truncated JSON, a
 // missing or mistyped field, an unknown dtype, a tensor of more than 2^62
 // bytes, a block outside its tensor or of another rank, a checksum count that
 // does not fit the block size, two overlapping blocks (naming both) or, for
@@ -72,15 +76,18 @@ enum class BlockCoverage {
 absl::StatusOr<CheckpointMetadata> ParseMetadata(
     absl::string_view text, BlockCoverage coverage = BlockCoverage::kWhole);
 
-// Adds the tensors and blocks of `piece` to `into`. A tensor both hold must
-// agree on dtype, shape, mesh shape and layout (else InvalidArgument naming
-// the key); their blocks are concatenated. The chunk sizes must agree.
+// Adds the tensors and blocks of `piece` to `into`; the blocks of a tensor
+// both hold are concatenated (overlaps are CheckCoverage's to find).
+// Errors: InvalidArgument for chunk sizes that differ, or for a tensor both
+// hold with another dtype, shape, mesh shape or layout (naming its key);
+// `into` may then hold part of `piece`.
 absl::Status MergeMetadata(const CheckpointMetadata& piece,
                            CheckpointMetadata& into);
 
 // Checks that every tensor's blocks tile it: no two overlap, and together
-// they hold all its elements. Internal error naming the first tensor (and
-// blocks) at fault.
+// they hold all its elements.
+// Errors: Internal (a save that wrote a wrong set of blocks) naming the
+// first tensor (and blocks) at fault.
 absl::Status CheckCoverage(const CheckpointMetadata& metadata);
 
 }  // namespace parallel

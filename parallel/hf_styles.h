@@ -16,7 +16,12 @@ namespace parallel {
 
 // The styles that Hugging Face Transformers' tp_plan names beyond PyTorch's
 // (transformers' tensor_parallel.py), on our global-shape modules. None takes
-// options. docs/parallel.md states each mapping.
+// options (the registry rejects any, naming it: style_registry.h).
+// docs/parallel.md states each mapping.
+//
+// Contract of the three, beyond ParallelStyle's: each fits every module
+// (CheckFits is always OK), and Hooks never fails (there is no option to
+// parse).
 
 // "local" (HF's IsolatedParallel): parameters keep their placement and no
 // hook runs; the module computes on the value it is given, a tp-local value

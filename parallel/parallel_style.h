@@ -69,28 +69,38 @@ class ParallelStyle {
   virtual std::string name() const = 0;
 
   // OK when the style can be applied to `module` (whose name in the tree is
-  // `fqn`); otherwise InvalidArgument whose message reads
-  // `does not fit module "<fqn>" of type <type> (needs ...)`.
+  // `fqn`, used only in the message).
+  // Errors: InvalidArgument `does not fit module "<fqn>" of type <type>
+  // (needs ...)` for a module of a type the style does not handle.
   virtual absl::Status CheckFits(const nn::Module& module,
                                  absl::string_view fqn) const = 0;
 
-  // The placement on the tp dim of the parameter slot `slot` of `module`;
-  // nullopt keeps the parameter's current placement.
+  // The placement on the tp dim of the parameter slot `slot` ("weight",
+  // "bias") of `module`; nullopt keeps the parameter's current placement.
+  // Requires: CheckFits(module) is OK (ParallelizeModule checks it first);
+  // for other modules the answer is unspecified.
   virtual std::optional<Placement> ParameterPlacement(
       const nn::Module& module, absl::string_view slot) const = 0;
 
-  // The hooks for `module` (named `fqn`). Errors (InvalidArgument): a layout
-  // option that does not parse, naming it and `fqn`.
+  // The hooks for `module` (named `fqn`, used only in messages).
+  // Requires: CheckFits(module) is OK.
+  // Errors: InvalidArgument for a layout option that does not parse, naming
+  // the text and `fqn`.
   virtual absl::StatusOr<StyleHooks> Hooks(const nn::Module& module,
                                            absl::string_view fqn) const = 0;
 };
 
-// The error of CheckFits when `module`'s type is not one of `types` (OK when
-// it is, or when `types` is empty: any module).
+// CheckFits for a style that handles the module types `types`: OK when
+// `module`'s type_name() is one of them, or when `types` is empty (any
+// module).
+// Errors: InvalidArgument naming `fqn`, the module's type and `types`.
 absl::Status CheckModuleType(const nn::Module& module, absl::string_view fqn,
                              const std::vector<absl::string_view>& types);
 
-// A layout option parsed; the error names the text and `fqn`.
+// A layout option (`text`: "R", "S(1)", "S(-1)", "P") parsed; nullopt for
+// no text.
+// Errors: InvalidArgument for text that is not a placement, naming the text
+// and `fqn`.
 absl::StatusOr<std::optional<Placement>> ParseLayoutOption(
     absl::string_view fqn, const std::optional<std::string>& text);
 
@@ -107,7 +117,9 @@ class StyleWithOptions : public ParallelStyle {
 
  protected:
   // The hooks with the options' layouts parsed: `input` and `output` as
-  // given, local_input = input, use_local_output as given.
+  // given, local_input = input, use_local_output as given; a subclass then
+  // fills in its defaults.
+  // Errors: those of ParseLayoutOption.
   absl::StatusOr<StyleHooks> OptionHooks(absl::string_view fqn) const;
 
  private:

@@ -29,6 +29,12 @@ absl::StatusOr<std::string> ParsedArgs::Required(std::string_view name) const {
   return it->second;
 }
 
+absl::Status ParsedArgs::CheckNoPositional() const {
+  if (positional_.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("unexpected argument '", positional_[0], "'"));
+}
+
 absl::StatusOr<ParsedArgs> ParseArgs(absl::Span<const std::string> args,
                                      absl::Span<const FlagSpec> flags) {
   ParsedArgs parsed;

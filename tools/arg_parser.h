@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
@@ -29,6 +30,9 @@ class ParsedArgs {
   // The value of flag `name`; an error naming the flag when it was not given.
   absl::StatusOr<std::string> Required(std::string_view name) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // OK for a command that takes no positional argument and got none.
+  // Errors: InvalidArgument "unexpected argument '<the first one>'".
+  absl::Status CheckNoPositional() const;
 
  private:
   friend absl::StatusOr<ParsedArgs> ParseArgs(

@@ -70,10 +70,7 @@ absl::StatusOr<int64_t> PositiveInt(const std::string& text,
 }
 
 absl::StatusOr<ExplainRequest> RequestFromArgs(const ParsedArgs& args) {
-  if (!args.positional().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
-  }
+  DT_RETURN_IF_ERROR(args.CheckNoPositional());
   const std::string model = args.ValueOr("model", "llama");
   if (model != "llama") {
     return absl::InvalidArgumentError(

@@ -61,10 +61,7 @@ struct PlanRequest {
 };
 
 absl::StatusOr<PlanRequest> RequestFromArgs(const ParsedArgs& args) {
-  if (!args.positional().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
-  }
+  DT_RETURN_IF_ERROR(args.CheckNoPositional());
   DT_ASSIGN_OR_RETURN(std::string mesh_text, args.Required("mesh"));
   DT_ASSIGN_OR_RETURN(std::string shape_text, args.Required("shape"));
   DT_ASSIGN_OR_RETURN(std::string from_text, args.Required("from"));

@@ -142,10 +142,7 @@ struct Request {
 
 absl::StatusOr<Request> RequestFromArgs(const ParsedArgs& parsed,
                                         const SplitArgs& split) {
-  if (!parsed.positional().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", parsed.positional()[0], "'"));
-  }
+  DT_RETURN_IF_ERROR(parsed.CheckNoPositional());
   DT_ASSIGN_OR_RETURN(std::string mesh_text, parsed.Required("mesh"));
   DT_ASSIGN_OR_RETURN(std::string op_name, parsed.Required("op"));
   if (split.inputs.empty()) return absl::InvalidArgumentError("missing --in");

@@ -62,16 +62,6 @@ absl::Status CheckRandomStrategies(uint32_t seed, int calls, int max_strategies,
 
 namespace {
 
-// Whether every Partial of `sharding` can reduce `dtype` (the engine drops
-// the strategies where one cannot).
-bool PartialsAllowed(const Sharding& sharding, DType dtype) {
-  for (int64_t m = 0; m < sharding.mesh_ndim(); ++m) {
-    const Placement& p = sharding.placement(m);
-    if (p.is_partial() && !PartialAllowed(p.reduce_op(), dtype)) return false;
-  }
-  return true;
-}
-
 // The strategies of the call worth running: Partials the dtypes allow, at
 // most `max_strategies` of them.
 absl::StatusOr<std::vector<OpStrategy>> StrategiesToRun(
