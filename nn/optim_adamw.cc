@@ -105,41 +105,9 @@ absl::Status AdamW::Update(size_t i, const Tensor& grad) {
   const Tensor& m = exp_avg_[i].ToLocal();
   const Tensor& v = exp_avg_sq_[i].ToLocal();
   const int64_t step = ++steps_[i].data<int64_t>()[0];
-  if (p.device().is_cpu()) {
-    return AdamWStep(p, m, v, grad,
-                     {learning_rate(), options_.beta1, options_.beta2,
-                      options_.eps, options_.weight_decay, step});
-  }
-  return UpdateOnDevice(p, m, v, grad, step);
-}
-
-// The step as elementwise ops (each a kernel of the tensors' device), for
-// tensors that the fused CPU kernel cannot take.
-absl::Status AdamW::UpdateOnDevice(const Tensor& p, const Tensor& m,
-                                   const Tensor& v, const Tensor& grad,
-                                   int64_t step_count) const {
-  const double t = static_cast<double>(step_count);
-  const double lr = learning_rate();
-  const double b1 = options_.beta1, b2 = options_.beta2;
-
-  DT_ASSIGN_OR_RETURN(Tensor m_kept, Mul(m, b1));
-  DT_ASSIGN_OR_RETURN(Tensor m_added, Mul(grad, 1 - b1));
-  DT_ASSIGN_OR_RETURN(Tensor m_next, Add(m_kept, m_added));
-  DT_RETURN_IF_ERROR(Assign(m, m_next));
-  DT_ASSIGN_OR_RETURN(Tensor v_kept, Mul(v, b2));
-  DT_ASSIGN_OR_RETURN(Tensor g2, Mul(grad, grad));
-  DT_ASSIGN_OR_RETURN(Tensor v_added, Mul(g2, 1 - b2));
-  DT_ASSIGN_OR_RETURN(Tensor v_next, Add(v_kept, v_added));
-  DT_RETURN_IF_ERROR(Assign(v, v_next));
-
-  DT_ASSIGN_OR_RETURN(Tensor denom, Sqrt(v));
-  DT_ASSIGN_OR_RETURN(denom, Div(denom, std::sqrt(1 - std::pow(b2, t))));
-  DT_ASSIGN_OR_RETURN(denom, Add(denom, options_.eps));
-  DT_ASSIGN_OR_RETURN(Tensor step, Div(m, denom));
-  DT_ASSIGN_OR_RETURN(step, Mul(step, lr / (1 - std::pow(b1, t))));
-  DT_ASSIGN_OR_RETURN(Tensor decayed, Mul(p, 1 - lr * options_.weight_decay));
-  DT_ASSIGN_OR_RETURN(Tensor updated, Sub(decayed, step));
-  return Assign(p, updated);
+  return AdamWStep(p, m, v, grad,
+                   {learning_rate(), options_.beta1, options_.beta2,
+                    options_.eps, options_.weight_decay, step});
 }
 
 }  // namespace nn

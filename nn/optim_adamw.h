@@ -62,10 +62,8 @@ class AdamW : public Optimizer {
  private:
   AdamW(std::vector<DTensor> params, const AdamWOptions& options);
 
-  // CPU tensors take the fused kernel (tensor/adamw_kernel.h).
+  // The fused kernel (tensor/adamw_kernel.h), on the CPU or a CUDA device.
   absl::Status Update(size_t i, const Tensor& grad) override;
-  absl::Status UpdateOnDevice(const Tensor& p, const Tensor& m, const Tensor& v,
-                              const Tensor& grad, int64_t step) const;
 
   AdamWOptions options_;
   std::vector<DTensor> exp_avg_;

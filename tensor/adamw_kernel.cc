@@ -7,7 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/blocked_loop.h"
-#include "tensor/convert.h"
+#include "tensor/cuda/adamw_body.h"
+#include "tensor/cuda_backend_ops.h"
 #include "tensor/dispatch.h"
 #include "tensor/kernel_checks.h"
 #include "tensor/strided_loop.h"
@@ -17,64 +18,46 @@ namespace {
 
 constexpr char kOp[] = "AdamWStep";
 
-// The per-step constants in compute type C.
-template <typename C>
-struct Coefficients {
-  C beta1, one_minus_beta1, beta2, one_minus_beta2, decay, step_size,
-      inverse_bias_correction2_sqrt, eps;
+// The storage type of the kernel bodies for T: tensor/cuda/host_device.h's
+// Bf16 and F16 share the layout of BFloat16 and Half.
+template <typename T>
+struct BodyStorage {
+  using type = T;
+};
+template <>
+struct BodyStorage<BFloat16> {
+  using type = cuda::Bf16;
+};
+template <>
+struct BodyStorage<Half> {
+  using type = cuda::F16;
 };
 
-template <typename C>
-Coefficients<C> CoefficientsOf(const AdamWStepArgs& a) {
-  const double t = static_cast<double>(a.step);
-  const double bias_correction1 = 1 - std::pow(a.beta1, t);
-  const double bias_correction2 = 1 - std::pow(a.beta2, t);
-  return {static_cast<C>(a.beta1),
-          static_cast<C>(1 - a.beta1),
-          static_cast<C>(a.beta2),
-          static_cast<C>(1 - a.beta2),
-          static_cast<C>(1 - a.learning_rate * a.weight_decay),
-          static_cast<C>(a.learning_rate / bias_correction1),
-          static_cast<C>(1 / std::sqrt(bias_correction2)),
-          static_cast<C>(a.eps)};
-}
-
-// One element's step: p, m and v updated from g.
+// The constants for bodies' storage type T.
 template <typename T>
-inline void AdamWElement(T& p, T& m, T& v, T g,
-                         const Coefficients<ComputeType<T>>& k) {
-  using C = ComputeType<T>;
-  const C grad = static_cast<C>(g);
-  const C m_next = k.beta1 * static_cast<C>(m) + k.one_minus_beta1 * grad;
-  const C v_next =
-      k.beta2 * static_cast<C>(v) + k.one_minus_beta2 * grad * grad;
-  const C denom = std::sqrt(v_next) * k.inverse_bias_correction2_sqrt + k.eps;
-  const C p_next = static_cast<C>(p) * k.decay - k.step_size * m_next / denom;
-  m = ConvertValue<T>(m_next);
-  v = ConvertValue<T>(v_next);
-  p = ConvertValue<T>(p_next);
-}
+using Coefficients = cuda::AdamWCoefficients<cuda::Compute<T>>;
 
 // The step over `count` contiguous elements of each operand; __restrict and
 // blocks let the compiler vectorize it (tensor/blocked_loop.h).
 template <typename T>
 ABSL_ATTRIBUTE_NOINLINE void AdamWRun(T* __restrict p, T* __restrict m,
                                       T* __restrict v, const T* __restrict g,
-                                      int64_t count,
-                                      const Coefficients<ComputeType<T>>& k) {
-  ForEachIndexInBlocks(
-      count, [&](int64_t i) { AdamWElement(p[i], m[i], v[i], g[i], k); });
+                                      int64_t count, const Coefficients<T>& k) {
+  ForEachIndexInBlocks(count, [&](int64_t i) {
+    cuda::AdamWElement(p + i, m + i, v + i, g + i, k);
+  });
 }
 
-// The step over the operands as laid out (a shard may be a strided view).
+// The step over the operands as laid out (a shard may be a strided view);
+// T is the bodies' storage type.
 template <typename T>
 void AdamWKernel(const Tensor& param, const Tensor& exp_avg,
                  const Tensor& exp_avg_sq, const Tensor& grad,
-                 const Coefficients<ComputeType<T>>& k) {
-  T* const p = param.data<T>();
-  T* const m = exp_avg.data<T>();
-  T* const v = exp_avg_sq.data<T>();
-  const T* const g = grad.data<T>();
+                 const Coefficients<T>& k) {
+  T* const p = static_cast<T*>(param.raw_data());
+  T* const m = static_cast<T*>(exp_avg.raw_data());
+  T* const v = static_cast<T*>(exp_avg_sq.raw_data());
+  const T* const g = static_cast<const T*>(grad.raw_data());
   ForEachStridedRun<4>(
       param.shape(),
       {param.strides(), exp_avg.strides(), exp_avg_sq.strides(),
@@ -87,15 +70,30 @@ void AdamWKernel(const Tensor& param, const Tensor& exp_avg,
           return;
         }
         for (int64_t i = 0; i < count; ++i) {
-          AdamWElement(p[at[0] + i * steps[0]], m[at[1] + i * steps[1]],
-                       v[at[2] + i * steps[2]], g[at[3] + i * steps[3]], k);
+          cuda::AdamWElement(p + at[0] + i * steps[0], m + at[1] + i * steps[1],
+                             v + at[2] + i * steps[2], g + at[3] + i * steps[3],
+                             k);
         }
       });
 }
 
+// `t` is a floating tensor on the CPU, or on param's device when that is a
+// CUDA device.
+absl::Status CheckDeviceAndDType(const Tensor& t, const Tensor& param,
+                                 const char* name) {
+  if (!cuda::OnCuda(param)) return internal::CheckFloatingCpu(t, kOp, name);
+  if (!t.defined() || t.device() != param.device() ||
+      !IsFloatingPoint(t.dtype())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": ", name, " must be a floating tensor on ",
+                     param.device().ToString(), " (the param's device)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckOperand(const Tensor& t, const Tensor& param,
                           const char* name) {
-  DT_RETURN_IF_ERROR(internal::CheckFloatingCpu(t, kOp, name));
+  DT_RETURN_IF_ERROR(CheckDeviceAndDType(t, param, name));
   DT_RETURN_IF_ERROR(internal::CheckSameDType(param, t, kOp, "param", name));
   if (t.shape() != param.shape()) {
     return absl::InvalidArgumentError(
@@ -124,10 +122,17 @@ absl::Status AdamWStep(const Tensor& param, const Tensor& exp_avg,
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": step ", args.step, " must be >= 1"));
   }
+  const cuda::AdamWCoefficients<double> k =
+      cuda::AdamWCoefficientsOf(args.learning_rate, args.beta1, args.beta2,
+                                args.eps, args.weight_decay, args.step);
+  if (cuda::OnCuda(param)) {
+    return cuda::AdamWStepOnDevice(param, exp_avg, exp_avg_sq, grad, k);
+  }
   internal::DispatchFloatingDType(param.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    AdamWKernel<T>(param, exp_avg, exp_avg_sq, grad,
-                   CoefficientsOf<ComputeType<T>>(args));
+    AdamWKernel<typename BodyStorage<T>::type>(
+        param, exp_avg, exp_avg_sq, grad,
+        cuda::CoefficientsIn<ComputeType<T>>(k));
   });
   return absl::OkStatus();
 }

@@ -29,11 +29,13 @@ struct AdamWStepArgs {
 // f64), each element read and written once; the result is rounded to the
 // dtype once per tensor and step (not after every operation).
 // Operands may be strided views (a shard of a parameter); contiguous runs
-// take the vectorized loop.
-// Errors (InvalidArgument, naming the argument): an undefined or non-CPU
-// tensor, a non-floating dtype or one that differs from the parameter's, a
-// shape that differs from the parameter's, the parameter and moments not
-// three distinct buffers, step < 1.
+// take the vectorized loop. A parameter on a CUDA device takes one device
+// kernel with the same per-element body (tensor/cuda/adamw_body.h), its
+// operands on that device.
+// Errors (InvalidArgument, naming the argument): an undefined tensor, one on
+// another device than the parameter's (CPU or CUDA), a non-floating dtype or
+// one that differs from the parameter's, a shape that differs from the
+// parameter's, the parameter and moments not three distinct buffers, step < 1.
 absl::Status AdamWStep(const Tensor& param, const Tensor& exp_avg,
                        const Tensor& exp_avg_sq, const Tensor& grad,
                        const AdamWStepArgs& args);

@@ -650,6 +650,21 @@ absl::StatusOr<Tensor> DropoutOnDevice(const Tensor& x, double p, uint64_t seed,
   return out;
 }
 
+absl::Status AdamWStepOnDevice(const Tensor& param, const Tensor& exp_avg,
+                               const Tensor& exp_avg_sq, const Tensor& grad,
+                               const AdamWCoefficients<double>& k) {
+  DT_ASSIGN_OR_RETURN(const StridedShape<4> shape,
+                      Coalesce<4>(param.shape(),
+                                  {&param.strides(), &exp_avg.strides(),
+                                   &exp_avg_sq.strides(), &grad.strides()},
+                                  "AdamWStep"));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(param));
+  return Launched(LaunchAdamW(ToScalarType(param.dtype()), param.raw_data(),
+                              exp_avg.raw_data(), exp_avg_sq.raw_data(),
+                              grad.raw_data(), shape, param.numel(), k, stream),
+                  "AdamWStep");
+}
+
 absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
                                             const Tensor& target,
                                             Reduction reduction,

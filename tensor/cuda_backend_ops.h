@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "tensor/cuda/adamw_body.h"
 #include "tensor/cuda/elementwise_body.h"
 #include "tensor/cuda/row_body.h"
 #include "tensor/nn_functional.h"
@@ -98,6 +99,11 @@ absl::StatusOr<Tensor> ScatterAddOnDevice(const Tensor& x, int64_t dim,
 absl::StatusOr<Tensor> DropoutOnDevice(const Tensor& x, double p, uint64_t seed,
                                        uint64_t base,
                                        const Strides& position_strides);
+// The fused AdamW step of tensor/adamw_kernel.h on CUDA tensors, in place,
+// with the step's constants `k`; the operands are checked by AdamWStep.
+absl::Status AdamWStepOnDevice(const Tensor& param, const Tensor& exp_avg,
+                               const Tensor& exp_avg_sq, const Tensor& grad,
+                               const AdamWCoefficients<double>& k);
 absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
                                             const Tensor& target,
                                             Reduction reduction,

@@ -73,6 +73,11 @@ absl::StatusOr<Tensor> DropoutOnDevice(const Tensor&, double, uint64_t,
                                        uint64_t, const Strides&) {
   return NotBuilt();
 }
+absl::Status AdamWStepOnDevice(const Tensor&, const Tensor&, const Tensor&,
+                               const Tensor&,
+                               const AdamWCoefficients<double>&) {
+  return NotBuilt();
+}
 absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor&, const Tensor&,
                                             Reduction, int64_t) {
   return NotBuilt();

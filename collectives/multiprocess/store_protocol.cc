@@ -139,54 +139,54 @@ std::string Frame(absl::string_view payload) {
   return frame;
 }
 
-absl::Status SendAll(int fd, absl::string_view bytes, absl::Time deadline) {
-  while (!bytes.empty()) {
-    const ssize_t sent =
-        ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (sent > 0) {
-      bytes.remove_prefix(sent);
-      continue;
-    }
-    if (sent < 0 && errno == EINTR) continue;
-    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      absl::Status ready = AwaitReady(fd, POLLOUT, deadline, "sending");
-      if (!ready.ok()) return ready;
-      continue;
-    }
-    return absl::UnavailableError(absl::StrCat(
-        "store: connection lost while sending: ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
 namespace {
 
-// Receives exactly `size` bytes into `out`.
-absl::Status ReceiveExactly(int fd, char* out, size_t size,
-                            absl::Time deadline) {
-  while (size > 0) {
-    const ssize_t got = ::recv(fd, out, size, MSG_DONTWAIT);
-    if (got > 0) {
-      out += got;
-      size -= got;
+// Moves `size` bytes over non-blocking socket `fd` by calls of `io(done)` (a
+// ::send or ::recv of the bytes from offset `done` on, returning what they
+// return), waiting until `deadline` for `events` whenever the socket would
+// block. `what` ("sending", "receiving") names the direction in errors.
+absl::Status TransferAll(int fd, size_t size, short events, absl::Time deadline,
+                         absl::string_view what,
+                         absl::FunctionRef<ssize_t(size_t done)> io) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t moved = io(done);
+    if (moved > 0) {
+      done += moved;
       continue;
     }
-    if (got == 0) {
+    if (moved == 0) {
       return absl::UnavailableError("store: connection closed by the peer");
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      absl::Status ready = AwaitReady(fd, POLLIN, deadline, "receiving");
+      absl::Status ready = AwaitReady(fd, events, deadline, what);
       if (!ready.ok()) return ready;
       continue;
     }
     return absl::UnavailableError(absl::StrCat(
-        "store: connection lost while receiving: ", std::strerror(errno)));
+        "store: connection lost while ", what, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }
 
+// Receives exactly `size` bytes into `out`.
+absl::Status ReceiveExactly(int fd, char* out, size_t size,
+                            absl::Time deadline) {
+  return TransferAll(fd, size, POLLIN, deadline, "receiving", [&](size_t done) {
+    return ::recv(fd, out + done, size - done, MSG_DONTWAIT);
+  });
+}
+
 }  // namespace
+
+absl::Status SendAll(int fd, absl::string_view bytes, absl::Time deadline) {
+  return TransferAll(
+      fd, bytes.size(), POLLOUT, deadline, "sending", [&](size_t done) {
+        return ::send(fd, bytes.data() + done, bytes.size() - done,
+                      MSG_NOSIGNAL | MSG_DONTWAIT);
+      });
+}
 
 absl::StatusOr<std::string> ReceiveFrame(int fd, absl::Time deadline) {
   char prefix[4];

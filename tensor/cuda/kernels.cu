@@ -271,27 +271,48 @@ __global__ void EmbeddingKernel(const int64_t* indices, const T* table, T* out,
   }
 }
 
-template <typename T>
-__global__ void IndexSelectKernel(const T* x, const int64_t* rows, T* out,
-                                  int64_t total, int64_t count, int64_t size,
-                                  int64_t inner) {
-  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < total; i += step) {
-    IndexSelectElement(x, rows, out, i, count, size, inner);
-  }
-}
+// ---- Per-index kernels: a functor called for every i < count. ----
 
-template <typename T>
-__global__ void GatherKernel(const T* x, const int64_t* picks, T* out,
-                             StridedShape<1> shape, int64_t pick_stride,
-                             int64_t count) {
+// Calls body(i) for every i < count, spread over the grid.
+template <typename Body>
+__global__ void ForEachIndexKernel(int64_t count, Body body) {
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < count; i += step) {
-    GatherElement(x, picks, out, shape, pick_stride, i);
+    body(i);
   }
 }
+
+template <typename Body>
+cudaError_t LaunchForEachIndex(int64_t count, const Body& body,
+                               cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  ForEachIndexKernel<<<GridFor(count), kThreads, 0, stream>>>(count, body);
+  return cudaGetLastError();
+}
+
+template <typename T>
+struct IndexSelectAt {
+  const T* x;
+  const int64_t* rows;
+  T* out;
+  int64_t count, size, inner;
+  __device__ void operator()(int64_t i) const {
+    IndexSelectElement(x, rows, out, i, count, size, inner);
+  }
+};
+
+template <typename T>
+struct GatherAt {
+  const T* x;
+  const int64_t* picks;
+  T* out;
+  StridedShape<1> shape;
+  int64_t pick_stride;
+  __device__ void operator()(int64_t i) const {
+    GatherElement(x, picks, out, shape, pick_stride, i);
+  }
+};
 
 // *slot += value, atomically, for the accumulator types of ScatterAdd.
 struct AtomicAddFn {
@@ -312,27 +333,44 @@ struct AtomicAddFn {
 };
 
 template <typename A, typename T>
-__global__ void ScatterAddKernel(const T* src, const int64_t* targets, A* acc,
-                                 StridedShape<2> shape, int64_t target_stride,
-                                 int64_t count) {
-  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < count; i += step) {
+struct ScatterAddAt {
+  const T* src;
+  const int64_t* targets;
+  A* acc;
+  StridedShape<2> shape;
+  int64_t target_stride;
+  __device__ void operator()(int64_t i) const {
     ScatterAddElement(src, targets, acc, shape, target_stride, i,
                       AtomicAddFn());
   }
-}
+};
 
 template <typename T>
-__global__ void DropoutKernel(const T* x, T* out, StridedShape<1> positions,
-                              uint64_t base, uint64_t seed, double p,
-                              double scale, int64_t numel) {
-  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < numel; i += step) {
+struct DropoutAt {
+  const T* x;
+  T* out;
+  StridedShape<1> positions;
+  uint64_t base, seed;
+  double p, scale;
+  __device__ void operator()(int64_t i) const {
     DropoutElement(x, out, positions, base, seed, p, scale, i);
   }
-}
+};
+
+template <typename T>
+struct AdamWAt {
+  T* p;
+  T* m;
+  T* v;
+  const T* g;
+  StridedShape<4> shape;
+  AdamWCoefficients<Compute<T>> k;
+  __device__ void operator()(int64_t i) const {
+    int64_t at[4];
+    OperandOffsetsAt(shape, i, at);
+    AdamWElement(p + at[0], m + at[1], v + at[2], g + at[3], k);
+  }
+};
 
 template <typename C>
 __global__ void MaskedSoftmaxKernel(C* scores, int64_t lq, int64_t lk,
@@ -557,14 +595,13 @@ cudaError_t LaunchIndexSelect(ScalarType type, const void* x,
                               const int64_t* rows, void* out, int64_t outer,
                               int64_t count, int64_t size, int64_t inner,
                               cudaStream_t stream) {
-  const int64_t total = outer * count * inner;
-  if (total == 0) return cudaSuccess;
   return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    IndexSelectKernel<<<GridFor(total), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), rows, static_cast<T*>(out), total, count,
-        size, inner);
-    return cudaGetLastError();
+    return LaunchForEachIndex(
+        outer * count * inner,
+        IndexSelectAt<T>{static_cast<const T*>(x), rows, static_cast<T*>(out),
+                         count, size, inner},
+        stream);
   });
 }
 
@@ -572,13 +609,13 @@ cudaError_t LaunchGather(ScalarType type, const void* x, const int64_t* picks,
                          void* out, const StridedShape<1>& shape,
                          int64_t pick_stride, int64_t count,
                          cudaStream_t stream) {
-  if (count == 0) return cudaSuccess;
   return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    GatherKernel<<<GridFor(count), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), picks, static_cast<T*>(out), shape,
-        pick_stride, count);
-    return cudaGetLastError();
+    return LaunchForEachIndex(
+        count,
+        GatherAt<T>{static_cast<const T*>(x), picks, static_cast<T*>(out),
+                    shape, pick_stride},
+        stream);
   });
 }
 
@@ -587,17 +624,17 @@ cudaError_t LaunchScatterAdd(ScalarType src_type, const void* src,
                              const StridedShape<2>& shape,
                              int64_t target_stride, int64_t count,
                              cudaStream_t stream) {
-  if (count == 0) return cudaSuccess;
   return Dispatch(src_type, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {
       return cudaErrorInvalidValue;
     } else {
       using A = Compute<T>;
-      ScatterAddKernel<<<GridFor(count), kThreads, 0, stream>>>(
-          static_cast<const T*>(src), targets, static_cast<A*>(acc), shape,
-          target_stride, count);
-      return cudaGetLastError();
+      return LaunchForEachIndex(
+          count,
+          ScatterAddAt<A, T>{static_cast<const T*>(src), targets,
+                             static_cast<A*>(acc), shape, target_stride},
+          stream);
     }
   });
 }
@@ -606,13 +643,28 @@ cudaError_t LaunchDropout(ScalarType type, const void* x, void* out,
                           const StridedShape<1>& positions, uint64_t base,
                           uint64_t seed, double p, double scale, int64_t numel,
                           cudaStream_t stream) {
-  if (numel == 0) return cudaSuccess;
   return DispatchFloating(type, [&](auto tag) {
     using T = decltype(tag);
-    DropoutKernel<<<GridFor(numel), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<T*>(out), positions, base, seed,
-        p, scale, numel);
-    return cudaGetLastError();
+    return LaunchForEachIndex(
+        numel,
+        DropoutAt<T>{static_cast<const T*>(x), static_cast<T*>(out), positions,
+                     base, seed, p, scale},
+        stream);
+  });
+}
+
+cudaError_t LaunchAdamW(ScalarType type, void* p, void* m, void* v,
+                        const void* g, const StridedShape<4>& shape,
+                        int64_t numel, const AdamWCoefficients<double>& k,
+                        cudaStream_t stream) {
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    return LaunchForEachIndex(
+        numel,
+        AdamWAt<T>{static_cast<T*>(p), static_cast<T*>(m), static_cast<T*>(v),
+                   static_cast<const T*>(g), shape,
+                   CoefficientsIn<Compute<T>>(k)},
+        stream);
   });
 }
 

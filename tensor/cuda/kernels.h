@@ -11,6 +11,7 @@
 
 #include <cstddef>
 
+#include "tensor/cuda/adamw_body.h"
 #include "tensor/cuda/elementwise_body.h"
 #include "tensor/cuda/host_device.h"
 #include "tensor/cuda/index_body.h"
@@ -102,6 +103,12 @@ cudaError_t LaunchDropout(ScalarType type, const void* x, void* out,
                           const StridedShape<1>& positions, uint64_t base,
                           uint64_t seed, double p, double scale, int64_t numel,
                           cudaStream_t stream);
+// One fused AdamW step in place over `numel` elements of p, m, v (and g)
+// laid out by `shape` (operands 0..3), in the compute type of `type`.
+cudaError_t LaunchAdamW(ScalarType type, void* p, void* m, void* v,
+                        const void* g, const StridedShape<4>& shape,
+                        int64_t numel, const AdamWCoefficients<double>& k,
+                        cudaStream_t stream);
 // The attention softmax, in place on f32 or f64 scores [rows, lk], row r being
 // query r % lq.
 cudaError_t LaunchMaskedSoftmax(ScalarType type, void* scores, int64_t rows,

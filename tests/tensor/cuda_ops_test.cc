@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tensor/adamw_kernel.h"
 #include "tensor/cuda/random_body.h"
 #include "tensor/cuda_backend.h"
 #include "tensor/cuda_backend_ops.h"
@@ -351,6 +352,48 @@ TEST(CudaOpsTest, DropoutIsBitIdenticalToTheHostStream) {
                                ShapeToString(shape), " p ", p),
                   0);
   }
+}
+
+// The fused step on the device against the CPU kernel (the same body;
+// the device may contract a * b + c into one rounding), three steps from
+// random states, on contiguous and strided operands.
+TEST(CudaOpsTest, AdamWStepMatchesTheCpuKernel) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(6);
+  const std::vector<Layout> layouts = {Layout::kContiguous, Layout::kTransposed,
+                                       Layout::kStrided};
+  for (int trial = 0; trial < 12; ++trial) {
+    const DType dtype = testing::Pick(testing::kFloatDTypes, rng);
+    const Shape shape = {std::uniform_int_distribution<int64_t>(1, 30)(rng),
+                         std::uniform_int_distribution<int64_t>(1, 70)(rng)};
+    const Layout layout = testing::Pick(layouts, rng);
+    const Tensor p = RandomTensor(shape, dtype, layout, rng);
+    const Tensor m = RandomTensor(shape, dtype, layout, rng, -0.1, 0.1);
+    const Tensor v = RandomTensor(shape, dtype, layout, rng, 0, 0.01);
+    // The device copies keep the layout (ToGpu copies the whole base).
+    const Tensor gpu_p = ToGpu(p), gpu_m = ToGpu(m), gpu_v = ToGpu(v);
+    const Tensor cpu_p = p, cpu_m = m, cpu_v = v;
+    for (int64_t step = 1; step <= 3; ++step) {
+      const Tensor g =
+          RandomTensor(shape, dtype, testing::Pick(layouts, rng), rng, -1, 1);
+      const AdamWStepArgs args = {1e-2, 0.9, 0.999, 1e-8, 0.01, step};
+      ASSERT_TRUE(AdamWStep(gpu_p, gpu_m, gpu_v, ToGpu(g), args).ok());
+      ASSERT_TRUE(AdamWStep(cpu_p, cpu_m, cpu_v, g, args).ok());
+    }
+    const std::string what =
+        absl::StrCat("AdamW ", std::string(DTypeName(dtype)), " ",
+                     ShapeToString(shape), " ", testing::LayoutName(layout));
+    ExpectMatches(gpu_p, cpu_p, what + " param");
+    ExpectMatches(gpu_m, cpu_m, what + " exp_avg");
+    ExpectMatches(gpu_v, cpu_v, what + " exp_avg_sq");
+  }
+  const Tensor p = *Tensor::Zeros({4}, DType::kF32, kGpu);
+  const Tensor m = *Tensor::Zeros({4}, DType::kF32, kGpu);
+  const Tensor v = *Tensor::Zeros({4}, DType::kF32, kGpu);
+  const Tensor cpu_grad = *Tensor::Zeros({4}, DType::kF32);
+  const absl::Status mixed = AdamWStep(p, m, v, cpu_grad, {});
+  EXPECT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.message().find("grad"), std::string::npos) << mixed;
 }
 
 TEST(CudaOpsTest, ErrorsNameTheBadValue) {
