@@ -176,7 +176,10 @@ absl::Status GradientBuckets::Start(Bucket& bucket) {
   if (first.runtime()->metadata_only()) return absl::OkStatus();
   const int64_t numel =
       bucket.bytes / static_cast<int64_t>(ElementSize(bucket.dtype));
-  DT_ASSIGN_OR_RETURN(bucket.flat, Tensor::Empty({numel}, bucket.dtype));
+  // On the gradients' device (the communicator's).
+  DT_ASSIGN_OR_RETURN(
+      bucket.flat,
+      Tensor::Empty({numel}, bucket.dtype, bucket.locals.front().device()));
   int64_t offset = 0;
   for (const Tensor& local : bucket.locals) {
     DT_ASSIGN_OR_RETURN(Tensor piece,

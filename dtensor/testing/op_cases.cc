@@ -98,10 +98,12 @@ Shape RandomShape(int64_t rank, int64_t max_size, std::mt19937& rng) {
 
 namespace {
 
-// DistributeWithTerms with the shard on the CPU.
-absl::StatusOr<DTensor> DistributeWithTermsOnCpu(
-    std::shared_ptr<Runtime> runtime, const Tensor& full,
-    const DeviceMesh& mesh, const TestLayout& layout) {
+// DistributeWithTerms of `full` on the device of the runtime's communicators;
+// the Partial terms are made on the host.
+absl::StatusOr<DTensor> DistributeWithTermsOn(std::shared_ptr<Runtime> runtime,
+                                              const Tensor& full,
+                                              const DeviceMesh& mesh,
+                                              const TestLayout& layout) {
   DT_ASSIGN_OR_RETURN(
       DTensor x, DTensor::Distribute(runtime, full, mesh, layout.placements,
                                      layout.order));
@@ -112,7 +114,9 @@ absl::StatusOr<DTensor> DistributeWithTermsOnCpu(
                       mesh.CoordinateOf(runtime->rank()));
   const std::vector<int64_t> mesh_shape = mesh.shape();
   const DType dtype = full.dtype();
-  DT_ASSIGN_OR_RETURN(Tensor term, x.ToLocal().To(DType::kF64));
+  const Device device = x.ToLocal().device();
+  DT_ASSIGN_OR_RETURN(Tensor term, x.ToLocal().To(Device::CPU()));
+  DT_ASSIGN_OR_RETURN(term, term.To(DType::kF64));
   term = term.Clone();
   double* data = term.data<double>();
   for (int64_t m = 0; m < mesh.ndim(); ++m) {
@@ -142,6 +146,7 @@ absl::StatusOr<DTensor> DistributeWithTermsOnCpu(
     }
   }
   DT_ASSIGN_OR_RETURN(Tensor local, term.To(dtype));
+  DT_ASSIGN_OR_RETURN(local, local.To(device));
   FromLocalOptions options;
   options.global_shape = full.shape();
   options.order = layout.order;
@@ -177,11 +182,8 @@ absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
                                             const DeviceMesh& mesh,
                                             const TestLayout& layout) {
   DT_ASSIGN_OR_RETURN(const Device device, CheckDevice());
-  DT_ASSIGN_OR_RETURN(DTensor x,
-                      DistributeWithTermsOnCpu(runtime, full, mesh, layout));
-  if (device.is_cpu() || !x.ToLocal().defined()) return x;
-  DT_ASSIGN_OR_RETURN(Tensor local, x.ToLocal().To(device));
-  return DTensor::WrapUnchecked(runtime, x.spec_ptr(), std::move(local));
+  DT_ASSIGN_OR_RETURN(const Tensor on_device, full.To(device));
+  return DistributeWithTermsOn(runtime, on_device, mesh, layout);
 }
 
 absl::StatusOr<DTensor> MetaTensor(std::shared_ptr<Runtime> runtime,
