@@ -39,10 +39,14 @@ rm -rf "$out"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$out" "$stage/bin" "$stage/lib"
+# The output path of a label: //pkg:name -> pkg/name.
+label_path() {
+  local path=${1#//}
+  echo "${path/://}"
+}
 bin_dir=$(./bazelw info --config=cuda bazel-bin 2>/dev/null)
 for target in "${targets[@]}"; do
-  path=${target#//}
-  path=${path/://}
+  path=$(label_path "$target")
   cp "$bin_dir/$path" "$stage/bin/$(basename "$path")"
 done
 # Files train_llama and the tests read, by their workspace path.
@@ -53,8 +57,7 @@ for file in "${data_files[@]}"; do
   cp "$file" "$stage/runfiles/dtensor/$file"
 done
 for target in "${data[@]}"; do
-  path=${target#//}
-  path=${path/://}
+  path=$(label_path "$target")
   mkdir -p "$stage/runfiles/dtensor/$(dirname "$path")"
   cp "$bin_dir/$path" "$stage/runfiles/dtensor/$path"
 done

@@ -79,23 +79,6 @@ struct MaxCombine {
 
 // ---- Elementwise. ----
 
-template <typename Word>
-__global__ void FillKernel(Word* dst, size_t count, Word bits) {
-  const size_t step = static_cast<size_t>(blockDim.x) * gridDim.x;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-       i < count; i += step) {
-    dst[i] = bits;
-  }
-}
-
-template <typename Word>
-cudaError_t LaunchFillOf(void* dst, size_t count, uint64_t bits,
-                         cudaStream_t stream) {
-  FillKernel<Word><<<GridFor(count), kThreads, 0, stream>>>(
-      static_cast<Word*>(dst), count, static_cast<Word>(bits));
-  return cudaGetLastError();
-}
-
 template <typename Out, typename T>
 __global__ void UnaryKernel(UnaryOp op, const T* x, Out* out,
                             StridedShape<2> shape, int64_t numel,
@@ -126,24 +109,6 @@ __global__ void BinaryKernel(BinaryOp op, const T* a, const T* b, Out* out,
       int64_t offsets[3];
       OperandOffsetsAt(shape, i, offsets);
       BinaryElement(op, a + offsets[1], b + offsets[2], out + offsets[0]);
-    }
-  }
-}
-
-// out = cond ? a : b (operands 0: out, 1: cond, 2: a, 3: b).
-template <typename T>
-__global__ void WhereKernel(const bool* cond, const T* a, const T* b, T* out,
-                            StridedShape<4> shape, int64_t numel,
-                            bool contiguous) {
-  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < numel; i += step) {
-    if (contiguous) {
-      out[i] = cond[i] ? a[i] : b[i];
-    } else {
-      int64_t offsets[4];
-      OperandOffsetsAt(shape, i, offsets);
-      out[offsets[0]] = cond[offsets[1]] ? a[offsets[2]] : b[offsets[3]];
     }
   }
 }
@@ -302,6 +267,34 @@ struct IndexSelectAt {
   }
 };
 
+// dst[i] = bits.
+template <typename Word>
+struct FillAt {
+  Word* dst;
+  Word bits;
+  __device__ void operator()(int64_t i) const { dst[i] = bits; }
+};
+
+// out = cond ? a : b (operands 0: out, 1: cond, 2: a, 3: b).
+template <typename T>
+struct WhereAt {
+  const bool* cond;
+  const T* a;
+  const T* b;
+  T* out;
+  StridedShape<4> shape;
+  bool contiguous;
+  __device__ void operator()(int64_t i) const {
+    if (contiguous) {
+      out[i] = cond[i] ? a[i] : b[i];
+      return;
+    }
+    int64_t offsets[4];
+    OperandOffsetsAt(shape, i, offsets);
+    out[offsets[0]] = cond[offsets[1]] ? a[offsets[2]] : b[offsets[3]];
+  }
+};
+
 template <typename T>
 struct GatherAt {
   const T* x;
@@ -410,16 +403,21 @@ bool RowsFit(int64_t rows) { return rows <= 2147483647; }
 
 cudaError_t LaunchFill(void* dst, size_t count, uint64_t bits,
                        int element_bytes, cudaStream_t stream) {
-  if (count == 0) return cudaSuccess;
+  const auto fill = [&](auto word) {
+    using Word = decltype(word);
+    return LaunchForEachIndex(
+        static_cast<int64_t>(count),
+        FillAt<Word>{static_cast<Word*>(dst), static_cast<Word>(bits)}, stream);
+  };
   switch (element_bytes) {
     case 1:
-      return LaunchFillOf<uint8_t>(dst, count, bits, stream);
+      return fill(uint8_t{});
     case 2:
-      return LaunchFillOf<uint16_t>(dst, count, bits, stream);
+      return fill(uint16_t{});
     case 4:
-      return LaunchFillOf<uint32_t>(dst, count, bits, stream);
+      return fill(uint32_t{});
     case 8:
-      return LaunchFillOf<uint64_t>(dst, count, bits, stream);
+      return fill(uint64_t{});
   }
   return cudaErrorInvalidValue;
 }
@@ -465,14 +463,14 @@ cudaError_t LaunchBinary(BinaryOp op, ScalarType in_type, ScalarType out_type,
 cudaError_t LaunchWhere(ScalarType type, const bool* cond, const void* a,
                         const void* b, void* out, const StridedShape<4>& shape,
                         int64_t numel, cudaStream_t stream) {
-  if (numel == 0) return cudaSuccess;
   const bool contiguous = IsContiguous(shape);
   return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    WhereKernel<<<GridFor(numel), kThreads, 0, stream>>>(
-        cond, static_cast<const T*>(a), static_cast<const T*>(b),
-        static_cast<T*>(out), shape, numel, contiguous);
-    return cudaGetLastError();
+    return LaunchForEachIndex(
+        numel,
+        WhereAt<T>{cond, static_cast<const T*>(a), static_cast<const T*>(b),
+                   static_cast<T*>(out), shape, contiguous},
+        stream);
   });
 }
 
