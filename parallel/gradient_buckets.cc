@@ -252,6 +252,17 @@ absl::StatusOr<std::vector<DTensor>> GradientBuckets::Finish() {
   return result;
 }
 
+absl::Status GradientBuckets::Abandon() {
+  absl::Status status;
+  for (const std::unique_ptr<Bucket>& bucket : buckets_) {
+    if (bucket->work != nullptr) status.Update(bucket->work->Wait());
+  }
+  buckets_.clear();
+  std::fill(given_.begin(), given_.end(), false);
+  std::fill(unbucketed_.begin(), unbucketed_.end(), DTensor());
+  return status;
+}
+
 absl::Status GradientBuckets::AccumulateWithoutSync(
     absl::Span<const DTensor> grads) {
   if (grads.size() != params_.size()) {

@@ -71,6 +71,14 @@ class GradientBuckets {
   // then resets for the next step. Errors: the collectives' errors (naming
   // the bucket).
   absl::StatusOr<std::vector<DTensor>> Finish();
+  // After a failed backward pass: waits for the all-reduces already started
+  // (peers may be inside them, and they own their buffers) but starts none of
+  // the open buckets, then drops this step's gradients and resets. Ranks that
+  // failed at different points of backward hold open buckets of different
+  // contents, so starting them would pair mismatched all-reduces. The
+  // accumulated micro-batch gradients are kept. Errors: the started
+  // all-reduces' errors.
+  absl::Status Abandon();
   // Adds `grads` (one per parameter, undefined: none) to the gradients kept
   // for the next synchronized step, without communication. Errors: a count
   // mismatch, the additions' errors.

@@ -154,10 +154,13 @@ absl::StatusOr<std::vector<DTensor>> LlamaTrainer::Backward(
   const absl::Status backward =
       tape_.Gradient(loss, parameters_, options).status();
   tape_.Clear();
-  // Finish also when backward failed: it waits for the buckets in flight.
-  absl::StatusOr<std::vector<DTensor>> grads = buckets_->Finish();
-  DT_RETURN_IF_ERROR(backward);
-  return grads;
+  if (!backward.ok()) {
+    // The buckets in flight still need their waits; the open ones differ
+    // between ranks that failed at different points and must not start.
+    buckets_->Abandon().IgnoreError();
+    return backward;
+  }
+  return buckets_->Finish();
 }
 
 absl::Status LlamaTrainer::Update(absl::Span<const DTensor> grads) {

@@ -319,6 +319,54 @@ TEST(GradientBucketsTest, AccumulationCommunicatesOnceAtTheLastMicroBatch) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// After a failed backward, Abandon starts none of the open buckets (ranks
+// that failed at different points hold different ones), waits for a started
+// one, and the next step sees only its own gradients.
+TEST(GradientBucketsTest, AbandonStartsNoOpenBucket) {
+  const absl::Status status = RunOnMesh(
+      {2},
+      [](std::shared_ptr<Runtime> runtime,
+         const DeviceMesh& mesh) -> absl::Status {
+        std::mt19937 rng(23 + runtime->rank());
+        const GradCase small{{2, 2}, {0}};
+        const GradCase large{{8, 8}, {0}};
+        DT_ASSIGN_OR_RETURN(Tensor zeros, Tensor::Zeros({8, 8}, DType::kF32));
+        DT_ASSIGN_OR_RETURN(DTensor big, Replicated(runtime, mesh, zeros));
+        DT_ASSIGN_OR_RETURN(zeros, Tensor::Zeros({2, 2}, DType::kF32));
+        DT_ASSIGN_OR_RETURN(DTensor little, Replicated(runtime, mesh, zeros));
+        // 256 bytes: the large gradient fills a bucket, the small one not.
+        parallel::GradientBuckets buckets({big, little}, 256);
+        DT_ASSIGN_OR_RETURN(DTensor g_big, PartialGrad(runtime, mesh, large,
+                                                       ReduceOp::kSum, rng));
+        DT_ASSIGN_OR_RETURN(DTensor g_little, PartialGrad(runtime, mesh, small,
+                                                          ReduceOp::kSum, rng));
+        CommCounter counter;
+        {
+          CommCounter::Scope counting(counter);
+          DT_RETURN_IF_ERROR(buckets.Add(0, g_big));
+          DT_RETURN_IF_ERROR(buckets.Add(1, g_little));
+          DT_RETURN_IF_ERROR(buckets.Abandon());
+        }
+        if (counter.total_collectives() != 1 ||
+            buckets.num_all_reduces() != 1) {
+          return absl::InternalError(absl::StrCat(
+              "abandon: ", counter.total_collectives(), " collectives, ",
+              buckets.num_all_reduces(), " all-reduces (want the full one)"));
+        }
+        DT_ASSIGN_OR_RETURN(DTensor next, PartialGrad(runtime, mesh, small,
+                                                      ReduceOp::kSum, rng));
+        DT_RETURN_IF_ERROR(buckets.Add(1, next));
+        DT_ASSIGN_OR_RETURN(std::vector<DTensor> got, buckets.Finish());
+        DT_ASSIGN_OR_RETURN(DTensor want, next.Redistribute(little.sharding()));
+        DT_RETURN_IF_ERROR(Compare(got[1], want, /*exact=*/true, 0));
+        for (float v : got[0].ToLocal().ToVector<float>()) {
+          if (v != 0) return absl::InternalError("abandoned gradient kept");
+        }
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 TEST(GradientBucketsTest, ErrorsNameTheGradient) {
   const absl::Status status = RunOnMesh(
       {1},
