@@ -36,6 +36,7 @@ absl::StatusOr<std::vector<Shape>> GatherLocalShapes(ProcessGroups& groups,
   const int64_t rank = static_cast<int64_t>(local_shape.size());
   DT_ASSIGN_OR_RETURN(Tensor mine,
                       Tensor::FromVector<int64_t>(local_shape, {1, rank}));
+  DT_ASSIGN_OR_RETURN(mine, mine.To(comm->device()));
   DT_ASSIGN_OR_RETURN(Tensor all, AllGather(*comm, mine, 0));
   std::vector<int64_t> flat = all.ToVector<int64_t>();
   std::vector<Shape> shapes;
@@ -122,6 +123,18 @@ absl::StatusOr<Tensor> BlockView(const Tensor& full, const ShardBlock& block) {
   return view;
 }
 
+// Broadcasts `values` (meaningful on the root) from group rank `root` of
+// `comm`, through a tensor on the communicator's device.
+absl::StatusOr<std::vector<int64_t>> BroadcastValues(
+    Communicator& comm, int64_t root, const std::vector<int64_t>& values) {
+  DT_ASSIGN_OR_RETURN(Tensor tensor,
+                      Tensor::FromVector<int64_t>(
+                          values, {static_cast<int64_t>(values.size())}));
+  DT_ASSIGN_OR_RETURN(tensor, tensor.To(comm.device()));
+  DT_RETURN_IF_ERROR(comm.Broadcast(tensor, root));
+  return tensor.ToVector<int64_t>();
+}
+
 // Broadcasts `full`'s dtype and shape from group rank `root` of `comm`.
 absl::StatusOr<std::pair<DType, Shape>> BroadcastHeader(Communicator& comm,
                                                         int64_t root,
@@ -131,20 +144,16 @@ absl::StatusOr<std::pair<DType, Shape>> BroadcastHeader(Communicator& comm,
     return absl::InvalidArgumentError(
         "Distribute: the source rank passed an undefined tensor");
   }
-  DT_ASSIGN_OR_RETURN(Tensor header,
-                      Tensor::FromVector<int64_t>(
-                          {is_root ? static_cast<int64_t>(full.dtype()) : 0,
-                           is_root ? full.dim() : 0},
-                          {2}));
-  DT_RETURN_IF_ERROR(comm.Broadcast(header, root));
-  const int64_t rank = header.data<int64_t>()[1];
-  DT_ASSIGN_OR_RETURN(Tensor shape, Tensor::Zeros({rank}, DType::kI64));
-  if (is_root) {
-    for (int64_t d = 0; d < rank; ++d) shape.data<int64_t>()[d] = full.size(d);
-  }
-  DT_RETURN_IF_ERROR(comm.Broadcast(shape, root));
-  return std::make_pair(static_cast<DType>(header.data<int64_t>()[0]),
-                        shape.ToVector<int64_t>());
+  DT_ASSIGN_OR_RETURN(
+      const std::vector<int64_t> header,
+      BroadcastValues(comm, root,
+                      {is_root ? static_cast<int64_t>(full.dtype()) : 0,
+                       is_root ? full.dim() : 0}));
+  DT_ASSIGN_OR_RETURN(
+      Shape shape,
+      BroadcastValues(comm, root,
+                      is_root ? full.shape() : Shape(header[1], 0)));
+  return std::make_pair(static_cast<DType>(header[0]), std::move(shape));
 }
 
 thread_local RedistributeObserver redistribute_observer = nullptr;
@@ -250,15 +259,19 @@ absl::StatusOr<DTensor> DTensor::Distribute(
     for (int64_t member = 0; member < comm->size(); ++member) {
       DT_ASSIGN_OR_RETURN(ShardBlock block, spec.BlockOf(members[member]));
       DT_ASSIGN_OR_RETURN(Tensor view, BlockView(full, block));
+      DT_ASSIGN_OR_RETURN(Tensor on_device,
+                          view.Contiguous().To(comm->device()));
       if (member == root) {
-        local = view.Clone();
+        local = on_device.storage() == full.storage() ? on_device.Clone()
+                                                      : std::move(on_device);
       } else {
-        DT_RETURN_IF_ERROR(comm->Send(view.Contiguous(), member));
+        DT_RETURN_IF_ERROR(comm->Send(on_device, member));
       }
     }
   } else {
     DT_ASSIGN_OR_RETURN(ShardBlock block, spec.BlockOf(runtime->rank()));
-    DT_ASSIGN_OR_RETURN(local, Tensor::Empty(block.shape, spec.dtype()));
+    DT_ASSIGN_OR_RETURN(
+        local, Tensor::Empty(block.shape, spec.dtype(), comm->device()));
     DT_RETURN_IF_ERROR(comm->Recv(local, root));
   }
   DT_ASSIGN_OR_RETURN(local, ApplyPartials(spec.sharding(), coord, local));

@@ -459,7 +459,14 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
   DT_ASSIGN_OR_RETURN(Tensor log_sum_exp, Tensor::FromVector<double>(
                                               rows.log_sum_exp, target_shape));
   DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.To(compute));
-  return OpLocals{std::move(loss), Tensor::Scalar(count, DType::kI64),
+  // The outputs live with the logits: a Partial count or loss is reduced
+  // over the communicator of the logits' device.
+  const Device device = inputs[0].device();
+  DT_ASSIGN_OR_RETURN(loss, loss.To(device));
+  DT_ASSIGN_OR_RETURN(Tensor count_tensor,
+                      Tensor::Scalar(count, DType::kI64).To(device));
+  DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.To(device));
+  return OpLocals{std::move(loss), std::move(count_tensor),
                   std::move(log_sum_exp)};
 }
 
