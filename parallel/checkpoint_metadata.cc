@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/json_text.h"
-#include "parallel/checkpoint_block_io.h"
 #include "base/json_value.h"
 #include "base/status_macros.h"
+#include "parallel/checkpoint_block_io.h"
 
 namespace dtensor {
 namespace parallel {

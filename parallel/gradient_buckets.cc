@@ -26,6 +26,8 @@ struct GradientBuckets::Bucket {
   DeviceMesh mesh;
   Reduction reduction;
   DType dtype;
+  // The bytes at which the bucket starts its all-reduce.
+  int64_t limit = 0;
   // The parameters' indices, their gradients' local values (until Start;
   // none under a metadata-only runtime), local shapes and owners (the
   // CommOwner their gradient was handed over under), in order.
@@ -42,9 +44,11 @@ struct GradientBuckets::Bucket {
 };
 
 GradientBuckets::GradientBuckets(std::vector<DTensor> params,
-                                 int64_t bucket_bytes)
+                                 int64_t bucket_bytes,
+                                 int64_t first_bucket_bytes)
     : params_(std::move(params)),
       bucket_bytes_(bucket_bytes),
+      first_bucket_bytes_(std::min(first_bucket_bytes, bucket_bytes)),
       unbucketed_(params_.size()),
       accumulated_(params_.size()),
       given_(params_.size()) {}
@@ -81,15 +85,17 @@ GradientBuckets::Reduction GradientBuckets::ReductionOf(
 GradientBuckets::Bucket& GradientBuckets::OpenBucket(const Reduction& reduction,
                                                      DType dtype,
                                                      const DeviceMesh& mesh) {
+  bool first = true;
   for (const std::unique_ptr<Bucket>& bucket : buckets_) {
-    if (!bucket->started && bucket->dtype == dtype &&
-        bucket->reduction.op == reduction.op &&
+    if (bucket->dtype == dtype && bucket->reduction.op == reduction.op &&
         bucket->reduction.mesh_dims == reduction.mesh_dims &&
         bucket->mesh == mesh) {
-      return *bucket;
+      if (!bucket->started) return *bucket;
+      first = false;
     }
   }
-  buckets_.push_back(std::make_unique<Bucket>(Bucket{mesh, reduction, dtype}));
+  buckets_.push_back(std::make_unique<Bucket>(Bucket{
+      mesh, reduction, dtype, first ? first_bucket_bytes_ : bucket_bytes_}));
   return *buckets_.back();
 }
 
@@ -126,7 +132,7 @@ absl::Status GradientBuckets::Add(size_t index, const DTensor& grad) {
   bucket.bytes += block.numel() * ElementSize(sum.dtype());
   bucket.shapes.push_back(std::move(block.shape));
   bucket.owners.push_back(CommOwner::Current());
-  if (bucket.bytes >= bucket_bytes_) return Start(bucket);
+  if (bucket.bytes >= bucket.limit) return Start(bucket);
   return absl::OkStatus();
 }
 

@@ -33,11 +33,12 @@ namespace parallel {
 // the open bucket of its mesh dims, reduce op and dtype, in the order backward
 // produces them; a bucket that reaches `bucket_bytes` starts one asynchronous
 // all-reduce of its flat buffer at once, so that communication overlaps the
-// rest of the backward pass. Finish() starts the last, partly filled buckets,
-// waits for every bucket and returns each parameter's gradient in its
-// parameter's layout. Every rank gets the gradients in the same order (SPMD),
-// so the ranks' buckets match. Each all-reduce is counted (CommCounter) as
-// one all_reduce over the bucket's bytes, shared out to the CommOwner each
+// rest of the backward pass (the step's first bucket of each set of mesh dims
+// closes earlier, at `first_bucket_bytes`). Finish() starts the last, partly
+// filled buckets, waits for every bucket and returns each parameter's gradient
+// in its parameter's layout. Every rank gets the gradients in the same order
+// (SPMD), so the ranks' buckets match. Each all-reduce is counted (CommCounter)
+// as one all_reduce over the bucket's bytes, shared out to the CommOwner each
 // gradient was handed over under (the module that used the parameter), so
 // that `dtensor explain` attributes it per module; under a metadata-only
 // runtime only the counting happens. The results equal the unbucketed
@@ -51,8 +52,16 @@ namespace parallel {
 // step adds them before bucketing, so only the last micro-batch communicates.
 class GradientBuckets {
  public:
-  // `params` in the order of Gradient()'s sources; `bucket_bytes` > 0.
-  GradientBuckets(std::vector<DTensor> params, int64_t bucket_bytes);
+  // `params` in the order of Gradient()'s sources; `bucket_bytes` > 0. The
+  // first bucket of each set of mesh dims in a step closes at
+  // min(`first_bucket_bytes`, `bucket_bytes`) instead (DDP's
+  // first_bucket_bytes), so that one all-reduce starts early in backward
+  // even when the whole model fits one bucket.
+  GradientBuckets(std::vector<DTensor> params, int64_t bucket_bytes,
+                  int64_t first_bucket_bytes = kFirstBucketBytes);
+
+  // DistributedDataParallel's default first bucket: 1 MiB.
+  static constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -96,7 +105,8 @@ class GradientBuckets {
     ReduceOp op = ReduceOp::kSum;
   };
   Reduction ReductionOf(size_t index, const DTensor& grad) const;
-  // The open bucket for `reduction`, dtype and mesh, made if none.
+  // The open bucket for `reduction`, dtype and mesh, made if none (with
+  // the first bucket's limit when it is the step's first of its kind).
   Bucket& OpenBucket(const Reduction& reduction, DType dtype,
                      const DeviceMesh& mesh);
   // Records the bucket's all-reduce (CommCounter), its bytes shared out to
@@ -109,6 +119,7 @@ class GradientBuckets {
 
   std::vector<DTensor> params_;
   int64_t bucket_bytes_;
+  int64_t first_bucket_bytes_;
   // By parameter: the gradient of this step that needs no bucket, and the
   // accumulated gradients of earlier micro-batches.
   std::vector<DTensor> unbucketed_;

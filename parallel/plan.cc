@@ -152,13 +152,16 @@ absl::StatusOr<DataParallel> ParseDataParallel(const JsonValue& value) {
                    "\" (known: none, replicate, fsdp)"));
 }
 
-// "bucket_mb": a positive number of MiB, at most 1 TiB.
-absl::StatusOr<int64_t> ParseBucketBytes(const JsonValue& value) {
-  if (!value.is_number()) return WrongType("\"bucket_mb\"", "number", value);
+// "bucket_mb", "first_bucket_mb" (`key`): a positive number of MiB, at most
+// 1 TiB.
+absl::StatusOr<int64_t> ParseBucketBytes(absl::string_view key,
+                                         const JsonValue& value) {
+  const std::string quoted = absl::StrCat("\"", key, "\"");
+  if (!value.is_number()) return WrongType(quoted, "number", value);
   const double mib = value.number_value();
   if (!(mib > 0 && mib <= (1 << 20))) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "plan: \"bucket_mb\" is ", mib, "; it must be in (0, 1048576]"));
+        "plan: ", quoted, " is ", mib, "; it must be in (0, 1048576]"));
   }
   return std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20)));
 }
@@ -308,13 +311,18 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
     } else if (member.first == "dp") {
       DT_ASSIGN_OR_RETURN(plan.dp, ParseDataParallel(value));
     } else if (member.first == "bucket_mb") {
-      DT_ASSIGN_OR_RETURN(plan.bucket_bytes, ParseBucketBytes(value));
+      DT_ASSIGN_OR_RETURN(plan.bucket_bytes,
+                          ParseBucketBytes(member.first, value));
+    } else if (member.first == "first_bucket_mb") {
+      DT_ASSIGN_OR_RETURN(plan.first_bucket_bytes,
+                          ParseBucketBytes(member.first, value));
     } else if (member.first == "tp") {
       DT_ASSIGN_OR_RETURN(plan.tp, ParseTpEntries("tp", value));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("plan: unknown key \"", member.first,
-                       "\" (known: tp, dp, tp_dim, dp_dim, bucket_mb)"));
+                       "\" (known: tp, dp, tp_dim, dp_dim, bucket_mb, "
+                       "first_bucket_mb)"));
     }
   }
   return plan;

@@ -42,11 +42,12 @@ absl::string_view DataParallelName(DataParallel dp);
 //           "output": {"style": "colwise", "output_layouts": "S(-1)",
 //                      "use_local_output": false}},
 //    "dp": "fsdp" | "replicate" | "none",
-//    "bucket_mb": 25}
+//    "bucket_mb": 25, "first_bucket_mb": 1}
 // "tp_dim"/"dp_dim" default to "tp"/"dp"; "tp" defaults to {} and "dp" to
 // "none"; "bucket_mb" (the size of the gradient buckets whose all-reduces
-// overlap the backward pass, parallel/gradient_buckets.h) to 25. Entries
-// keep file order.
+// overlap the backward pass, parallel/gradient_buckets.h) to 25 and
+// "first_bucket_mb" (the first bucket's, as DDP's first_bucket_bytes) to 1.
+// Entries keep file order.
 // An entry's pattern names modules, or, when it matches no module,
 // parameters ("layers.*.mlp.up_proj.weight", as Hugging Face's tp_plan
 // allows): the style then places those parameters alone (as for their
@@ -65,6 +66,7 @@ struct Plan {
   std::vector<PlanEntry> tp;
   DataParallel dp = DataParallel::kNone;
   int64_t bucket_bytes = int64_t{25} << 20;
+  int64_t first_bucket_bytes = int64_t{1} << 20;
 };
 
 // A Hugging Face config.json is a plan too: an object with

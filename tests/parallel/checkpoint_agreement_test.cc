@@ -11,11 +11,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/dtensor_spec.h"
 #include "gtest/gtest.h"
 #include "parallel/checkpoint.h"
-#include "base/status_macros.h"
 #include "tests/parallel/checkpoint_test_util.h"
 
 namespace dtensor {

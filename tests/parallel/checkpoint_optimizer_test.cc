@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "nn/optim_adamw.h"
 #include "parallel/checkpoint.h"
-#include "base/status_macros.h"
 #include "tests/parallel/checkpoint_test_util.h"
 
 namespace dtensor {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
@@ -25,7 +26,6 @@
 #include "ops/view_ops.h"
 #include "ops/vocab_ops.h"
 #include "parallel/parallelize.h"
-#include "base/status_macros.h"
 #include "tensor/storage.h"
 #include "tests/nn/nn_test_util.h"
 #include "tests/parallel/style_test_util.h"

@@ -62,16 +62,23 @@ std::vector<GradCase> RandomCases(int64_t mesh_ndim, uint32_t seed) {
 
 // The all-reduces GradientBuckets must issue for `cases` given in order:
 // gradients of the same mesh dims share a bucket until it holds at least
-// `bucket_bytes`; then one all-reduce per bucket, partly filled ones too.
+// `bucket_bytes` (the first bucket of each set of dims: at least
+// `first_bucket_bytes`, if smaller); then one all-reduce per bucket, partly
+// filled ones too.
 int64_t ExpectedAllReduces(const std::vector<GradCase>& cases,
-                           int64_t bucket_bytes) {
+                           int64_t bucket_bytes, int64_t first_bucket_bytes) {
   std::map<std::vector<int64_t>, int64_t> open_bytes;
+  std::map<std::vector<int64_t>, int64_t> closed;
   int64_t count = 0;
   for (const GradCase& c : cases) {
     int64_t& bytes = open_bytes[c.partial_dims];
     bytes += NumElements(c.shape) * 4;
-    if (bytes >= bucket_bytes) {
+    const int64_t limit = closed[c.partial_dims] == 0
+                              ? std::min(bucket_bytes, first_bucket_bytes)
+                              : bucket_bytes;
+    if (bytes >= limit) {
       ++count;
+      ++closed[c.partial_dims];
       open_bytes.erase(c.partial_dims);
     }
   }
@@ -150,8 +157,10 @@ absl::Status CheckRandomBuckets(std::shared_ptr<Runtime> runtime,
   const std::vector<GradCase> cases = RandomCases(mesh.ndim(), seed);
   // The bucket size is the same on every rank; the gradients' terms differ.
   std::mt19937 shared(seed);
-  const int64_t bucket_bytes =
-      std::uniform_int_distribution<int64_t>(4, 200)(shared) & ~int64_t{3};
+  const int64_t bucket_bytes = std::max<int64_t>(
+      std::uniform_int_distribution<int64_t>(4, 200)(shared) & ~int64_t{3}, 4);
+  const int64_t first_bucket_bytes =
+      std::uniform_int_distribution<int64_t>(1, 100)(shared);
   std::mt19937 rng(seed * 31 + runtime->rank());
   std::vector<DTensor> params;
   std::vector<DTensor> grads;
@@ -162,7 +171,7 @@ absl::Status CheckRandomBuckets(std::shared_ptr<Runtime> runtime,
     DT_ASSIGN_OR_RETURN(DTensor grad, PartialGrad(runtime, mesh, c, op, rng));
     grads.push_back(grad);
   }
-  parallel::GradientBuckets buckets(params, std::max<int64_t>(bucket_bytes, 4));
+  parallel::GradientBuckets buckets(params, bucket_bytes, first_bucket_bytes);
   CommCounter counter;
   std::vector<DTensor> got;
   {
@@ -175,7 +184,7 @@ absl::Status CheckRandomBuckets(std::shared_ptr<Runtime> runtime,
   }
   DT_RETURN_IF_ERROR(CheckShares(counter, mesh, cases));
   const int64_t expected =
-      ExpectedAllReduces(cases, std::max<int64_t>(bucket_bytes, 4));
+      ExpectedAllReduces(cases, bucket_bytes, first_bucket_bytes);
   if (counter.count(CommKind::kAllReduce) != expected ||
       counter.total_collectives() != expected) {
     return absl::InternalError(

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/runtime.h"
@@ -26,7 +27,6 @@
 #include "ops/reduction_ops.h"
 #include "parallel/parallelize.h"
 #include "parallel/tp_local.h"
-#include "base/status_macros.h"
 #include "tests/parallel/style_test_util.h"
 
 namespace dtensor {

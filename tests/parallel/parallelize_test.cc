@@ -5,11 +5,11 @@
 #include <mutex>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "collectives/inprocess/local_cluster.h"
 #include "dtensor/runtime.h"
 #include "gtest/gtest.h"
 #include "nn/llama.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace parallel {

@@ -70,6 +70,18 @@ TEST(PlanTest, ParsesStylesAndOptions) {
   EXPECT_FALSE(plan->tp[3].spec.use_local_output);
 }
 
+TEST(PlanTest, ParsesBucketSizes) {
+  auto plan = ParsePlan(R"json({"dp": "replicate", "bucket_mb": 4,
+                                "first_bucket_mb": 0.5})json");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->bucket_bytes, 4 << 20);
+  EXPECT_EQ(plan->first_bucket_bytes, 1 << 19);
+  plan = ParsePlan(R"json({"dp": "replicate"})json");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->bucket_bytes, 25 << 20);  // DDP's defaults.
+  EXPECT_EQ(plan->first_bucket_bytes, 1 << 20);
+}
+
 TEST(PlanTest, ParseErrorsNameTheValue) {
   const std::pair<const char*, const char*> cases[] = {
       {R"json({"tp": {"a": "diagonal"}})json", "\"diagonal\""},
@@ -81,6 +93,9 @@ TEST(PlanTest, ParseErrorsNameTheValue) {
        "use_local_output"},
       {R"json({"dp": "zero3"})json", "\"zero3\""},
       {R"json({"pp": {}})json", "\"pp\""},
+      {R"json({"bucket_mb": 0})json", "\"bucket_mb\" is 0"},
+      {R"json({"first_bucket_mb": -2})json", "\"first_bucket_mb\" is -2"},
+      {R"json({"first_bucket_mb": "1"})json", "first_bucket_mb"},
       {R"json([1])json", "not a array"},
       {R"json({"tp": })json", "line 1 column 8"},
   };

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "nn/module.h"
-#include "base/status_macros.h"
 #include "tests/parallel/style_test_util.h"
 
 namespace dtensor {
