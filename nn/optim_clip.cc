@@ -5,25 +5,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "nn/autograd.h"
-#include "ops/cast_ops.h"
 #include "ops/elementwise_ops.h"
 #include "ops/reduction_ops.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace nn {
-namespace {
-
-// The sum of the squares of the elements of `grad`, as a 0-d f64 DTensor
-// (Partial where the gradient is sharded or Partial).
-absl::StatusOr<DTensor> SumOfSquares(const DTensor& grad) {
-  DT_ASSIGN_OR_RETURN(DTensor wide, ops::To(grad, DType::kF64));
-  DT_ASSIGN_OR_RETURN(DTensor square, ops::Mul(wide, wide));
-  return ops::Sum(square);
-}
-
-}  // namespace
 
 absl::StatusOr<double> GlobalGradNorm(absl::Span<const DTensor> grads) {
   NoGrad not_recorded;
@@ -38,7 +26,7 @@ absl::StatusOr<double> GlobalGradNorm(absl::Span<const DTensor> grads) {
           "GlobalGradNorm: gradient ", i, " has dtype ",
           std::string(DTypeName(grad.dtype())), "; a floating one is needed"));
     }
-    DT_ASSIGN_OR_RETURN(DTensor squares, SumOfSquares(grad));
+    DT_ASSIGN_OR_RETURN(DTensor squares, ops::SumOfSquares(grad));
     auto same_mesh = std::find_if(
         per_mesh.begin(), per_mesh.end(),
         [&](const DTensor& sum) { return sum.mesh() == grad.mesh(); });

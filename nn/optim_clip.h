@@ -12,8 +12,9 @@ namespace nn {
 
 // The 2-norm of all elements of all `grads` together (undefined entries
 // skipped), each global element counted once whatever the layouts: the sums
-// of squares are ops::Sum reductions, so sharded dims add their shards'
-// sums and replicated dims count once. Gradients on one mesh share one
+// of squares are ops::SumOfSquares reductions (one fused pass over each
+// shard, f64), so sharded dims add their shards' sums and replicated dims
+// count once. Gradients on one mesh share one
 // all-reduce (their Partial sums add up locally first). Every rank calls it
 // (SPMD) and gets the same value. Under a metadata-only runtime the
 // collectives are recorded and the norm is 0. Not recorded by a tape.

@@ -21,7 +21,7 @@ namespace dtensor {
 namespace ops {
 namespace {
 
-enum class Kind { kSum, kMean, kMax, kMin, kMinMax };
+enum class Kind { kSum, kMean, kMax, kMin, kMinMax, kSumSquares };
 
 // Arguments: dims (0), keepdim (1).
 const std::vector<ArgSpec> kArgs = {{"dims", ArgKind::kInts, ""},
@@ -112,6 +112,8 @@ LocalFn ProbeOf(Kind kind) {
         return dtensor::Mean(in[0], args.Ints(0), args.Bool(1));
       case Kind::kMax:
         return dtensor::Max(in[0], args.Ints(0), args.Bool(1));
+      case Kind::kSumSquares:
+        return dtensor::SumOfSquares(in[0], args.Ints(0), args.Bool(1));
       default:
         return dtensor::Min(in[0], args.Ints(0), args.Bool(1));
     }
@@ -122,6 +124,7 @@ std::vector<ReduceOp> ContractionOf(Kind kind) {
   switch (kind) {
     case Kind::kSum:
     case Kind::kMean:
+    case Kind::kSumSquares:
       return {ReduceOp::kSum};
     case Kind::kMax:
       return {ReduceOp::kMax};
@@ -143,6 +146,7 @@ std::vector<EinsumSpec::PartialRule> RulesOf(Kind kind) {
     case Kind::kMin:
       return {{{0}, {ReduceOp::kMin}}};
     case Kind::kMinMax:
+    case Kind::kSumSquares:  // Squares of Partial terms do not add up.
       return {};
   }
   return {};
@@ -176,6 +180,10 @@ absl::StatusOr<OpLocals> ReduceLocal(Kind kind, const KernelContext& ctx,
           ExtremeLocal(kind == Kind::kMax ? ReduceOp::kMax : ReduceOp::kMin, x,
                        dims, keepdim));
       return OpLocals{std::move(out)};
+    }
+    case Kind::kSumSquares: {
+      DT_ASSIGN_OR_RETURN(Tensor sum, dtensor::SumOfSquares(x, dims, keepdim));
+      return OpLocals{std::move(sum)};
     }
     case Kind::kMinMax: {
       DT_ASSIGN_OR_RETURN(Tensor min,
@@ -236,6 +244,13 @@ absl::StatusOr<InputGrads> ReduceBackward(Kind kind, const BackwardCall& call) {
     return InputGrads{std::move(dx)};
   }
   DT_ASSIGN_OR_RETURN(DTensor kept, WithKeptDims(g, x, call.args));
+  if (kind == Kind::kSumSquares) {
+    // d sum(x^2) = 2 x g, in x's dtype.
+    DT_ASSIGN_OR_RETURN(kept, To(kept, x.dtype()));
+    DT_ASSIGN_OR_RETURN(DTensor twice, Mul(x, 2.0));
+    DT_ASSIGN_OR_RETURN(DTensor dx, Mul(twice, kept));
+    return InputGrads{std::move(dx)};
+  }
   if (kind == Kind::kMean) {
     const int64_t count = ReducedCount(
         x.shape(), ReducedMask(call.args.Ints(0), x.spec().ndim()));
@@ -260,7 +275,8 @@ OpDef MakeReduction(absl::string_view name, absl::string_view summary,
     DT_ASSIGN_OR_RETURN(DType dtype, ProbeDType(name, probe, inputs, args));
     const Shape& shape = inputs[0]->shape();
     const std::vector<bool> mask = ReducedMask(args.Ints(0), inputs[0]->ndim());
-    const bool extreme = kind != Kind::kSum && kind != Kind::kMean;
+    const bool extreme =
+        kind == Kind::kMax || kind == Kind::kMin || kind == Kind::kMinMax;
     if (extreme && ReducedCount(shape, mask) == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, ": the reduced extent (dims [",
@@ -303,7 +319,16 @@ OpDef MakeReduction(absl::string_view name, absl::string_view summary,
 }
 
 // The ops of the family, in this order.
-enum Id { kSumOp, kMeanOp, kAmaxOp, kAminOp, kMaxOp, kMinOp, kAminmaxOp };
+enum Id {
+  kSumOp,
+  kMeanOp,
+  kAmaxOp,
+  kAminOp,
+  kMaxOp,
+  kMinOp,
+  kAminmaxOp,
+  kSumSquaresOp
+};
 
 const std::vector<OpDef>& Defs() {
   static const std::vector<OpDef>* defs = new std::vector<OpDef>{
@@ -314,6 +339,9 @@ const std::vector<OpDef>& Defs() {
       MakeReduction("max", "max over dims (values, as amax)", Kind::kMax),
       MakeReduction("min", "min over dims (values, as amin)", Kind::kMin),
       MakeReduction("aminmax", "(min, max) over dims", Kind::kMinMax),
+      MakeReduction("sum_squares",
+                    "sum of squares over dims (f64, floating inputs)",
+                    Kind::kSumSquares),
   };
   return *defs;
 }
@@ -337,6 +365,11 @@ absl::StatusOr<DTensor> CallOne(Id id, const DTensor& x,
 absl::StatusOr<DTensor> Sum(const DTensor& x, absl::Span<const int64_t> dims,
                             bool keepdim) {
   return CallOne(kSumOp, x, dims, keepdim);
+}
+absl::StatusOr<DTensor> SumOfSquares(const DTensor& x,
+                                     absl::Span<const int64_t> dims,
+                                     bool keepdim) {
+  return CallOne(kSumSquaresOp, x, dims, keepdim);
 }
 absl::StatusOr<DTensor> Mean(const DTensor& x, absl::Span<const int64_t> dims,
                              bool keepdim) {

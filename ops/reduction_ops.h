@@ -28,8 +28,9 @@ namespace ops {
 // extent; what the tensor layer's reductions report.
 //
 // Registry names: sum, mean, amax, amin, max, min (max and min are amax and
-// amin: the values, no indices), aminmax (two outputs: min, max). Arguments:
-// "dims" (kInts, default all) and "keepdim" (kBool, default false).
+// amin: the values, no indices), aminmax (two outputs: min, max),
+// sum_squares. Arguments: "dims" (kInts, default all) and "keepdim" (kBool,
+// default false).
 
 absl::StatusOr<DTensor> Sum(const DTensor& x,
                             absl::Span<const int64_t> dims = {},
@@ -49,6 +50,13 @@ absl::StatusOr<DTensor> Max(const DTensor& x,
 absl::StatusOr<DTensor> Min(const DTensor& x,
                             absl::Span<const int64_t> dims = {},
                             bool keepdim = false);
+// The sum of x^2 in f64, one pass over each shard (tensor/reduction.h's
+// SumOfSquares): sharded dims give Partial(sum); a Partial input is
+// completed first, since squares of terms do not add up. Errors: a
+// non-floating dtype.
+absl::StatusOr<DTensor> SumOfSquares(const DTensor& x,
+                                     absl::Span<const int64_t> dims = {},
+                                     bool keepdim = false);
 // (min, max) in one pass over the layouts, like torch.aminmax.
 absl::StatusOr<std::pair<DTensor, DTensor>> Aminmax(
     const DTensor& x, absl::Span<const int64_t> dims = {},

@@ -21,6 +21,7 @@
 #include "tensor/convert.h"
 #include "tensor/cuda_backend_ops.h"
 #include "tensor/dispatch.h"
+#include "tensor/elementwise.h"
 #include "tensor/kernel_checks.h"
 #include "tensor/strided_loop.h"
 
@@ -138,6 +139,15 @@ struct SumReducer {
   Acc identity = 0;
   Acc Term(Acc x, int64_t /*result*/) const { return x; }
   static Acc Combine(Acc a, Acc b) { return a + b; }
+};
+
+// Squares: the squared 2-norm.
+struct SquareSumReducer {
+  using AccType = double;
+  static constexpr bool kSelects = false;
+  double identity = 0;
+  double Term(double x, int64_t /*result*/) const { return x * x; }
+  static double Combine(double a, double b) { return a + b; }
 };
 
 // Squared deviations from a per-result-element mean: the numerator of var.
@@ -432,6 +442,26 @@ absl::StatusOr<Tensor> Max(const Tensor& a, absl::Span<const int64_t> dims,
 absl::StatusOr<Tensor> Min(const Tensor& a, absl::Span<const int64_t> dims,
                            bool keepdim) {
   return ReduceExtreme<Extreme::kMin>(a, dims, keepdim);
+}
+
+absl::StatusOr<Tensor> SumOfSquares(const Tensor& a,
+                                    absl::Span<const int64_t> dims,
+                                    bool keepdim) {
+  if (cuda::OnCuda(a)) {
+    DT_RETURN_IF_ERROR(
+        internal::CheckFloatingOn(a, a.device(), "SumOfSquares", "a"));
+    DT_ASSIGN_OR_RETURN(const Tensor wide, a.To(DType::kF64));
+    DT_ASSIGN_OR_RETURN(const Tensor squares, Mul(wide, wide));
+    return Sum(squares, dims, keepdim);
+  }
+  DT_RETURN_IF_ERROR(internal::CheckFloatingCpu(a, "SumOfSquares", "a"));
+  DT_ASSIGN_OR_RETURN(const ReductionPlan plan,
+                      PlanReduction("SumOfSquares", a, dims, keepdim));
+  return internal::DispatchFloatingDType(
+      a.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
+        using T = decltype(tag);
+        return MakeResult<double>(plan, Reduce<T>(a, plan, SquareSumReducer()));
+      });
 }
 
 absl::StatusOr<Tensor> Var(const Tensor& a, absl::Span<const int64_t> dims,

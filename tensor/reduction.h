@@ -31,6 +31,14 @@ absl::StatusOr<Tensor> Min(const Tensor& a, absl::Span<const int64_t> dims = {},
 // Variance with `correction` (1 = unbiased, 0 = population).
 absl::StatusOr<Tensor> Var(const Tensor& a, absl::Span<const int64_t> dims = {},
                            int64_t correction = 1, bool keepdim = false);
+// The sum of the squares of the elements, in one pass with no temporaries
+// (f64 accumulation and result, whatever the floating input dtype): the
+// squared 2-norm that gradient clipping needs. On a CUDA device it runs as
+// a cast, a multiply and Sum there.
+// Errors: a non-floating dtype; dims as Sum.
+absl::StatusOr<Tensor> SumOfSquares(const Tensor& a,
+                                    absl::Span<const int64_t> dims = {},
+                                    bool keepdim = false);
 // Index (i64) of the first maximum along one dim.
 absl::StatusOr<Tensor> Argmax(const Tensor& a, int64_t dim,
                               bool keepdim = false);

@@ -88,8 +88,13 @@ std::vector<GradCase> ReductionCases() {
   std::mt19937 rng(5);
   std::vector<GradCase> cases;
   const std::vector<std::pair<std::string, Reduction>> reductions = {
-      {"sum", ops::Sum},   {"mean", ops::Mean}, {"amax", ops::Amax},
-      {"amin", ops::Amin}, {"max", ops::Max},   {"min", ops::Min}};
+      {"sum", ops::Sum},
+      {"mean", ops::Mean},
+      {"amax", ops::Amax},
+      {"amin", ops::Amin},
+      {"max", ops::Max},
+      {"min", ops::Min},
+      {"sum_squares", ops::SumOfSquares}};
   const std::vector<std::vector<int64_t>> dim_sets = {{}, {1}, {0, -1}};
   for (const auto& [name, f] : reductions) {
     for (const std::vector<int64_t>& dims : dim_sets) {

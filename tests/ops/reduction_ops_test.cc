@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "ops/dispatch.h"
 #include "ops/registry.h"
+#include "tensor/elementwise.h"
 #include "tensor/reduction.h"
 
 namespace dtensor {
@@ -68,6 +69,15 @@ std::vector<Spec> AllSpecs() {
       OneOutput("amin", Min, numbers),
       OneOutput("max", Max, {DType::kF32, DType::kBool}),
       OneOutput("min", Min, {DType::kF32, DType::kBool}),
+      // Reference: the unfused square and sum on the gathered tensor.
+      OneOutput("sum_squares",
+                +[](const Tensor& x, absl::Span<const int64_t> dims,
+                    bool keepdim) -> absl::StatusOr<Tensor> {
+                  DT_ASSIGN_OR_RETURN(Tensor wide, x.To(DType::kF64));
+                  DT_ASSIGN_OR_RETURN(Tensor squares, Mul(wide, wide));
+                  return Sum(squares, dims, keepdim);
+                },
+                {DType::kF32, DType::kF64}),
   };
   specs.push_back({"aminmax",
                    {DType::kF32, DType::kI64},
@@ -97,7 +107,8 @@ TEST_P(ReductionPropertyTest, MatchesTheTensorLayerOnGatheredInputs) {
   const Spec& spec = GetParam();
   absl::StatusOr<const OpDef*> op = OpRegistry::Builtin().Find(spec.op);
   ASSERT_TRUE(op.ok()) << op.status();
-  const bool extreme = spec.op != "sum" && spec.op != "mean";
+  const bool extreme =
+      spec.op != "sum" && spec.op != "mean" && spec.op != "sum_squares";
   std::mt19937 rng(std::hash<std::string>()(spec.op) % 100000);
   for (int round = 0; round < 4; ++round) {
     const std::vector<int64_t> mesh_shape = RandomMeshShape(rng);

@@ -263,6 +263,37 @@ TEST(ReductionTest, MeanAndVarMatchReferenceOverShapesLayoutsAndDTypes) {
   }
 }
 
+TEST(ReductionTest, SumOfSquaresMatchesReferenceInF64) {
+  std::mt19937 rng(31);
+  for (DType dtype : kFloatDTypes) {
+    for (int trial = 0; trial < 40; ++trial) {
+      const Shape shape = RandomShape(rng);
+      std::string layout;
+      const Tensor a = RandomInput(shape, dtype, rng, &layout);
+      const std::vector<int64_t> dims = RandomDims(a.dim(), rng);
+      const bool keepdim = std::bernoulli_distribution(0.5)(rng);
+      const Groups groups = GroupByResult(a, dims, keepdim);
+      const std::string context =
+          Describe("SumOfSquares", dtype, a, layout, dims, keepdim);
+      absl::StatusOr<Tensor> squares = SumOfSquares(a, dims, keepdim);
+      ASSERT_TRUE(squares.ok()) << context << ": " << squares.status();
+      EXPECT_EQ(squares->dtype(), DType::kF64) << context;
+      std::vector<double> expected;
+      for (const std::vector<double>& group : groups.values) {
+        double sum = 0;
+        for (double v : group) sum += v * v;
+        expected.push_back(sum);
+      }
+      // The inputs are exact in every dtype and the sums in f64: tight.
+      ExpectClose(*squares, groups.shape, expected, Tolerance{1e-12, 1e-12},
+                  context);
+    }
+  }
+  EXPECT_EQ(
+      SumOfSquares(Tensor::Zeros({2}, DType::kI64).value()).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ReductionTest, ArgmaxMatchesReferenceOverShapesLayoutsAndDTypes) {
   std::mt19937 rng(11);
   for (DType dtype : kAllDTypes) {
