@@ -231,13 +231,27 @@ absl::StatusOr<DTensor> GeluGrad(const DTensor& a, const DTensor& out,
 
 absl::StatusOr<DTensor> SiluGrad(const DTensor& a, const DTensor&,
                                  const DTensor& g, const OpArgs&) {
-  // s (1 + a (1 - s)) with s = sigmoid(a).
+  return SiluBackward(g, a);
+}
+
+// silu_backward(g, a) = g silu'(a): d/dg = silu'(a), so the incoming G gives
+// silu_backward(G, a); d/da = g silu''(a) with silu''(a) = s (1 - s) (2 +
+// a (1 - 2 s)), s = sigmoid(a).
+absl::StatusOr<InputGrads> SiluBackwardGrad(const DTensor& g, const DTensor& a,
+                                            const DTensor&,
+                                            const DTensor& incoming) {
+  DT_ASSIGN_OR_RETURN(DTensor dg, SiluBackward(incoming, a));
   DT_ASSIGN_OR_RETURN(DTensor s, Sigmoid(a));
-  DT_ASSIGN_OR_RETURN(DTensor d, OneMinus(s));
-  DT_ASSIGN_OR_RETURN(d, Mul(d, a));
-  DT_ASSIGN_OR_RETURN(d, Add(d, 1.0));
-  DT_ASSIGN_OR_RETURN(d, Mul(d, s));
-  return Mul(g, d);
+  DT_ASSIGN_OR_RETURN(DTensor slope, OneMinus(s));
+  DT_ASSIGN_OR_RETURN(slope, Mul(slope, s));
+  DT_ASSIGN_OR_RETURN(DTensor inner, Mul(s, -2.0));
+  DT_ASSIGN_OR_RETURN(inner, Add(inner, 1.0));
+  DT_ASSIGN_OR_RETURN(inner, Mul(inner, a));
+  DT_ASSIGN_OR_RETURN(inner, Add(inner, 2.0));
+  DT_ASSIGN_OR_RETURN(DTensor da, Mul(slope, inner));
+  DT_ASSIGN_OR_RETURN(da, Mul(da, g));
+  DT_ASSIGN_OR_RETURN(da, Mul(da, incoming));
+  return InputGrads{std::move(dg), std::move(da)};
 }
 
 using Binary = absl::StatusOr<Tensor> (*)(const Tensor&, const Tensor&);
@@ -344,6 +358,14 @@ const OpDef& DivDef() {
 const OpDef& PowDef() {
   static const OpDef* def = new OpDef(BinaryOp(
       "pow", "a ** b", kPowFn, Linearity::kNone, BinaryBackward(PowGrad)));
+  return *def;
+}
+
+const OpDef& SiluBackwardDef() {
+  static const OpDef* def = new OpDef(BinaryOp(
+      "silu_backward", "a * silu'(b): SiLU's backward (gradient a, input b)",
+      dtensor::SiluBackward, Linearity::kSumFirst,
+      BinaryBackward(SiluBackwardGrad)));
   return *def;
 }
 
@@ -696,6 +718,9 @@ absl::StatusOr<DTensor> Gelu(const DTensor& a,
   return Call(GeluDef(), {&a}, args);
 }
 absl::StatusOr<DTensor> Silu(const DTensor& a) { return Call(SiluDef(), {&a}); }
+absl::StatusOr<DTensor> SiluBackward(const DTensor& grad, const DTensor& x) {
+  return Call(SiluBackwardDef(), {&grad, &x});
+}
 absl::StatusOr<DTensor> Sigmoid(const DTensor& a) {
   return Call(SigmoidDef(), {&a});
 }
@@ -744,15 +769,16 @@ absl::StatusOr<DTensor> Where(const DTensor& cond, const DTensor& a,
 }
 
 std::vector<const OpDef*> ElementwiseOps() {
-  return {&AddDef(),       &SubDef(),       &MulDef(),       &DivDef(),
-          &PowDef(),       &MaximumDef(),   &MinimumDef(),   &EqDef(),
-          &NeDef(),        &LtDef(),        &LeDef(),        &GtDef(),
-          &GeDef(),        &AddScalarDef(), &SubScalarDef(), &MulScalarDef(),
-          &DivScalarDef(), &PowScalarDef(), &EqScalarDef(),  &NeScalarDef(),
-          &LtScalarDef(),  &LeScalarDef(),  &GtScalarDef(),  &GeScalarDef(),
-          &NegDef(),       &AbsDef(),       &ExpDef(),       &LogDef(),
-          &SqrtDef(),      &RsqrtDef(),     &ReluDef(),      &GeluDef(),
-          &SiluDef(),      &SigmoidDef(),   &TanhDef(),      &WhereDef()};
+  return {&AddDef(),         &SubDef(),       &MulDef(),       &DivDef(),
+          &PowDef(),         &MaximumDef(),   &MinimumDef(),   &EqDef(),
+          &NeDef(),          &LtDef(),        &LeDef(),        &GtDef(),
+          &GeDef(),          &AddScalarDef(), &SubScalarDef(), &MulScalarDef(),
+          &DivScalarDef(),   &PowScalarDef(), &EqScalarDef(),  &NeScalarDef(),
+          &LtScalarDef(),    &LeScalarDef(),  &GtScalarDef(),  &GeScalarDef(),
+          &NegDef(),         &AbsDef(),       &ExpDef(),       &LogDef(),
+          &SqrtDef(),        &RsqrtDef(),     &ReluDef(),      &GeluDef(),
+          &SiluDef(),        &SigmoidDef(),   &TanhDef(),      &WhereDef(),
+          &SiluBackwardDef()};
 }
 
 }  // namespace ops

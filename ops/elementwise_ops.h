@@ -55,6 +55,10 @@ absl::StatusOr<DTensor> Relu(const DTensor& a);
 absl::StatusOr<DTensor> Gelu(const DTensor& a, GeluApproximation approximation =
                                                    GeluApproximation::kNone);
 absl::StatusOr<DTensor> Silu(const DTensor& a);
+// grad * silu'(x) in one pass (registry name silu_backward, PyTorch's
+// silu_backward): what Silu's backward runs. Linear in `grad`, so a Partial
+// gradient stays Partial.
+absl::StatusOr<DTensor> SiluBackward(const DTensor& grad, const DTensor& x);
 absl::StatusOr<DTensor> Sigmoid(const DTensor& a);
 absl::StatusOr<DTensor> Tanh(const DTensor& a);
 

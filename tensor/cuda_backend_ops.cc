@@ -361,7 +361,8 @@ absl::StatusOr<Tensor> BinaryOnDevice(BinaryOp op, absl::string_view name,
   const bool floating = IsFloatingPoint(a.dtype());
   if ((!comparison && op != BinaryOp::kMaximum && op != BinaryOp::kMinimum &&
        a.dtype() == DType::kBool) ||
-      (!floating && (op == BinaryOp::kPow || op == BinaryOp::kDiv))) {
+      (!floating && (op == BinaryOp::kPow || op == BinaryOp::kDiv ||
+                     op == BinaryOp::kSiluBackward))) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": dtype ", std::string(DTypeName(a.dtype())),
         " is not supported on CUDA for this op (integer division and pow "

@@ -145,6 +145,15 @@ struct PowOp {
   }
 };
 
+struct SiluBackwardOp {
+  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kSiluBackward;
+  static constexpr Domain kDomain = Domain::kFloating;
+  template <typename C>
+  C operator()(C grad, C x) const {
+    return cuda::SiluBackwardOf(grad, x);
+  }
+};
+
 // Maximum and Minimum propagate NaN, like torch.maximum.
 struct MaximumOp {
   static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kMaximum;
@@ -541,6 +550,9 @@ absl::StatusOr<Tensor> Sub(const Tensor& a, const Tensor& b) {
 }
 absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b) {
   return Binary("Mul", a, b, MulOp());
+}
+absl::StatusOr<Tensor> SiluBackward(const Tensor& grad, const Tensor& x) {
+  return Binary("SiluBackward", grad, x, SiluBackwardOp());
 }
 absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b) {
   if (cuda::OnCuda(a) || cuda::OnCuda(b)) {

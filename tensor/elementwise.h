@@ -33,6 +33,9 @@ absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b);
 absl::StatusOr<Tensor> Pow(const Tensor& a, const Tensor& b);
 absl::StatusOr<Tensor> Maximum(const Tensor& a, const Tensor& b);
 absl::StatusOr<Tensor> Minimum(const Tensor& a, const Tensor& b);
+// grad * silu'(x) = grad s (1 + x (1 - s)), s = sigmoid(x): SiLU's backward
+// in one pass (PyTorch's silu_backward). Floating dtypes; broadcasts as Mul.
+absl::StatusOr<Tensor> SiluBackward(const Tensor& grad, const Tensor& x);
 
 // Scalar forms: the scalar takes the tensor's dtype (converted as
 // Tensor::Scalar does: 2.7 becomes 2 for an integer tensor). This holds for

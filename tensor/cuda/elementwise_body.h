@@ -44,6 +44,7 @@ enum class BinaryOp {
   kLe,
   kGt,
   kGe,
+  kSiluBackward,
 };
 
 // True for the ops that give bool.
@@ -69,6 +70,14 @@ DT_HOST_DEVICE inline float Tanh(float x) { return tanhf(x); }
 DT_HOST_DEVICE inline double Tanh(double x) { return tanh(x); }
 DT_HOST_DEVICE inline float Fabs(float x) { return fabsf(x); }
 DT_HOST_DEVICE inline double Fabs(double x) { return fabs(x); }
+
+// grad * silu'(x) = grad s (1 + x (1 - s)) with s = sigmoid(x): SiLU's
+// backward in one pass (floating C).
+template <typename C>
+DT_HOST_DEVICE inline C SiluBackwardOf(C grad, C x) {
+  const C s = C(1) / (C(1) + FastExpOf(-x));
+  return grad * s * (C(1) + x * (C(1) - s));
+}
 
 // x + y (op 0), x - y (1) or x * y (2) wrapping around for integer C (bool
 // ops are rejected before launch; it only needs to compile for them).
@@ -180,6 +189,12 @@ DT_HOST_DEVICE inline C ApplyBinary(BinaryOp op, C x, C y) {
       return x > y;
     case BinaryOp::kGe:
       return x >= y;
+    case BinaryOp::kSiluBackward:
+      if constexpr (std::is_integral_v<C>) {
+        return x;  // Rejected for integers before launch.
+      } else {
+        return SiluBackwardOf(x, y);
+      }
   }
   return x;
 }

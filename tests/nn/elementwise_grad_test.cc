@@ -95,6 +95,7 @@ std::vector<GradCase> Cases() {
   AddBinary(cases, "mul", ops::Mul, -2, 2, rng);
   AddBinary(cases, "div", ops::Div, 0.5, 2, rng);
   AddBinary(cases, "pow", ops::Pow, 0.5, 2, rng);
+  AddBinary(cases, "silu_backward", ops::SiluBackward, -3, 3, rng);
   AddBinary(cases, "maximum", ops::Maximum, -2, 2, rng);
   AddBinary(cases, "minimum", ops::Minimum, -2, 2, rng);
   AddComparison(cases, "eq", ops::Eq, rng);

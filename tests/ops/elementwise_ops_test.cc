@@ -95,6 +95,7 @@ std::vector<Spec> AllSpecs() {
       BinarySpec("mul", mul, arith),
       BinarySpec("div", div, {DType::kF32, DType::kI64}, Domain::kPositive),
       BinarySpec("pow", pow, floats, Domain::kPositive),
+      BinarySpec("silu_backward", SiluBackward, floats),
       BinarySpec("maximum", Maximum, {DType::kF32, DType::kI64, DType::kBool}),
       BinarySpec("minimum", Minimum, {DType::kF32, DType::kI64, DType::kBool}),
       BinarySpec("eq", eq, compare),

@@ -160,6 +160,7 @@ TEST(ElementwiseBodyTest, BinaryOpsMatchTheCpuKernelsBitForBit) {
       {BinaryOp::kMul, ::dtensor::Mul, false},
       {BinaryOp::kDiv, ::dtensor::Div, true},
       {BinaryOp::kPow, ::dtensor::Pow, true},
+      {BinaryOp::kSiluBackward, ::dtensor::SiluBackward, true},
       {BinaryOp::kMaximum, ::dtensor::Maximum, false},
       {BinaryOp::kMinimum, ::dtensor::Minimum, false},
       {BinaryOp::kEq, ::dtensor::Eq, false},

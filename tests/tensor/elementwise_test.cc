@@ -133,6 +133,13 @@ std::vector<BinaryCase> BinaryCases() {
       {"Div", Div, integer_or_true_div, kNumericDTypes, false, -20, 20, 1, 5},
       {"Pow", Pow, [](double x, double y) { return std::pow(x, y); },
        kFloatDTypes, false, 0.25, 3, -2, 2},
+      // grad * d/dx (x sigmoid(x)), differentiated by hand in double.
+      {"SiluBackward", SiluBackward,
+       [](double g, double x) {
+         const double s = 1 / (1 + std::exp(-x));
+         return g * (s + x * s * (1 - s));
+       },
+       kFloatDTypes},
       {"Maximum", Maximum, [](double x, double y) { return std::max(x, y); },
        kAllDTypes},
       {"Minimum", Minimum, [](double x, double y) { return std::min(x, y); },
@@ -544,10 +551,17 @@ TEST(ElementwiseErrorsTest, IntegerDivisionByZero) {
 TEST(ElementwiseErrorsTest, FloatOnlyOpsRejectIntegersNamingTheDType) {
   const Tensor x = Tensor::Ones({2}, DType::kI64).value();
   const std::vector<std::pair<std::string, absl::StatusOr<Tensor>>> results = {
-      {"Exp", Exp(x)},         {"Log", Log(x)},   {"Sqrt", Sqrt(x)},
-      {"Rsqrt", Rsqrt(x)},     {"Gelu", Gelu(x)}, {"Silu", Silu(x)},
-      {"Sigmoid", Sigmoid(x)}, {"Tanh", Tanh(x)}, {"Pow", Pow(x, x)},
+      {"Exp", Exp(x)},
+      {"Log", Log(x)},
+      {"Sqrt", Sqrt(x)},
+      {"Rsqrt", Rsqrt(x)},
+      {"Gelu", Gelu(x)},
+      {"Silu", Silu(x)},
+      {"Sigmoid", Sigmoid(x)},
+      {"Tanh", Tanh(x)},
+      {"Pow", Pow(x, x)},
       {"Pow", Pow(x, 2.0)},
+      {"SiluBackward", SiluBackward(x, x)},
   };
   for (const auto& [name, result] : results) {
     EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
