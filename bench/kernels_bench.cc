@@ -5,6 +5,10 @@
 //    ops built on it (Exp, Silu, Softmax) at the tiny Llama's shapes;
 //  - broadcasting Mul, row ([n, d] * [d]) and column ([n, d] * [n, 1]), vs the
 //    same-shape Mul, at the model's widths and at a RoPE-like inner dim of 16;
+//  - log: the vectorized FastLog loop (tensor/cuda/fast_log.h, the Log op's)
+//    vs std::log per element;
+//  - SiLU's backward: the fused silu_backward pass vs the six elementwise
+//    ops it replaced;
 //  - AdamW: the fused one-pass kernel (tensor/adamw_kernel.h) vs the same step
 //    as elementwise ops (the unfused formula, each op a pass and a temporary).
 // Elements per second count the elements of the output (of the parameter for
@@ -15,6 +19,7 @@
 
 #include "benchmark/benchmark.h"
 #include "tensor/adamw_kernel.h"
+#include "tensor/cuda/fast_log.h"
 #include "tensor/elementwise.h"
 #include "tensor/generator.h"
 #include "tensor/nn_functional.h"
@@ -68,6 +73,36 @@ void BM_ExpLoopFast(benchmark::State& state) {
 BENCHMARK(BM_ExpLoopLibm)->Arg(4096)->Arg(1 << 20);
 BENCHMARK(BM_ExpLoopFast)->Arg(4096)->Arg(1 << 20);
 
+// ---- log. ----
+
+// Positive inputs over many binades: (0, 20].
+std::vector<float> LogInputs(int64_t n) {
+  return Random({n}, 3, 1e-6, 20).ToVector<float>();
+}
+
+template <typename Fn>
+void RunLogLoop(benchmark::State& state, Fn log) {
+  const int64_t n = state.range(0);
+  const std::vector<float> in = LogInputs(n);
+  std::vector<float> out(n);
+  for (auto _ : state) {
+    for (int64_t i = 0; i < n; ++i) out[i] = log(in[i]);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetElements(state, n);
+}
+
+void BM_LogLoopLibm(benchmark::State& state) {
+  RunLogLoop(state, [](float x) { return std::log(x); });
+}
+void BM_LogLoopFast(benchmark::State& state) {
+  RunLogLoop(state, [](float x) { return cuda::FastLog(x); });
+}
+
+BENCHMARK(BM_LogLoopLibm)->Arg(4096)->Arg(1 << 20);
+BENCHMARK(BM_LogLoopFast)->Arg(4096)->Arg(1 << 20);
+
 // An op on one input of `shape`, its result allocated as the API does (one
 // untimed call first: the steady state of a training loop).
 template <typename Op>
@@ -93,6 +128,27 @@ void BM_Softmax(benchmark::State& state) {
            [](const Tensor& x) { return *Softmax(x, -1); });
 }
 BENCHMARK(BM_Silu);
+
+// SiLU's backward at the feed forward's shape: one fused pass, and the six
+// elementwise ops (sigmoid, 1 - s, * x, + 1, * s, * g) it replaced.
+void BM_SiluBackwardFused(benchmark::State& state) {
+  const Tensor g = Random({512, 704}, 4);
+  RunUnary(state, {512, 704},
+           [&g](const Tensor& x) { return *SiluBackward(g, x); });
+}
+void BM_SiluBackwardUnfused(benchmark::State& state) {
+  const Tensor g = Random({512, 704}, 4);
+  RunUnary(state, {512, 704}, [&g](const Tensor& x) {
+    const Tensor s = *Sigmoid(x);
+    Tensor d = *Sub(Tensor::Scalar(1.0, DType::kF32), s);
+    d = *Mul(d, x);
+    d = *Add(d, 1.0);
+    d = *Mul(d, s);
+    return *Mul(g, d);
+  });
+}
+BENCHMARK(BM_SiluBackwardFused);
+BENCHMARK(BM_SiluBackwardUnfused);
 BENCHMARK(BM_Softmax)->Args({4096, 64})->Args({512, 256});
 
 // ---- Broadcasting Mul. ----

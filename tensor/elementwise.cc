@@ -14,6 +14,7 @@
 #include "tensor/blocked_loop.h"
 #include "tensor/convert.h"
 #include "tensor/cuda/fast_exp.h"
+#include "tensor/cuda/fast_log.h"
 #include "tensor/cuda_backend_ops.h"
 #include "tensor/dispatch.h"
 #include "tensor/kernel_checks.h"
@@ -209,7 +210,7 @@ struct LogOp {
   static constexpr Domain kDomain = Domain::kFloating;
   template <typename C>
   C operator()(C x) const {
-    return std::log(x);
+    return cuda::FastLogOf(x);
   }
 };
 

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "tensor/cuda/fast_exp.h"
+#include "tensor/cuda/fast_log.h"
 #include "tensor/cuda/host_device.h"
 
 namespace dtensor::cuda {
@@ -113,7 +114,7 @@ DT_HOST_DEVICE inline C ApplyUnary(UnaryOp op, C x) {
       case UnaryOp::kExp:
         return FastExpOf(x);
       case UnaryOp::kLog:
-        return Log(x);
+        return FastLogOf(x);
       case UnaryOp::kSqrt:
         return Sqrt(x);
       case UnaryOp::kRsqrt:
