@@ -5,8 +5,8 @@
 //    ops built on it (Exp, Silu, Softmax) at the tiny Llama's shapes;
 //  - broadcasting Mul, row ([n, d] * [d]) and column ([n, d] * [n, 1]), vs the
 //    same-shape Mul, at the model's widths and at a RoPE-like inner dim of 16;
-//  - log: the vectorized FastLog loop (tensor/cuda/fast_log.h, the Log op's)
-//    vs std::log per element;
+//  - log: the Log op (the vectorized FastLog, tensor/cuda/fast_log.h) vs
+//    std::log per element;
 //  - SiLU's backward: the fused silu_backward pass vs the six elementwise
 //    ops it replaced;
 //  - AdamW: the fused one-pass kernel (tensor/adamw_kernel.h) vs the same step
@@ -19,7 +19,6 @@
 
 #include "benchmark/benchmark.h"
 #include "tensor/adamw_kernel.h"
-#include "tensor/cuda/fast_log.h"
 #include "tensor/elementwise.h"
 #include "tensor/generator.h"
 #include "tensor/nn_functional.h"
@@ -80,28 +79,33 @@ std::vector<float> LogInputs(int64_t n) {
   return Random({n}, 3, 1e-6, 20).ToVector<float>();
 }
 
-template <typename Fn>
-void RunLogLoop(benchmark::State& state, Fn log) {
+void BM_LogLoopLibm(benchmark::State& state) {
   const int64_t n = state.range(0);
   const std::vector<float> in = LogInputs(n);
   std::vector<float> out(n);
   for (auto _ : state) {
-    for (int64_t i = 0; i < n; ++i) out[i] = log(in[i]);
+    for (int64_t i = 0; i < n; ++i) out[i] = std::log(in[i]);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
   SetElements(state, n);
 }
-
-void BM_LogLoopLibm(benchmark::State& state) {
-  RunLogLoop(state, [](float x) { return std::log(x); });
-}
-void BM_LogLoopFast(benchmark::State& state) {
-  RunLogLoop(state, [](float x) { return cuda::FastLog(x); });
+// The Log op: FastLog in the op's blocked loop (what GCC vectorizes at -O2,
+// tensor/blocked_loop.h), its output allocated as the API does.
+void BM_LogOp(benchmark::State& state) {
+  const Tensor x =
+      *Tensor::FromVector(LogInputs(state.range(0)), {state.range(0)});
+  benchmark::DoNotOptimize(Log(x)->raw_data());
+  for (auto _ : state) {
+    Tensor y = *Log(x);
+    benchmark::DoNotOptimize(y.raw_data());
+    benchmark::ClobberMemory();
+  }
+  SetElements(state, x.numel());
 }
 
 BENCHMARK(BM_LogLoopLibm)->Arg(4096)->Arg(1 << 20);
-BENCHMARK(BM_LogLoopFast)->Arg(4096)->Arg(1 << 20);
+BENCHMARK(BM_LogOp)->Arg(4096)->Arg(1 << 20);
 
 // An op on one input of `shape`, its result allocated as the API does (one
 // untimed call first: the steady state of a training loop).

@@ -40,9 +40,9 @@ using Coefficients = cuda::AdamWCoefficients<cuda::Compute<T>>;
 // The step over `count` contiguous elements of each operand; __restrict and
 // blocks let the compiler vectorize it (tensor/blocked_loop.h).
 template <typename T>
-ABSL_ATTRIBUTE_NOINLINE void AdamWRun(T* __restrict p, T* __restrict m,
-                                      T* __restrict v, const T* __restrict g,
-                                      int64_t count, const Coefficients<T>& k) {
+ABSL_ATTRIBUTE_NOINLINE DT_VECTOR_CLONES void AdamWRun(
+    T* __restrict p, T* __restrict m, T* __restrict v, const T* __restrict g,
+    int64_t count, const Coefficients<T>& k) {
   ForEachIndexInBlocks(count, [&](int64_t i) {
     cuda::AdamWElement(p + i, m + i, v + i, g + i, k);
   });

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "absl/base/attributes.h"
+
 namespace dtensor {
 
 // Calls `body(i)` for every i in [0, count) in increasing order: in blocks
@@ -16,8 +18,23 @@ namespace dtensor {
 // compiler to see that the output does not alias the inputs.
 inline constexpr int64_t kLoopBlock = 8;
 
+// Marks a loop function (not inlined, __restrict parameters, blocked loops)
+// to be compiled twice, for AVX2 and for the baseline (-march=x86-64-v2), the
+// loader picking one by the CPU (GCC function multiversioning): 8 float lanes
+// where the machine has them, 4 elsewhere. AVX2 without FMA, so that both
+// clones round as the scalar forms do (fast_exp_test checks the bits).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define DT_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define DT_VECTOR_CLONES
+#endif
+
+// Always inlined: called out of line, the body's pointers lose the
+// __restrict of the caller's parameters and the blocks stay scalar (as in a
+// DT_VECTOR_CLONES clone, which GCC's inliner otherwise skips).
 template <typename Body>
-inline void ForEachIndexInBlocks(int64_t count, Body&& body) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void ForEachIndexInBlocks(int64_t count,
+                                                              Body&& body) {
   int64_t i = 0;
   for (; i + kLoopBlock <= count; i += kLoopBlock) {
     for (int64_t j = 0; j < kLoopBlock; ++j) body(i + j);

@@ -326,9 +326,9 @@ using ResultType =
 
 // dst[i] = op(x[i]) for i < count.
 template <typename Out, typename T, typename Op>
-ABSL_ATTRIBUTE_NOINLINE void UnaryRun(Out* __restrict dst,
-                                      const T* __restrict x, int64_t count,
-                                      Op op) {
+ABSL_ATTRIBUTE_NOINLINE DT_VECTOR_CLONES void UnaryRun(Out* __restrict dst,
+                                                       const T* __restrict x,
+                                                       int64_t count, Op op) {
   using C = ComputeType<T>;
   ForEachIndexInBlocks(count, [&](int64_t i) {
     dst[i] = ConvertValue<Out>(op(static_cast<C>(x[i])));
@@ -341,7 +341,7 @@ ABSL_ATTRIBUTE_NOINLINE void UnaryRun(Out* __restrict dst,
 // or one value per row). One call per block, so that short rows (a
 // broadcast over a small inner dim) cost no call each.
 template <int kXStep, int kYStep, typename Out, typename T, typename Op>
-ABSL_ATTRIBUTE_NOINLINE void BinaryBlock(
+ABSL_ATTRIBUTE_NOINLINE DT_VECTOR_CLONES void BinaryBlock(
     Out* __restrict dst, const T* __restrict x, const T* __restrict y,
     int64_t count, int64_t rows, const OperandOffsets<3>& row_steps, Op op) {
   using C = ComputeType<T>;
@@ -357,10 +357,11 @@ ABSL_ATTRIBUTE_NOINLINE void BinaryBlock(
 
 // dst[i] = c[i] ? x[i] : y[i] for i < count.
 template <typename T>
-ABSL_ATTRIBUTE_NOINLINE void WhereRun(T* __restrict dst,
-                                      const bool* __restrict c,
-                                      const T* __restrict x,
-                                      const T* __restrict y, int64_t count) {
+ABSL_ATTRIBUTE_NOINLINE DT_VECTOR_CLONES void WhereRun(T* __restrict dst,
+                                                       const bool* __restrict c,
+                                                       const T* __restrict x,
+                                                       const T* __restrict y,
+                                                       int64_t count) {
   ForEachIndexInBlocks(count, [&](int64_t i) { dst[i] = c[i] ? x[i] : y[i]; });
 }
 

@@ -254,7 +254,7 @@ typename Reducer::AccType FoldRun(const T* p, int64_t step, int64_t count,
 // element first_result + i. Not inlined: GCC drops what __restrict promises
 // when it inlines, and then no longer vectorizes the loop.
 template <typename T, typename Reducer>
-ABSL_ATTRIBUTE_NOINLINE void AccumulateRun(
+ABSL_ATTRIBUTE_NOINLINE DT_VECTOR_CLONES void AccumulateRun(
     typename Reducer::AccType* __restrict r, const T* __restrict p,
     int64_t count, int64_t first_result, const Reducer& reducer) {
   using Acc = typename Reducer::AccType;

@@ -13,16 +13,15 @@ namespace {
 // (tensor/blocked_loop.h); not inlined, because GCC drops what __restrict
 // promises when it inlines them (ExpShifted stayed scalar).
 template <typename C>
-ABSL_ATTRIBUTE_NOINLINE void ExpShiftedRun(const C* __restrict in,
-                                           C* __restrict out, int64_t n,
-                                           C shift) {
+ABSL_ATTRIBUTE_NOINLINE DT_VECTOR_CLONES void ExpShiftedRun(
+    const C* __restrict in, C* __restrict out, int64_t n, C shift) {
   ForEachIndexInBlocks(
       n, [&](int64_t j) { out[j] = cuda::FastExpOf(in[j] - shift); });
 }
 
 template <typename C>
-ABSL_ATTRIBUTE_NOINLINE void ExpShiftedInPlaceRun(C* __restrict row, int64_t n,
-                                                  C shift) {
+ABSL_ATTRIBUTE_NOINLINE DT_VECTOR_CLONES void ExpShiftedInPlaceRun(
+    C* __restrict row, int64_t n, C shift) {
   ForEachIndexInBlocks(
       n, [&](int64_t j) { row[j] = cuda::FastExpOf(row[j] - shift); });
 }
