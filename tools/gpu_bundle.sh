@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds, on this machine, with --config=cuda, every GPU test (tag `gpu`), the
-# GPU benchmarks and train_llama, and packs them into one folder with the
+# GPU benchmarks, overlap_bench, train_llama and dtrun, and packs them into one folder with the
 # shared libraries a bare CUDA machine lacks (resolved from ldd: Abseil,
 # OpenBLAS, Gloo, GoogleTest, Benchmark, ...). The CUDA runtime is linked in
 # statically; cuBLAS and NCCL are NOT packed: run.sh takes them from the
@@ -20,7 +20,9 @@ out=${1:-gpu_bundle}
 limit_bytes=$((64 * 1024 * 1024))
 
 mapfile -t tests < <(./bazelw query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
-benches=(//bench:gpu_bench)
+# overlap_bench is a CPU benchmark: the GPU machine's 16 cores show the
+# overlap that the 2-core VM cannot (docs/performance.md).
+benches=(//bench:gpu_bench //bench:overlap_bench)
 # The op family tests, run again with DTENSOR_TEST_DEVICE=cuda: every op's
 # layouts and strategies on CUDA DTensors (in-process ranks sharing the GPU).
 suites=(//tests/ops:cast_ops_test //tests/ops:elementwise_ops_test
@@ -28,7 +30,8 @@ suites=(//tests/ops:cast_ops_test //tests/ops:elementwise_ops_test
   //tests/ops:nn_ops_test //tests/ops:reduction_ops_test
   //tests/ops:slice_ops_test //tests/ops:view_ops_test
   //tests/ops:vocab_ops_test)
-targets=("${tests[@]}" "${suites[@]}" "${benches[@]}" //examples:train_llama)
+targets=("${tests[@]}" "${suites[@]}" "${benches[@]}" //examples:train_llama
+  //tools:dtrun)
 # Programs the tests start by their workspace path. The bundle lays them out,
 # with the data files below, as Bazel's runfiles: runfiles/dtensor/<path>;
 # run.sh runs the tests there, with TEST_SRCDIR pointing at runfiles/.

@@ -66,6 +66,15 @@ say "=== gpu_bench"
 "$here/bin/gpu_bench" --benchmark_min_time=0.2 2>&1 | tee -a "$summary" >/dev/null ||
   failed=1
 
+say "=== overlap_bench (CPU: compute with an all-reduce overlapped)"
+for mib in 4 16 64; do
+  "$here/bin/overlap_bench" --mib "$mib" 2>&1 | tee -a "$summary" >/dev/null ||
+    failed=1
+  timeout 120 "$here/bin/dtrun" --nproc 2 -- "$here/bin/overlap_bench" \
+    --backend gloo --mib "$mib" 2>&1 | tail -n 1 | tee -a "$summary" \
+    >/dev/null || failed=1
+done
+
 say "=== PyTorch on the same device (bench/peer/gpu_torch.py)"
 llama_batch=4
 llama_seq=1024
