@@ -9,6 +9,7 @@
 //    std::log per element;
 //  - SiLU's backward: the fused silu_backward pass vs the six elementwise
 //    ops it replaced;
+//  - embedding's table gradient: the scatter-add vs the one-hot product;
 //  - AdamW: the fused one-pass kernel (tensor/adamw_kernel.h) vs the same step
 //    as elementwise ops (the unfused formula, each op a pass and a temporary).
 // Elements per second count the elements of the output (of the parameter for
@@ -21,6 +22,7 @@
 #include "tensor/adamw_kernel.h"
 #include "tensor/elementwise.h"
 #include "tensor/generator.h"
+#include "tensor/matmul.h"
 #include "tensor/nn_functional.h"
 #include "tensor/tensor.h"
 #include "tensor/vector_exp.h"
@@ -154,6 +156,41 @@ void BM_SiluBackwardUnfused(benchmark::State& state) {
 BENCHMARK(BM_SiluBackwardFused);
 BENCHMARK(BM_SiluBackwardUnfused);
 BENCHMARK(BM_Softmax)->Args({4096, 64})->Args({512, 256});
+
+// ---- Embedding's table gradient. ----
+
+// 512 tokens of width 256 into a table of range(0) rows: the scatter-add
+// (EmbeddingBackward) and the one-hot matrix product it replaced (the one-hot
+// [rows, tokens] built outside the timed loop, so only the product is
+// timed). Items: the table's elements.
+void BM_EmbeddingBackwardScatter(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  const Tensor indices = *Tensor::FromVector(
+      Random({512}, 5, 0, static_cast<double>(rows - 1)).ToVector<int64_t>(),
+      {512});
+  const Tensor grad = Random({512, 256}, 6);
+  for (auto _ : state) {
+    Tensor dtable = *EmbeddingBackward(indices, grad, rows);
+    benchmark::DoNotOptimize(dtable.raw_data());
+  }
+  SetElements(state, rows * 256);
+}
+void BM_EmbeddingBackwardOneHot(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  const std::vector<int64_t> indices =
+      Random({512}, 5, 0, static_cast<double>(rows - 1)).ToVector<int64_t>();
+  std::vector<float> hits(rows * 512, 0.0f);
+  for (int64_t t = 0; t < 512; ++t) hits[indices[t] * 512 + t] = 1.0f;
+  const Tensor onehot_t = *Tensor::FromVector(hits, {rows, 512});
+  const Tensor grad = Random({512, 256}, 6);
+  for (auto _ : state) {
+    Tensor dtable = *Matmul(onehot_t, grad);
+    benchmark::DoNotOptimize(dtable.raw_data());
+  }
+  SetElements(state, rows * 256);
+}
+BENCHMARK(BM_EmbeddingBackwardScatter)->Arg(256)->Arg(32000);
+BENCHMARK(BM_EmbeddingBackwardOneHot)->Arg(256)->Arg(32000);
 
 // ---- Broadcasting Mul. ----
 

@@ -132,17 +132,93 @@ absl::StatusOr<DTensor> OneHot(const DTensor& indices, const DTensor& like,
   return To(hit, dtype);
 }
 
-// dtable = onehot(indices)^T g over all looked-up rows: the scatter-add of
-// the output rows' gradients, as a matrix product (no scatter op exists).
-absl::StatusOr<InputGrads> EmbeddingBackward(const BackwardCall& call) {
-  const DTensor& indices = call.inputs[0];
-  const DTensor& table = call.inputs[1];
-  DT_ASSIGN_OR_RETURN(DTensor onehot, OneHot(indices, table, 0, table.dtype()));
-  DT_ASSIGN_OR_RETURN(DTensor hits, FlattenLeading(onehot));
-  DT_ASSIGN_OR_RETURN(DTensor rows, FlattenLeading(call.grad_outputs[0]));
-  DT_ASSIGN_OR_RETURN(DTensor hits_t, Transpose(hits, 0, 1));
-  DT_ASSIGN_OR_RETURN(DTensor dtable, Mm(hits_t, rows));
+// dtable: the scatter-add of the output rows' gradients (embedding_backward),
+// laid out like the table where the gradient allows.
+absl::StatusOr<InputGrads> EmbeddingGrad(const BackwardCall& call) {
+  DT_ASSIGN_OR_RETURN(DTensor dtable, ops::EmbeddingBackward(
+                                          call.inputs[0], call.grad_outputs[0],
+                                          call.inputs[1]));
   return InputGrads{DTensor(), std::move(dtable)};
+}
+
+// ---- embedding_backward: (indices [*], grad [*, dim], table [num, dim]) ->
+// [num, dim]; the table gives only its shape and layout. ----
+
+absl::StatusOr<std::vector<TensorMeta>> EmbeddingBackwardInfer(
+    absl::Span<const DTensorSpec* const> inputs, const OpArgs&) {
+  const DTensorSpec& indices = *inputs[0];
+  const DTensorSpec& grad = *inputs[1];
+  const DTensorSpec& table = *inputs[2];
+  if (indices.dtype() != DType::kI32 && indices.dtype() != DType::kI64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "embedding_backward: indices have dtype ",
+        std::string(DTypeName(indices.dtype())), "; i32 or i64 is required"));
+  }
+  Shape want = indices.shape();
+  want.push_back(table.ndim() == 2 ? table.shape()[1] : 0);
+  if (!IsFloatingPoint(grad.dtype()) || table.ndim() != 2 ||
+      grad.shape() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "embedding_backward: grad must be a floating [indices..., dim] for "
+        "indices ",
+        ShapeToString(indices.shape()), " and a table [num, dim]; got grad ",
+        std::string(DTypeName(grad.dtype())), " ", ShapeToString(grad.shape()),
+        ", table ", ShapeToString(table.shape())));
+  }
+  return std::vector<TensorMeta>{{table.shape(), grad.dtype()}};
+}
+
+// Loops: the index dims 0..k-1 (contracted: sharding them gives a
+// Partial(sum) table gradient), the table row k and the row width k + 1. The
+// table iterates both as the output does, so each strategy wants the table
+// laid out as the gradient it gives: the cheapest is the table's own layout
+// where the indices and grad allow it (rows: each rank adds only the rows of
+// its block, indices and grad Replicate).
+absl::StatusOr<std::vector<OpStrategy>> EmbeddingBackwardStrategies(
+    const StrategyContext& ctx) {
+  const int k = static_cast<int>(ctx.inputs[0]->ndim());
+  EinsumSpec spec;
+  spec.num_loops = k + 2;
+  std::vector<int> grad_loops = IdentityLoops(k);
+  grad_loops.push_back(k + 1);
+  spec.loops.inputs = {IdentityLoops(k), std::move(grad_loops), {k, k + 1}};
+  spec.loops.outputs = {{k, k + 1}};
+  spec.contraction = {ReduceOp::kSum};
+  // Linear in grad.
+  spec.partial_rules = {{{1}, {ReduceOp::kSum, ReduceOp::kAvg}}};
+  return EinsumStrategies(ctx, spec);
+}
+
+// This rank's block of the table gradient: its rows of the output spec.
+absl::StatusOr<OpLocals> EmbeddingBackwardKernel(
+    const KernelContext& ctx, absl::Span<const Tensor> inputs) {
+  DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, ctx.output(0)));
+  DT_ASSIGN_OR_RETURN(Tensor dtable, dtensor::EmbeddingBackward(
+                                         inputs[0], inputs[1], block.shape[0],
+                                         block.offset[0]));
+  return OpLocals{std::move(dtable)};
+}
+
+// Linear in grad: its gradient looks the incoming rows up again. None for
+// the table, whose values it does not read.
+absl::StatusOr<InputGrads> EmbeddingBackwardBackward(const BackwardCall& call) {
+  DT_ASSIGN_OR_RETURN(DTensor dgrad,
+                      Embedding(call.inputs[0], call.grad_outputs[0]));
+  return InputGrads{DTensor(), std::move(dgrad), DTensor()};
+}
+
+OpDef MakeEmbeddingBackward() {
+  OpDef def;
+  def.name = "embedding_backward";
+  def.summary =
+      "table gradient [num, dim] of embedding: grad rows scatter-added at "
+      "their indices, laid out like the table";
+  def.num_inputs = 3;
+  def.infer = EmbeddingBackwardInfer;
+  def.strategies = EmbeddingBackwardStrategies;
+  def.kernel = EmbeddingBackwardKernel;
+  def.backward = EmbeddingBackwardBackward;
+  return def;
 }
 
 OpDef MakeEmbedding() {
@@ -153,7 +229,7 @@ OpDef MakeEmbedding() {
   def.infer = EmbeddingInfer;
   def.strategies = EmbeddingStrategies;
   def.kernel = EmbeddingKernel;
-  def.backward = EmbeddingBackward;
+  def.backward = EmbeddingGrad;
   return def;
 }
 
@@ -531,6 +607,11 @@ const OpDef& EmbeddingDef() {
   return *def;
 }
 
+const OpDef& EmbeddingBackwardDef() {
+  static const OpDef* def = new OpDef(MakeEmbeddingBackward());
+  return *def;
+}
+
 const OpDef& CrossEntropyDef() {
   static const OpDef* def = new OpDef(MakeCrossEntropy(false));
   return *def;
@@ -561,6 +642,13 @@ absl::StatusOr<DTensor> Embedding(const DTensor& indices,
   return DispatchOne(EmbeddingDef(), in, OpArgs());
 }
 
+absl::StatusOr<DTensor> EmbeddingBackward(const DTensor& indices,
+                                          const DTensor& grad,
+                                          const DTensor& table) {
+  const DTensor* in[] = {&indices, &grad, &table};
+  return DispatchOne(EmbeddingBackwardDef(), in, OpArgs());
+}
+
 absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,
                                      const DTensor& target, Reduction reduction,
                                      int64_t ignore_index) {
@@ -581,7 +669,7 @@ LossParallelScope::~LossParallelScope() { --loss_parallel_depth; }
 bool LossParallelScope::Active() { return loss_parallel_depth > 0; }
 
 std::vector<const OpDef*> VocabOps() {
-  return {&EmbeddingDef(), &CrossEntropyDef()};
+  return {&EmbeddingDef(), &EmbeddingBackwardDef(), &CrossEntropyDef()};
 }
 
 }  // namespace ops

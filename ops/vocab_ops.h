@@ -26,6 +26,18 @@ namespace ops {
 //                                    gives zero rows for the others;
 //   table Partial(any op), indices R -> the same Partial.
 //
+// embedding_backward (indices, grad [indices..., dim], table [num, dim]) ->
+// [num, dim], embedding's table gradient as one scatter-add pass
+// (tensor/nn_functional.h EmbeddingBackward), what embedding's backward runs.
+// The table gives only its shape and layout: each strategy takes the table
+// laid out as the gradient it gives, so the gradient comes out in the table's
+// layout where the indices and grad allow:
+//   indices and grad sharded alike on an index dim -> Partial(sum);
+//   grad S(last)                  -> S(1);
+//   indices and grad R            -> S(0): each rank adds only the rows of its
+//                                    block (a row-sharded table);
+//   grad Partial(sum or avg), indices R -> the same Partial.
+//
 // cross_entropy (logits [N, C] or [C], target [N] or []) with reduction
 // none / mean / sum and ignore_index:
 //   C sharded ("loss parallel")   the logits are never gathered: the kernel
@@ -52,11 +64,17 @@ namespace ops {
 // ([N] or [], laid out like the target, complete over the classes; f64 for
 // f64 logits, else f32; for ignored rows too).
 //
-// Registry names and arguments: embedding (indices, table); cross_entropy
+// Registry names and arguments: embedding (indices, table);
+// embedding_backward (indices, grad, table); cross_entropy
 // (logits, target -> loss, count, log_sum_exp; "reduction", int: 0 none,
 // 1 mean, 2 sum, default 1; "ignore_index", int, default -100).
 
 absl::StatusOr<DTensor> Embedding(const DTensor& indices, const DTensor& table);
+// The gradient of `table` for which Embedding(indices, table) gave `grad`
+// (the table's values are not read).
+absl::StatusOr<DTensor> EmbeddingBackward(const DTensor& indices,
+                                          const DTensor& grad,
+                                          const DTensor& table);
 // The loss (the op's first output). Under a LossParallelScope of the calling
 // thread, logits whose class dim is sharded keep it sharded (see there).
 absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,

@@ -12,6 +12,7 @@
 #include "tensor/cuda_backend_ops.h"
 #include "tensor/dispatch.h"
 #include "tensor/elementwise.h"
+#include "tensor/indexing.h"
 #include "tensor/kernel_checks.h"
 #include "tensor/matmul.h"
 #include "tensor/vector_exp.h"
@@ -351,6 +352,101 @@ absl::StatusOr<Tensor> Embedding(const Tensor& indices, const Tensor& table) {
                 row_bytes);
   }
   return out;
+}
+
+namespace {
+
+// Checks EmbeddingBackward's shapes; returns the row width.
+absl::StatusOr<int64_t> EmbeddingGradWidth(const Tensor& indices,
+                                           const Tensor& grad,
+                                           int64_t num_rows) {
+  DT_RETURN_IF_ERROR(internal::CheckFloatingOn(grad, grad.device(),
+                                               "EmbeddingBackward", "grad"));
+  Shape want = indices.shape();
+  want.push_back(grad.dim() > 0 ? grad.size(-1) : 0);
+  if (grad.dim() != indices.dim() + 1 || grad.shape() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "EmbeddingBackward: grad has shape ", ShapeToString(grad.shape()),
+        "; indices of shape ", ShapeToString(indices.shape()),
+        " need [indices..., dim]"));
+  }
+  if (num_rows < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EmbeddingBackward: num_rows ", num_rows, " < 0"));
+  }
+  return grad.size(-1);
+}
+
+// The positions i of `rows` inside [first, first + count) and their rows
+// relative to first.
+struct RowsInside {
+  std::vector<int64_t> positions;
+  std::vector<int64_t> rows;
+};
+RowsInside SelectRows(const std::vector<int64_t>& rows, int64_t first,
+                      int64_t count) {
+  RowsInside inside;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t r = rows[i] - first;
+    if (r < 0 || r >= count) continue;
+    inside.positions.push_back(static_cast<int64_t>(i));
+    inside.rows.push_back(r);
+  }
+  return inside;
+}
+
+// On a device: the selected rows of grad gathered, then scatter-added.
+absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(const Tensor& grad,
+                                                 const RowsInside& inside,
+                                                 int64_t num_rows,
+                                                 int64_t width) {
+  const Device device = grad.device();
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Zeros({num_rows, width}, grad.dtype(), device));
+  const int64_t m = static_cast<int64_t>(inside.rows.size());
+  if (m == 0 || width == 0) return out;
+  DT_ASSIGN_OR_RETURN(Tensor flat, grad.Reshape({grad.numel() / width, width}));
+  DT_ASSIGN_OR_RETURN(Tensor positions,
+                      Tensor::FromVector(inside.positions, {m}));
+  DT_ASSIGN_OR_RETURN(positions, positions.To(device));
+  DT_ASSIGN_OR_RETURN(Tensor selected, IndexSelect(flat, 0, positions));
+  DT_ASSIGN_OR_RETURN(Tensor rows, Tensor::FromVector(inside.rows, {m, 1}));
+  DT_ASSIGN_OR_RETURN(rows, rows.Expand({m, width}));
+  DT_ASSIGN_OR_RETURN(rows, rows.Contiguous().To(device));
+  return ScatterAdd(out, 0, rows, selected);
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> EmbeddingBackward(const Tensor& indices,
+                                         const Tensor& grad, int64_t num_rows,
+                                         int64_t first_row) {
+  DT_ASSIGN_OR_RETURN(const int64_t width,
+                      EmbeddingGradWidth(indices, grad, num_rows));
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> rows,
+                      ReadIndices(indices, "EmbeddingBackward", "indices"));
+  const RowsInside inside = SelectRows(rows, first_row, num_rows);
+  if (cuda::OnCuda(grad)) {
+    return EmbeddingBackwardOnDevice(grad, inside, num_rows, width);
+  }
+  const Tensor source = grad.Contiguous();
+  return internal::DispatchFloatingDType(
+      grad.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
+        using T = decltype(tag);
+        using C = ComputeType<T>;
+        std::vector<C> sums(num_rows * width, C(0));
+        const T* g = source.data<T>();
+        for (size_t k = 0; k < inside.rows.size(); ++k) {
+          const T* row = g + inside.positions[k] * width;
+          C* sum = sums.data() + inside.rows[k] * width;
+          for (int64_t j = 0; j < width; ++j) sum[j] += static_cast<C>(row[j]);
+        }
+        DT_ASSIGN_OR_RETURN(Tensor out,
+                            Tensor::Empty({num_rows, width}, grad.dtype()));
+        T* data = out.data<T>();
+        for (size_t i = 0; i < sums.size(); ++i) data[i] = T(sums[i]);
+        return out;
+      });
 }
 
 absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& target,

@@ -126,6 +126,15 @@ std::vector<GradCase> VocabCases() {
        "0-d index",
        {*Tensor::FromVector<int64_t>({2}, {}), Random64({3, 2}, -1, 1, rng)},
        embedding});
+  // Its own gradient (double differentiation) looks the rows up again.
+  cases.push_back(
+      {"embedding_backward",
+       "i64 indices [2, 3], repeats, table [5, 2]",
+       {*Tensor::FromVector<int64_t>({1, 4, 1, 0, 4, 4}, {2, 3}),
+        Random64({2, 3, 2}, -1, 1, rng), Random64({5, 2}, -1, 1, rng)},
+       [](const In& in) {
+         return ops::EmbeddingBackward(in[0], in[1], in[2]);
+       }});
   const Tensor targets =
       *Tensor::FromVector<int64_t>({2, -100, 0, 3, 3, -100}, {6});
   for (Reduction reduction :

@@ -79,6 +79,46 @@ TEST(VocabPropertyTest, EmbeddingMatchesTheTensorLayer) {
   CheckOp(21, EmbeddingCall, EmbeddingCall);
 }
 
+// The table gradient by brute force in double: every grad row added at its
+// index.
+absl::StatusOr<Tensor> ScatteredRows(const Tensor& indices, const Tensor& grad,
+                                     int64_t num) {
+  const std::vector<int64_t> rows = indices.ToVector<int64_t>();
+  const std::vector<double> g = grad.ToVector<double>();
+  const int64_t dim = grad.shape().back();
+  std::vector<double> sums(num * dim, 0.0);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (int64_t j = 0; j < dim; ++j) sums[rows[i] * dim + j] += g[i * dim + j];
+  }
+  DT_ASSIGN_OR_RETURN(Tensor out, Tensor::FromVector(sums, {num, dim}));
+  return out.To(grad.dtype());
+}
+
+OpCall EmbeddingBackwardCall(std::mt19937& rng) {
+  const int64_t num = 1 + rng() % 7;
+  const int64_t dim = 1 + rng() % 5;
+  Shape index_shape = RandomShape(rng() % 3, 4, rng);
+  Shape grad_shape = index_shape;
+  grad_shape.push_back(dim);
+  OpCall c;
+  c.op = "embedding_backward";
+  c.description = c.op;
+  const DType dtype = rng() % 3 == 0 ? DType::kF64 : DType::kF32;
+  // The table: only its shape and layout matter.
+  c.inputs = {RandomTensor(index_shape, RandomIndexType(rng), 0, num - 1, rng),
+              RandomTensor(grad_shape, dtype, -2, 2, rng),
+              RandomTensor({num, dim}, dtype, -2, 2, rng)};
+  c.call = OneOutput(
+      [](const In& in) { return ops::EmbeddingBackward(in[0], in[1], in[2]); });
+  c.reference = OneReference(
+      [num](const Full& in) { return ScatteredRows(in[0], in[1], num); });
+  return c;
+}
+
+TEST(VocabPropertyTest, EmbeddingBackwardMatchesScatteredRows) {
+  CheckOp(23, EmbeddingBackwardCall, EmbeddingBackwardCall);
+}
+
 // Targets in [0, classes), a quarter of them `ignore_index`.
 Tensor RandomTargets(const Shape& shape, int64_t classes, int64_t ignore_index,
                      DType dtype, std::mt19937& rng) {
@@ -161,7 +201,8 @@ TEST(VocabPropertyTest, CrossEntropyMatchesTheTensorLayer) {
 }
 
 TEST(VocabCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
-  const std::set<std::string> tested = {"embedding", "cross_entropy"};
+  const std::set<std::string> tested = {"embedding", "embedding_backward",
+                                        "cross_entropy"};
   for (const OpDef* op : ops::VocabOps()) {
     EXPECT_TRUE(tested.count(std::string(op->name))) << op->name;
   }
@@ -190,6 +231,40 @@ TEST(VocabLayoutTest, RowShardedTableGivesAPartialSumWithoutCommunication) {
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = EmbeddingOnMeta({2, 2}, "S(0),R", "R,S(0)");
   EXPECT_EQ(o.layout, "S(0),P(sum)");
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
+}
+
+// embedding_backward gives the table's layout where the indices and grad
+// allow it, without communication: a vocab-sharded table's rows, a
+// column-sharded table's columns; batch-sharded indices give Partial(sum).
+MetaOutcome EmbeddingBackwardOnMeta(const std::vector<int64_t>& mesh,
+                                    const std::string& indices,
+                                    const std::string& grad,
+                                    const std::string& table) {
+  return RunOnMeta(
+      mesh,
+      {{{4, 6}, indices, DType::kI64}, {{4, 6, 16}, grad}, {{32, 16}, table}},
+      [](const In& in) { return ops::EmbeddingBackward(in[0], in[1], in[2]); });
+}
+
+TEST(VocabLayoutTest, EmbeddingBackwardFollowsTheTableWithoutCommunication) {
+  MetaOutcome o = EmbeddingBackwardOnMeta({4}, "R", "R", "S(0)");
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
+  o = EmbeddingBackwardOnMeta({4}, "R", "S(2)", "S(1)");
+  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
+  o = EmbeddingBackwardOnMeta({4}, "S(0)", "S(0)", "R");
+  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
+  // dp x tp with a vocab-parallel table: Partial on dp, rows on tp.
+  o = EmbeddingBackwardOnMeta({2, 2}, "S(0),R", "S(0),R", "R,S(0)");
+  EXPECT_EQ(o.layout, "P(sum),S(0)");
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
+  // A replicated table keeps a replicated gradient where the grad is.
+  o = EmbeddingBackwardOnMeta({4}, "R", "R", "R");
+  EXPECT_EQ(o.layout, "R");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 

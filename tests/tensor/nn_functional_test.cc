@@ -265,6 +265,64 @@ TEST(EmbeddingTest, BadInputs) {
                         {"[5]"});
 }
 
+// The gradient of a row block [first, first + count) of the table by brute
+// force: each grad row added at its index, in double.
+TEST(EmbeddingBackwardTest, RandomIndicesBlocksLayoutsAndDTypes) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t num = Pick<int64_t>({1, 2, 7}, rng);
+    const int64_t dim = Pick<int64_t>({0, 1, 3, 8}, rng);
+    const int64_t first = std::uniform_int_distribution<int64_t>(0, num)(rng);
+    const int64_t count =
+        std::uniform_int_distribution<int64_t>(0, num - first)(rng);
+    const DType dtype = Pick(kFloatDTypes, rng);
+    const Shape index_shape = RandomShape(
+        std::uniform_int_distribution<int>(0, 3)(rng), {0, 1, 2, 5}, rng);
+    Shape grad_shape = index_shape;
+    grad_shape.push_back(dim);
+    const Tensor indices =
+        RandomIndices(index_shape, num, Pick(kIndexDTypes, rng), rng);
+    const Tensor grad =
+        RandomTensor(grad_shape, dtype, Pick(kLayouts, rng), rng);
+    const std::string context =
+        absl::StrCat("trial ", trial, ": indices ", ShapeToString(index_shape),
+                     " rows [", first, ", ", first + count, ") dim ", dim, " ",
+                     std::string(DTypeName(dtype)));
+    absl::StatusOr<Tensor> result =
+        EmbeddingBackward(indices, grad, count, first);
+    ASSERT_TRUE(result.ok()) << context << ": " << result.status();
+    std::vector<double> expected(count * dim, 0.0);
+    const std::vector<int64_t> rows = indices.ToVector<int64_t>();
+    const std::vector<double> g = grad.ToVector<double>();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i] < first || rows[i] >= first + count) continue;
+      for (int64_t j = 0; j < dim; ++j) {
+        expected[(rows[i] - first) * dim + j] += g[i * dim + j];
+      }
+    }
+    EXPECT_EQ(result->dtype(), dtype) << context;
+    ExpectClose(*result, {count, dim}, expected, ToleranceFor(dtype), context);
+  }
+}
+
+TEST(EmbeddingBackwardTest, BadInputs) {
+  const Tensor indices = Tensor::FromVector<int64_t>({0, 3}, {2}).value();
+  ExpectInvalidArgument(
+      EmbeddingBackward(indices, Tensor::Zeros({3, 4}, DType::kF32).value(), 5),
+      {"[3, 4]", "[2]"});
+  ExpectInvalidArgument(
+      EmbeddingBackward(indices, Tensor::Zeros({2, 4}, DType::kI64).value(), 5),
+      {"i64"});
+  ExpectInvalidArgument(
+      EmbeddingBackward(indices, Tensor::Zeros({2, 4}, DType::kF32).value(),
+                        -1),
+      {"-1"});
+  ExpectInvalidArgument(
+      EmbeddingBackward(Tensor::FromVector<float>({1}, {1}).value(),
+                        Tensor::Zeros({1, 4}, DType::kF32).value(), 5),
+      {"f32"});
+}
+
 // ---- CrossEntropy. ----
 
 TEST(CrossEntropyTest, RandomLogitsTargetsAndReductions) {
