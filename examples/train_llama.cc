@@ -300,21 +300,23 @@ absl::StatusOr<std::shared_ptr<Backend>> BackendFromEnv(
   return GlooBackendFromEnv();
 }
 
-// This process's device: the CPU, or the GPU of its local rank (dtrun's
-// LOCAL_RANK, 0 without dtrun) modulo the devices present.
-absl::StatusOr<Device> RankDevice(const Options& options) {
+// The device of in-process ranks: the CPU, or the first GPU (shared).
+absl::StatusOr<Device> SharedDevice(const Options& options) {
   if (options.device == "cpu") return Device::CPU();
-  const int count = cuda::DeviceCount();
-  if (count == 0) {
+  if (cuda::DeviceCount() == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--device cuda: no usable CUDA device (", cuda::Describe(), ")"));
   }
-  int64_t local_rank = 0;
-  if (options.backend == "nccl") {
-    DT_ASSIGN_OR_RETURN(NcclBackendOptions nccl, NcclOptionsFromEnv());
-    local_rank = nccl.local_rank;
-  }
-  return Device::CUDA(static_cast<int>(local_rank % count));
+  return Device::CUDA(0);
+}
+
+// The device of a process that dtrun started: the CPU, or the GPU its NCCL
+// backend chose from its local rank (that of its communicators).
+absl::StatusOr<Device> ProcessDevice(const Options& options,
+                                     ProcessGroups& groups) {
+  if (options.device == "cpu") return Device::CPU();
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> world, groups.World());
+  return world->device();
 }
 
 absl::Status Main(const std::vector<std::string>& args) {
@@ -344,7 +346,7 @@ absl::Status Main(const std::vector<std::string>& args) {
     if (groups.rank() == 0) {
       DT_RETURN_IF_ERROR(PrintHeader(options, mesh, corpus));
     }
-    DT_ASSIGN_OR_RETURN(const Device device, RankDevice(options));
+    DT_ASSIGN_OR_RETURN(const Device device, ProcessDevice(options, groups));
     DT_ASSIGN_OR_RETURN(rank0,
                         TrainRank(groups, options, mesh, plan, corpus, device));
     if (groups.rank() != 0) return absl::OkStatus();
@@ -352,7 +354,7 @@ absl::Status Main(const std::vector<std::string>& args) {
     // With --device cuda the ranks share the GPU and their collectives go
     // through the host (collectives/host_staging.h): a layout demo, not a
     // fast path; dtrun with --backend nccl gives each rank a GPU.
-    DT_ASSIGN_OR_RETURN(const Device device, RankDevice(options));
+    DT_ASSIGN_OR_RETURN(const Device device, SharedDevice(options));
     DT_RETURN_IF_ERROR(PrintHeader(options, mesh, corpus));
     std::mutex mu;
     LocalCluster cluster(mesh.size(), CommunicatorOptions(), device);

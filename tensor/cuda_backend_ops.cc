@@ -52,34 +52,11 @@ absl::StatusOr<cudaStream_t> StreamOf(const Tensor& t) {
   return static_cast<cudaStream_t>(stream);
 }
 
-// `t` is a defined CUDA tensor on `device`.
-absl::Status CheckOnDevice(const Tensor& t, Device device, absl::string_view op,
-                           absl::string_view arg) {
-  if (!t.defined()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": ", arg, " is undefined"));
-  }
-  if (t.device() != device) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": ", arg, " is on ", t.device().ToString(),
-                     ", the other operands on ", device.ToString()));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckFloating(const Tensor& t, absl::string_view op,
-                           absl::string_view arg) {
-  if (IsFloatingPoint(t.dtype())) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      op, ": ", arg, " has dtype ", std::string(DTypeName(t.dtype())),
-      "; a floating dtype is required"));
-}
-
 // `t` on `device`: a copy when it is on the CPU (a scalar operand).
 absl::StatusOr<Tensor> OnDevice(const Tensor& t, Device device,
                                 absl::string_view op, absl::string_view arg) {
   if (t.defined() && t.device().is_cpu()) return t.To(device);
-  DT_RETURN_IF_ERROR(CheckOnDevice(t, device, op, arg));
+  DT_RETURN_IF_ERROR(internal::CheckOn(t, device, op, arg));
   return t;
 }
 
@@ -136,7 +113,7 @@ absl::StatusOr<Tensor> ContiguousOnDevice(const Tensor& t) {
 // ---- Normalization over the last dim. ----
 
 absl::Status CheckNormInput(const Tensor& x, absl::string_view op) {
-  DT_RETURN_IF_ERROR(CheckFloating(x, op, "x"));
+  DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, op, "x"));
   if (x.dim() == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": x needs at least 1 dim, got shape []"));
@@ -149,7 +126,7 @@ absl::Status CheckNormInput(const Tensor& x, absl::string_view op) {
 absl::StatusOr<Tensor> NormParam(const Tensor& x, const Tensor& param,
                                  absl::string_view op, absl::string_view arg) {
   if (!param.defined()) return Tensor();
-  DT_RETURN_IF_ERROR(CheckOnDevice(param, x.device(), op, arg));
+  DT_RETURN_IF_ERROR(internal::CheckOn(param, x.device(), op, arg));
   if (param.dtype() != x.dtype() || param.dim() != 1 ||
       param.size(0) != x.size(-1)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -309,7 +286,7 @@ absl::Status CopyOnDevice(const Tensor& src, const Tensor& dst) {
 
 absl::Status CopyOnStream(const Tensor& src, const Tensor& dst,
                           void* stream_ptr) {
-  DT_RETURN_IF_ERROR(CheckOnDevice(src, dst.device(), "Copy", "source"));
+  DT_RETURN_IF_ERROR(internal::CheckOn(src, dst.device(), "Copy", "source"));
   if (src.shape() != dst.shape()) {
     return absl::InvalidArgumentError(
         absl::StrCat("Copy: source shape ", ShapeToString(src.shape()),
@@ -327,7 +304,7 @@ absl::Status CopyOnStream(const Tensor& src, const Tensor& dst,
 
 absl::StatusOr<Tensor> UnaryOnDevice(UnaryOp op, absl::string_view name,
                                      const Tensor& x) {
-  DT_RETURN_IF_ERROR(CheckOnDevice(x, x.device(), name, "a"));
+  DT_RETURN_IF_ERROR(internal::CheckOn(x, x.device(), name, "a"));
   if (x.dtype() == DType::kBool ||
       (!IsFloatingPoint(x.dtype()) && IntegerOnlyRejected(op))) {
     return absl::InvalidArgumentError(
@@ -392,9 +369,9 @@ absl::StatusOr<Tensor> BinaryOnDevice(BinaryOp op, absl::string_view name,
 }
 
 absl::StatusOr<Tensor> MatmulOnDevice(const Tensor& a_in, const Tensor& b_in) {
-  DT_RETURN_IF_ERROR(CheckOnDevice(a_in, a_in.device(), "Matmul", "a"));
-  DT_RETURN_IF_ERROR(CheckOnDevice(b_in, a_in.device(), "Matmul", "b"));
-  DT_RETURN_IF_ERROR(CheckFloating(a_in, "Matmul", "a"));
+  DT_RETURN_IF_ERROR(internal::CheckOn(a_in, a_in.device(), "Matmul", "a"));
+  DT_RETURN_IF_ERROR(internal::CheckOn(b_in, a_in.device(), "Matmul", "b"));
+  DT_RETURN_IF_ERROR(internal::CheckFloatingDType(a_in, "Matmul", "a"));
   if (a_in.dtype() != b_in.dtype()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Matmul: a has dtype ", std::string(DTypeName(a_in.dtype())),
@@ -429,7 +406,7 @@ absl::StatusOr<Tensor> MatmulOnDevice(const Tensor& a_in, const Tensor& b_in) {
 
 absl::StatusOr<Tensor> SoftmaxOnDevice(const Tensor& x, int64_t dim, bool log) {
   const char* op = log ? "LogSoftmax" : "Softmax";
-  DT_RETURN_IF_ERROR(CheckFloating(x, op, "x"));
+  DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, op, "x"));
   DT_ASSIGN_OR_RETURN(const int64_t d,
                       NormalizeDim(dim, std::max<int64_t>(x.dim(), 1)));
   DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
@@ -485,8 +462,8 @@ absl::StatusOr<Tensor> ReduceOnDevice(ReduceOp op, bool mean,
                                       absl::string_view name, const Tensor& x,
                                       absl::Span<const int64_t> dims,
                                       bool keepdim) {
-  DT_RETURN_IF_ERROR(CheckOnDevice(x, x.device(), name, "a"));
-  if (mean) DT_RETURN_IF_ERROR(CheckFloating(x, name, "a"));
+  DT_RETURN_IF_ERROR(internal::CheckOn(x, x.device(), name, "a"));
+  if (mean) DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, name, "a"));
   DT_ASSIGN_OR_RETURN(const ReducePlan plan, PlanReduce(x, dims, name));
   if (op != ReduceOp::kSum && plan.n == 0 && plan.rows > 0) {
     return absl::InvalidArgumentError(
@@ -516,7 +493,7 @@ absl::StatusOr<Tensor> ReduceOnDevice(ReduceOp op, bool mean,
 
 absl::StatusOr<Tensor> EmbeddingOnDevice(const Tensor& indices,
                                          const Tensor& table) {
-  DT_RETURN_IF_ERROR(CheckFloating(table, "Embedding", "table"));
+  DT_RETURN_IF_ERROR(internal::CheckFloatingDType(table, "Embedding", "table"));
   if (table.dim() != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("Embedding: table must be [num, dim], got shape ",
@@ -593,7 +570,7 @@ absl::StatusOr<Tensor> ScatterAddOnDevice(const Tensor& x, int64_t dim,
                                           const Shape& index_shape,
                                           const std::vector<int64_t>& targets,
                                           const Tensor& src) {
-  DT_RETURN_IF_ERROR(CheckOnDevice(src, x.device(), "ScatterAdd", "src"));
+  DT_RETURN_IF_ERROR(internal::CheckOn(src, x.device(), "ScatterAdd", "src"));
   const bool sixteen_bit =
       x.dtype() == DType::kBF16 || x.dtype() == DType::kF16;
   // The accumulator: a contiguous copy of x, in float for the 16-bit floats.
@@ -627,7 +604,7 @@ absl::StatusOr<Tensor> ScatterAddOnDevice(const Tensor& x, int64_t dim,
 absl::StatusOr<Tensor> DropoutOnDevice(const Tensor& x, double p, uint64_t seed,
                                        uint64_t base,
                                        const Strides& position_strides) {
-  DT_RETURN_IF_ERROR(CheckFloating(x, "Dropout", "x"));
+  DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, "Dropout", "x"));
   if (!(p >= 0 && p < 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("Dropout: p ", p, " is outside [0, 1)"));
@@ -670,7 +647,8 @@ absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
                                             const Tensor& target,
                                             Reduction reduction,
                                             int64_t ignore_index) {
-  DT_RETURN_IF_ERROR(CheckFloating(logits, "CrossEntropy", "logits"));
+  DT_RETURN_IF_ERROR(
+      internal::CheckFloatingDType(logits, "CrossEntropy", "logits"));
   DT_RETURN_IF_ERROR(internal::CheckCrossEntropyShapes(logits, target));
   DT_ASSIGN_OR_RETURN(const Tensor host_target, target.To(Device::CPU()));
   DT_ASSIGN_OR_RETURN(const Tensor i64, host_target.To(DType::kI64));
@@ -739,8 +717,8 @@ absl::StatusOr<Tensor> WhereOnDevice(const Tensor& cond_in, const Tensor& a_in,
 
 absl::Status MaskedSoftmaxOnDevice(const Tensor& scores, int64_t lq, int64_t lk,
                                    bool causal, double scale) {
-  DT_RETURN_IF_ERROR(CheckOnDevice(scores, scores.device(),
-                                   "ScaledDotProductAttention", "scores"));
+  DT_RETURN_IF_ERROR(internal::CheckOn(scores, scores.device(),
+                                       "ScaledDotProductAttention", "scores"));
   if (!scores.is_contiguous() ||
       (scores.dtype() != DType::kF32 && scores.dtype() != DType::kF64)) {
     return absl::InternalError(
@@ -757,7 +735,7 @@ absl::Status MaskedSoftmaxOnDevice(const Tensor& scores, int64_t lq, int64_t lk,
 absl::StatusOr<Tensor> RotaryOnDevice(const Tensor& x,
                                       const std::vector<double>& cos_table,
                                       const std::vector<double>& sin_table) {
-  DT_RETURN_IF_ERROR(CheckFloating(x, "RotaryEmbedding", "x"));
+  DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, "RotaryEmbedding", "x"));
   const int64_t seq = x.size(-3);
   const int64_t heads = x.size(-2);
   const int64_t half = x.size(-1) / 2;
@@ -787,7 +765,8 @@ absl::Status CrossEntropyRowsOnDevice(const Tensor& logits,
                                       int64_t ignore_index,
                                       std::vector<double>& losses,
                                       std::vector<double>& log_sum_exp) {
-  DT_RETURN_IF_ERROR(CheckFloating(logits, "cross_entropy", "logits"));
+  DT_RETURN_IF_ERROR(
+      internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
   const int64_t rows = logits.size(0);
   const int64_t classes = logits.size(1);
   DT_ASSIGN_OR_RETURN(const Tensor host_targets,

@@ -21,7 +21,20 @@ absl::Status CheckCpu(const Tensor& t, absl::string_view op,
   return absl::OkStatus();
 }
 
-namespace {
+absl::Status CheckOn(const Tensor& t, Device device, absl::string_view op,
+                     absl::string_view arg) {
+  if (device.is_cpu()) return CheckCpu(t, op, arg);
+  if (!t.defined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, " is an undefined tensor"));
+  }
+  if (t.device() != device) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, " is on ", t.device().ToString(),
+                     ", the other operands on ", device.ToString()));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckFloatingDType(const Tensor& t, absl::string_view op,
                                 absl::string_view arg) {
@@ -31,8 +44,6 @@ absl::Status CheckFloatingDType(const Tensor& t, absl::string_view op,
       "; a floating dtype (f32, f64, bf16, f16) is required"));
 }
 
-}  // namespace
-
 absl::Status CheckFloatingCpu(const Tensor& t, absl::string_view op,
                               absl::string_view arg) {
   if (absl::Status status = CheckCpu(t, op, arg); !status.ok()) return status;
@@ -41,16 +52,7 @@ absl::Status CheckFloatingCpu(const Tensor& t, absl::string_view op,
 
 absl::Status CheckFloatingOn(const Tensor& t, Device device,
                              absl::string_view op, absl::string_view arg) {
-  if (device.is_cpu()) return CheckFloatingCpu(t, op, arg);
-  if (!t.defined()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": ", arg, " is an undefined tensor"));
-  }
-  if (t.device() != device) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": ", arg, " is on ", t.device().ToString(),
-                     ", the first operand on ", device.ToString()));
-  }
+  DT_RETURN_IF_ERROR(CheckOn(t, device, op, arg));
   return CheckFloatingDType(t, op, arg);
 }
 

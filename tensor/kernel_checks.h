@@ -23,8 +23,14 @@ absl::Status CheckCpu(const Tensor& t, absl::string_view op,
 // `t` is defined, on the CPU and of a floating dtype.
 absl::Status CheckFloatingCpu(const Tensor& t, absl::string_view op,
                               absl::string_view arg);
-// `t` is defined, on `device` (the first operand's, for kernels that also run
-// on CUDA devices) and of a floating dtype.
+// `t` is defined and on `device` (the other operands', for kernels that also
+// run on CUDA devices; on the CPU, CheckCpu).
+absl::Status CheckOn(const Tensor& t, Device device, absl::string_view op,
+                     absl::string_view arg);
+// `t` has a floating dtype (f32, f64, bf16, f16).
+absl::Status CheckFloatingDType(const Tensor& t, absl::string_view op,
+                                absl::string_view arg);
+// CheckOn and CheckFloatingDType.
 absl::Status CheckFloatingOn(const Tensor& t, Device device,
                              absl::string_view op, absl::string_view arg);
 // `a` and `b` have the same dtype.

@@ -153,9 +153,8 @@ absl::StatusOr<DTensor> DistributeWithTermsOn(std::shared_ptr<Runtime> runtime,
   return DTensor::FromLocal(runtime, local, mesh, layout.placements, options);
 }
 
-}  // namespace
-
-absl::StatusOr<Device> CheckDevice() {
+// CheckDevice's value, from the environment.
+absl::StatusOr<Device> DeviceFromEnv() {
   const char* name = std::getenv("DTENSOR_TEST_DEVICE");
   if (name == nullptr || absl::string_view(name) == "cpu") {
     return Device::CPU();
@@ -175,6 +174,15 @@ absl::StatusOr<Device> CheckDevice() {
                      cuda::Describe(), ")"));
   }
   return Device::CUDA(index);
+}
+
+}  // namespace
+
+absl::StatusOr<Device> CheckDevice() {
+  // Read once: every distributed test input asks.
+  static const absl::StatusOr<Device>* const device =
+      new absl::StatusOr<Device>(DeviceFromEnv());
+  return *device;
 }
 
 absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
