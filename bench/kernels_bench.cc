@@ -47,16 +47,22 @@ std::vector<float> ExpInputs(int64_t n) {
   return Random({n}, 1, -20, 0).ToVector<float>();
 }
 
-void BM_ExpLoopLibm(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  const std::vector<float> in = ExpInputs(n);
+// `fn` (a libm function) element by element over `in`.
+template <typename Fn>
+void RunLibmLoop(benchmark::State& state, const std::vector<float>& in, Fn fn) {
+  const int64_t n = static_cast<int64_t>(in.size());
   std::vector<float> out(n);
   for (auto _ : state) {
-    for (int64_t i = 0; i < n; ++i) out[i] = std::exp(in[i]);
+    for (int64_t i = 0; i < n; ++i) out[i] = fn(in[i]);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
   SetElements(state, n);
+}
+
+void BM_ExpLoopLibm(benchmark::State& state) {
+  RunLibmLoop(state, ExpInputs(state.range(0)),
+              [](float x) { return std::exp(x); });
 }
 
 void BM_ExpLoopFast(benchmark::State& state) {
@@ -82,15 +88,8 @@ std::vector<float> LogInputs(int64_t n) {
 }
 
 void BM_LogLoopLibm(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  const std::vector<float> in = LogInputs(n);
-  std::vector<float> out(n);
-  for (auto _ : state) {
-    for (int64_t i = 0; i < n; ++i) out[i] = std::log(in[i]);
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  SetElements(state, n);
+  RunLibmLoop(state, LogInputs(state.range(0)),
+              [](float x) { return std::log(x); });
 }
 // The Log op: FastLog in the op's blocked loop (what GCC vectorizes at -O2,
 // tensor/blocked_loop.h), its output allocated as the API does.

@@ -233,17 +233,6 @@ absl::StatusOr<NormGrads> RmsNormBackward(const Tensor& x, const Tensor& w,
   return grads;
 }
 
-// silu: g s (1 + a (1 - s)), s = sigmoid(a).
-absl::StatusOr<Tensor> SiluBackward(const Tensor& a, const Tensor& g) {
-  DT_ASSIGN_OR_RETURN(Tensor s, Sigmoid(a));
-  DT_ASSIGN_OR_RETURN(Tensor d, Neg(s));
-  DT_ASSIGN_OR_RETURN(d, Add(d, 1.0));
-  DT_ASSIGN_OR_RETURN(d, Mul(d, a));
-  DT_ASSIGN_OR_RETURN(d, Add(d, 1.0));
-  DT_ASSIGN_OR_RETURN(d, Mul(d, s));
-  return Mul(g, d);
-}
-
 // Causal attention with q [b, kv, group, seq, hd] and k, v [b, kv, 1, seq,
 // hd]: the recomputed weights p, then dv = p^T g, ds = p (g v^T - sum(g v^T
 // p)) scale, dq = ds k, dk = ds^T q; dk, dv summed over the group dim.
@@ -550,7 +539,7 @@ class HandWrittenTrainer {
     DT_ASSIGN_OR_RETURN(LinearGrads w3,
                         LinearBackward(a.n2, Param(l, kW3), dup));
     grads[BlockParamIndex(l, kW3)] = w3.dw;
-    DT_ASSIGN_OR_RETURN(Tensor dgate_in, SiluBackward(a.gate_in, dgate));
+    DT_ASSIGN_OR_RETURN(Tensor dgate_in, SiluBackward(dgate, a.gate_in));
     DT_ASSIGN_OR_RETURN(LinearGrads w1,
                         LinearBackward(a.n2, Param(l, kW1), dgate_in));
     grads[BlockParamIndex(l, kW1)] = w1.dw;

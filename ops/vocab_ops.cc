@@ -35,6 +35,29 @@ using internal::ReadIndices;
 
 // ---- embedding. ----
 
+// Index tensors are i32 or i64.
+absl::Status CheckIndexDType(const DTensorSpec& indices, absl::string_view op) {
+  if (indices.dtype() == DType::kI32 || indices.dtype() == DType::kI64) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": indices have dtype ", std::string(DTypeName(indices.dtype())),
+      "; i32 or i64 is required"));
+}
+
+// The einsum loops of embedding and its backward, for k index dims: the
+// index dims 0..k-1, the table's rows k and columns k + 1.
+struct EmbeddingLoops {
+  std::vector<int> indices;  // The index dims.
+  std::vector<int> rows;     // Looked-up rows [indices..., dim].
+  std::vector<int> table;    // [num, dim].
+};
+EmbeddingLoops LoopsOfEmbedding(int k) {
+  EmbeddingLoops loops{IdentityLoops(k), IdentityLoops(k), {k, k + 1}};
+  loops.rows.push_back(k + 1);
+  return loops;
+}
+
 // Loops: the indices' dims, then the table's rows (contracted: a row-sharded
 // table gives Partial(sum)) and columns.
 // The tensor layer's checks (a probe of ones would look up a row out of
@@ -49,11 +72,7 @@ absl::StatusOr<std::vector<TensorMeta>> EmbeddingInfer(
                      std::string(DTypeName(table.dtype())), " ",
                      ShapeToString(table.shape())));
   }
-  if (indices.dtype() != DType::kI32 && indices.dtype() != DType::kI64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "embedding: indices have dtype ",
-        std::string(DTypeName(indices.dtype())), "; i32 or i64 is required"));
-  }
+  DT_RETURN_IF_ERROR(CheckIndexDType(indices, "embedding"));
   Shape out = indices.shape();
   out.push_back(table.shape()[1]);
   return std::vector<TensorMeta>{{std::move(out), table.dtype()}};
@@ -62,12 +81,11 @@ absl::StatusOr<std::vector<TensorMeta>> EmbeddingInfer(
 absl::StatusOr<std::vector<OpStrategy>> EmbeddingStrategies(
     const StrategyContext& ctx) {
   const int k = static_cast<int>(ctx.inputs[0]->ndim());
+  EmbeddingLoops loops = LoopsOfEmbedding(k);
   EinsumSpec spec;
   spec.num_loops = k + 2;
-  std::vector<int> out_loops = IdentityLoops(k);
-  out_loops.push_back(k + 1);
-  spec.loops.inputs = {IdentityLoops(k), {k, k + 1}};
-  spec.loops.outputs = {std::move(out_loops)};
+  spec.loops.inputs = {std::move(loops.indices), std::move(loops.table)};
+  spec.loops.outputs = {std::move(loops.rows)};
   spec.contraction = {ReduceOp::kSum};
   // A lookup selects table elements: it commutes with every reduction.
   spec.partial_rules = {{{1}, AnyReduceOps()}};
@@ -149,11 +167,7 @@ absl::StatusOr<std::vector<TensorMeta>> EmbeddingBackwardInfer(
   const DTensorSpec& indices = *inputs[0];
   const DTensorSpec& grad = *inputs[1];
   const DTensorSpec& table = *inputs[2];
-  if (indices.dtype() != DType::kI32 && indices.dtype() != DType::kI64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "embedding_backward: indices have dtype ",
-        std::string(DTypeName(indices.dtype())), "; i32 or i64 is required"));
-  }
+  DT_RETURN_IF_ERROR(CheckIndexDType(indices, "embedding_backward"));
   Shape want = indices.shape();
   want.push_back(table.ndim() == 2 ? table.shape()[1] : 0);
   if (!IsFloatingPoint(grad.dtype()) || table.ndim() != 2 ||
@@ -177,12 +191,12 @@ absl::StatusOr<std::vector<TensorMeta>> EmbeddingBackwardInfer(
 absl::StatusOr<std::vector<OpStrategy>> EmbeddingBackwardStrategies(
     const StrategyContext& ctx) {
   const int k = static_cast<int>(ctx.inputs[0]->ndim());
+  EmbeddingLoops loops = LoopsOfEmbedding(k);
   EinsumSpec spec;
   spec.num_loops = k + 2;
-  std::vector<int> grad_loops = IdentityLoops(k);
-  grad_loops.push_back(k + 1);
-  spec.loops.inputs = {IdentityLoops(k), std::move(grad_loops), {k, k + 1}};
-  spec.loops.outputs = {{k, k + 1}};
+  spec.loops.outputs = {loops.table};
+  spec.loops.inputs = {std::move(loops.indices), std::move(loops.rows),
+                       std::move(loops.table)};
   spec.contraction = {ReduceOp::kSum};
   // Linear in grad.
   spec.partial_rules = {{{1}, {ReduceOp::kSum, ReduceOp::kAvg}}};

@@ -18,11 +18,13 @@
 #include "tensor/elementwise.h"
 #include "tensor/tensor.h"
 #include "tensor/vector_exp.h"
+#include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor {
 namespace {
 
 using cuda::FastExp;
+using testing::UlpDistance;
 
 // The stated tolerance, in steps between adjacent floats.
 constexpr int64_t kMaxUlps = 2;
@@ -30,13 +32,6 @@ constexpr int64_t kMaxUlps = 2;
 uint32_t Bits(float x) { return cuda::FloatBits(x); }
 
 float Reference(float x) { return static_cast<float>(std::exp(double{x})); }
-
-// Steps between two non-negative floats (+inf is one step above FLT_MAX, the
-// smallest subnormal one above 0).
-int64_t UlpDistance(float a, float b) {
-  return std::llabs(static_cast<int64_t>(Bits(a)) -
-                    static_cast<int64_t>(Bits(b)));
-}
 
 // The largest distance from the reference over `inputs` (none nan); fails
 // at the first input beyond the tolerance.

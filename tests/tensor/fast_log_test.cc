@@ -14,11 +14,13 @@
 #include "gtest/gtest.h"
 #include "tensor/elementwise.h"
 #include "tensor/tensor.h"
+#include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor {
 namespace {
 
 using cuda::FastLog;
+using testing::UlpDistance;
 
 // The stated tolerance, in steps between adjacent floats.
 constexpr int64_t kMaxUlps = 1;
@@ -26,16 +28,6 @@ constexpr int64_t kMaxUlps = 1;
 uint32_t Bits(float x) { return cuda::FloatBits(x); }
 
 float Reference(float x) { return static_cast<float>(std::log(double{x})); }
-
-// Steps between two floats of the same sign, or across zero (log changes
-// sign at 1): the distance of their bit patterns on a signed number line.
-int64_t UlpDistance(float a, float b) {
-  const auto ordinal = [](float v) {
-    const int64_t bits = Bits(v) & 0x7fffffffu;
-    return std::signbit(v) ? -bits : bits;
-  };
-  return std::llabs(ordinal(a) - ordinal(b));
-}
 
 // Checks FastLog over the floats with bit patterns [first, last] in steps
 // of `step`; returns the largest distance seen.

@@ -1,6 +1,9 @@
 #include "tests/tensor/kernel_test_util.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -130,6 +133,16 @@ void ExpectClose(const Tensor& actual, const Shape& shape,
                     << actual.dtype() << ")";
     }
   }
+}
+
+int64_t UlpDistance(float a, float b) {
+  const auto ordinal = [](float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    const int64_t magnitude = bits & 0x7fffffffu;
+    return std::signbit(v) ? -magnitude : magnitude;
+  };
+  return std::llabs(ordinal(a) - ordinal(b));
 }
 
 }  // namespace dtensor::testing

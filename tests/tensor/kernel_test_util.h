@@ -72,6 +72,11 @@ void ExpectClose(const Tensor& actual, const Shape& shape,
                  const std::vector<double>& expected, Tolerance tolerance,
                  const std::string& context = "");
 
+// Steps between two non-nan floats on the number line of adjacent floats
+// (+inf one step above FLT_MAX, the smallest subnormal one above 0, -0 and
+// +0 the same point): the ulp distance the fast math functions are held to.
+int64_t UlpDistance(float a, float b);
+
 }  // namespace dtensor::testing
 
 #endif  // DTENSOR_TESTS_TENSOR_KERNEL_TEST_UTIL_H_
