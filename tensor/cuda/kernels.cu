@@ -79,56 +79,6 @@ struct MaxCombine {
 
 // ---- Elementwise. ----
 
-template <typename Out, typename T>
-__global__ void UnaryKernel(UnaryOp op, const T* x, Out* out,
-                            StridedShape<2> shape, int64_t numel,
-                            bool contiguous) {
-  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < numel; i += step) {
-    if (contiguous) {
-      UnaryElement(op, x + i, out + i);
-    } else {
-      int64_t offsets[2];
-      OperandOffsetsAt(shape, i, offsets);
-      UnaryElement(op, x + offsets[1], out + offsets[0]);
-    }
-  }
-}
-
-template <typename Out, typename T>
-__global__ void BinaryKernel(BinaryOp op, const T* a, const T* b, Out* out,
-                             StridedShape<3> shape, int64_t numel,
-                             bool contiguous) {
-  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < numel; i += step) {
-    if (contiguous) {
-      BinaryElement(op, a + i, b + i, out + i);
-    } else {
-      int64_t offsets[3];
-      OperandOffsetsAt(shape, i, offsets);
-      BinaryElement(op, a + offsets[1], b + offsets[2], out + offsets[0]);
-    }
-  }
-}
-
-template <typename To, typename From>
-__global__ void CastKernel(const From* x, To* out, StridedShape<2> shape,
-                           int64_t numel, bool contiguous) {
-  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < numel; i += step) {
-    if (contiguous) {
-      CastElement(x + i, out + i);
-    } else {
-      int64_t offsets[2];
-      OperandOffsetsAt(shape, i, offsets);
-      CastElement(x + offsets[1], out + offsets[0]);
-    }
-  }
-}
-
 // True when every operand walks the elements in order (after the host merged
 // the dims: one dim of stride 1 everywhere).
 template <int N>
@@ -273,6 +223,63 @@ struct FillAt {
   Word* dst;
   Word bits;
   __device__ void operator()(int64_t i) const { dst[i] = bits; }
+};
+
+// out = op(x) (operands 0: out, 1: x).
+template <typename Out, typename T>
+struct UnaryAt {
+  UnaryOp op;
+  const T* x;
+  Out* out;
+  StridedShape<2> shape;
+  bool contiguous;
+  __device__ void operator()(int64_t i) const {
+    if (contiguous) {
+      UnaryElement(op, x + i, out + i);
+      return;
+    }
+    int64_t offsets[2];
+    OperandOffsetsAt(shape, i, offsets);
+    UnaryElement(op, x + offsets[1], out + offsets[0]);
+  }
+};
+
+// out = op(a, b) (operands 0: out, 1: a, 2: b).
+template <typename Out, typename T>
+struct BinaryAt {
+  BinaryOp op;
+  const T* a;
+  const T* b;
+  Out* out;
+  StridedShape<3> shape;
+  bool contiguous;
+  __device__ void operator()(int64_t i) const {
+    if (contiguous) {
+      BinaryElement(op, a + i, b + i, out + i);
+      return;
+    }
+    int64_t offsets[3];
+    OperandOffsetsAt(shape, i, offsets);
+    BinaryElement(op, a + offsets[1], b + offsets[2], out + offsets[0]);
+  }
+};
+
+// out = x converted (operands 0: out, 1: x).
+template <typename To, typename From>
+struct CastAt {
+  const From* x;
+  To* out;
+  StridedShape<2> shape;
+  bool contiguous;
+  __device__ void operator()(int64_t i) const {
+    if (contiguous) {
+      CastElement(x + i, out + i);
+      return;
+    }
+    int64_t offsets[2];
+    OperandOffsetsAt(shape, i, offsets);
+    CastElement(x + offsets[1], out + offsets[0]);
+  }
 };
 
 // out = cond ? a : b (operands 0: out, 1: cond, 2: a, 3: b).
@@ -431,10 +438,11 @@ cudaError_t LaunchUnary(UnaryOp op, ScalarType in_type, ScalarType out_type,
     using T = decltype(tag);
     return Dispatch(out_type, [&](auto out_tag) {
       using Out = decltype(out_tag);
-      UnaryKernel<<<GridFor(numel), kThreads, 0, stream>>>(
-          op, static_cast<const T*>(x), static_cast<Out*>(out), shape, numel,
-          contiguous);
-      return cudaGetLastError();
+      return LaunchForEachIndex(
+          numel,
+          UnaryAt<Out, T>{op, static_cast<const T*>(x), static_cast<Out*>(out),
+                          shape, contiguous},
+          stream);
     });
   });
 }
@@ -447,16 +455,19 @@ cudaError_t LaunchBinary(BinaryOp op, ScalarType in_type, ScalarType out_type,
   const bool contiguous = IsContiguous(shape);
   return Dispatch(in_type, [&](auto tag) {
     using T = decltype(tag);
+    const T* x = static_cast<const T*>(a);
+    const T* y = static_cast<const T*>(b);
     if (out_type == ScalarType::kBool) {
-      BinaryKernel<<<GridFor(numel), kThreads, 0, stream>>>(
-          op, static_cast<const T*>(a), static_cast<const T*>(b),
-          static_cast<bool*>(out), shape, numel, contiguous);
-    } else {
-      BinaryKernel<<<GridFor(numel), kThreads, 0, stream>>>(
-          op, static_cast<const T*>(a), static_cast<const T*>(b),
-          static_cast<T*>(out), shape, numel, contiguous);
+      return LaunchForEachIndex(
+          numel,
+          BinaryAt<bool, T>{op, x, y, static_cast<bool*>(out), shape,
+                            contiguous},
+          stream);
     }
-    return cudaGetLastError();
+    return LaunchForEachIndex(
+        numel,
+        BinaryAt<T, T>{op, x, y, static_cast<T*>(out), shape, contiguous},
+        stream);
   });
 }
 
@@ -483,10 +494,11 @@ cudaError_t LaunchCast(ScalarType from, ScalarType to, const void* x, void* out,
     using From = decltype(tag);
     return Dispatch(to, [&](auto to_tag) {
       using To = decltype(to_tag);
-      CastKernel<<<GridFor(numel), kThreads, 0, stream>>>(
-          static_cast<const From*>(x), static_cast<To*>(out), shape, numel,
-          contiguous);
-      return cudaGetLastError();
+      return LaunchForEachIndex(
+          numel,
+          CastAt<To, From>{static_cast<const From*>(x), static_cast<To*>(out),
+                           shape, contiguous},
+          stream);
     });
   });
 }
