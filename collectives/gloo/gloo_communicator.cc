@@ -1,6 +1,7 @@
 #include "collectives/gloo/gloo_communicator.h"
 
 #include <exception>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -19,10 +20,44 @@ namespace {
 constexpr absl::Duration kCauseGrace = absl::Seconds(2);
 constexpr absl::Duration kCausePoll = absl::Milliseconds(5);
 
+// 8 bits of what every rank of a matching call knows alike: the bytes the
+// call moves where all ranks agree on them (0 where their views differ by
+// design: uneven all_to_all, scatter and gather pieces; point-to-point calls
+// check their sizes themselves, tensor_transfer.h).
+uint32_t SharedFingerprint(const CollectiveArgs& args) {
+  const int64_t bytes = std::visit(
+      [](const auto& a) -> int64_t {
+        using A = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<A, AllReduceArgs> ||
+                      std::is_same_v<A, BroadcastArgs>) {
+          return a.tensor.nbytes();
+        } else if constexpr (std::is_same_v<A, AllGatherArgs>) {
+          return a.output.nbytes();
+        } else if constexpr (std::is_same_v<A, ReduceScatterArgs>) {
+          return a.input.nbytes();
+        } else {
+          return 0;
+        }
+      },
+      args);
+  const uint64_t mixed = static_cast<uint64_t>(bytes) * 0x9e3779b97f4a7c15ull;
+  return static_cast<uint32_t>(mixed >> 56);
+}
+
 }  // namespace
 
+// The op's messages (phase 0) also carry the call's shared fingerprint, so
+// that ranks that disagree on a call's size (a rank that issued another call
+// at this position, as after a failure on some ranks) post Gloo buffers under
+// different slots: their data never meets, and the call ends at its deadline
+// on every rank, where a message larger than the buffer Gloo posted for it
+// aborts the process. The debug checks (phases 1, 2) leave it out, so that
+// they still meet and report the mismatch. 22 bits of the sequence: calls
+// that far apart are never in flight together.
 uint32_t GlooCommunicator::Running::Tag(int phase) const {
-  return static_cast<uint32_t>(((call.sequence & 0x3fffffff) << 2) | phase);
+  const uint32_t fingerprint = phase == 0 ? SharedFingerprint(call.args) : 0;
+  return static_cast<uint32_t>(((call.sequence & 0x3fffff) << 10) |
+                               (fingerprint << 2) | phase);
 }
 
 GlooCommunicator::GlooCommunicator(std::vector<int64_t> group_ranks,

@@ -69,7 +69,8 @@ class GlooCommunicator final : public Communicator {
     const CollectiveCall& call;
     absl::Time deadline;
     // The Gloo tag of the call's `phase` (0: the op; 1, 2: debug checks):
-    // distinct per collective, so that no two calls' messages can match.
+    // distinct per collective, so that no two calls' messages can match,
+    // and for the op distinct per size where the ranks agree on it.
     uint32_t Tag(int phase) const;
   };
   // Runs one call on the context. May throw Gloo's exceptions; statuses it

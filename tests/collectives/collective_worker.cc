@@ -139,6 +139,23 @@ absl::Status ExitMidCollective(ProcessGroups& groups) {
                      "a call on the broken communicator");
 }
 
+// Without debug mode nothing compares the calls: ranks that disagree on an
+// all-reduce's size (rank 0's is large, so that its data would overflow the
+// buffers the others post) must each end with an error at the deadline, the
+// process alive (Gloo aborts on a message larger than its buffer).
+absl::Status MismatchedSizes(ProcessGroups& groups) {
+  DT_ASSIGN_OR_RETURN(auto world, groups.World());
+  DT_RETURN_IF_ERROR(world->Barrier());
+  const int64_t me = groups.rank();
+  Tensor tensor =
+      Tensor::Ones({me == 0 ? 1 << 18 : 1 << 10}, DType::kF32).value();
+  const absl::Status status = world->AllReduce(tensor, ReduceOp::kSum);
+  if (status.ok()) return Fail("an all_reduce of mismatched sizes succeeded");
+  return ExpectError(status, status.code(),
+                     {"all_reduce #1 on group [0, 1, 2]"},
+                     "all_reduce of mismatched sizes");
+}
+
 absl::Status MissingRank(ProcessGroups& groups) {
   const absl::Duration deadline = absl::Milliseconds(500);
   DT_ASSIGN_OR_RETURN(auto world, groups.World());
@@ -257,6 +274,8 @@ int Main(int argc, char** argv) {
       {"debug", {Debug, Options(absl::Seconds(30), /*debug=*/true)}},
       {"exit_mid_collective", {ExitMidCollective, Options(absl::Seconds(60))}},
       {"missing_rank", {MissingRank, Options(absl::Milliseconds(500))}},
+      {"mismatched_sizes",
+       {MismatchedSizes, Options(absl::Milliseconds(1500))}},
       {"p2p_deadline", {PointToPointDeadline, Options(absl::Seconds(60))}},
       // No deadline of its own: each wait takes the process-wide default.
       {"missing_member", {MissingMember, CommunicatorOptions()}},

@@ -53,6 +53,10 @@ TEST(GlooTest, DebugModeReportsMismatchedCallsOnEveryRank) {
   EXPECT_TRUE(AllSucceeded(RunWorkers(Gloo("debug", 3)), 3));
 }
 
+TEST(GlooTest, MismatchedSizesFailEveryRankWithoutAborting) {
+  EXPECT_TRUE(AllSucceeded(RunWorkers(Gloo("mismatched_sizes", 3)), 3));
+}
+
 TEST(GlooTest, ExitedRankMakesItsPeersFailWithUnavailable) {
   WorkerLaunch launch = Gloo("exit_mid_collective", 3);
   launch.terminate_on_failure = false;
