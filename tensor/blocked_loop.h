@@ -22,8 +22,11 @@ inline constexpr int64_t kLoopBlock = 8;
 // to be compiled twice, for AVX2 and for the baseline (-march=x86-64-v2), the
 // loader picking one by the CPU (GCC function multiversioning): 8 float lanes
 // where the machine has them, 4 elsewhere. AVX2 without FMA, so that both
-// clones round as the scalar forms do (fast_exp_test checks the bits).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// clones round as the scalar forms do (fast_exp_test checks the bits). Not
+// under the sanitizers: the loader runs the clone's resolver before their
+// runtime exists, and the instrumented resolver crashes (ThreadSanitizer).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define DT_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define DT_VECTOR_CLONES
