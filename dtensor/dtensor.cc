@@ -135,6 +135,9 @@ absl::StatusOr<std::vector<int64_t>> BroadcastValues(
   return tensor.ToVector<int64_t>();
 }
 
+// More dims than any tensor has: a larger broadcast rank is corrupt data.
+constexpr int64_t kMaxHeaderRank = int64_t{1} << 16;
+
 // Broadcasts `full`'s dtype and shape from group rank `root` of `comm`.
 absl::StatusOr<std::pair<DType, Shape>> BroadcastHeader(Communicator& comm,
                                                         int64_t root,
@@ -149,10 +152,18 @@ absl::StatusOr<std::pair<DType, Shape>> BroadcastHeader(Communicator& comm,
       BroadcastValues(comm, root,
                       {is_root ? static_cast<int64_t>(full.dtype()) : 0,
                        is_root ? full.dim() : 0}));
+  if (header.size() != 2 || header[1] < 0 || header[1] > kMaxHeaderRank) {
+    return absl::InternalError(
+        "Distribute: received an invalid header from the source rank");
+  }
   DT_ASSIGN_OR_RETURN(
       Shape shape,
       BroadcastValues(comm, root,
                       is_root ? full.shape() : Shape(header[1], 0)));
+  if (static_cast<int64_t>(shape.size()) != header[1]) {
+    return absl::InternalError(
+        "Distribute: received an invalid shape from the source rank");
+  }
   return std::make_pair(static_cast<DType>(header[0]), std::move(shape));
 }
 

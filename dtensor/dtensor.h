@@ -70,8 +70,8 @@ class DTensor {
   // placements follow Replicate -> Partial (sum: one rank of the mesh dim
   // keeps the value, the others hold zeros; avg, max, min: every rank keeps
   // it). Each block lands on the device of the mesh's communicators (the
-  // host for the in-process and Gloo backends, the rank's GPU for NCCL),
-  // wherever `full` lives.
+  // host for Gloo and CPU in-process ranks, the rank's GPU for NCCL or
+  // in-process ranks made on a GPU), wherever `full` lives.
   static absl::StatusOr<DTensor> Distribute(
       std::shared_ptr<Runtime> runtime, const Tensor& full, DeviceMesh mesh,
       absl::Span<const Placement> placements, const ShardOrder& order = {},

@@ -4,12 +4,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
 #include "ops/local_fn.h"
 #include "ops/rule_helpers.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {

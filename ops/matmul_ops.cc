@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 #include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
@@ -14,7 +15,6 @@
 #include "ops/view_ops.h"
 #include "tensor/elementwise.h"
 #include "tensor/matmul.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {

@@ -107,6 +107,14 @@ struct OpDef {
   // (cross_entropy's count and log-sum-exp): the engine does not count
   // completing their Partials into a strategy's cost (docs/ops.md).
   int num_saved_outputs = 0;
+  // Inputs whose data the kernel never reads: only their layout steers the
+  // choice (embedding_backward's table: the gradient comes out laid out like
+  // it). A strategy's cost still counts their redistribution, as the price
+  // of the layout it picks for them, but the propagation carries no plan for
+  // them: no data moves and no collective is recorded; the kernel gets their
+  // local tensor as it is (not in the strategy's layout) and must not read
+  // it.
+  std::vector<int> layout_only_inputs;
   // The non-tensor arguments, in call order.
   std::vector<ArgSpec> args;
   InferFn infer;

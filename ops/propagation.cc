@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -233,6 +234,10 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Build(
                                                 spec.shape(), spec.dtype()));
         in.to = std::make_shared<const DTensorSpec>(std::move(to));
         result->cost_us += in.plan->total_cost_us;
+        // Costed, but no data of it moves (OpDef::layout_only_inputs).
+        if (absl::c_linear_search(op.layout_only_inputs, static_cast<int>(i))) {
+          in.plan = nullptr;
+        }
       }
     }
     result->inputs.push_back(std::move(in));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 #include "ops/backward_helpers.h"
 #include "ops/dispatch.h"
 #include "ops/einsum_strategy.h"
@@ -15,7 +16,6 @@
 #include "ops/propagation_cache.h"
 #include "ops/rule_helpers.h"
 #include "ops/view_ops.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace ops {

@@ -185,9 +185,12 @@ absl::StatusOr<std::vector<TensorMeta>> EmbeddingBackwardInfer(
 // Loops: the index dims 0..k-1 (contracted: sharding them gives a
 // Partial(sum) table gradient), the table row k and the row width k + 1. The
 // table iterates both as the output does, so each strategy wants the table
-// laid out as the gradient it gives: the cheapest is the table's own layout
-// where the indices and grad allow it (rows: each rank adds only the rows of
-// its block, indices and grad Replicate).
+// sharded as the gradient it gives (Replicate where that is Partial), and
+// the cost of bringing the table there (counted, never paid: the table is a
+// layout-only input) prices the gradient's later move to the table's layout:
+// the cheapest is the table's own layout where the indices and grad allow it
+// (rows: each rank adds only the rows of its block, indices and grad
+// Replicate).
 absl::StatusOr<std::vector<OpStrategy>> EmbeddingBackwardStrategies(
     const StrategyContext& ctx) {
   const int k = static_cast<int>(ctx.inputs[0]->ndim());
@@ -204,8 +207,16 @@ absl::StatusOr<std::vector<OpStrategy>> EmbeddingBackwardStrategies(
 }
 
 // This rank's block of the table gradient: its rows of the output spec.
+// Indices are checked against the global row count, as embedding's are (the
+// tensor layer skips the rows outside the block it is asked for).
 absl::StatusOr<OpLocals> EmbeddingBackwardKernel(
     const KernelContext& ctx, absl::Span<const Tensor> inputs) {
+  const int64_t num = ctx.output(0).shape()[0];
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> rows,
+                      ReadIndices(inputs[0], "embedding_backward", "indices"));
+  for (int64_t row : rows) {
+    DT_RETURN_IF_ERROR(CheckIndexInRange(row, num, "embedding_backward"));
+  }
   DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, ctx.output(0)));
   DT_ASSIGN_OR_RETURN(Tensor dtable, dtensor::EmbeddingBackward(
                                          inputs[0], inputs[1], block.shape[0],
@@ -228,6 +239,7 @@ OpDef MakeEmbeddingBackward() {
       "table gradient [num, dim] of embedding: grad rows scatter-added at "
       "their indices, laid out like the table";
   def.num_inputs = 3;
+  def.layout_only_inputs = {2};
   def.infer = EmbeddingBackwardInfer;
   def.strategies = EmbeddingBackwardStrategies;
   def.kernel = EmbeddingBackwardKernel;

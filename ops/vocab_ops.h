@@ -29,9 +29,10 @@ namespace ops {
 // embedding_backward (indices, grad [indices..., dim], table [num, dim]) ->
 // [num, dim], embedding's table gradient as one scatter-add pass
 // (tensor/nn_functional.h EmbeddingBackward), what embedding's backward runs.
-// The table gives only its shape and layout: each strategy takes the table
-// laid out as the gradient it gives, so the gradient comes out in the table's
-// layout where the indices and grad allow:
+// The table gives only its shape and layout (no data of it moves): each
+// strategy prices the table sharded as the gradient it gives (Replicate where
+// that is Partial), so the gradient comes out in the table's layout where the
+// indices and grad allow:
 //   indices and grad sharded alike on an index dim -> Partial(sum);
 //   grad S(last)                  -> S(1);
 //   indices and grad R            -> S(0): each rank adds only the rows of its
@@ -71,7 +72,8 @@ namespace ops {
 
 absl::StatusOr<DTensor> Embedding(const DTensor& indices, const DTensor& table);
 // The gradient of `table` for which Embedding(indices, table) gave `grad`
-// (the table's values are not read).
+// (the table's values are not read, and no data of it moves:
+// OpDef::layout_only_inputs). Errors: an index outside the table's rows.
 absl::StatusOr<DTensor> EmbeddingBackward(const DTensor& indices,
                                           const DTensor& grad,
                                           const DTensor& table);

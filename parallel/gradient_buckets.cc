@@ -266,6 +266,7 @@ absl::Status GradientBuckets::Abandon() {
   buckets_.clear();
   std::fill(given_.begin(), given_.end(), false);
   std::fill(unbucketed_.begin(), unbucketed_.end(), DTensor());
+  std::fill(accumulated_.begin(), accumulated_.end(), DTensor());
   return status;
 }
 

@@ -85,7 +85,8 @@ class GradientBuckets {
   // the open buckets, then drops this step's gradients and resets. Ranks that
   // failed at different points of backward hold open buckets of different
   // contents, so starting them would pair mismatched all-reduces. The
-  // accumulated micro-batch gradients are kept. Errors: the started
+  // micro-batch gradients accumulated for this step are dropped too (some
+  // were already added to the dropped buckets). Errors: the started
   // all-reduces' errors.
   absl::Status Abandon();
   // Adds `grads` (one per parameter, undefined: none) to the gradients kept

@@ -117,8 +117,8 @@ absl::StatusOr<std::vector<PlanEntry>> ParseTpEntries(absl::string_view key,
   return entries;
 }
 
-constexpr absl::string_view kPlanKeys[] = {"tp", "dp", "tp_dim", "dp_dim",
-                                           "bucket_mb"};
+constexpr absl::string_view kPlanKeys[] = {
+    "tp", "dp", "tp_dim", "dp_dim", "bucket_mb", "first_bucket_mb"};
 constexpr absl::string_view kHfPlanKeys[] = {"base_model_tp_plan", "tp_plan"};
 
 // A Hugging Face config.json's tp plan: the key of the "base_model_tp_plan"

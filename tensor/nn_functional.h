@@ -33,11 +33,11 @@ absl::StatusOr<Tensor> Embedding(const Tensor& indices, const Tensor& table);
 // Embedding's table gradient for the rows [first_row, first_row + num_rows)
 // (a row-sharded table's block; the whole table with first_row 0): row r is
 // the sum of the rows of `grad` [indices..., dim] whose index is first_row +
-// r, added in index order (f32 accumulation for bf16/f16); other indices add
-// nothing. One pass over `grad` (a scatter-add), where the one-hot matrix
-// product costs num_rows times more.
-// Errors: `grad` not floating or not [indices..., dim]; non-integer
-// `indices`; a negative num_rows.
+// r (on the CPU added in index order, f32 accumulation for bf16/f16; on a
+// device by atomic adds, in no fixed order); other indices add nothing. One
+// pass over `grad` (a scatter-add), where the one-hot matrix product costs
+// num_rows times more. Errors: `grad` not floating or not [indices..., dim];
+// non-integer `indices`; a negative num_rows.
 absl::StatusOr<Tensor> EmbeddingBackward(const Tensor& indices,
                                          const Tensor& grad, int64_t num_rows,
                                          int64_t first_row = 0);

@@ -4,7 +4,9 @@
 // exp in straight-line arithmetic (no call, no branch), so that a loop of it
 // vectorizes: the exp of softmax, SiLU, sigmoid and cross entropy, in the CPU
 // kernels and in the kernel bodies shared with the CUDA launches (the same
-// bits on both). Includes nothing of the project but host_device.h.
+// arithmetic on both; nvcc may fuse multiply-adds, so a device result may
+// differ from the host's in the last bit). Includes nothing of the project
+// but host_device.h.
 
 #include <stdint.h>
 

@@ -266,6 +266,44 @@ TEST(VocabLayoutTest, EmbeddingBackwardFollowsTheTableWithoutCommunication) {
   o = EmbeddingBackwardOnMeta({4}, "R", "R", "R");
   EXPECT_EQ(o.layout, "R");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
+  // The table is layout-only: even where no strategy wants its layout (a
+  // Partial table), none of its data moves.
+  o = EmbeddingBackwardOnMeta({2}, "R", "R", "P(sum)");
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_THAT(o.comms, IssuedNoCollectives());
+}
+
+TEST(VocabLayoutTest, EmbeddingBackwardChecksIndicesAgainstTheTable) {
+  LocalCluster cluster(2);
+  const DeviceMesh mesh = *DeviceMesh::Create({2});
+  const absl::Status status =
+      cluster.Run([&](ProcessGroups& groups) -> absl::Status {
+        auto runtime = Runtime::ForRank(groups);
+        const std::vector<Placement> rows = {Placement::Shard(0)};
+        const std::vector<Placement> replicated = {Placement::Replicate()};
+        DT_ASSIGN_OR_RETURN(
+            DTensor table,
+            DTensor::Distribute(runtime, *Tensor::Zeros({4, 2}, DType::kF32),
+                                mesh, rows));
+        DT_ASSIGN_OR_RETURN(
+            DTensor indices,
+            DTensor::Distribute(runtime,
+                                *Tensor::FromVector<int64_t>({1, 9}, {2}), mesh,
+                                replicated));
+        DT_ASSIGN_OR_RETURN(
+            DTensor grad,
+            DTensor::Distribute(runtime, *Tensor::Ones({2, 2}, DType::kF32),
+                                mesh, replicated));
+        absl::StatusOr<DTensor> dtable =
+            ops::EmbeddingBackward(indices, grad, table);
+        if (dtable.ok() ||
+            dtable.status().message().find("9") == std::string::npos) {
+          return absl::InternalError(absl::StrCat("index 9 of a 4-row table: ",
+                                                  dtable.status().ToString()));
+        }
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(status.ok()) << status;
 }
 
 TEST(VocabLayoutTest, RowShardedLookupIsCompletedByOneAllReduce) {

@@ -254,10 +254,15 @@ TEST(HfConfigPlanTest, ConfigJsonErrors) {
   auto both = ParsePlan(R"({"base_model_tp_plan": {}, "tp_plan": {}})");
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("\"tp_plan\""), std::string::npos);
-  auto mixed = ParsePlan(R"({"tp": {}, "base_model_tp_plan": {}})");
-  ASSERT_FALSE(mixed.ok());
-  EXPECT_NE(mixed.status().message().find("\"base_model_tp_plan\""),
-            std::string::npos);
+  for (const char* text :
+       {R"({"tp": {}, "base_model_tp_plan": {}})",
+        R"({"first_bucket_mb": 2, "base_model_tp_plan": {}})"}) {
+    auto mixed = ParsePlan(text);
+    ASSERT_FALSE(mixed.ok()) << text;
+    EXPECT_NE(mixed.status().message().find("\"base_model_tp_plan\""),
+              std::string::npos)
+        << text;
+  }
   auto bad = ParsePlan(R"({"tp_plan": {"layers.*.mlp": "sideways"}})");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("\"sideways\""), std::string::npos);
