@@ -87,12 +87,19 @@ python3 "$here/gpu_torch.py" --llama_batch "$llama_batch" \
 run_train() {  # run_train <log name> <train_llama flags...>
   local log=$1
   shift
-  say "=== train_llama $*"
-  if (cd "$here/runfiles/dtensor" && timeout 300 "$here/bin/train_llama" "$@") \
+  run_logged "$log" "$here/bin/train_llama" "$@"
+}
+# run_logged <log name> <program and flags...>: run in the runfiles tree, the
+# tail of its output into the summary.
+run_logged() {
+  local log=$1
+  shift
+  say "=== $(basename "$1") ${*:2}"
+  if (cd "$here/runfiles/dtensor" && timeout 300 "$@") \
     >"$here/$log.log" 2>&1; then
     tr '\r' '\n' <"$here/$log.log" | grep -v '^$' | tail -n 14 >>"$summary"
   else
-    say "FAIL train_llama $*"
+    say "FAIL $(basename "$1") ${*:2}"
     tr '\r' '\n' <"$here/$log.log" | tail -n 20 >>"$summary"
     failed=1
   fi
@@ -107,6 +114,10 @@ run_train train_save "${single_gpu[@]}" --steps 3 --save "$here/ckpt"
 run_train train_resume_cpu --mesh dp=1 --plan bench/peer/empty.json \
   --steps 5 --resume "$here/ckpt"
 run_train train_resume_gpu "${single_gpu[@]}" --steps 5 --resume "$here/ckpt"
+# One process under dtrun with the NCCL backend: the rank's GPU comes from its
+# communicators.
+run_logged train_nccl "$here/bin/dtrun" --nproc 1 -- "$here/bin/train_llama" \
+  --backend nccl "${single_gpu[@]}" --steps 5
 run_train train_1b "${single_gpu[@]}" --config bench/configs/llama_1b_2layers.json \
   --dtype bf16 --batch "$llama_batch" --seq "$llama_seq" --steps 4
 say "result: $([[ $failed == 0 ]] && echo PASS || echo FAIL)"
