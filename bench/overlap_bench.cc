@@ -40,6 +40,7 @@
 #include "collectives/process_groups.h"
 #include "tensor/matmul.h"
 #include "tensor/tensor.h"
+#include "tools/arg_parser.h"
 
 namespace dtensor {
 namespace {
@@ -144,33 +145,35 @@ absl::Status RunRank(ProcessGroups& groups, const Options& options) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
+absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
+  constexpr FlagSpec kFlags[] = {
+      {"backend"}, {"ranks"}, {"matmuls"}, {"mib"}, {"iterations"}};
+  DT_ASSIGN_OR_RETURN(const ParsedArgs parsed, ParseArgs(args, kFlags));
+  DT_RETURN_IF_ERROR(parsed.CheckNoPositional());
   Options options;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc)
-      return absl::InvalidArgumentError(flag + " needs a value");
-    const std::string value = argv[i + 1];
-    int64_t* number = flag == "--ranks"        ? &options.ranks
-                      : flag == "--matmuls"    ? &options.matmuls
-                      : flag == "--mib"        ? &options.mib
-                      : flag == "--iterations" ? &options.iterations
-                                               : nullptr;
-    if (flag == "--backend" && (value == "inprocess" || value == "gloo")) {
-      options.backend = value;
-    } else if (number == nullptr || !absl::SimpleAtoi(value, number) ||
-               *number < 1) {
+  options.backend = parsed.ValueOr("backend", options.backend);
+  if (options.backend != "inprocess" && options.backend != "gloo") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend ", options.backend, ": expected inprocess or gloo"));
+  }
+  for (auto [flag, value] :
+       {std::pair{"ranks", &options.ranks},
+        std::pair{"matmuls", &options.matmuls}, std::pair{"mib", &options.mib},
+        std::pair{"iterations", &options.iterations}}) {
+    if (parsed.Has(flag) &&
+        (!absl::SimpleAtoi(parsed.ValueOr(flag, ""), value) || *value < 1)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bad flag ", flag, " ", value,
-                       " (--backend inprocess|gloo, --ranks, --matmuls, "
-                       "--mib, --iterations: positive integers)"));
+          absl::StrCat("--", flag, " needs a positive integer, got ",
+                       parsed.ValueOr(flag, "")));
     }
   }
   return options;
 }
 
 absl::Status Main(int argc, char** argv) {
-  DT_ASSIGN_OR_RETURN(const Options options, ParseOptions(argc, argv));
+  DT_ASSIGN_OR_RETURN(
+      const Options options,
+      ParseOptions(std::vector<std::string>(argv + 1, argv + argc)));
   if (options.backend == "gloo") {
     DT_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, GlooBackendFromEnv());
     ProcessGroups groups(backend);
