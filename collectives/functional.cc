@@ -23,14 +23,39 @@ absl::StatusOr<Tensor> EmptyMetadata(const Communicator& comm, int64_t count) {
   return Tensor::Empty({count}, DType::kI64, comm.device());
 }
 
-// Every rank's `value`, in group order.
-absl::StatusOr<std::vector<int64_t>> AllGatherValue(
-    Communicator& comm, int64_t value, const CollectiveOptions& options) {
-  DT_ASSIGN_OR_RETURN(Tensor mine, MetadataTensor(comm, {value}));
-  DT_ASSIGN_OR_RETURN(Tensor all, EmptyMetadata(comm, comm.size()));
-  DT_RETURN_IF_ERROR(comm.AllGather(mine, all, 0, {}, options));
-  return all.ToVector<int64_t>();
+// The values of a metadata tensor, `count` of them.
+absl::StatusOr<std::vector<int64_t>> MetadataValues(const Tensor& tensor,
+                                                    size_t count) {
+  std::vector<int64_t> values = tensor.ToVector<int64_t>();
+  if (values.size() != count) {
+    return absl::InternalError(absl::StrCat("could not read ", count,
+                                            " metadata values back from ",
+                                            tensor.device().ToString()));
+  }
+  return values;
 }
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> AllGatherValues(
+    Communicator& comm, const std::vector<int64_t>& values,
+    const CollectiveOptions& options) {
+  const int64_t count = static_cast<int64_t>(values.size());
+  DT_ASSIGN_OR_RETURN(Tensor mine, MetadataTensor(comm, values));
+  DT_ASSIGN_OR_RETURN(Tensor all, EmptyMetadata(comm, comm.size() * count));
+  DT_RETURN_IF_ERROR(comm.AllGather(mine, all, 0, {}, options));
+  return MetadataValues(all, comm.size() * count);
+}
+
+absl::StatusOr<std::vector<int64_t>> BroadcastValues(
+    Communicator& comm, const std::vector<int64_t>& values, int64_t root,
+    const CollectiveOptions& options) {
+  DT_ASSIGN_OR_RETURN(Tensor tensor, MetadataTensor(comm, values));
+  DT_RETURN_IF_ERROR(comm.Broadcast(tensor, root, options));
+  return MetadataValues(tensor, values.size());
+}
+
+namespace {
 
 // A dtype sent as metadata, back; an error for a value that names none.
 absl::StatusOr<DType> DTypeFromCode(int64_t code, absl::string_view op) {
@@ -52,7 +77,8 @@ absl::StatusOr<Tensor> AllGather(Communicator& comm, const Tensor& input,
   DT_ASSIGN_OR_RETURN(dim, NormalizeCollectiveDim(dim, input.dim(), kOp));
   std::vector<int64_t> pieces(sizes.begin(), sizes.end());
   if (pieces.empty()) {
-    DT_ASSIGN_OR_RETURN(pieces, AllGatherValue(comm, input.size(dim), options));
+    DT_ASSIGN_OR_RETURN(pieces,
+                        AllGatherValues(comm, {input.size(dim)}, options));
   } else {
     DT_ASSIGN_OR_RETURN(pieces, CompletePieceSizes(sizes, comm.size(), 0, kOp));
   }
@@ -144,15 +170,11 @@ absl::StatusOr<Tensor> Scatter(Communicator& comm, const Tensor& input,
     body = input.shape();
     body.insert(body.end(), pieces.begin(), pieces.end());
   }
-  DT_ASSIGN_OR_RETURN(Tensor head_tensor, MetadataTensor(comm, head));
-  DT_RETURN_IF_ERROR(comm.Broadcast(head_tensor, root, options));
-  head = head_tensor.ToVector<int64_t>();
+  DT_ASSIGN_OR_RETURN(head, BroadcastValues(comm, head, root, options));
   DT_ASSIGN_OR_RETURN(DType dtype, DTypeFromCode(head[0], kOp));
   const int64_t ndim = head[1];
   if (!is_root) body.assign(ndim + comm.size(), 0);
-  DT_ASSIGN_OR_RETURN(Tensor body_tensor, MetadataTensor(comm, body));
-  DT_RETURN_IF_ERROR(comm.Broadcast(body_tensor, root, options));
-  body = body_tensor.ToVector<int64_t>();
+  DT_ASSIGN_OR_RETURN(body, BroadcastValues(comm, body, root, options));
   const Shape root_shape(body.begin(), body.begin() + ndim);
   const std::vector<int64_t> pieces(body.begin() + ndim, body.end());
   DT_ASSIGN_OR_RETURN(dim, NormalizeCollectiveDim(dim, ndim, kOp));
@@ -172,7 +194,7 @@ absl::StatusOr<Tensor> Gather(Communicator& comm, const Tensor& input,
   DT_RETURN_IF_ERROR(CheckTensor(input, "input", comm.device(), kOp));
   DT_ASSIGN_OR_RETURN(dim, NormalizeCollectiveDim(dim, input.dim(), kOp));
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
-                      AllGatherValue(comm, input.size(dim), options));
+                      AllGatherValues(comm, {input.size(dim)}, options));
   Tensor output;
   if (comm.rank() == root) {
     DT_ASSIGN_OR_RETURN(

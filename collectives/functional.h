@@ -2,6 +2,7 @@
 #define DTENSOR_COLLECTIVES_FUNCTIONAL_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -18,6 +19,18 @@ namespace dtensor {
 // before the data moves, so all ranks must call the same function (in debug
 // mode a mix-up is reported as mismatched calls). Backend-neutral.
 // Semantics as the Communicator methods of the same name.
+
+// Small i64 metadata (sizes, shapes, dtype codes) through a tensor on
+// comm.device(). AllGatherValues: every rank's `values` (as many on each),
+// concatenated in group order. BroadcastValues: the root's `values` on every
+// rank (every rank passes as many; only the root's are read). Errors: the
+// collective's; values that do not come back from the device.
+absl::StatusOr<std::vector<int64_t>> AllGatherValues(
+    Communicator& comm, const std::vector<int64_t>& values,
+    const CollectiveOptions& options = {});
+absl::StatusOr<std::vector<int64_t>> BroadcastValues(
+    Communicator& comm, const std::vector<int64_t>& values, int64_t root,
+    const CollectiveOptions& options = {});
 
 // AllReduce of `tensor` in place wherever it lives: through a copy on
 // comm.device() when it is elsewhere (small host values, such as counts and

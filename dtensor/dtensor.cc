@@ -34,11 +34,8 @@ absl::StatusOr<std::vector<Shape>> GatherLocalShapes(ProcessGroups& groups,
                                                      const Shape& local_shape) {
   DT_ASSIGN_OR_RETURN(auto comm, groups.ForMeshDims(mesh, AllMeshDims(mesh)));
   const int64_t rank = static_cast<int64_t>(local_shape.size());
-  DT_ASSIGN_OR_RETURN(Tensor mine,
-                      Tensor::FromVector<int64_t>(local_shape, {1, rank}));
-  DT_ASSIGN_OR_RETURN(mine, mine.To(comm->device()));
-  DT_ASSIGN_OR_RETURN(Tensor all, AllGather(*comm, mine, 0));
-  std::vector<int64_t> flat = all.ToVector<int64_t>();
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> flat,
+                      AllGatherValues(*comm, local_shape));
   std::vector<Shape> shapes;
   for (size_t i = 0; i + rank <= flat.size() && rank > 0; i += rank) {
     shapes.emplace_back(flat.begin() + i, flat.begin() + i + rank);
@@ -123,18 +120,6 @@ absl::StatusOr<Tensor> BlockView(const Tensor& full, const ShardBlock& block) {
   return view;
 }
 
-// Broadcasts `values` (meaningful on the root) from group rank `root` of
-// `comm`, through a tensor on the communicator's device.
-absl::StatusOr<std::vector<int64_t>> BroadcastValues(
-    Communicator& comm, int64_t root, const std::vector<int64_t>& values) {
-  DT_ASSIGN_OR_RETURN(Tensor tensor,
-                      Tensor::FromVector<int64_t>(
-                          values, {static_cast<int64_t>(values.size())}));
-  DT_ASSIGN_OR_RETURN(tensor, tensor.To(comm.device()));
-  DT_RETURN_IF_ERROR(comm.Broadcast(tensor, root));
-  return tensor.ToVector<int64_t>();
-}
-
 // More dims than any tensor has: a larger broadcast rank is corrupt data.
 constexpr int64_t kMaxHeaderRank = int64_t{1} << 16;
 
@@ -149,21 +134,18 @@ absl::StatusOr<std::pair<DType, Shape>> BroadcastHeader(Communicator& comm,
   }
   DT_ASSIGN_OR_RETURN(
       const std::vector<int64_t> header,
-      BroadcastValues(comm, root,
+      BroadcastValues(comm,
                       {is_root ? static_cast<int64_t>(full.dtype()) : 0,
-                       is_root ? full.dim() : 0}));
-  if (header.size() != 2 || header[1] < 0 || header[1] > kMaxHeaderRank) {
+                       is_root ? full.dim() : 0},
+                      root));
+  if (header[1] < 0 || header[1] > kMaxHeaderRank) {
     return absl::InternalError(
         "Distribute: received an invalid header from the source rank");
   }
   DT_ASSIGN_OR_RETURN(
       Shape shape,
-      BroadcastValues(comm, root,
-                      is_root ? full.shape() : Shape(header[1], 0)));
-  if (static_cast<int64_t>(shape.size()) != header[1]) {
-    return absl::InternalError(
-        "Distribute: received an invalid shape from the source rank");
-  }
+      BroadcastValues(comm, is_root ? full.shape() : Shape(header[1], 0),
+                      root));
   return std::make_pair(static_cast<DType>(header[0]), std::move(shape));
 }
 
