@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "benchmark/benchmark.h"
 #include "collectives/communicator.h"
 #include "collectives/inprocess/local_cluster.h"
@@ -39,7 +40,6 @@
 #include "tensor/matmul.h"
 #include "tensor/nn_functional.h"
 #include "tensor/reduction.h"
-#include "base/status_macros.h"
 
 namespace dtensor {
 namespace {
@@ -297,18 +297,6 @@ absl::StatusOr<Tensor> CrossEntropyBackward(const Tensor& logits,
   return Mul(dlogits, weight);
 }
 
-// The scatter-add of the rows' gradients as onehot(tokens)^T g.
-absl::StatusOr<Tensor> EmbeddingBackward(const Tensor& tokens, const Tensor& g,
-                                         const Tensor& classes) {
-  DT_ASSIGN_OR_RETURN(Tensor column, tokens.Unsqueeze(-1));
-  DT_ASSIGN_OR_RETURN(Tensor onehot, Eq(column, classes));
-  DT_ASSIGN_OR_RETURN(onehot, onehot.To(DType::kF32));
-  DT_ASSIGN_OR_RETURN(Tensor hits, onehot.Flatten(0, 1));
-  DT_ASSIGN_OR_RETURN(Tensor rows, g.Flatten(0, 1));
-  DT_ASSIGN_OR_RETURN(Tensor hits_t, hits.Transpose(0, 1));
-  return Matmul(hits_t, rows);
-}
-
 // AdamW on one local shard, the arithmetic of nn::AdamW::Update.
 struct AdamWState {
   Tensor m;
@@ -442,7 +430,7 @@ class HandWrittenTrainer {
       partial = true;
     }
     DT_ASSIGN_OR_RETURN(grads[kEmbeddingParam],
-                        EmbeddingBackward(tokens_, dx, classes_));
+                        EmbeddingBackward(tokens_, dx, classes_.numel()));
     // The partial gradients of replicated parameters, completed.
     DT_RETURN_IF_ERROR(AllReduce(grads[kEmbeddingParam]));
     for (int64_t l = 0; l < layers; ++l) {

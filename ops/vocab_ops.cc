@@ -206,21 +206,15 @@ absl::StatusOr<std::vector<OpStrategy>> EmbeddingBackwardStrategies(
   return EinsumStrategies(ctx, spec);
 }
 
-// This rank's block of the table gradient: its rows of the output spec.
-// Indices are checked against the global row count, as embedding's are (the
-// tensor layer skips the rows outside the block it is asked for).
+// This rank's block of the table gradient: its rows of the output spec
+// (indices checked against the whole table's rows, as embedding's are).
 absl::StatusOr<OpLocals> EmbeddingBackwardKernel(
     const KernelContext& ctx, absl::Span<const Tensor> inputs) {
-  const int64_t num = ctx.output(0).shape()[0];
-  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> rows,
-                      ReadIndices(inputs[0], "embedding_backward", "indices"));
-  for (int64_t row : rows) {
-    DT_RETURN_IF_ERROR(CheckIndexInRange(row, num, "embedding_backward"));
-  }
   DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, ctx.output(0)));
-  DT_ASSIGN_OR_RETURN(Tensor dtable, dtensor::EmbeddingBackward(
-                                         inputs[0], inputs[1], block.shape[0],
-                                         block.offset[0]));
+  DT_ASSIGN_OR_RETURN(
+      Tensor dtable,
+      dtensor::EmbeddingBackward(inputs[0], inputs[1], ctx.output(0).shape()[0],
+                                 block.offset[0], block.shape[0]));
   return OpLocals{std::move(dtable)};
 }
 

@@ -359,6 +359,8 @@ namespace {
 // Checks EmbeddingBackward's shapes; returns the row width.
 absl::StatusOr<int64_t> EmbeddingGradWidth(const Tensor& indices,
                                            const Tensor& grad,
+                                           int64_t table_rows,
+                                           int64_t first_row,
                                            int64_t num_rows) {
   DT_RETURN_IF_ERROR(internal::CheckFloatingOn(grad, grad.device(),
                                                "EmbeddingBackward", "grad"));
@@ -370,9 +372,10 @@ absl::StatusOr<int64_t> EmbeddingGradWidth(const Tensor& indices,
         "; indices of shape ", ShapeToString(indices.shape()),
         " need [indices..., dim]"));
   }
-  if (num_rows < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("EmbeddingBackward: num_rows ", num_rows, " < 0"));
+  if (num_rows < 0 || first_row < 0 || first_row + num_rows > table_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "EmbeddingBackward: rows [", first_row, ", ", first_row + num_rows,
+        ") of a table of ", table_rows, " rows"));
   }
   return grad.size(-1);
 }
@@ -419,12 +422,22 @@ absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(const Tensor& grad,
 }  // namespace
 
 absl::StatusOr<Tensor> EmbeddingBackward(const Tensor& indices,
-                                         const Tensor& grad, int64_t num_rows,
-                                         int64_t first_row) {
-  DT_ASSIGN_OR_RETURN(const int64_t width,
-                      EmbeddingGradWidth(indices, grad, num_rows));
+                                         const Tensor& grad,
+                                         int64_t table_rows) {
+  return EmbeddingBackward(indices, grad, table_rows, 0, table_rows);
+}
+
+absl::StatusOr<Tensor> EmbeddingBackward(const Tensor& indices,
+                                         const Tensor& grad, int64_t table_rows,
+                                         int64_t first_row, int64_t num_rows) {
+  DT_ASSIGN_OR_RETURN(
+      const int64_t width,
+      EmbeddingGradWidth(indices, grad, table_rows, first_row, num_rows));
   DT_ASSIGN_OR_RETURN(const std::vector<int64_t> rows,
                       ReadIndices(indices, "EmbeddingBackward", "indices"));
+  for (const int64_t row : rows) {
+    DT_RETURN_IF_ERROR(CheckIndexInRange(row, table_rows, "EmbeddingBackward"));
+  }
   const RowsInside inside = SelectRows(rows, first_row, num_rows);
   if (cuda::OnCuda(grad)) {
     return EmbeddingBackwardOnDevice(grad, inside, num_rows, width);

@@ -30,17 +30,22 @@ absl::StatusOr<Tensor> LayerNorm(const Tensor& x, const Tensor& weight,
 // result [indices..., dim].
 // Errors: an index outside [0, num) (naming it), non-integer `indices`.
 absl::StatusOr<Tensor> Embedding(const Tensor& indices, const Tensor& table);
-// Embedding's table gradient for the rows [first_row, first_row + num_rows)
-// (a row-sharded table's block; the whole table with first_row 0): row r is
-// the sum of the rows of `grad` [indices..., dim] whose index is first_row +
-// r (on the CPU added in index order, f32 accumulation for bf16/f16; on a
-// device by atomic adds, in no fixed order); other indices add nothing. One
-// pass over `grad` (a scatter-add), where the one-hot matrix product costs
-// num_rows times more. Errors: `grad` not floating or not [indices..., dim];
-// non-integer `indices`; a negative num_rows.
+// Embedding's gradient of a [table_rows, dim] table: row r is the sum of the
+// rows of `grad` [indices..., dim] whose index is r (on the CPU added in
+// index order, f32 accumulation for bf16/f16; on a device by atomic adds, in
+// no fixed order). One pass over `grad` (a scatter-add), where the one-hot
+// matrix product costs table_rows times more. The second form gives only the
+// rows [first_row, first_row + num_rows) (a row-sharded table's block):
+// indices outside it add nothing.
+// Errors: `grad` not floating or not [indices..., dim]; non-integer
+// `indices`; an index outside [0, table_rows) (naming it); a block outside
+// the table.
 absl::StatusOr<Tensor> EmbeddingBackward(const Tensor& indices,
-                                         const Tensor& grad, int64_t num_rows,
-                                         int64_t first_row = 0);
+                                         const Tensor& grad,
+                                         int64_t table_rows);
+absl::StatusOr<Tensor> EmbeddingBackward(const Tensor& indices,
+                                         const Tensor& grad, int64_t table_rows,
+                                         int64_t first_row, int64_t num_rows);
 
 enum class Reduction { kNone, kMean, kSum };
 // Cross entropy of `logits` [N, C] (or [C]) against integer `target` [N]

@@ -289,7 +289,7 @@ TEST(EmbeddingBackwardTest, RandomIndicesBlocksLayoutsAndDTypes) {
                      " rows [", first, ", ", first + count, ") dim ", dim, " ",
                      std::string(DTypeName(dtype)));
     absl::StatusOr<Tensor> result =
-        EmbeddingBackward(indices, grad, count, first);
+        EmbeddingBackward(indices, grad, num, first, count);
     ASSERT_TRUE(result.ok()) << context << ": " << result.status();
     std::vector<double> expected(count * dim, 0.0);
     const std::vector<int64_t> rows = indices.ToVector<int64_t>();
@@ -321,6 +321,12 @@ TEST(EmbeddingBackwardTest, BadInputs) {
       EmbeddingBackward(Tensor::FromVector<float>({1}, {1}).value(),
                         Tensor::Zeros({1, 4}, DType::kF32).value(), 5),
       {"f32"});
+  // Index 3 of a 3-row table, even when asked for a block without it.
+  const Tensor grad = Tensor::Zeros({2, 4}, DType::kF32).value();
+  ExpectInvalidArgument(EmbeddingBackward(indices, grad, 3), {"3"});
+  ExpectInvalidArgument(EmbeddingBackward(indices, grad, 3, 0, 1), {"3"});
+  ExpectInvalidArgument(EmbeddingBackward(indices, grad, 5, 4, 2),
+                        {"[4, 6)", "5 rows"});
 }
 
 // ---- CrossEntropy. ----
