@@ -1,5 +1,5 @@
-// Checkpoint write and read throughput (parallel/checkpoint.h) next to raw
-// file writes and reads of the same bytes by the same number of threads,
+// Checkpoint write and read throughput (dtensor/parallel/checkpoint.h) next to
+// raw file writes and reads of the same bytes by the same number of threads,
 // from (into) full-size buffers.
 //
 // The state is 4 f32 tensors of [2048, 2048] (64 MiB), sharded S(0) over a
@@ -24,11 +24,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "collectives/communicator.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/dtensor.h"
-#include "parallel/checkpoint.h"
-#include "base/status_macros.h"
+#include "dtensor/parallel/checkpoint.h"
 
 namespace dtensor {
 namespace {

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "collectives/communicator.h"
-#include "collectives/inprocess/local_cluster.h"
-#include "base/status_macros.h"
-#include "tensor/tensor.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 namespace {

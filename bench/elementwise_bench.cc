@@ -9,9 +9,9 @@
 #include "absl/status/statusor.h"
 #include "bench/memcpy_baseline.h"
 #include "benchmark/benchmark.h"
-#include "tensor/elementwise.h"
-#include "tensor/generator.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/generator.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 namespace {

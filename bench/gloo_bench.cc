@@ -31,12 +31,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "collectives/gloo/gloo_backend.h"
-#include "collectives/gloo/gloo_store.h"
-#include "collectives/multiprocess/store_client.h"
-#include "collectives/multiprocess/store_server.h"
-#include "collectives/process_groups.h"
-#include "collectives/reduce_kernel.h"
+#include "dtensor/collectives/gloo/gloo_backend.h"
+#include "dtensor/collectives/gloo/gloo_store.h"
+#include "dtensor/collectives/multiprocess/store_client.h"
+#include "dtensor/collectives/multiprocess/store_server.h"
+#include "dtensor/collectives/process_groups.h"
+#include "dtensor/collectives/reduce_kernel.h"
+#include "dtensor/tensor/tensor.h"
 #include "gloo/allgatherv.h"
 #include "gloo/allreduce.h"
 #include "gloo/alltoallv.h"
@@ -44,7 +45,6 @@
 #include "gloo/reduce_scatter.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
-#include "tensor/tensor.h"
 
 namespace dtensor {
 namespace {

@@ -8,14 +8,14 @@
 
 #include "bench/rank_zero.h"
 #include "benchmark/benchmark.h"
-#include "mesh/device_mesh.h"
-#include "ops/elementwise_ops.h"
-#include "tensor/cuda_backend.h"
-#include "tensor/elementwise.h"
-#include "tensor/matmul.h"
-#include "tensor/nn_functional.h"
-#include "tensor/reduction.h"
-#include "tensor/tensor.h"
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/tensor/cuda_backend.h"
+#include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/matmul.h"
+#include "dtensor/tensor/nn_functional.h"
+#include "dtensor/tensor/reduction.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 namespace {

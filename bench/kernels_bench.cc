@@ -1,16 +1,19 @@
 // The CPU kernels of a training step that issue 13 made faster, each next to
 // what it replaced (docs/performance.md, "CPU kernels"):
-//  - exp: the vectorized FastExp loop (tensor/vector_exp.h) vs std::exp per
+//  - exp: the vectorized FastExp loop (dtensor/tensor/vector_exp.h) vs std::exp
+//  per
 //    element (what softmax, SiLU and cross entropy called before), and the
 //    ops built on it (Exp, Silu, Softmax) at the tiny Llama's shapes;
 //  - broadcasting Mul, row ([n, d] * [d]) and column ([n, d] * [n, 1]), vs the
 //    same-shape Mul, at the model's widths and at a RoPE-like inner dim of 16;
-//  - log: the Log op (the vectorized FastLog, tensor/cuda/fast_log.h) vs
+//  - log: the Log op (the vectorized FastLog, dtensor/tensor/cuda/fast_log.h)
+//  vs
 //    std::log per element;
 //  - SiLU's backward: the fused silu_backward pass vs the six elementwise
 //    ops it replaced;
 //  - embedding's table gradient: the scatter-add vs the one-hot product;
-//  - AdamW: the fused one-pass kernel (tensor/adamw_kernel.h) vs the same step
+//  - AdamW: the fused one-pass kernel (dtensor/tensor/adamw_kernel.h) vs the
+//  same step
 //    as elementwise ops (the unfused formula, each op a pass and a temporary).
 // Elements per second count the elements of the output (of the parameter for
 // AdamW).
@@ -19,13 +22,13 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "tensor/adamw_kernel.h"
-#include "tensor/elementwise.h"
-#include "tensor/generator.h"
-#include "tensor/matmul.h"
-#include "tensor/nn_functional.h"
-#include "tensor/tensor.h"
-#include "tensor/vector_exp.h"
+#include "dtensor/tensor/adamw_kernel.h"
+#include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/generator.h"
+#include "dtensor/tensor/matmul.h"
+#include "dtensor/tensor/nn_functional.h"
+#include "dtensor/tensor/tensor.h"
+#include "dtensor/tensor/vector_exp.h"
 
 namespace dtensor {
 namespace {
@@ -92,7 +95,7 @@ void BM_LogLoopLibm(benchmark::State& state) {
               [](float x) { return std::log(x); });
 }
 // The Log op: FastLog in the op's blocked loop (what GCC vectorizes at -O2,
-// tensor/blocked_loop.h), its output allocated as the API does.
+// dtensor/tensor/blocked_loop.h), its output allocated as the API does.
 void BM_LogOp(benchmark::State& state) {
   const Tensor x =
       *Tensor::FromVector(LogInputs(state.range(0)), {state.range(0)});

@@ -10,8 +10,8 @@
 #include "benchmark/benchmark.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
-#include "nn/llama.h"
-#include "ops/propagation_cache.h"
+#include "dtensor/nn/llama.h"
+#include "dtensor/ops/propagation_cache.h"
 
 namespace dtensor {
 namespace {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "tensor/generator.h"
-#include "tensor/matmul.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/generator.h"
+#include "dtensor/tensor/matmul.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 namespace {

@@ -13,13 +13,13 @@
 #include "bench/rank_zero.h"
 #include "benchmark/benchmark.h"
 #include "dtensor/dtensor.h"
-#include "ops/elementwise_ops.h"
-#include "ops/matmul_ops.h"
-#include "ops/propagation_cache.h"
-#include "ops/reduction_ops.h"
-#include "ops/registry.h"
-#include "tensor/elementwise.h"
-#include "tensor/matmul.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/matmul_ops.h"
+#include "dtensor/ops/propagation_cache.h"
+#include "dtensor/ops/reduction_ops.h"
+#include "dtensor/ops/registry.h"
+#include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/matmul.h"
 
 namespace dtensor {
 namespace {

@@ -19,8 +19,7 @@
 //
 //   bazel-bin/bench/overlap_bench [--ranks 2] [--matmuls 15] [--mib 64]
 //                                 [--iterations 20]
-//   bazel-bin/tools/dtrun --nproc 2 -- bazel-bin/bench/overlap_bench \
-//       --backend gloo
+//   bazel-bin/tools/dtrun --nproc 2 -- bazel-bin/bench/overlap_bench --backend gloo
 #include <cblas.h>
 
 #include <algorithm>
@@ -33,13 +32,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "collectives/communicator.h"
-#include "collectives/gloo/gloo_backend.h"
-#include "collectives/inprocess/local_cluster.h"
-#include "collectives/process_groups.h"
-#include "tensor/matmul.h"
-#include "tensor/tensor.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/gloo/gloo_backend.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/collectives/process_groups.h"
+#include "dtensor/tensor/matmul.h"
+#include "dtensor/tensor/tensor.h"
 #include "tools/arg_parser.h"
 
 namespace dtensor {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/redistribute_planner.h"
 #include "dtensor/sharding.h"

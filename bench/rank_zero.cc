@@ -1,10 +1,10 @@
 #include "bench/rank_zero.h"
 
-#include "collectives/collective_options.h"
-#include "collectives/inprocess/cluster_state.h"
-#include "collectives/inprocess/local_backend.h"
+#include "dtensor/collectives/collective_options.h"
+#include "dtensor/collectives/inprocess/cluster_state.h"
+#include "dtensor/collectives/inprocess/local_backend.h"
 #include "dtensor/sharding.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor::bench {
 

@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <memory>
 
-#include "collectives/process_groups.h"
+#include "dtensor/collectives/process_groups.h"
 #include "dtensor/dtensor.h"
-#include "mesh/device_mesh.h"
-#include "tensor/device.h"
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/tensor/device.h"
 
 namespace dtensor::bench {
 

@@ -9,9 +9,9 @@
 
 #include "bench/memcpy_baseline.h"
 #include "benchmark/benchmark.h"
-#include "tensor/generator.h"
-#include "tensor/reduction.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/generator.h"
+#include "dtensor/tensor/reduction.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 namespace {

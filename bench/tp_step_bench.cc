@@ -20,26 +20,26 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
 #include "benchmark/benchmark.h"
-#include "collectives/communicator.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/autograd.h"
+#include "dtensor/nn/llama.h"
+#include "dtensor/nn/optim_adamw.h"
+#include "dtensor/ops/view_ops.h"
+#include "dtensor/ops/vocab_ops.h"
+#include "dtensor/parallel/parallelize.h"
+#include "dtensor/parallel/plan.h"
 #include "dtensor/runtime.h"
-#include "mesh/device_mesh.h"
-#include "nn/autograd.h"
-#include "nn/llama.h"
-#include "nn/optim_adamw.h"
-#include "ops/view_ops.h"
-#include "ops/vocab_ops.h"
-#include "parallel/parallelize.h"
-#include "parallel/plan.h"
-#include "tensor/elementwise.h"
-#include "tensor/generator.h"
-#include "tensor/matmul.h"
-#include "tensor/nn_functional.h"
-#include "tensor/reduction.h"
+#include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/generator.h"
+#include "dtensor/tensor/matmul.h"
+#include "dtensor/tensor/nn_functional.h"
+#include "dtensor/tensor/reduction.h"
 
 namespace dtensor {
 namespace {
@@ -63,8 +63,9 @@ nn::LlamaConfig ModelConfig() {
 }
 
 // Megatron's block plan on a tp-only mesh: the layer entries of
-// parallel/plans/tp_dp.json (which also shards the embedding and the output
-// projection by vocabulary; the hand-written step keeps those replicated).
+// dtensor/parallel/plans/tp_dp.json (which also shards the embedding and the
+// output projection by vocabulary; the hand-written step keeps those
+// replicated).
 constexpr char kTpPlan[] = R"({
   "tp": {
     "layers.*.attention.wq": "colwise",
@@ -186,8 +187,8 @@ class DTensorTrainer {
 
 // ---- The hand-written step. ----
 
-// The local kernels of each op's backward definition (ops/), called on plain
-// local shards: the same arithmetic as the DTensor step without dispatch,
+// The local kernels of each op's backward definition (dtensor/ops/), called on
+// plain local shards: the same arithmetic as the DTensor step without dispatch,
 // propagation or the tape.
 
 // linear: dx = g W; dW = g_rows^T x_rows.

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "base/json_text.h"
+#include "dtensor/base/json_text.h"
 
 namespace dtensor {
 void CommCounter::RecordOnThread(const Event& event) {

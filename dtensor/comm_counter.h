@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "base/thread_scope.h"
+#include "dtensor/base/thread_scope.h"
 #include "dtensor/comm_owner.h"
 #include "dtensor/cost_model.h"
 
@@ -44,9 +44,9 @@ class CommCounter {
     // CommOwner::Current() when recorded (RecordOnThread sets it).
     const void* owner = nullptr;
     // A collective that carries the tensors of several owners (a gradient
-    // bucket: parallel/gradient_buckets.h) lists each owner with the bytes
-    // received for its tensors (the shares' bytes add up to `bytes`) and the
-    // time they add to the collective (the bandwidth term; the fixed
+    // bucket: dtensor/parallel/gradient_buckets.h) lists each owner with the
+    // bytes received for its tensors (the shares' bytes add up to `bytes`) and
+    // the time they add to the collective (the bandwidth term; the fixed
     // latency is the collective's alone); empty: the whole collective is
     // `owner`'s.
     struct Share {

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
-#include "collectives/communicator.h"
-#include "collectives/functional.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/functional.h"
 #include "dtensor/redistribute_executor.h"
 
 namespace dtensor {

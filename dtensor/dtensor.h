@@ -9,11 +9,11 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "dtensor/dtensor_spec.h"
+#include "dtensor/mesh/device_mesh.h"
 #include "dtensor/placement.h"
 #include "dtensor/runtime.h"
 #include "dtensor/sharding.h"
-#include "mesh/device_mesh.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 
@@ -21,7 +21,7 @@ class DTensor;
 
 // Sees every DTensor::Redistribute on this thread that changed the layout,
 // after it succeeded, with its input and output (autograd's tape records
-// redistributions through it: nn/autograd.h).
+// redistributions through it: dtensor/nn/autograd.h).
 using RedistributeObserver = void (*)(const DTensor& input,
                                       const DTensor& output);
 // Installs `observer` for the calling thread (null: none); returns the one it

@@ -8,11 +8,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "dtensor/mesh/device_mesh.h"
 #include "dtensor/placement.h"
 #include "dtensor/shard_geometry.h"
 #include "dtensor/sharding.h"
-#include "mesh/device_mesh.h"
-#include "tensor/dtype.h"
+#include "dtensor/tensor/dtype.h"
 
 namespace dtensor {
 

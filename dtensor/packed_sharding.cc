@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "base/debug_check.h"
+#include "dtensor/base/debug_check.h"
 
 namespace dtensor {
 

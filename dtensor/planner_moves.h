@@ -6,11 +6,11 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
-#include "collectives/reduce_op.h"
+#include "dtensor/collectives/reduce_op.h"
 #include "dtensor/cost_model.h"
 #include "dtensor/packed_sharding.h"
 #include "dtensor/planner_permute_classes.h"
-#include "tensor/dtype.h"
+#include "dtensor/tensor/dtype.h"
 
 namespace dtensor {
 

@@ -6,8 +6,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "base/status_macros.h"
-#include "collectives/communicator.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/communicator.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/shard_geometry.h"
 

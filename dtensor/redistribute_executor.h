@@ -5,10 +5,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "collectives/process_groups.h"
+#include "dtensor/collectives/process_groups.h"
+#include "dtensor/mesh/device_mesh.h"
 #include "dtensor/redistribute_plan.h"
-#include "mesh/device_mesh.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 

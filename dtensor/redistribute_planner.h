@@ -11,11 +11,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "base/mutex.h"
+#include "dtensor/base/mutex.h"
 #include "dtensor/cost_model.h"
 #include "dtensor/redistribute_plan.h"
 #include "dtensor/sharding.h"
-#include "tensor/dtype.h"
+#include "dtensor/tensor/dtype.h"
 
 namespace dtensor {
 

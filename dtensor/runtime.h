@@ -9,11 +9,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "base/mutex.h"
-#include "collectives/process_groups.h"
+#include "dtensor/base/mutex.h"
+#include "dtensor/collectives/process_groups.h"
 #include "dtensor/cost_model.h"
+#include "dtensor/mesh/device_mesh.h"
 #include "dtensor/redistribute_planner.h"
-#include "mesh/device_mesh.h"
 
 namespace dtensor {
 

@@ -5,8 +5,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/debug_check.h"
-#include "base/status_macros.h"
+#include "dtensor/base/debug_check.h"
+#include "dtensor/base/status_macros.h"
 
 namespace dtensor {
 namespace {

@@ -12,8 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "base/debug_check.h"
-#include "base/status_macros.h"
+#include "dtensor/base/debug_check.h"
+#include "dtensor/base/status_macros.h"
 
 namespace dtensor {
 namespace {

@@ -82,7 +82,7 @@ class Sharding {
 
   // ---- Edits, the moves of a redistribution planner. Each returns the new
   // layout in canonical form.
-  // Requires: valid mesh/tensor dims (the caller's contract, checked by
+  // Requires: valid dtensor/mesh/tensor dims (the caller's contract, checked by
   // DT_DCHECK only: this is the planner's hot path). ----
 
   // `mesh_dims` become Replicate; the mesh dims still sharding each tensor dim

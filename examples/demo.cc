@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/mesh/device_mesh.h"
 #include "dtensor/redistribute_planner.h"
-#include "mesh/device_mesh.h"
-#include "tensor/matmul.h"
-#include "base/status_macros.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/matmul.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 namespace {

@@ -2,7 +2,7 @@
 // examples/data, on in-process ranks, parallelized by a plan file.
 //
 //   ./bazelw run //examples:train_llama -- [--mesh dp=2,tp=2]
-//       [--plan parallel/plans/tp_dp.json] [--steps 40] [--seed 0]
+//       [--plan dtensor/parallel/plans/tp_dp.json] [--steps 40] [--seed 0]
 //       [--backend inprocess]
 //   bazel-bin/tools/dtrun --nproc 4 -- bazel-bin/examples/train_llama
 //       --backend gloo          (one process per rank, over TCP)
@@ -25,24 +25,24 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/status_macros.h"
-#include "base/text_file.h"
-#include "collectives/collective_options.h"
-#include "collectives/gloo/gloo_backend.h"
-#include "collectives/inprocess/local_cluster.h"
-#include "collectives/nccl/nccl_backend.h"
-#include "collectives/process_groups.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/base/text_file.h"
+#include "dtensor/collectives/collective_options.h"
+#include "dtensor/collectives/gloo/gloo_backend.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/collectives/nccl/nccl_backend.h"
+#include "dtensor/collectives/process_groups.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
-#include "nn/llama.h"
-#include "nn/llama_config.h"
-#include "nn/state_dict.h"
-#include "parallel/checkpoint.h"
-#include "parallel/llama_trainer.h"
-#include "parallel/plan.h"
-#include "tensor/cuda_backend.h"
-#include "tensor/generator.h"
-#include "tensor/tensor.h"
+#include "dtensor/nn/llama.h"
+#include "dtensor/nn/llama_config.h"
+#include "dtensor/nn/state_dict.h"
+#include "dtensor/parallel/checkpoint.h"
+#include "dtensor/parallel/llama_trainer.h"
+#include "dtensor/parallel/plan.h"
+#include "dtensor/tensor/cuda_backend.h"
+#include "dtensor/tensor/generator.h"
+#include "dtensor/tensor/tensor.h"
 #include "tools/arg_parser.h"
 #include "tools/explain_config.h"
 #include "tools/mesh_flag.h"
@@ -54,12 +54,12 @@ namespace {
 constexpr char kCorpus[] = "examples/data/corpus.txt";
 
 struct Options {
-  // A shipped model config (nn/configs/) or a JSON file: "tiny" has a byte
-  // vocabulary and a few million parameters.
+  // A shipped model config (dtensor/nn/configs/) or a JSON file: "tiny" has a
+  // byte vocabulary and a few million parameters.
   std::string config = "tiny";
   nn::LlamaConfig model;
   std::string mesh = "dp=2,tp=2";
-  std::string plan = "parallel/plans/tp_dp.json";
+  std::string plan = "dtensor/parallel/plans/tp_dp.json";
   int64_t steps = 40;
   uint64_t seed = 0;
   std::string backend = "inprocess";
@@ -352,8 +352,8 @@ absl::Status Main(const std::vector<std::string>& args) {
     if (groups.rank() != 0) return absl::OkStatus();
   } else {
     // With --device cuda the ranks share the GPU and their collectives go
-    // through the host (collectives/host_staging.h): a layout demo, not a
-    // fast path; dtrun with --backend nccl gives each rank a GPU.
+    // through the host (dtensor/collectives/host_staging.h): a layout demo, not
+    // a fast path; dtrun with --backend nccl gives each rank a GPU.
     DT_ASSIGN_OR_RETURN(const Device device, SharedDevice(options));
     DT_RETURN_IF_ERROR(PrintHeader(options, mesh, corpus));
     std::mutex mu;

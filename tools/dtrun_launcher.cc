@@ -14,8 +14,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "collectives/multiprocess/launch_env.h"
-#include "collectives/multiprocess/store_server.h"
+#include "dtensor/collectives/multiprocess/launch_env.h"
+#include "dtensor/collectives/multiprocess/store_server.h"
 
 extern char** environ;
 

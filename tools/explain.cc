@@ -11,11 +11,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/comm_owner.h"
+#include "dtensor/nn/autograd.h"
+#include "dtensor/parallel/llama_trainer.h"
 #include "dtensor/runtime.h"
-#include "nn/autograd.h"
-#include "parallel/llama_trainer.h"
 #include "tools/explain_layers.h"
 
 namespace dtensor {

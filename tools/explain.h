@@ -10,11 +10,11 @@
 #include "absl/status/statusor.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/cost_model.h"
-#include "mesh/device_mesh.h"
-#include "nn/llama_config.h"
-#include "parallel/plan.h"
-#include "tensor/dtype.h"
-#include "tensor/tensor.h"
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/llama_config.h"
+#include "dtensor/parallel/plan.h"
+#include "dtensor/tensor/dtype.h"
+#include "dtensor/tensor/tensor.h"
 #include "tools/explain_memory.h"
 
 namespace dtensor {

@@ -6,10 +6,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/json_value.h"
-#include "base/status_macros.h"
-#include "base/text_file.h"
-#include "nn/configs/shipped_configs.h"
+#include "dtensor/base/json_value.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/base/text_file.h"
+#include "dtensor/nn/configs/shipped_configs.h"
 #include "tools/user_path.h"
 
 namespace dtensor {

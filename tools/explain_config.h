@@ -5,7 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "nn/llama_config.h"
+#include "dtensor/nn/llama_config.h"
 
 namespace dtensor {
 
@@ -20,9 +20,9 @@ namespace dtensor {
 // LlamaConfig::Validate's.
 absl::StatusOr<nn::LlamaConfig> ParseLlamaConfigJson(absl::string_view json);
 
-// A shipped config (nn/configs/: "tiny", "1b", "8b", "70b", "405b") by name,
-// else the JSON file at `name_or_path`. Errors: NotFound naming the value and
-// the shipped names when it is neither; a file's parse errors prefixed with
+// A shipped config (dtensor/nn/configs/: "tiny", "1b", "8b", "70b", "405b") by
+// name, else the JSON file at `name_or_path`. Errors: NotFound naming the value
+// and the shipped names when it is neither; a file's parse errors prefixed with
 // its path.
 absl::StatusOr<nn::LlamaConfig> LoadLlamaConfig(
     const std::string& name_or_path);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "parallel/plan.h"
+#include "dtensor/parallel/plan.h"
 #include "tools/explain.h"
 
 namespace dtensor {

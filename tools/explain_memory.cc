@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_set.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
 
 namespace dtensor {
 

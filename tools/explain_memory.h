@@ -6,7 +6,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "dtensor/dtensor.h"
-#include "nn/autograd.h"
+#include "dtensor/nn/autograd.h"
 
 namespace dtensor {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <string_view>
 
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
 #include "tools/mesh_flag.h"
 
 namespace dtensor {

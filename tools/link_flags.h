@@ -5,7 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "dtensor/cost_model.h"
-#include "mesh/device_mesh.h"
+#include "dtensor/mesh/device_mesh.h"
 #include "tools/arg_parser.h"
 
 namespace dtensor {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
 #include "tools/arg_parser.h"
 
 namespace dtensor {

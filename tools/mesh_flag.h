@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "mesh/device_mesh.h"
+#include "dtensor/mesh/device_mesh.h"
 
 namespace dtensor {
 

@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
 
 namespace dtensor {
 namespace {

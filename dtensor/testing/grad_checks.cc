@@ -5,14 +5,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/autograd.h"
+#include "dtensor/nn/grad_check.h"
+#include "dtensor/ops/backward_helpers.h"
 #include "dtensor/runtime.h"
 #include "dtensor/testing/op_cases.h"
-#include "mesh/device_mesh.h"
-#include "nn/autograd.h"
-#include "nn/grad_check.h"
-#include "ops/backward_helpers.h"
 
 namespace dtensor {
 namespace testing_util {

@@ -10,8 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "dtensor/dtensor.h"
-#include "ops/op_def.h"
-#include "tensor/tensor.h"
+#include "dtensor/ops/op_def.h"
+#include "dtensor/tensor/tensor.h"
 
 // Drivers of the gradient tests of the op families.
 namespace dtensor {

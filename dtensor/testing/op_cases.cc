@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
-#include "tensor/cuda_backend.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/tensor/cuda_backend.h"
 
 namespace dtensor {
 namespace testing_util {

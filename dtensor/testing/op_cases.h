@@ -12,11 +12,11 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/mesh/device_mesh.h"
 #include "dtensor/placement.h"
 #include "dtensor/runtime.h"
 #include "dtensor/sharding.h"
-#include "mesh/device_mesh.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 namespace testing_util {
@@ -56,7 +56,7 @@ Shape RandomShape(int64_t rank, int64_t max_size, std::mt19937& rng);
 // ranks of a check share it): the CPU, or the CUDA device the environment
 // variable DTENSOR_TEST_DEVICE names ("cuda", "cuda:1"). How the GPU bundle
 // runs the op family tests on CUDA DTensors, the in-process ranks staging
-// their collectives through the host (collectives/host_staging.h). The
+// their collectives through the host (dtensor/collectives/host_staging.h). The
 // variable is read once per process.
 // Errors: another name; a CUDA device that is absent.
 absl::StatusOr<Device> CheckDevice();

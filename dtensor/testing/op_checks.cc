@@ -6,11 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
-#include "ops/propagation.h"
-#include "ops/registry.h"
-#include "ops/strategy.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/ops/propagation.h"
+#include "dtensor/ops/registry.h"
+#include "dtensor/ops/strategy.h"
 
 namespace dtensor {
 namespace testing_util {

@@ -11,10 +11,10 @@
 #include "absl/status/statusor.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/ops/op_args.h"
+#include "dtensor/ops/op_def.h"
+#include "dtensor/tensor/tensor.h"
 #include "dtensor/testing/op_cases.h"
-#include "ops/op_args.h"
-#include "ops/op_def.h"
-#include "tensor/tensor.h"
 
 // Drivers of the op family tests, on top of op_cases.h.
 namespace dtensor {

@@ -4,13 +4,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "ops/dispatch.h"
-#include "ops/einsum_strategy.h"
-#include "ops/elementwise_ops.h"
-#include "ops/local_fn.h"
-#include "ops/registry.h"
-#include "tensor/elementwise.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/einsum_strategy.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/local_fn.h"
+#include "dtensor/ops/registry.h"
+#include "dtensor/tensor/elementwise.h"
 
 namespace dtensor {
 namespace examples {

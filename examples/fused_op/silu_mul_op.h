@@ -1,16 +1,16 @@
 #ifndef DTENSOR_EXAMPLES_FUSED_OP_SILU_MUL_OP_H_
 #define DTENSOR_EXAMPLES_FUSED_OP_SILU_MUL_OP_H_
 
-// A user op, written outside ops/: silu_mul(gate, up) = silu(gate) * up, the
-// fused activation of a SwiGLU feed-forward layer. It shows the four pieces
-// of an op (docs/ops.md, "Adding an op"): infer, the sharding rule, the
+// A user op, written outside dtensor/ops/: silu_mul(gate, up) = silu(gate) *
+// up, the fused activation of a SwiGLU feed-forward layer. It shows the four
+// pieces of an op (docs/ops.md, "Adding an op"): infer, the sharding rule, the
 // kernel, the backward; and its registration, which makes
 // `dtensor propagate --op silu_mul` work in any binary this library is linked
 // into (//examples/fused_op:dtensor_with_silu_mul).
 
 #include "absl/status/statusor.h"
 #include "dtensor/dtensor.h"
-#include "ops/op_def.h"
+#include "dtensor/ops/op_def.h"
 
 namespace dtensor {
 namespace examples {

@@ -7,17 +7,17 @@
 #include <random>
 #include <vector>
 
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/registry.h"
+#include "dtensor/ops/sharding_override.h"
+#include "dtensor/tensor/elementwise.h"
 #include "dtensor/testing/comm_matchers.h"
 #include "dtensor/testing/grad_checks.h"
 #include "dtensor/testing/op_cases.h"
 #include "dtensor/testing/op_checks.h"
 #include "gtest/gtest.h"
-#include "ops/elementwise_ops.h"
-#include "ops/registry.h"
-#include "ops/sharding_override.h"
-#include "tensor/elementwise.h"
 
 namespace dtensor {
 namespace {

@@ -1,7 +1,7 @@
 #include "examples/user_style/colwise_gathered.h"
 
-#include "base/status_macros.h"
-#include "parallel/style_registry.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/parallel/style_registry.h"
 
 namespace dtensor {
 namespace examples {

@@ -8,15 +8,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "dtensor/nn/module.h"
+#include "dtensor/parallel/parallel_style.h"
 #include "dtensor/placement.h"
-#include "nn/module.h"
-#include "parallel/parallel_style.h"
 
 namespace dtensor {
 namespace examples {
 
-// A user parallel style, written outside parallel/: a Linear's weight (and
-// bias) split on the output features like colwise, the input moved to
+// A user parallel style, written outside dtensor/parallel/: a Linear's weight
+// (and bias) split on the output features like colwise, the input moved to
 // Replicate, and the output all-gathered to Replicate, so the modules after
 // it see a whole activation. Takes no options.
 class ColwiseGathered : public parallel::ParallelStyle {

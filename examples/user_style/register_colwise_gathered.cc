@@ -1,7 +1,7 @@
 // Registers colwise_gathered by name in every program this file is linked
 // into (the BUILD target is alwayslink).
+#include "dtensor/parallel/style_registry.h"
 #include "examples/user_style/colwise_gathered.h"
-#include "parallel/style_registry.h"
 
 namespace dtensor {
 namespace examples {

@@ -1,4 +1,4 @@
-#include "base/json_value.h"
+#include "dtensor/base/json_value.h"
 
 #include <random>
 #include <string>

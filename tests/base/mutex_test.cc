@@ -1,4 +1,4 @@
-#include "base/mutex.h"
+#include "dtensor/base/mutex.h"
 
 #include <atomic>
 #include <thread>

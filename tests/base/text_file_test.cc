@@ -1,7 +1,7 @@
 // ReadTextFile: the contents of regular files within the limit; everything
 // else (missing, a directory, /dev/zero, a FIFO, too large) is an error naming
 // the path, returned at once.
-#include "base/text_file.h"
+#include "dtensor/base/text_file.h"
 
 #include <sys/stat.h>
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/base/status_macros.h"
 #include "gtest/gtest.h"
-#include "base/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor {

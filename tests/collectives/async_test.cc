@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "dtensor/base/status_macros.h"
 #include "gtest/gtest.h"
-#include "base/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor {

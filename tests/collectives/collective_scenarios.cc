@@ -10,9 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
-#include "collectives/argument_checks.h"
-#include "collectives/functional.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/argument_checks.h"
+#include "dtensor/collectives/functional.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor::testing {

@@ -11,8 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "collectives/process_groups.h"
-#include "tensor/tensor.h"
+#include "dtensor/collectives/process_groups.h"
+#include "dtensor/tensor/tensor.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor::testing {

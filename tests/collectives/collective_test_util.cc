@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "collectives/inprocess/local_cluster.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 
 namespace dtensor::testing {
 namespace {

@@ -8,11 +8,11 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "collectives/collective_options.h"
-#include "collectives/communicator.h"
-#include "collectives/reduce_op.h"
+#include "dtensor/collectives/collective_options.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"
-#include "tensor/tensor.h"
 
 // Helpers of the collectives tests: per-rank inputs that every rank and the
 // reference can rebuild from a seed, and plain-loop references (narrow,

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "collectives/communicator.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/communicator.h"
 #include "gtest/gtest.h"
-#include "base/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor {

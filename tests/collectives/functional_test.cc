@@ -1,13 +1,13 @@
-// The allocating forms (collectives/functional.h): results and the sizes,
-// shapes and dtypes they learn from the peers, against references assembled
-// in the test from every rank's input.
-#include "collectives/functional.h"
+// The allocating forms (dtensor/collectives/functional.h): results and the
+// sizes, shapes and dtypes they learn from the peers, against references
+// assembled in the test from every rank's input.
+#include "dtensor/collectives/functional.h"
 
 #include <random>
 #include <vector>
 
+#include "dtensor/base/status_macros.h"
 #include "gtest/gtest.h"
-#include "base/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor {

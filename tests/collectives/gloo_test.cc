@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "collectives/multiprocess/store_server.h"
+#include "dtensor/collectives/multiprocess/store_server.h"
 #include "gtest/gtest.h"
 #include "tests/collectives/worker_launch.h"
 

@@ -1,13 +1,13 @@
 // In-process ranks whose tensors live on one GPU: LocalCluster with a CUDA
-// device stages every call through the host (collectives/host_staging.h).
-// Runs the backend-neutral scenarios (every collective against references
-// from every rank's inputs) on 4 ranks. Needs a GPU; skips with a message
-// otherwise.
-#include "collectives/host_staging.h"
+// device stages every call through the host
+// (dtensor/collectives/host_staging.h). Runs the backend-neutral scenarios
+// (every collective against references from every rank's inputs) on 4 ranks.
+// Needs a GPU; skips with a message otherwise.
+#include "dtensor/collectives/host_staging.h"
 
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/tensor/cuda_backend.h"
 #include "gtest/gtest.h"
-#include "tensor/cuda_backend.h"
 #include "tests/collectives/collective_scenarios.h"
 #include "tests/collectives/collective_test_util.h"
 

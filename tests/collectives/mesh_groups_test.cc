@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "collectives/inprocess/local_cluster.h"
-#include "collectives/process_groups.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/collectives/process_groups.h"
+#include "dtensor/mesh/device_mesh.h"
 #include "gtest/gtest.h"
-#include "mesh/device_mesh.h"
-#include "base/status_macros.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor {

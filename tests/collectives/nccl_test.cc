@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
-#include "collectives/nccl/nccl_backend.h"
+#include "dtensor/collectives/nccl/nccl_backend.h"
+#include "dtensor/tensor/cuda_backend.h"
 #include "gtest/gtest.h"
-#include "tensor/cuda_backend.h"
 #include "tests/collectives/worker_launch.h"
 
 namespace dtensor {

@@ -1,7 +1,7 @@
 // ReduceInto and ReduceIntoEach against sums, maxima and minima computed in
 // the test, for every dtype and op, counts around the kernel's block size,
 // and outputs that are inputs.
-#include "collectives/reduce_kernel.h"
+#include "dtensor/collectives/reduce_kernel.h"
 
 #include <vector>
 

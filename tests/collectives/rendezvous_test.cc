@@ -12,12 +12,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
-#include "collectives/multiprocess/arrival_board.h"
-#include "collectives/multiprocess/call_records.h"
-#include "collectives/multiprocess/launch_env.h"
-#include "collectives/multiprocess/store_client.h"
-#include "collectives/multiprocess/store_protocol.h"
-#include "collectives/multiprocess/store_server.h"
+#include "dtensor/collectives/multiprocess/arrival_board.h"
+#include "dtensor/collectives/multiprocess/call_records.h"
+#include "dtensor/collectives/multiprocess/launch_env.h"
+#include "dtensor/collectives/multiprocess/store_client.h"
+#include "dtensor/collectives/multiprocess/store_protocol.h"
+#include "dtensor/collectives/multiprocess/store_server.h"
 #include "gtest/gtest.h"
 
 namespace dtensor {

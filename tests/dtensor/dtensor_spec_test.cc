@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/hash/hash.h"
+#include "dtensor/mesh/device_mesh.h"
 #include "gtest/gtest.h"
-#include "mesh/device_mesh.h"
 
 namespace dtensor {
 namespace {

@@ -14,7 +14,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "base/text_file.h"
+#include "dtensor/base/text_file.h"
 #include "tests/fuzz/fuzz_runner.h"
 #include "tests/fuzz/fuzz_targets.h"
 

@@ -1,7 +1,7 @@
 // DeviceMesh against the spec's facts (row-major ranks) and, over random
 // meshes up to 4-D, against a brute-force row-major reference written here.
 
-#include "mesh/device_mesh.h"
+#include "dtensor/mesh/device_mesh.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "dtensor/mesh/layout.h"
 #include "gtest/gtest.h"
-#include "mesh/layout.h"
 
 namespace dtensor {
 namespace {

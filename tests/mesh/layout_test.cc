@@ -2,7 +2,7 @@
 // literally in our (colexicographic, CuTe's own) convention, plus hand-worked
 // cases of every operation and every error.
 
-#include "mesh/layout.h"
+#include "dtensor/mesh/layout.h"
 
 #include <cstdint>
 #include <limits>

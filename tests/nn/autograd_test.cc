@@ -2,7 +2,7 @@
 // and unconnected sources, ties, dtype conversions, nesting, errors, the
 // collectives of gradients of Partial layouts (metadata-only), and gradient
 // accumulation. References are plain loops written here.
-#include "nn/autograd.h"
+#include "dtensor/nn/autograd.h"
 
 #include <functional>
 #include <memory>
@@ -10,23 +10,23 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/autograd_accumulate.h"
+#include "dtensor/nn/optim_sgd.h"
+#include "dtensor/ops/backward_helpers.h"
+#include "dtensor/ops/cast_ops.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/matmul_ops.h"
+#include "dtensor/ops/reduction_ops.h"
+#include "dtensor/ops/registry.h"
+#include "dtensor/ops/vocab_ops.h"
 #include "dtensor/runtime.h"
 #include "dtensor/testing/grad_checks.h"
 #include "gtest/gtest.h"
-#include "mesh/device_mesh.h"
-#include "nn/autograd_accumulate.h"
-#include "nn/optim_sgd.h"
-#include "ops/backward_helpers.h"
-#include "ops/cast_ops.h"
-#include "ops/dispatch.h"
-#include "ops/elementwise_ops.h"
-#include "ops/matmul_ops.h"
-#include "ops/reduction_ops.h"
-#include "ops/registry.h"
-#include "ops/vocab_ops.h"
 
 namespace dtensor {
 namespace {

@@ -3,7 +3,7 @@
 // (uneven and nested shards included), equal to the documented Philox draws
 // (Tensor::Normal on the stream TensorKey(seed, name)) — and errors name the
 // slot.
-#include "nn/init.h"
+#include "dtensor/nn/init.h"
 
 #include <cmath>
 #include <memory>
@@ -14,15 +14,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/dtensor_spec.h"
+#include "dtensor/nn/embedding.h"
+#include "dtensor/nn/initializer.h"
+#include "dtensor/nn/linear.h"
+#include "dtensor/nn/llama.h"
+#include "dtensor/nn/module_list.h"
+#include "dtensor/tensor/generator.h"
 #include "gtest/gtest.h"
-#include "nn/embedding.h"
-#include "nn/initializer.h"
-#include "nn/linear.h"
-#include "nn/llama.h"
-#include "nn/module_list.h"
-#include "tensor/generator.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace dtensor {

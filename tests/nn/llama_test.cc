@@ -3,7 +3,7 @@
 // and 4 in-process ranks with replicated and with randomly sharded
 // parameters against the one-rank result; and a metadata-only forward of a
 // 70B config on a (64, 8) mesh.
-#include "nn/llama.h"
+#include "dtensor/nn/llama.h"
 
 #include <map>
 #include <memory>
@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor_spec.h"
+#include "dtensor/ops/op_counter.h"
 #include "gtest/gtest.h"
-#include "ops/op_counter.h"
-#include "base/status_macros.h"
 #include "tests/nn/nn_test_util.h"
 #include "tests/nn/reference_llama.h"
 

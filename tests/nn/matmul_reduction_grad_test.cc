@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/matmul_ops.h"
+#include "dtensor/ops/reduction_ops.h"
 #include "dtensor/testing/grad_checks.h"
 #include "gtest/gtest.h"
-#include "ops/elementwise_ops.h"
-#include "ops/matmul_ops.h"
-#include "ops/reduction_ops.h"
 
 namespace dtensor {
 namespace {

@@ -2,7 +2,7 @@
 // tiny Llama, parameter counts (against published model sizes), the
 // hidden-dim rule, lookups by name, hooks, training mode, registration and
 // config errors, and the printed tree.
-#include "nn/module.h"
+#include "dtensor/nn/module.h"
 
 #include <memory>
 #include <string>
@@ -10,19 +10,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/dtensor_spec.h"
+#include "dtensor/nn/attention.h"
+#include "dtensor/nn/dropout.h"
+#include "dtensor/nn/init.h"
+#include "dtensor/nn/linear.h"
+#include "dtensor/nn/llama.h"
+#include "dtensor/nn/module_list.h"
+#include "dtensor/nn/norms.h"
+#include "dtensor/nn/transformer_block.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/tensor/elementwise.h"
 #include "gtest/gtest.h"
-#include "nn/attention.h"
-#include "nn/dropout.h"
-#include "nn/init.h"
-#include "nn/linear.h"
-#include "nn/llama.h"
-#include "nn/module_list.h"
-#include "nn/norms.h"
-#include "nn/transformer_block.h"
-#include "ops/elementwise_ops.h"
-#include "tensor/elementwise.h"
-#include "base/status_macros.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace dtensor {

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/ops/nn_ops.h"
+#include "dtensor/ops/vocab_ops.h"
 #include "dtensor/testing/grad_checks.h"
 #include "gtest/gtest.h"
-#include "ops/nn_ops.h"
-#include "ops/vocab_ops.h"
 
 namespace dtensor {
 namespace {

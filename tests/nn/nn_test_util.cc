@@ -3,8 +3,8 @@
 #include <cmath>
 #include <utility>
 
-#include "collectives/inprocess/local_cluster.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 
 namespace dtensor {
 namespace nn_testing {

@@ -10,11 +10,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/llama_config.h"
+#include "dtensor/nn/module.h"
 #include "dtensor/runtime.h"
-#include "mesh/device_mesh.h"
-#include "nn/llama_config.h"
-#include "nn/module.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/tensor.h"
 #include "tests/nn/reference_llama.h"
 
 namespace dtensor {

@@ -10,12 +10,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/nn/optim.h"
+#include "dtensor/nn/optim_adamw.h"
 #include "gtest/gtest.h"
-#include "nn/optim.h"
-#include "nn/optim_adamw.h"
 
 namespace dtensor {
 namespace {

@@ -9,17 +9,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/optim_adamw.h"
+#include "dtensor/nn/optim_clip.h"
+#include "dtensor/nn/optim_sgd.h"
 #include "dtensor/runtime.h"
 #include "dtensor/testing/grad_checks.h"
 #include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
-#include "mesh/device_mesh.h"
-#include "nn/optim_adamw.h"
-#include "nn/optim_clip.h"
-#include "nn/optim_sgd.h"
 
 namespace dtensor {
 namespace {

@@ -9,19 +9,19 @@
 #include <random>
 #include <vector>
 
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/dtensor_spec.h"
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/autograd.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/matmul_ops.h"
+#include "dtensor/ops/reduction_ops.h"
+#include "dtensor/ops/view_ops.h"
+#include "dtensor/tensor/storage.h"
 #include "gtest/gtest.h"
-#include "mesh/device_mesh.h"
-#include "nn/autograd.h"
-#include "ops/elementwise_ops.h"
-#include "ops/matmul_ops.h"
-#include "ops/reduction_ops.h"
-#include "ops/view_ops.h"
-#include "base/status_macros.h"
-#include "tensor/storage.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace dtensor {

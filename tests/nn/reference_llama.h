@@ -6,14 +6,15 @@
 #include <string>
 #include <vector>
 
-#include "nn/llama_config.h"
-#include "tensor/tensor.h"
+#include "dtensor/nn/llama_config.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 namespace nn_testing {
 
 // Plain loops in double, written from the Llama reference, independent of
-// nn/ and ops/: the references the nn tests check the modules against.
+// dtensor/nn/ and dtensor/ops/: the references the nn tests check the modules
+// against.
 
 // A row-major array of doubles.
 struct Array {

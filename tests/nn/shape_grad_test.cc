@@ -7,15 +7,15 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/ops/cast_ops.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/join_ops.h"
+#include "dtensor/ops/random_ops.h"
+#include "dtensor/ops/slice_ops.h"
+#include "dtensor/ops/view_ops.h"
 #include "dtensor/testing/grad_checks.h"
 #include "gtest/gtest.h"
-#include "ops/cast_ops.h"
-#include "ops/elementwise_ops.h"
-#include "ops/join_ops.h"
-#include "ops/random_ops.h"
-#include "ops/slice_ops.h"
-#include "ops/view_ops.h"
 
 namespace dtensor {
 namespace {

@@ -2,19 +2,19 @@
 // equal forwards; loading keeps each slot's layout and dtype (redistributing
 // and converting); errors name missing and unexpected keys, wrong shapes and
 // foreign meshes, all at once, and change nothing.
-#include "nn/state_dict.h"
+#include "dtensor/nn/state_dict.h"
 
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "dtensor/base/status_macros.h"
 #include "dtensor/dtensor_spec.h"
+#include "dtensor/nn/init.h"
+#include "dtensor/nn/llama.h"
+#include "dtensor/ops/cast_ops.h"
 #include "gtest/gtest.h"
-#include "nn/init.h"
-#include "nn/llama.h"
-#include "ops/cast_ops.h"
-#include "base/status_macros.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace dtensor {

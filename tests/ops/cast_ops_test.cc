@@ -2,7 +2,7 @@
 // dtype pairs, even and uneven shards, Partial inputs) against the tensor
 // layer on the gathered input, under random layouts and under every
 // strategy; which Partials pass through.
-#include "ops/cast_ops.h"
+#include "dtensor/ops/cast_ops.h"
 
 #include <random>
 #include <set>
@@ -11,11 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/tensor/elementwise.h"
 #include "dtensor/testing/comm_matchers.h"
 #include "dtensor/testing/op_cases.h"
 #include "dtensor/testing/op_checks.h"
 #include "gtest/gtest.h"
-#include "tensor/elementwise.h"
 
 namespace dtensor {
 namespace {

@@ -2,7 +2,7 @@
 // property test (random meshes, shapes broadcasting against each other, even
 // and uneven shards, Partial inputs) against the tensor layer on the gathered
 // inputs; and the Partial rules users expect, with communication counted.
-#include "ops/elementwise_ops.h"
+#include "dtensor/ops/elementwise_ops.h"
 
 #include <functional>
 #include <random>
@@ -12,11 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/registry.h"
+#include "dtensor/tensor/elementwise.h"
 #include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
-#include "ops/dispatch.h"
-#include "ops/registry.h"
-#include "tensor/elementwise.h"
 
 namespace dtensor {
 namespace {

@@ -2,7 +2,7 @@
 // input in its own random layout, even and uneven shards, Partial inputs)
 // against the tensor layer on the gathered inputs, under random layouts and
 // under every strategy; the layouts users expect.
-#include "ops/join_ops.h"
+#include "dtensor/ops/join_ops.h"
 
 #include <random>
 #include <set>

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/ops/vocab_ops.h"
 #include "dtensor/testing/op_cases.h"
 #include "dtensor/testing/op_checks.h"
 #include "gtest/gtest.h"
-#include "ops/vocab_ops.h"
 
 namespace dtensor {
 namespace {

@@ -1,7 +1,7 @@
 // Matrix products on DTensors: randomized property tests (the gathered result
 // equals the tensor layer's product of the gathered inputs) and the layouts
 // users expect, with their communication counted.
-#include "ops/matmul_ops.h"
+#include "dtensor/ops/matmul_ops.h"
 
 #include <optional>
 #include <random>
@@ -10,11 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/ops/propagation_cache.h"
+#include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/matmul.h"
 #include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
-#include "ops/propagation_cache.h"
-#include "tensor/elementwise.h"
-#include "tensor/matmul.h"
 
 namespace dtensor {
 namespace {

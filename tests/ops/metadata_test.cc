@@ -12,15 +12,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/matmul_ops.h"
+#include "dtensor/ops/op_counter.h"
+#include "dtensor/ops/reduction_ops.h"
 #include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
-#include "ops/elementwise_ops.h"
-#include "ops/matmul_ops.h"
-#include "ops/op_counter.h"
-#include "ops/reduction_ops.h"
 
 namespace dtensor {
 namespace {

@@ -3,7 +3,7 @@
 // (random meshes, even and uneven shards, nested orders, Partial inputs)
 // against the tensor layer on the gathered inputs; and the layouts users
 // expect, with communication counted.
-#include "ops/nn_ops.h"
+#include "dtensor/ops/nn_ops.h"
 
 #include <random>
 #include <set>
@@ -12,11 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/tensor/nn_functional.h"
 #include "dtensor/testing/comm_matchers.h"
 #include "dtensor/testing/op_cases.h"
 #include "dtensor/testing/op_checks.h"
 #include "gtest/gtest.h"
-#include "tensor/nn_functional.h"
 
 namespace dtensor {
 namespace {

@@ -1,6 +1,6 @@
 // OpArgs: the propagation key (kinds and attribute values, not kernel
 // scalars), schema checks, and parsing named text values.
-#include "ops/op_args.h"
+#include "dtensor/ops/op_args.h"
 
 #include <map>
 #include <string>

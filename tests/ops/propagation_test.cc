@@ -2,7 +2,7 @@
 // planner's redistribution cost plus the kernel's own collectives), the
 // tie-break, the combination of per-mesh-dim strategies, the cache, a kernel
 // that communicates, and the errors of a call.
-#include "ops/propagation.h"
+#include "dtensor/ops/propagation.h"
 
 #include <functional>
 #include <memory>
@@ -11,20 +11,20 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "collectives/communicator.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/cost_model.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/einsum_strategy.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/propagation_cache.h"
+#include "dtensor/ops/reduction_ops.h"
+#include "dtensor/ops/registry.h"
+#include "dtensor/tensor/reduction.h"
 #include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
-#include "ops/dispatch.h"
-#include "ops/einsum_strategy.h"
-#include "ops/elementwise_ops.h"
-#include "ops/propagation_cache.h"
-#include "ops/reduction_ops.h"
-#include "ops/registry.h"
-#include "tensor/reduction.h"
 
 namespace dtensor {
 namespace {

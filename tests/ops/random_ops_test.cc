@@ -2,20 +2,20 @@
 // uneven shards, Partial inputs, seeds, offsets) against a reference written
 // here from the Philox stream of each element's global index; the result
 // does not depend on the layout.
-#include "ops/random_ops.h"
+#include "dtensor/ops/random_ops.h"
 
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/tensor/generator.h"
 #include "dtensor/testing/comm_matchers.h"
 #include "dtensor/testing/op_cases.h"
 #include "dtensor/testing/op_checks.h"
 #include "gtest/gtest.h"
-#include "tensor/generator.h"
 
 namespace dtensor {
 namespace {

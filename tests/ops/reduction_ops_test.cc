@@ -2,7 +2,7 @@
 // on gathered inputs (any dims, keepdim, even and uneven shards, Partial
 // inputs), the Partial outputs of sharded reduced dims without
 // communication, and the unbiased mean over uneven shards.
-#include "ops/reduction_ops.h"
+#include "dtensor/ops/reduction_ops.h"
 
 #include <functional>
 #include <random>
@@ -12,15 +12,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/registry.h"
+#include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/reduction.h"
 #include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
-#include "ops/dispatch.h"
-#include "ops/registry.h"
-#include "tensor/elementwise.h"
-#include "tensor/reduction.h"
 
 namespace dtensor {
 namespace {

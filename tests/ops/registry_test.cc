@@ -1,13 +1,13 @@
 // The op registry: the built-in ops are found under their names, with the
 // functions the engine needs; lookups and registrations fail cleanly.
-#include "ops/registry.h"
+#include "dtensor/ops/registry.h"
 
 #include <string>
 
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/matmul_ops.h"
+#include "dtensor/ops/reduction_ops.h"
 #include "gtest/gtest.h"
-#include "ops/elementwise_ops.h"
-#include "ops/matmul_ops.h"
-#include "ops/reduction_ops.h"
 
 namespace dtensor {
 namespace {

@@ -3,7 +3,7 @@
 // layer on the gathered input, under random layouts and (narrow, slice)
 // under every strategy; the layouts users expect, and one redistribution
 // for all the parts of a split.
-#include "ops/slice_ops.h"
+#include "dtensor/ops/slice_ops.h"
 
 #include <random>
 #include <set>

@@ -4,7 +4,7 @@
 // regroupings of dims) against the tensor layer on the gathered inputs,
 // under random layouts and under every strategy the ops offer; and the
 // merge / split rules users expect, with communication counted.
-#include "ops/view_ops.h"
+#include "dtensor/ops/view_ops.h"
 
 #include <algorithm>
 #include <numeric>

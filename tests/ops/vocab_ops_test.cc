@@ -2,7 +2,7 @@
 // meshes, even and uneven shards, ignored targets, Partial inputs) against
 // the tensor layer on the gathered inputs; the row-sharded embedding's
 // Partial result; loss parallel communicating batch-sized reductions only.
-#include "ops/vocab_ops.h"
+#include "dtensor/ops/vocab_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/tensor/nn_functional.h"
 #include "dtensor/testing/comm_matchers.h"
 #include "dtensor/testing/op_cases.h"
 #include "dtensor/testing/op_checks.h"
 #include "gtest/gtest.h"
-#include "tensor/nn_functional.h"
 
 namespace dtensor {
 namespace {

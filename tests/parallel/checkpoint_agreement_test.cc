@@ -11,11 +11,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/dtensor_spec.h"
+#include "dtensor/parallel/checkpoint.h"
 #include "gtest/gtest.h"
-#include "parallel/checkpoint.h"
 #include "tests/parallel/checkpoint_test_util.h"
 
 namespace dtensor {

@@ -9,10 +9,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dtensor/parallel/checkpoint_block_io.h"
+#include "dtensor/parallel/checkpoint_checksum.h"
+#include "dtensor/parallel/checkpoint_metadata.h"
 #include "gtest/gtest.h"
-#include "parallel/checkpoint_block_io.h"
-#include "parallel/checkpoint_checksum.h"
-#include "parallel/checkpoint_metadata.h"
 
 namespace dtensor {
 namespace parallel {

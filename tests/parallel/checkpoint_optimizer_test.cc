@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/nn/optim_adamw.h"
+#include "dtensor/parallel/checkpoint.h"
 #include "gtest/gtest.h"
-#include "nn/optim_adamw.h"
-#include "parallel/checkpoint.h"
 #include "tests/parallel/checkpoint_test_util.h"
 
 namespace dtensor {

@@ -15,10 +15,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/dtensor_spec.h"
+#include "dtensor/parallel/checkpoint.h"
 #include "gtest/gtest.h"
-#include "parallel/checkpoint.h"
 #include "tests/parallel/checkpoint_test_util.h"
 
 namespace dtensor {

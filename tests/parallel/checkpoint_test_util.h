@@ -10,9 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "dtensor/dtensor.h"
-#include "mesh/device_mesh.h"
-#include "nn/state_dict.h"
-#include "tensor/tensor.h"
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/state_dict.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 namespace testing {

@@ -18,13 +18,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/parallel/llama_trainer.h"
+#include "dtensor/parallel/plan.h"
 #include "dtensor/runtime.h"
 #include "gtest/gtest.h"
-#include "parallel/llama_trainer.h"
-#include "parallel/plan.h"
 #include "tools/mesh_flag.h"
 
 namespace dtensor {
@@ -118,7 +118,7 @@ PhaseCounts TpPart(Family family, int64_t L) {
 // The model's gradients are far below the default bucket of 25 MiB: (9L +
 // 3) parameters of at most 64 x 96 f32 values each, under 1 MiB for L <= 3.
 // So under replicate every gradient partial on the same mesh dims shares one
-// bucket: one all-reduce per set of dims (parallel/gradient_buckets.h).
+// bucket: one all-reduce per set of dims (dtensor/parallel/gradient_buckets.h).
 constexpr int64_t kBucketsPerDims = 1;
 
 // The 2L + 1 norm gradients, partial on dp and tp: replicate all-reduces

@@ -1,10 +1,10 @@
-// GradientBuckets (parallel/gradient_buckets.h) against the unbucketed
+// GradientBuckets (dtensor/parallel/gradient_buckets.h) against the unbucketed
 // result: each gradient redistributed on its own to its parameter's layout.
 // Random gradients Partial(sum) (bit-exact) and Partial(avg) (within f32
 // rounding) over random mesh dims, random sizes and bucket sizes; the number
 // of all-reduces derived from the sizes; buckets started during the backward
 // pass; accumulation that communicates once; argument errors.
-#include "parallel/gradient_buckets.h"
+#include "dtensor/parallel/gradient_buckets.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,15 +18,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/comm_owner.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/nn/autograd.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/reduction_ops.h"
 #include "dtensor/runtime.h"
 #include "gtest/gtest.h"
-#include "nn/autograd.h"
-#include "ops/elementwise_ops.h"
-#include "ops/reduction_ops.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace dtensor {

@@ -1,15 +1,15 @@
-#include "parallel/parallelize.h"
+#include "dtensor/parallel/parallelize.h"
 
 #include <cmath>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/nn/llama.h"
 #include "dtensor/runtime.h"
 #include "gtest/gtest.h"
-#include "nn/llama.h"
 
 namespace dtensor {
 namespace parallel {

@@ -1,13 +1,13 @@
-#include "parallel/plan.h"
+#include "dtensor/parallel/plan.h"
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/llama.h"
+#include "dtensor/nn/llama_config.h"
 #include "gtest/gtest.h"
-#include "mesh/device_mesh.h"
-#include "nn/llama.h"
-#include "nn/llama_config.h"
 
 namespace dtensor {
 namespace parallel {

@@ -1,13 +1,13 @@
-// Every plan shipped in parallel/plans/ parses and binds to the Llama tree:
-// each pattern matches modules of the right type, none twice.
+// Every plan shipped in dtensor/parallel/plans/ parses and binds to the Llama
+// tree: each pattern matches modules of the right type, none twice.
 #include <cstdlib>
 #include <string>
 
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/llama.h"
+#include "dtensor/nn/llama_config.h"
+#include "dtensor/parallel/plan.h"
 #include "gtest/gtest.h"
-#include "mesh/device_mesh.h"
-#include "nn/llama.h"
-#include "nn/llama_config.h"
-#include "parallel/plan.h"
 
 namespace dtensor {
 namespace parallel {

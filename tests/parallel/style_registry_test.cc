@@ -1,9 +1,9 @@
-// Styles as classes (parallel/parallel_style.h) and by name
-// (parallel/style_registry.h): a user style registered from this test and
-// used from a plan file; the Hugging Face tp_plan names; keys that name a
+// Styles as classes (dtensor/parallel/parallel_style.h) and by name
+// (dtensor/parallel/style_registry.h): a user style registered from this test
+// and used from a plan file; the Hugging Face tp_plan names; keys that name a
 // parameter. Each plan's forward and backward step is checked against the
 // same model on one rank without a plan.
-#include "parallel/style_registry.h"
+#include "dtensor/parallel/style_registry.h"
 
 #include <cmath>
 #include <cstdint>
@@ -15,18 +15,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/nn/init.h"
+#include "dtensor/nn/linear.h"
+#include "dtensor/nn/module_list.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/reduction_ops.h"
+#include "dtensor/parallel/plan.h"
 #include "dtensor/runtime.h"
 #include "examples/user_style/colwise_gathered.h"
 #include "gtest/gtest.h"
-#include "nn/init.h"
-#include "nn/linear.h"
-#include "nn/module_list.h"
-#include "ops/elementwise_ops.h"
-#include "ops/reduction_ops.h"
-#include "parallel/plan.h"
 #include "tests/parallel/style_test_util.h"
 
 namespace dtensor {

@@ -14,15 +14,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/autograd.h"
+#include "dtensor/nn/llama_config.h"
+#include "dtensor/nn/module.h"
+#include "dtensor/parallel/plan.h"
 #include "dtensor/runtime.h"
-#include "mesh/device_mesh.h"
-#include "nn/autograd.h"
-#include "nn/llama_config.h"
-#include "nn/module.h"
-#include "parallel/plan.h"
 
 namespace dtensor {
 namespace parallel_testing {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/nn/module.h"
 #include "gtest/gtest.h"
-#include "nn/module.h"
 #include "tests/parallel/style_test_util.h"
 
 namespace dtensor {

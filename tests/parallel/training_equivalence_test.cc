@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "collectives/inprocess/local_cluster.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/parallel/llama_trainer.h"
+#include "dtensor/parallel/plan.h"
 #include "dtensor/runtime.h"
+#include "dtensor/tensor/cuda_backend.h"
+#include "dtensor/tensor/generator.h"
 #include "gtest/gtest.h"
-#include "parallel/llama_trainer.h"
-#include "parallel/plan.h"
-#include "tensor/cuda_backend.h"
-#include "tensor/generator.h"
 #include "tools/mesh_flag.h"
 
 namespace dtensor {
@@ -108,7 +108,7 @@ std::string ShapesName(Shapes shapes) {
 enum class Part { kAll, kTpOnly, kDpOnly };
 
 struct Case {
-  std::string plan;  // File name in parallel/plans/ without ".json".
+  std::string plan;  // File name in dtensor/parallel/plans/ without ".json".
   Part part;
   std::string mesh;  // A --mesh flag.
   Shapes shapes;

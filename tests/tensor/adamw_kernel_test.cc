@@ -1,20 +1,20 @@
-// AdamWStep (tensor/adamw_kernel.h), the fused one-pass AdamW, against the
-// unfused formula of torch.optim.AdamW written out here in double, operation
-// by operation, over several steps from random states: f64 to 1e-12
+// AdamWStep (dtensor/tensor/adamw_kernel.h), the fused one-pass AdamW, against
+// the unfused formula of torch.optim.AdamW written out here in double,
+// operation by operation, over several steps from random states: f64 to 1e-12
 // relative, f32 within a few float roundings (relative to the terms each
 // result sums), bf16 and f16 within one
 // rounding of their storage per step (the fused kernel rounds once where
 // the formula, run in bf16 ops, would round after each operation); a
 // strided parameter and gradient; and the argument errors.
-#include "tensor/adamw_kernel.h"
+#include "dtensor/tensor/adamw_kernel.h"
 
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"
-#include "tensor/tensor.h"
 #include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor {

@@ -1,4 +1,4 @@
-#include "tensor/cuda_backend.h"
+#include "dtensor/tensor/cuda_backend.h"
 
 #include <cstdint>
 #include <vector>

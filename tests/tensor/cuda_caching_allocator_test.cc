@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "dtensor/tensor/cuda/caching_allocator.h"
 #include "gtest/gtest.h"
-#include "tensor/cuda/caching_allocator.h"
 
 namespace dtensor::cuda {
 namespace {

@@ -1,8 +1,8 @@
-// The host forms of the CUDA kernel bodies (tensor/cuda/*_body.h) against the
-// CPU kernels of tensor/: bit-exact where the math is the same (one lane
-// visits a row in the CPU kernel's order), within stated tolerances where
-// the order of a sum differs (several lanes, or the CPU's blocked
-// reductions).
+// The host forms of the CUDA kernel bodies (dtensor/tensor/cuda/*_body.h)
+// against the CPU kernels of dtensor/tensor/: bit-exact where the math is the
+// same (one lane visits a row in the CPU kernel's order), within stated
+// tolerances where the order of a sum differs (several lanes, or the CPU's
+// blocked reductions).
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -13,18 +13,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/tensor/cuda/elementwise_body.h"
+#include "dtensor/tensor/cuda/host_device.h"
+#include "dtensor/tensor/cuda/index_body.h"
+#include "dtensor/tensor/cuda/random_body.h"
+#include "dtensor/tensor/cuda/row_body.h"
+#include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/generator.h"
+#include "dtensor/tensor/half.h"
+#include "dtensor/tensor/indexing.h"
+#include "dtensor/tensor/nn_functional.h"
+#include "dtensor/tensor/reduction.h"
 #include "gtest/gtest.h"
-#include "tensor/cuda/elementwise_body.h"
-#include "tensor/cuda/host_device.h"
-#include "tensor/cuda/index_body.h"
-#include "tensor/cuda/random_body.h"
-#include "tensor/cuda/row_body.h"
-#include "tensor/elementwise.h"
-#include "tensor/generator.h"
-#include "tensor/half.h"
-#include "tensor/indexing.h"
-#include "tensor/nn_functional.h"
-#include "tensor/reduction.h"
 #include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor::cuda {
@@ -34,8 +34,8 @@ using ::dtensor::testing::Layout;
 using ::dtensor::testing::RandomIndices;
 using ::dtensor::testing::RandomTensor;
 
-// Calls fn(Device{}, Host{}) with the kernels' storage type and tensor/'s for
-// `dtype`.
+// Calls fn(Device{}, Host{}) with the kernels' storage type and
+// dtensor/tensor/'s for `dtype`.
 template <typename Fn>
 void ForStorage(DType dtype, Fn&& fn) {
   switch (dtype) {
@@ -668,7 +668,8 @@ TEST(RandomBodyTest, DropoutReproducesTheGeneratorsMaskBitForBit) {
     for (double p : {0.0, 0.1, 0.5, 0.9}) {
       const Tensor x = RandomTensor(block, dtype, Layout::kContiguous, rng);
       // The reference: each element's draw at its global position, as
-      // ops/random_ops.cc draws it with a Generator, the mask in the dtype.
+      // dtensor/ops/random_ops.cc draws it with a Generator, the mask in the
+      // dtype.
       std::vector<double> mask;
       for (int64_t i = 0; i < x.numel(); ++i) {
         const std::vector<int64_t> local = testing::Unravel(i, block);

@@ -8,16 +8,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/tensor/adamw_kernel.h"
+#include "dtensor/tensor/cuda/random_body.h"
+#include "dtensor/tensor/cuda_backend.h"
+#include "dtensor/tensor/cuda_backend_ops.h"
+#include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/indexing.h"
+#include "dtensor/tensor/matmul.h"
+#include "dtensor/tensor/nn_functional.h"
+#include "dtensor/tensor/reduction.h"
 #include "gtest/gtest.h"
-#include "tensor/adamw_kernel.h"
-#include "tensor/cuda/random_body.h"
-#include "tensor/cuda_backend.h"
-#include "tensor/cuda_backend_ops.h"
-#include "tensor/elementwise.h"
-#include "tensor/indexing.h"
-#include "tensor/matmul.h"
-#include "tensor/nn_functional.h"
-#include "tensor/reduction.h"
 #include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor {

@@ -1,6 +1,6 @@
 // DTypes, the 16-bit float formats and element conversion, against bit
 // patterns worked out by hand and brute-force nearest-value searches.
-#include "tensor/dtype.h"
+#include "dtensor/tensor/dtype.h"
 
 #include <cmath>
 #include <cstdint>
@@ -10,10 +10,10 @@
 #include <sstream>
 #include <string>
 
+#include "dtensor/tensor/convert.h"
+#include "dtensor/tensor/half.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tensor/convert.h"
-#include "tensor/half.h"
 
 namespace dtensor {
 namespace {

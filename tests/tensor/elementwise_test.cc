@@ -1,4 +1,4 @@
-#include "tensor/elementwise.h"
+#include "dtensor/tensor/elementwise.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,9 +11,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "dtensor/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tensor/tensor.h"
 #include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor {

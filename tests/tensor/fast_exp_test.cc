@@ -1,12 +1,12 @@
-// cuda::FastExp (tensor/cuda/fast_exp.h), the exp of the CPU kernels and the
-// CUDA kernel bodies, against exp in double rounded to float (the correctly
-// rounded result but for rare double roundings): within its stated 2 ulp
-// over the whole float range (every 257th bit pattern, both signs), densely
+// cuda::FastExp (dtensor/tensor/cuda/fast_exp.h), the exp of the CPU kernels
+// and the CUDA kernel bodies, against exp in double rounded to float (the
+// correctly rounded result but for rare double roundings): within its stated 2
+// ulp over the whole float range (every 257th bit pattern, both signs), densely
 // around the overflow and subnormal thresholds, and exactly on the special
 // values (nan, infinities, zeros, subnormal and extreme inputs). The
-// vectorized loops (tensor/vector_exp.h) and the Exp, Sigmoid and Silu ops
-// give FastExp's bits.
-#include "tensor/cuda/fast_exp.h"
+// vectorized loops (dtensor/tensor/vector_exp.h) and the Exp, Sigmoid and Silu
+// ops give FastExp's bits.
+#include "dtensor/tensor/cuda/fast_exp.h"
 
 #include <cmath>
 #include <cstdint>
@@ -14,10 +14,10 @@
 #include <limits>
 #include <vector>
 
+#include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/tensor.h"
+#include "dtensor/tensor/vector_exp.h"
 #include "gtest/gtest.h"
-#include "tensor/elementwise.h"
-#include "tensor/tensor.h"
-#include "tensor/vector_exp.h"
 #include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor {

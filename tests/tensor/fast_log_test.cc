@@ -1,9 +1,9 @@
-// cuda::FastLog (tensor/cuda/fast_log.h), the log of the Log op's CPU kernel
-// and CUDA kernel body, against log in double rounded to float: within its
-// stated 1 ulp over every 61st positive float (subnormals included), over
+// cuda::FastLog (dtensor/tensor/cuda/fast_log.h), the log of the Log op's CPU
+// kernel and CUDA kernel body, against log in double rounded to float: within
+// its stated 1 ulp over every 61st positive float (subnormals included), over
 // every float in [0.5, 2] (where log is near 0 and relative error shows),
 // exact on the special values, and the Log op gives FastLog's bits.
-#include "tensor/cuda/fast_log.h"
+#include "dtensor/tensor/cuda/fast_log.h"
 
 #include <cmath>
 #include <cstdint>
@@ -11,9 +11,9 @@
 #include <limits>
 #include <vector>
 
+#include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"
-#include "tensor/elementwise.h"
-#include "tensor/tensor.h"
 #include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor {

@@ -1,14 +1,14 @@
 // The Philox generator against the Random123 known-answer vectors, its
 // stream layout, and the moments of its distributions.
-#include "tensor/generator.h"
+#include "dtensor/tensor/generator.h"
 
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "dtensor/tensor/philox.h"
+#include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"
-#include "tensor/philox.h"
-#include "tensor/tensor.h"
 
 namespace dtensor {
 namespace {

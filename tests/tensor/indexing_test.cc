@@ -1,4 +1,4 @@
-#include "tensor/indexing.h"
+#include "dtensor/tensor/indexing.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,9 +8,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "dtensor/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tensor/tensor.h"
 #include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/tensor.h"
+#include "dtensor/tensor/tensor.h"
 
 // Helpers shared by the kernel tests (matmul, nn_functional, indexing): random
 // inputs in several memory layouts, index arithmetic for the references, and

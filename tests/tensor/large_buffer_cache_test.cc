@@ -1,10 +1,10 @@
-#include "tensor/large_buffer_cache.h"
+#include "dtensor/tensor/large_buffer_cache.h"
 
 #include <cstdint>
 #include <cstring>
 
+#include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"
-#include "tensor/tensor.h"
 
 namespace dtensor {
 namespace {

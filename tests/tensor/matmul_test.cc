@@ -1,4 +1,4 @@
-#include "tensor/matmul.h"
+#include "dtensor/tensor/matmul.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -9,9 +9,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "dtensor/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tensor/tensor.h"
 #include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor {

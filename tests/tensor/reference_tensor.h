@@ -5,7 +5,7 @@
 #include <functional>
 #include <vector>
 
-#include "tensor/tensor.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor::testing {
 

@@ -1,6 +1,6 @@
 // ForEachStridedBlock / ForEachStridedRun / ForEachStridedElement against a
 // brute-force odometer.
-#include "tensor/strided_loop.h"
+#include "dtensor/tensor/strided_loop.h"
 
 #include <array>
 #include <cstdint>

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/tensor/cuda_backend.h"
+#include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"
-#include "tensor/cuda_backend.h"
-#include "tensor/tensor.h"
 #include "tests/tensor/reference_tensor.h"
 
 namespace dtensor {

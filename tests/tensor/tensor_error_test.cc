@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/tensor/cuda_backend.h"
+#include "dtensor/tensor/storage.h"
+#include "dtensor/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tensor/cuda_backend.h"
-#include "tensor/storage.h"
-#include "tensor/tensor.h"
 
 namespace dtensor {
 namespace {

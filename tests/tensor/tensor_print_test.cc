@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"
-#include "tensor/tensor.h"
 
 namespace dtensor {
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"
-#include "tensor/tensor.h"
 #include "tests/tensor/reference_tensor.h"
 
 namespace dtensor {

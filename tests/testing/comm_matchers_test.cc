@@ -5,12 +5,12 @@
 
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/ops/matmul_ops.h"
 #include "dtensor/placement.h"
 #include "dtensor/testing/op_checks.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
-#include "ops/matmul_ops.h"
 
 namespace dtensor {
 namespace {

@@ -10,13 +10,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/json_value.h"
 #include "gtest/gtest.h"
-#include "base/json_value.h"
 #include "tools/subcommand.h"
 
 namespace dtensor {
 namespace {
-
 
 std::string Plan(const std::string& name) {
   const char* srcdir = std::getenv("TEST_SRCDIR");

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/json_value.h"
+#include "dtensor/base/json_value.h"
 #include "gtest/gtest.h"
 #include "tools/explain.h"
 #include "tools/explain_config.h"

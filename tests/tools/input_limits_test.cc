@@ -9,10 +9,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "base/text_file.h"
+#include "dtensor/base/text_file.h"
+#include "dtensor/nn/llama_config.h"
+#include "dtensor/parallel/plan.h"
 #include "gtest/gtest.h"
-#include "nn/llama_config.h"
-#include "parallel/plan.h"
 #include "tools/explain_command.h"
 #include "tools/explain_config.h"
 #include "tools/plan_command.h"

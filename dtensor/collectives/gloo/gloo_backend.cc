@@ -1,0 +1,149 @@
+#include "dtensor/collectives/gloo/gloo_backend.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/gloo/gloo_communicator.h"
+#include "dtensor/collectives/gloo/gloo_store.h"
+#include "dtensor/collectives/multiprocess/group_failures.h"
+#include "dtensor/collectives/multiprocess/launch_env.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+
+namespace dtensor {
+namespace {
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::Create(
+    GlooBackendOptions options) {
+  // Gloo writes to its peers' sockets without MSG_NOSIGNAL: a peer that exits
+  // mid-call would kill this process with SIGPIPE instead of failing the call
+  // with a status naming it. With SIGPIPE ignored the write fails (EPIPE) and
+  // the failure path runs.
+  ::signal(SIGPIPE, SIG_IGN);
+  auto runtime = std::make_shared<GlooRuntime>();
+  runtime->rank = options.rank;
+  runtime->world_size = options.world_size;
+  runtime->options = options.communicator;
+  DT_ASSIGN_OR_RETURN(
+      runtime->session,
+      RendezvousSession::Join(RendezvousSession::OptionsFor(options)));
+  gloo::transport::tcp::attr attr;
+  attr.iface = options.iface;
+  attr.hostname = options.hostname;
+  if (attr.hostname.empty() && attr.iface.empty() &&
+      IsLoopback(options.master_addr)) {
+    attr.hostname = options.master_addr == "::1" ? "::1" : "127.0.0.1";
+  }
+  try {
+    runtime->device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "GlooBackend: cannot start the TCP transport on ",
+        attr.iface.empty() ? attr.hostname : attr.iface, ": ", e.what()));
+  }
+  return std::shared_ptr<GlooBackend>(new GlooBackend(std::move(runtime)));
+}
+
+GlooBackend::GlooBackend(std::shared_ptr<GlooRuntime> runtime)
+    : runtime_(std::move(runtime)), instances_("group") {}
+
+absl::StatusOr<std::shared_ptr<Communicator>> GlooBackend::CreateCommunicator(
+    std::vector<int64_t> ranks) {
+  DT_RETURN_IF_ERROR(CheckGroupMembers(ranks, rank(), world_size()));
+  const std::string prefix = instances_.NextPrefix(ranks);
+  const int64_t member =
+      std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin();
+  const absl::Duration timeout = runtime_->options.DeadlineOrDefault();
+  const auto chrono_timeout = absl::ToChronoMilliseconds(timeout);
+  auto context = std::make_shared<gloo::rendezvous::Context>(
+      static_cast<int>(member), static_cast<int>(ranks.size()));
+  context->setTimeout(chrono_timeout);
+  GlooStore store(runtime_->session->client(), prefix + "dtensor/mesh/",
+                  chrono_timeout);
+  try {
+    context->connectFullMesh(store, runtime_->device);
+  } catch (const std::exception& e) {
+    return JoinFailure(ranks, prefix, timeout, e.what());
+  }
+  return std::make_shared<GlooCommunicator>(std::move(ranks), member,
+                                            runtime_->options, runtime_,
+                                            std::move(context), prefix);
+}
+
+absl::Status GlooBackend::JoinFailure(const std::vector<int64_t>& ranks,
+                                      const std::string& prefix,
+                                      absl::Duration timeout,
+                                      absl::string_view what) {
+  const std::string name =
+      absl::StrCat("creating a communicator for group ", RanksText(ranks));
+  absl::StatusOr<std::vector<int64_t>> exited =
+      runtime_->session->client().ExitedRanks();
+  std::vector<int64_t> gone;
+  if (exited.ok()) {
+    for (int64_t global : ranks) {
+      if (std::find(exited->begin(), exited->end(), global) != exited->end()) {
+        gone.push_back(global);
+      }
+    }
+  }
+  if (!gone.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat(name, ": ranks ", RanksText(gone), " exited"));
+  }
+  // Each member posts its addresses under its index in the group.
+  std::vector<std::string> keys;
+  for (size_t member = 0; member < ranks.size(); ++member) {
+    keys.push_back(absl::StrCat(prefix, "dtensor/mesh/", member));
+  }
+  absl::StatusOr<std::vector<std::optional<std::string>>> posted =
+      runtime_->session->client().MultiGet(keys);
+  std::vector<int64_t> missing;
+  if (posted.ok()) {
+    for (size_t member = 0; member < ranks.size(); ++member) {
+      if (!(*posted)[member].has_value()) missing.push_back(ranks[member]);
+    }
+  }
+  if (!missing.empty()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(name, ": ranks ", RanksText(missing),
+                     " did not join within ", absl::FormatDuration(timeout)));
+  }
+  return absl::UnavailableError(absl::StrCat(name, ": ", what));
+}
+
+absl::StatusOr<GlooBackendOptions> GlooOptionsFromEnv(
+    CommunicatorOptions communicator) {
+  DT_ASSIGN_OR_RETURN(LaunchEnv env, LaunchEnvFromEnvironment());
+  GlooBackendOptions options;
+  SetJobFromLaunchEnv(env, options);
+  if (const char* hostname = std::getenv(kGlooHostnameEnv)) {
+    options.hostname = hostname;
+  }
+  if (const char* iface = std::getenv(kGlooIfaceEnv)) options.iface = iface;
+  options.communicator = std::move(communicator);
+  return options;
+}
+
+absl::StatusOr<std::shared_ptr<Backend>> GlooBackendFromEnv(
+    CommunicatorOptions communicator) {
+  DT_ASSIGN_OR_RETURN(GlooBackendOptions options,
+                      GlooOptionsFromEnv(std::move(communicator)));
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<GlooBackend> backend,
+                      GlooBackend::Create(std::move(options)));
+  return std::shared_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace dtensor

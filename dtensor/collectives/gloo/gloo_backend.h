@@ -1,0 +1,101 @@
+#ifndef DTENSOR_COLLECTIVES_GLOO_GLOO_BACKEND_H_
+#define DTENSOR_COLLECTIVES_GLOO_GLOO_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dtensor/base/mutex.h"
+#include "dtensor/collectives/backend.h"
+#include "dtensor/collectives/collective_options.h"
+#include "dtensor/collectives/gloo/gloo_runtime.h"
+#include "dtensor/collectives/multiprocess/group_instances.h"
+
+namespace dtensor {
+
+// The environment variables GlooBackendFromEnv reads besides the launcher's
+// (launch_env.h): the address this rank's Gloo connections listen on, or
+// the network interface to take it from.
+inline constexpr char kGlooHostnameEnv[] = "DTENSOR_GLOO_HOSTNAME";
+inline constexpr char kGlooIfaceEnv[] = "DTENSOR_GLOO_IFACE";
+
+struct GlooBackendOptions {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  // The rendezvous store (store_server.h).
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  // Whether this process hosts the store at master_addr:master_port (rank 0
+  // does unless a launcher hosts it). Port 0 picks a free port, which only a
+  // world of one can use.
+  bool host_store = false;
+  // The address Gloo listens on for its peers: by default 127.0.0.1 when the
+  // store is on a loopback address, else this host's name. `iface` ("eth0")
+  // takes the address of that interface instead.
+  std::string hostname;
+  std::string iface;
+  // Options of every communicator. Their default deadline also bounds how
+  // long Create waits for the store and a communicator for its members.
+  CommunicatorOptions communicator;
+  // How long a process that hosts the store waits, when it shuts down, for
+  // the other ranks to leave the store.
+  absl::Duration linger = absl::Seconds(30);
+};
+
+// The Gloo backend of one process (rank) of a multi-process job: one process
+// per rank, on one or several hosts, connected over TCP. Ranks meet through
+// the rendezvous store; each communicator has its own Gloo context.
+//
+//   absl::StatusOr<std::shared_ptr<Backend>> backend = GlooBackendFromEnv();
+//   ProcessGroups groups(*backend);
+//   DT_ASSIGN_OR_RETURN(auto world, groups.World());
+//   DT_RETURN_IF_ERROR(world->AllReduce(tensor, ReduceOp::kSum));
+//
+// Run the processes with `dtrun --nproc 4 -- program args`.
+class GlooBackend final : public Backend {
+ public:
+  // Joins the job: hosts the store if asked to, connects to it (waiting up
+  // to the default deadline for it to come up) and starts Gloo's transport.
+  // Ignores SIGPIPE in the process (a closed peer socket then fails the call
+  // instead of killing the process).
+  static absl::StatusOr<std::shared_ptr<GlooBackend>> Create(
+      GlooBackendOptions options);
+
+  int64_t rank() const override { return runtime_->rank; }
+  int64_t world_size() const override { return runtime_->world_size; }
+
+  // Connects the members (waiting up to the default deadline for all of
+  // them): DeadlineExceeded names those that did not come, Unavailable
+  // those that exited.
+  absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(
+      std::vector<int64_t> ranks) override;
+
+ private:
+  explicit GlooBackend(std::shared_ptr<GlooRuntime> runtime);
+
+  // Why connecting the group failed with Gloo's `what`.
+  absl::Status JoinFailure(const std::vector<int64_t>& ranks,
+                           const std::string& prefix, absl::Duration timeout,
+                           absl::string_view what);
+
+  const std::shared_ptr<GlooRuntime> runtime_;
+  GroupInstances instances_;
+};
+
+// Options for this process from the launcher's environment (launch_env.h):
+// rank 0 hosts the store unless DTENSOR_AGENT_STORE=1 says the launcher
+// does; DTENSOR_GLOO_HOSTNAME and DTENSOR_GLOO_IFACE set the listen address.
+absl::StatusOr<GlooBackendOptions> GlooOptionsFromEnv(
+    CommunicatorOptions communicator = CommunicatorOptions());
+
+// GlooBackend::Create(GlooOptionsFromEnv(communicator)): how a program
+// started by dtrun joins its job.
+absl::StatusOr<std::shared_ptr<Backend>> GlooBackendFromEnv(
+    CommunicatorOptions communicator = CommunicatorOptions());
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_COLLECTIVES_GLOO_GLOO_BACKEND_H_

@@ -1,0 +1,374 @@
+// The collectives' bodies on Gloo: each RunOp moves one call's data, with
+// Gloo's algorithms where Gloo 0.5 has them and with its unbound buffers
+// where it has not (uneven scatter and gather, permute, send and recv).
+// Running calls and failure handling are in gloo_communicator.cc.
+
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/argument_checks.h"
+#include "dtensor/collectives/gloo/gloo_communicator.h"
+#include "dtensor/collectives/gloo/piece_layout.h"
+#include "dtensor/collectives/gloo/tensor_transfer.h"
+#include "dtensor/collectives/multiprocess/piece_geometry.h"
+#include "dtensor/collectives/reduce_kernel.h"
+#include "dtensor/tensor/dispatch.h"
+#include "dtensor/tensor/elementwise.h"
+#include "gloo/allgatherv.h"
+#include "gloo/allreduce.h"
+#include "gloo/alltoallv.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/gather.h"
+#include "gloo/scatter.h"
+#include "gloo/types.h"
+
+namespace dtensor {
+namespace {
+
+// Slot prefixes of the transfers this backend runs itself, next to Gloo's
+// own (0x01 to 0x08, gloo/types.h).
+constexpr uint8_t kPointToPointPrefix = 0x40;
+constexpr uint8_t kPermutePrefix = 0x41;
+constexpr uint8_t kScattervPrefix = 0x42;
+constexpr uint8_t kGathervPrefix = 0x43;
+
+TransferSlots SlotsOf(gloo::Slot base) {
+  return TransferSlots{base, base + uint8_t{1}, base + uint8_t{2}};
+}
+
+uint8_t* Bytes(const Tensor& tensor) {
+  return static_cast<uint8_t*>(tensor.raw_data());
+}
+
+std::vector<size_t> AsSizes(absl::Span<const int64_t> values) {
+  return std::vector<size_t>(values.begin(), values.end());
+}
+
+}  // namespace
+
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const AllReduceArgs& args) {
+  const Tensor& tensor = args.tensor;
+  const ReduceOp op = args.op;
+  if (tensor.numel() == 0) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(Tensor buffer, ContiguousInput(tensor));
+  const DType dtype = tensor.dtype();
+  // Gloo combines two buffers at a time; the average divides the sum after.
+  const ReduceOp pairwise = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  gloo::AllreduceOptions opts(context_);
+  DispatchDType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    opts.setOutput<T>(buffer.data<T>(), buffer.numel());
+  });
+  opts.setReduceFunction(
+      [dtype, pairwise](void* out, const void* a, const void* b, size_t n) {
+        const void* inputs[] = {a, b};
+        ReduceInto(dtype, pairwise, inputs, out, static_cast<int64_t>(n));
+      });
+  opts.setTag(running.Tag(0));
+  opts.setTimeout(GlooTimeout(running.deadline));
+  gloo::allreduce(opts);
+  bool in_place = buffer.storage() == tensor.storage();
+  if (op == ReduceOp::kAvg) {
+    DT_ASSIGN_OR_RETURN(buffer, Div(buffer, static_cast<double>(size())));
+    in_place = false;
+  }
+  if (in_place) return absl::OkStatus();
+  Tensor target = tensor;  // A view: writes go to the caller's elements.
+  return target.CopyFrom(buffer);
+}
+
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const AllGatherArgs& args) {
+  const auto& [input, output, dim, sizes] = args;
+  const std::vector<int64_t> bytes =
+      PieceBytes(output.shape(), dim, sizes, output.dtype());
+  if (SumOf(bytes) == 0) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(Tensor sent, ContiguousInput(input));
+  const bool direct = PiecesAreRanges(output, dim);
+  Tensor packed = output;
+  if (!direct) {
+    DT_ASSIGN_OR_RETURN(packed,
+                        Tensor::Empty({output.numel()}, output.dtype()));
+  }
+  gloo::AllgathervOptions opts(context_);
+  opts.setInput<uint8_t>(Bytes(sent), sent.nbytes());
+  opts.setOutput<uint8_t>(Bytes(packed), AsSizes(bytes));
+  opts.setTag(running.Tag(0));
+  opts.setTimeout(GlooTimeout(running.deadline));
+  gloo::allgatherv(opts);
+  if (direct) return absl::OkStatus();
+  return UnpackPieces(packed, output, dim, sizes);
+}
+
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const ReduceScatterArgs& args) {
+  const auto& [input, output, dim, op, sizes] = args;
+  // Gloo 0.5 has no reduce-scatter with unbound buffers and timeouts: each
+  // rank receives its piece of every rank's input with Gloo's alltoallv,
+  // then reduces the pieces in rank order (accumulating in double, as the
+  // in-process backend does).
+  const std::vector<int64_t> bytes =
+      PieceBytes(input.shape(), dim, sizes, input.dtype());
+  if (SumOf(bytes) == 0) return absl::OkStatus();
+  const int64_t n = size();
+  const int64_t mine = bytes[rank()];
+  DT_ASSIGN_OR_RETURN(Tensor packed, PackPieces(input, dim, sizes));
+  DT_ASSIGN_OR_RETURN(Tensor received,
+                      Tensor::Empty({n * output.numel()}, input.dtype()));
+  gloo::AlltoallvOptions opts(context_);
+  opts.setInput<uint8_t>(Bytes(packed), bytes);
+  opts.setOutput<uint8_t>(Bytes(received), std::vector<int64_t>(n, mine));
+  opts.setTag(running.Tag(0));
+  opts.setTimeout(GlooTimeout(running.deadline));
+  gloo::alltoallv(opts);
+  if (output.numel() == 0) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(OutputStage stage, OutputStage::For(output));
+  std::vector<const void*> pieces;
+  for (int64_t r = 0; r < n; ++r) pieces.push_back(Bytes(received) + r * mine);
+  ReduceInto(output.dtype(), op, pieces, stage.buffer().raw_data(),
+             output.numel());
+  return stage.Finish();
+}
+
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const AllToAllArgs& args) {
+  const auto& [input, output, split_dim, concat_dim, send_sizes, recv_sizes] =
+      args;
+  // No early exit when this rank moves nothing: Gloo's alltoallv still
+  // exchanges (empty) messages with every peer.
+  DT_ASSIGN_OR_RETURN(Tensor packed, PackPieces(input, split_dim, send_sizes));
+  const bool direct = PiecesAreRanges(output, concat_dim);
+  Tensor received = output;
+  if (!direct) {
+    DT_ASSIGN_OR_RETURN(received,
+                        Tensor::Empty({output.numel()}, output.dtype()));
+  }
+  gloo::AlltoallvOptions opts(context_);
+  opts.setInput<uint8_t>(Bytes(packed), PieceBytes(input.shape(), split_dim,
+                                                   send_sizes, input.dtype()));
+  opts.setOutput<uint8_t>(
+      Bytes(received),
+      PieceBytes(output.shape(), concat_dim, recv_sizes, output.dtype()));
+  opts.setTag(running.Tag(0));
+  opts.setTimeout(GlooTimeout(running.deadline));
+  gloo::alltoallv(opts);
+  if (direct) return absl::OkStatus();
+  return UnpackPieces(received, output, concat_dim, recv_sizes);
+}
+
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const BroadcastArgs& args) {
+  const auto& [tensor, root] = args;
+  if (tensor.numel() == 0) return absl::OkStatus();
+  const bool is_root = rank() == root;
+  std::optional<OutputStage> stage;
+  Tensor buffer;
+  if (is_root) {
+    DT_ASSIGN_OR_RETURN(buffer, ContiguousInput(tensor));
+  } else {
+    DT_ASSIGN_OR_RETURN(stage, OutputStage::For(tensor));
+    buffer = stage->buffer();
+  }
+  gloo::BroadcastOptions opts(context_);
+  opts.setOutput<uint8_t>(Bytes(buffer), buffer.nbytes());
+  opts.setRoot(static_cast<int>(root));
+  opts.setTag(running.Tag(0));
+  opts.setTimeout(GlooTimeout(running.deadline));
+  gloo::broadcast(opts);
+  return is_root ? absl::OkStatus() : stage->Finish();
+}
+
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const ScatterArgs& args) {
+  const auto& [input, output, dim, root, sizes] = args;
+  const std::vector<int64_t> bytes =
+      PieceBytes(output.shape(), dim, sizes, output.dtype());
+  if (SumOf(bytes) == 0) return absl::OkStatus();
+  const bool is_root = rank() == root;
+  DT_ASSIGN_OR_RETURN(OutputStage stage, OutputStage::For(output));
+  Tensor packed;
+  if (is_root) {
+    DT_ASSIGN_OR_RETURN(packed, PackPieces(input, dim, sizes));
+  }
+  auto piece = [&](int64_t r) {
+    return context_->createUnboundBuffer(Bytes(packed) + OffsetOf(bytes, r),
+                                         bytes[r]);
+  };
+  if (AllEqual(bytes)) {
+    gloo::ScatterOptions opts(context_);
+    if (is_root) {
+      std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> pieces;
+      for (int64_t r = 0; r < size(); ++r) pieces.push_back(piece(r));
+      opts.setInputs<uint8_t>(std::move(pieces));
+    }
+    opts.setOutput<uint8_t>(Bytes(stage.buffer()), bytes[rank()]);
+    opts.setRoot(static_cast<int>(root));
+    opts.setTag(running.Tag(0));
+    opts.setTimeout(GlooTimeout(running.deadline));
+    gloo::scatter(opts);
+    return stage.Finish();
+  }
+  // Uneven pieces: Gloo 0.5 has no scatterv; the root sends each piece
+  // itself, as gloo::scatter does.
+  const uint64_t slot = gloo::Slot::build(kScattervPrefix, running.Tag(0));
+  if (is_root) {
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends;
+    for (int64_t r = 0; r < size(); ++r) {
+      if (r == root || bytes[r] == 0) continue;
+      sends.push_back(piece(r));
+      sends.back()->send(static_cast<int>(r), slot);
+    }
+    if (bytes[root] > 0) {
+      std::memcpy(Bytes(stage.buffer()), Bytes(packed) + OffsetOf(bytes, root),
+                  bytes[root]);
+    }
+    for (auto& send : sends) send->waitSend(GlooTimeout(running.deadline));
+  } else if (bytes[rank()] > 0) {
+    auto receive =
+        context_->createUnboundBuffer(Bytes(stage.buffer()), bytes[rank()]);
+    receive->recv(static_cast<int>(root), slot);
+    receive->waitRecv(GlooTimeout(running.deadline));
+  }
+  return stage.Finish();
+}
+
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const GatherArgs& args) {
+  const auto& [input, output, dim, root, sizes] = args;
+  const std::vector<int64_t> bytes =
+      PieceBytes(input.shape(), dim, sizes, input.dtype());
+  if (SumOf(bytes) == 0) return absl::OkStatus();
+  const bool is_root = rank() == root;
+  DT_ASSIGN_OR_RETURN(Tensor sent, ContiguousInput(input));
+  const bool direct = is_root && PiecesAreRanges(output, dim);
+  Tensor packed = output;
+  if (is_root && !direct) {
+    DT_ASSIGN_OR_RETURN(packed,
+                        Tensor::Empty({output.numel()}, output.dtype()));
+  }
+  if (AllEqual(bytes)) {
+    gloo::GatherOptions opts(context_);
+    opts.setInput<uint8_t>(Bytes(sent), sent.nbytes());
+    if (is_root) opts.setOutput<uint8_t>(Bytes(packed), packed.nbytes());
+    opts.setRoot(static_cast<int>(root));
+    opts.setTag(running.Tag(0));
+    opts.setTimeout(GlooTimeout(running.deadline));
+    gloo::gather(opts);
+  } else {
+    // Uneven pieces: Gloo 0.5 has no gatherv; the root receives each piece
+    // itself, as gloo::gather does.
+    const uint64_t slot = gloo::Slot::build(kGathervPrefix, running.Tag(0));
+    if (is_root) {
+      std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> receives;
+      for (int64_t r = 0; r < size(); ++r) {
+        if (r == root || bytes[r] == 0) continue;
+        receives.push_back(context_->createUnboundBuffer(
+            Bytes(packed) + OffsetOf(bytes, r), bytes[r]));
+        receives.back()->recv(static_cast<int>(r), slot);
+      }
+      if (bytes[root] > 0) {
+        std::memcpy(Bytes(packed) + OffsetOf(bytes, root), Bytes(sent),
+                    bytes[root]);
+      }
+      for (auto& receive : receives) {
+        receive->waitRecv(GlooTimeout(running.deadline));
+      }
+    } else if (bytes[rank()] > 0) {
+      auto send = context_->createUnboundBuffer(Bytes(sent), bytes[rank()]);
+      send->send(static_cast<int>(root), slot);
+      send->waitSend(GlooTimeout(running.deadline));
+    }
+  }
+  if (!is_root || direct) return absl::OkStatus();
+  return UnpackPieces(packed, output, dim, sizes);
+}
+
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const PermuteArgs& args) {
+  const auto& [input, output, pairs] = args;
+  const auto [to, from] = PermutePeersOf(pairs, rank());
+  if (to == rank()) {
+    Tensor target = output;
+    return target.CopyFrom(input);
+  }
+  const TransferSlots slots =
+      SlotsOf(gloo::Slot::build(kPermutePrefix, running.Tag(0)));
+  const std::string name = Describe(running.call);
+  Tensor sent;
+  std::optional<OutgoingTransfer> outgoing;
+  if (to.has_value()) {
+    DT_ASSIGN_OR_RETURN(sent, ContiguousInput(input));
+    outgoing.emplace(*context_, static_cast<int>(*to), slots, sent);
+  }
+  std::optional<OutputStage> stage;
+  std::optional<IncomingTransfer> incoming;
+  if (from.has_value()) {
+    DT_ASSIGN_OR_RETURN(stage, OutputStage::For(output));
+    incoming.emplace(*context_, static_cast<int>(*from), slots,
+                     stage->buffer());
+  }
+  // Every send was posted before any wait: a cycle of pairs cannot
+  // deadlock.
+  absl::Status status;
+  if (incoming.has_value()) {
+    status = incoming->Finish(
+        running.deadline,
+        TransferNames{name, group_ranks()[*from], global_rank()});
+    if (status.ok()) status = stage->Finish();
+  }
+  if (outgoing.has_value()) {
+    absl::Status sent_status = outgoing->Finish(
+        running.deadline,
+        TransferNames{name, global_rank(), group_ranks()[*to]});
+    if (status.ok()) status = sent_status;
+  }
+  return status;
+}
+
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const SendArgs& args) {
+  return RunTransfer(running, args.tensor, args.dst, true);
+}
+
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const RecvArgs& args) {
+  return RunTransfer(running, args.tensor, args.src, false);
+}
+
+absl::Status GlooCommunicator::RunTransfer(const Running& running,
+                                           const Tensor& tensor, int64_t peer,
+                                           bool sending) {
+  const TransferSlots slots =
+      SlotsOf(gloo::Slot::build(kPointToPointPrefix, 0));
+  const std::string name = absl::StrCat("send/recv on ", GroupName());
+  if (sending) {
+    DT_ASSIGN_OR_RETURN(Tensor sent, ContiguousInput(tensor));
+    OutgoingTransfer transfer(*context_, static_cast<int>(peer), slots, sent);
+    return transfer.Finish(
+        running.deadline,
+        TransferNames{name, global_rank(), group_ranks()[peer]});
+  }
+  DT_ASSIGN_OR_RETURN(OutputStage stage, OutputStage::For(tensor));
+  IncomingTransfer transfer(*context_, static_cast<int>(peer), slots,
+                            stage.buffer());
+  DT_RETURN_IF_ERROR(
+      transfer.Finish(running.deadline,
+                      TransferNames{name, group_ranks()[peer], global_rank()}));
+  return stage.Finish();
+}
+
+absl::Status GlooCommunicator::RunOp(const Running& running,
+                                     const BarrierArgs&) {
+  gloo::BarrierOptions opts(context_);
+  opts.setTag(running.Tag(0));
+  opts.setTimeout(GlooTimeout(running.deadline));
+  gloo::barrier(opts);
+  return absl::OkStatus();
+}
+
+}  // namespace dtensor

@@ -1,0 +1,68 @@
+#ifndef DTENSOR_COLLECTIVES_MULTIPROCESS_STORE_CLIENT_H_
+#define DTENSOR_COLLECTIVES_MULTIPROCESS_STORE_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "dtensor/base/mutex.h"
+
+namespace dtensor {
+
+// One rank's connection to the rendezvous store (store_server.h).
+// Thread-safe: requests are serialized on the one connection. Every request
+// ends within kRequestTimeout; a store that is gone gives Unavailable naming
+// its address.
+class StoreClient {
+ public:
+  static constexpr absl::Duration kRequestTimeout = absl::Seconds(10);
+
+  // Connects to `host`:`port`, retrying until `timeout` (the store may start
+  // after its clients), and registers as `rank` (-1: an observer whose
+  // leaving marks no rank exited).
+  static absl::StatusOr<std::unique_ptr<StoreClient>> Connect(
+      const std::string& host, int port, int64_t rank, absl::Duration timeout);
+
+  StoreClient(const StoreClient&) = delete;
+  StoreClient& operator=(const StoreClient&) = delete;
+  ~StoreClient();
+
+  absl::Status Set(absl::string_view key, absl::string_view value);
+
+  // The value of each key, nullopt where the key is absent.
+  absl::StatusOr<std::vector<std::optional<std::string>>> MultiGet(
+      absl::Span<const std::string> keys);
+
+  // The values of `keys` once all are present, polling until `timeout`;
+  // DeadlineExceeded names the keys still absent.
+  absl::StatusOr<std::vector<std::string>> WaitAndGet(
+      absl::Span<const std::string> keys, absl::Duration timeout);
+
+  // The ranks whose connection to the store has closed, ascending.
+  absl::StatusOr<std::vector<int64_t>> ExitedRanks();
+
+  // "127.0.0.1:29500".
+  const std::string& address() const { return address_; }
+
+ private:
+  StoreClient(int fd, std::string address);
+
+  // Sends `request` and returns the reply's fields after its status byte.
+  absl::StatusOr<std::string> Call(const std::string& request);
+
+  const std::string address_;
+  Mutex mu_;
+  int fd_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_COLLECTIVES_MULTIPROCESS_STORE_CLIENT_H_

@@ -1,0 +1,28 @@
+// The launcher's environment for the NCCL backend; built with or without
+// CUDA.
+#include <utility>
+
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/multiprocess/launch_env.h"
+#include "dtensor/collectives/nccl/nccl_backend.h"
+
+namespace dtensor {
+
+absl::StatusOr<NcclBackendOptions> NcclOptionsFromEnv(
+    CommunicatorOptions communicator) {
+  DT_ASSIGN_OR_RETURN(LaunchEnv env, LaunchEnvFromEnvironment());
+  NcclBackendOptions options;
+  SetJobFromLaunchEnv(env, options);
+  options.local_rank = env.local_rank;
+  options.communicator = std::move(communicator);
+  return options;
+}
+
+absl::StatusOr<std::shared_ptr<Backend>> NcclBackendFromEnv(
+    CommunicatorOptions communicator) {
+  DT_ASSIGN_OR_RETURN(NcclBackendOptions options,
+                      NcclOptionsFromEnv(std::move(communicator)));
+  return CreateNcclBackend(std::move(options));
+}
+
+}  // namespace dtensor

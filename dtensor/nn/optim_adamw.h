@@ -1,0 +1,79 @@
+#ifndef DTENSOR_NN_OPTIM_ADAMW_H_
+#define DTENSOR_NN_OPTIM_ADAMW_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/nn/optim.h"
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor {
+namespace nn {
+
+struct AdamWOptions {
+  double learning_rate = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+// Adam with decoupled weight decay, as torch.optim.AdamW: at step t of a
+// parameter, p *= 1 - lr * weight_decay; m = beta1 m + (1 - beta1) g;
+// v = beta2 v + (1 - beta2) g^2; p -= lr / (1 - beta1^t) * m /
+// (sqrt(v) / sqrt(1 - beta2^t) + eps).
+class AdamW : public Optimizer {
+ public:
+  // Errors: a negative learning rate, eps or weight decay; a beta outside
+  // [0, 1).
+  static absl::StatusOr<std::unique_ptr<AdamW>> Create(
+      std::vector<DTensor> params, const AdamWOptions& options);
+
+  // The moments m and v, in the parameters' layouts (undefined until the
+  // parameter's first step or MaterializeState), and the steps taken per
+  // parameter.
+  const std::vector<DTensor>& exp_avg() const { return exp_avg_; }
+  const std::vector<DTensor>& exp_avg_sq() const { return exp_avg_sq_; }
+  std::vector<int64_t> steps() const;
+
+  // Gives every parameter's moments a value (zeros, as its first step would),
+  // so that the whole state exists before a checkpoint is loaded into it.
+  // Errors as for the creation of a DTensor of zeros.
+  absl::Status MaterializeState();
+
+  // The optimizer state as DTensors keyed by name, parameter i called
+  // `param_names[i]`: "<name>.exp_avg" and "<name>.exp_avg_sq" in the
+  // parameter's layout, and "<name>.step", the i64 step count as a 0-d
+  // DTensor replicated over the parameter's mesh. The state is materialized
+  // first. The DTensors share storage with the optimizer, so writing their
+  // local shards (a checkpoint load) sets its state. Errors: a name count
+  // other than the parameter count, a repeated name.
+  absl::StatusOr<absl::btree_map<std::string, DTensor>> State(
+      absl::Span<const std::string> param_names);
+
+ private:
+  AdamW(std::vector<DTensor> params, const AdamWOptions& options);
+
+  // The fused kernel (dtensor/tensor/adamw_kernel.h), on the CPU or a CUDA
+  // device.
+  absl::Status Update(size_t i, const Tensor& grad) override;
+
+  AdamWOptions options_;
+  std::vector<DTensor> exp_avg_;
+  std::vector<DTensor> exp_avg_sq_;
+  // One 0-d i64 CPU tensor per parameter: the storage State shares.
+  std::vector<Tensor> steps_;
+};
+
+}  // namespace nn
+}  // namespace dtensor
+
+#endif  // DTENSOR_NN_OPTIM_ADAMW_H_

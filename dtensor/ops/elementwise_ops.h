@@ -1,0 +1,90 @@
+#ifndef DTENSOR_OPS_ELEMENTWISE_OPS_H_
+#define DTENSOR_OPS_ELEMENTWISE_OPS_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/ops/op_def.h"
+#include "dtensor/tensor/elementwise.h"
+
+namespace dtensor {
+namespace ops {
+
+// The tensor layer's elementwise ops (dtensor/tensor/elementwise.h: the same
+// dtype rules and NumPy broadcasting) on DTensors. Outputs follow the inputs'
+// shards: the tensors iterating an output dim are sharded alike on it, a
+// broadcast (size-1) dim is never sharded. Partial inputs pass through where
+// the op commutes with the reduction, the other inputs being Replicate:
+//   add, sub              Partial(sum | avg) on both inputs
+//   mul                   Partial(sum | avg) on either input
+//   div, neg, mul/div by a scalar   Partial(sum | avg) on the first input
+//   add/sub a scalar      Partial(avg | max | min)
+//   maximum / minimum     Partial(max) / Partial(min) on both inputs
+//   relu, exp, sigmoid, tanh (nondecreasing)   Partial(max | min)
+//   where                 any Partial on a and b (cond Replicate)
+// The other ops (log, gelu, pow, comparisons, ...) need non-Partial inputs.
+//
+// Registry names: add sub mul div pow maximum minimum eq ne lt le gt ge
+// (two tensors); add_scalar sub_scalar mul_scalar div_scalar pow_scalar
+// eq_scalar ne_scalar lt_scalar le_scalar gt_scalar ge_scalar (a tensor and
+// the kScalar argument "other"); neg abs exp log sqrt rsqrt relu gelu (bool
+// argument "tanh") silu sigmoid tanh; where (cond, a, b).
+
+absl::StatusOr<DTensor> Add(const DTensor& a, const DTensor& b);
+absl::StatusOr<DTensor> Sub(const DTensor& a, const DTensor& b);
+absl::StatusOr<DTensor> Mul(const DTensor& a, const DTensor& b);
+absl::StatusOr<DTensor> Div(const DTensor& a, const DTensor& b);
+absl::StatusOr<DTensor> Pow(const DTensor& a, const DTensor& b);
+absl::StatusOr<DTensor> Maximum(const DTensor& a, const DTensor& b);
+absl::StatusOr<DTensor> Minimum(const DTensor& a, const DTensor& b);
+
+absl::StatusOr<DTensor> Add(const DTensor& a, double b);
+absl::StatusOr<DTensor> Sub(const DTensor& a, double b);
+absl::StatusOr<DTensor> Mul(const DTensor& a, double b);
+absl::StatusOr<DTensor> Div(const DTensor& a, double b);
+absl::StatusOr<DTensor> Pow(const DTensor& a, double exponent);
+
+absl::StatusOr<DTensor> Neg(const DTensor& a);
+absl::StatusOr<DTensor> Abs(const DTensor& a);
+absl::StatusOr<DTensor> Exp(const DTensor& a);
+absl::StatusOr<DTensor> Log(const DTensor& a);
+absl::StatusOr<DTensor> Sqrt(const DTensor& a);
+absl::StatusOr<DTensor> Rsqrt(const DTensor& a);
+absl::StatusOr<DTensor> Relu(const DTensor& a);
+absl::StatusOr<DTensor> Gelu(const DTensor& a, GeluApproximation approximation =
+                                                   GeluApproximation::kNone);
+absl::StatusOr<DTensor> Silu(const DTensor& a);
+// grad * silu'(x) in one pass (registry name silu_backward, PyTorch's
+// silu_backward): what Silu's backward runs. Linear in `grad`, so a Partial
+// gradient stays Partial.
+absl::StatusOr<DTensor> SiluBackward(const DTensor& grad, const DTensor& x);
+absl::StatusOr<DTensor> Sigmoid(const DTensor& a);
+absl::StatusOr<DTensor> Tanh(const DTensor& a);
+
+// Comparisons give kBool.
+absl::StatusOr<DTensor> Eq(const DTensor& a, const DTensor& b);
+absl::StatusOr<DTensor> Ne(const DTensor& a, const DTensor& b);
+absl::StatusOr<DTensor> Lt(const DTensor& a, const DTensor& b);
+absl::StatusOr<DTensor> Le(const DTensor& a, const DTensor& b);
+absl::StatusOr<DTensor> Gt(const DTensor& a, const DTensor& b);
+absl::StatusOr<DTensor> Ge(const DTensor& a, const DTensor& b);
+absl::StatusOr<DTensor> Eq(const DTensor& a, double b);
+absl::StatusOr<DTensor> Ne(const DTensor& a, double b);
+absl::StatusOr<DTensor> Lt(const DTensor& a, double b);
+absl::StatusOr<DTensor> Le(const DTensor& a, double b);
+absl::StatusOr<DTensor> Gt(const DTensor& a, double b);
+absl::StatusOr<DTensor> Ge(const DTensor& a, double b);
+
+// cond ? a : b, all three broadcast together.
+// Errors: `cond` not kBool; what the binary ops report.
+absl::StatusOr<DTensor> Where(const DTensor& cond, const DTensor& a,
+                              const DTensor& b);
+
+// The OpDefs of this family, for the registry.
+std::vector<const OpDef*> ElementwiseOps();
+
+}  // namespace ops
+}  // namespace dtensor
+
+#endif  // DTENSOR_OPS_ELEMENTWISE_OPS_H_

@@ -1,0 +1,72 @@
+#ifndef DTENSOR_OPS_NN_OPS_H_
+#define DTENSOR_OPS_NN_OPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/ops/op_def.h"
+
+namespace dtensor {
+namespace ops {
+
+// The tensor layer's neural-network kernels (dtensor/tensor/nn_functional.h:
+// the same semantics and dtypes) on DTensors. Errors: what the tensor layer's
+// kernels report; inputs on different meshes. None communicates itself; a dim a
+// rule needs whole is gathered (or moved to another dim) by the engine first:
+//   softmax, log_softmax   `dim` unsharded; every other dim keeps its shards.
+//   rms_norm, layer_norm   the normalized last dim unsharded, the other dims
+//                          keep their shards; weight and bias (over the last
+//                          dim) Replicate, or Partial(sum | avg) with x
+//                          Replicate (the output is linear in weight, and in
+//                          weight and bias jointly).
+//   scaled_dot_product_attention
+//                          q [..., Lq, E], k [..., Lk, E], v [..., Lk, Ev]:
+//                          the leading (batch, head) dims sharded alike in all
+//                          three (Replicate where broadcast); Lq sharded in q
+//                          and the output with k and v Replicate (causal
+//                          included: each rank masks by its queries' global
+//                          positions); Ev sharded in v and the output; v
+//                          Partial(sum | avg) with q, k Replicate. E and Lk
+//                          are never sharded.
+//   rotary_embedding       x [..., seq, heads, head_dim]: every dim but
+//                          head_dim may stay sharded; with seq sharded and no
+//                          positions given, each rank rotates by the GLOBAL
+//                          positions of its rows (its block offset); given
+//                          positions [seq] are sharded like seq. x
+//                          Partial(sum | avg) passes through.
+//
+// Registry names and arguments: softmax, log_softmax ("dim", int);
+// rms_norm (x, weight?; "eps", scalar, 1e-6); layer_norm (x, weight?, bias?;
+// "eps", scalar, 1e-5); scaled_dot_product_attention (q, k, v; "causal",
+// bool, false; "scale", scalar, 0 = 1/sqrt(E)); rotary_embedding (x,
+// positions?; "theta", scalar, 10000).
+
+absl::StatusOr<DTensor> Softmax(const DTensor& x, int64_t dim);
+absl::StatusOr<DTensor> LogSoftmax(const DTensor& x, int64_t dim);
+// `weight` and `bias` are optional (undefined DTensors).
+absl::StatusOr<DTensor> RmsNorm(const DTensor& x,
+                                const DTensor& weight = DTensor(),
+                                double eps = 1e-6);
+absl::StatusOr<DTensor> LayerNorm(const DTensor& x,
+                                  const DTensor& weight = DTensor(),
+                                  const DTensor& bias = DTensor(),
+                                  double eps = 1e-5);
+absl::StatusOr<DTensor> ScaledDotProductAttention(const DTensor& q,
+                                                  const DTensor& k,
+                                                  const DTensor& v,
+                                                  bool causal = false,
+                                                  double scale = 0.0);
+// `positions` is optional (undefined: 0..seq-1 over the global sequence).
+absl::StatusOr<DTensor> RotaryEmbedding(const DTensor& x,
+                                        const DTensor& positions = DTensor(),
+                                        double theta = 10000.0);
+
+// The OpDefs of this family, for the registry.
+std::vector<const OpDef*> NnOps();
+
+}  // namespace ops
+}  // namespace dtensor
+
+#endif  // DTENSOR_OPS_NN_OPS_H_

@@ -1,0 +1,434 @@
+#include "dtensor/ops/view_ops.h"
+
+#include <algorithm>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/ops/backward_helpers.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/einsum_strategy.h"
+#include "dtensor/ops/local_fn.h"
+#include "dtensor/ops/rule_helpers.h"
+
+namespace dtensor {
+namespace ops {
+namespace {
+
+// ---- Reshapes. ----
+
+// A run of dims of the input and of the output whose sizes multiply to the
+// same count: its outermost dims, and that count. A size-1 input dim met
+// where a size-1 output dim is (between groups) is a group of its own, so a
+// shard of it survives the view as in PyTorch; other size-1 dims belong to
+// no group.
+struct DimGroup {
+  int64_t in_dim;
+  int64_t out_dim;
+  int64_t numel;
+};
+
+// The groups of a reshape from `in` to `out` (equal element counts); none
+// for an empty tensor.
+std::vector<DimGroup> GroupDims(const Shape& in, const Shape& out) {
+  std::vector<DimGroup> groups;
+  if (NumElements(in) == 0) return groups;
+  const int64_t in_rank = static_cast<int64_t>(in.size());
+  const int64_t out_rank = static_cast<int64_t>(out.size());
+  int64_t i = 0, j = 0;
+  while (i < in_rank || j < out_rank) {
+    if (i < in_rank && j < out_rank && in[i] == 1 && out[j] == 1) {
+      groups.push_back(DimGroup{i++, j++, 1});
+      continue;
+    }
+    if (i < in_rank && in[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (j < out_rank && out[j] == 1) {
+      ++j;
+      continue;
+    }
+    if (i == in_rank || j == out_rank) return groups;  // Unequal counts.
+    DimGroup group{i, j, 0};
+    int64_t in_count = in[i++];
+    int64_t out_count = out[j++];
+    while (in_count != out_count) {
+      if (in_count < out_count && i < in_rank) {
+        in_count *= in[i++];
+      } else if (out_count < in_count && j < out_rank) {
+        out_count *= out[j++];
+      } else {
+        return groups;  // Unreachable for equal element counts.
+      }
+    }
+    group.numel = in_count;
+    groups.push_back(group);
+  }
+  return groups;
+}
+
+// Whether the mesh dims `nesting` splitting a group's outermost input dim of
+// `in_extent` and its outermost output dim of `out_extent` give every rank
+// the same run of the group's `numel` elements.
+bool SameRuns(int64_t in_extent, int64_t out_extent, int64_t numel,
+              absl::Span<const int64_t> nesting,
+              absl::Span<const int64_t> mesh_shape) {
+  const int64_t in_inner = numel / in_extent;
+  const int64_t out_inner = numel / out_extent;
+  for (const std::vector<int64_t>& coord :
+       CoordinatesAlong(mesh_shape, nesting)) {
+    const ChunkRange a = NestedChunk(in_extent, nesting, mesh_shape, coord);
+    const ChunkRange b = NestedChunk(out_extent, nesting, mesh_shape, coord);
+    if (a.size * in_inner != b.size * out_inner) return false;
+    if (a.size > 0 && a.offset * in_inner != b.offset * out_inner) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<std::vector<OpStrategy>> ReshapeStrategies(
+    const StrategyContext& ctx) {
+  const Shape& in = ctx.inputs[0]->shape();
+  const Shape& out = ctx.outputs[0].shape;
+  const std::vector<DimGroup> groups = GroupDims(in, out);
+  EinsumSpec spec;
+  spec.num_loops = static_cast<int>(groups.size());
+  std::vector<int> in_loops(in.size(), kNoLoop);
+  std::vector<int> out_loops(out.size(), kNoLoop);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    in_loops[groups[g].in_dim] = static_cast<int>(g);
+    out_loops[groups[g].out_dim] = static_cast<int>(g);
+  }
+  spec.loops = {{std::move(in_loops)}, {std::move(out_loops)}};
+  spec.partial_rules = {{{0}, AnyReduceOps()}};
+  DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> all, EinsumStrategies(ctx, spec));
+  std::vector<OpStrategy> kept;
+  for (OpStrategy& s : all) {
+    bool valid = true;
+    for (const DimGroup& g : groups) {
+      // The output dim has the same mesh dims in the same order (one loop).
+      const MeshDimList nesting = s.inputs[0].MeshDimsSharding(g.in_dim);
+      valid &= nesting.empty() || SameRuns(in[g.in_dim], out[g.out_dim],
+                                           g.numel, nesting, ctx.mesh_shape);
+    }
+    if (valid) kept.push_back(std::move(s));
+  }
+  return kept;
+}
+
+// The input's local block made into the output's: a reshape (or an expand)
+// to the shape of this rank's output block.
+KernelFn ToOutputBlock(bool expand) {
+  return [expand](const KernelContext& ctx,
+                  absl::Span<const Tensor> inputs) -> absl::StatusOr<OpLocals> {
+    DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, ctx.output(0)));
+    DT_ASSIGN_OR_RETURN(Tensor out, expand ? inputs[0].Expand(block.shape)
+                                           : inputs[0].Reshape(block.shape));
+    return OpLocals{std::move(out)};
+  };
+}
+
+OpDef MakeReshape(absl::string_view name, absl::string_view summary,
+                  std::vector<ArgSpec> args, LocalFn fn) {
+  OpDef def;
+  def.name = name;
+  def.summary = summary;
+  def.args = std::move(args);
+  def.infer = InferByShapeProbe(name, std::move(fn));
+  def.strategies = ReshapeStrategies;
+  def.kernel = ToOutputBlock(/*expand=*/false);
+  def.backward = [](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
+    DT_ASSIGN_OR_RETURN(DTensor dx,
+                        Reshape(call.grad_outputs[0], call.inputs[0].shape()));
+    return InputGrads{std::move(dx)};
+  };
+  return def;
+}
+
+absl::StatusOr<Tensor> UnflattenLocal(const Tensor& x, int64_t dim,
+                                      absl::Span<const int64_t> sizes) {
+  DT_ASSIGN_OR_RETURN(const int64_t d, NormalizeDim(dim, x.dim()));
+  Shape shape = x.shape();
+  shape.erase(shape.begin() + d);
+  shape.insert(shape.begin() + d, sizes.begin(), sizes.end());
+  DT_ASSIGN_OR_RETURN(Tensor out, x.Reshape(shape));
+  const int64_t product =
+      NumElements(absl::MakeConstSpan(out.shape()).subspan(d, sizes.size()));
+  if (product != x.shape()[d]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Unflatten: sizes ", ShapeToString(sizes), " do not multiply to dim ",
+        dim, " of size ", x.shape()[d]));
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> SqueezeLocal(const Tensor& x,
+                                    absl::Span<const int64_t> dims) {
+  if (dims.empty()) return x.Squeeze();
+  std::vector<int64_t> normalized;
+  for (int64_t dim : dims) {
+    DT_ASSIGN_OR_RETURN(const int64_t d,
+                        NormalizeDim(dim, std::max<int64_t>(x.dim(), 1)));
+    normalized.push_back(d);
+  }
+  // From the last, so that the earlier positions stay valid.
+  std::sort(normalized.rbegin(), normalized.rend());
+  normalized.erase(std::unique(normalized.begin(), normalized.end()),
+                   normalized.end());
+  Tensor out = x;
+  for (int64_t d : normalized) {
+    DT_ASSIGN_OR_RETURN(out, out.Squeeze(d));
+  }
+  return out;
+}
+
+// ---- Permutations. ----
+
+// The input dim each output dim of a permutation takes (normalised);
+// requires arguments the probe accepted.
+using PermutationFn =
+    std::function<std::vector<int64_t>(int64_t rank, const OpArgs& args)>;
+
+OpDef MakePermutation(absl::string_view name, absl::string_view summary,
+                      std::vector<ArgSpec> args, LocalFn fn,
+                      PermutationFn permutation) {
+  OpDef def;
+  def.name = name;
+  def.summary = summary;
+  def.args = std::move(args);
+  def.infer = InferByShapeProbe(name, fn);
+  def.strategies = [permutation](const StrategyContext& ctx) {
+    const int64_t rank = ctx.inputs[0]->ndim();
+    std::vector<int> out_loops;
+    for (int64_t d : permutation(rank, ctx.args)) {
+      out_loops.push_back(static_cast<int>(d));
+    }
+    EinsumSpec spec;
+    spec.num_loops = static_cast<int>(rank);
+    spec.loops = {{IdentityLoops(rank)}, {std::move(out_loops)}};
+    spec.partial_rules = {{{0}, AnyReduceOps()}};
+    return EinsumStrategies(ctx, spec);
+  };
+  def.kernel = LocalKernel(std::move(fn));
+  // The inverse permutation moves the gradient's dims back.
+  def.backward =
+      [permutation](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
+    const std::vector<int64_t> forward =
+        permutation(call.inputs[0].spec().ndim(), call.args);
+    std::vector<int64_t> inverse(forward.size());
+    for (size_t d = 0; d < forward.size(); ++d) inverse[forward[d]] = d;
+    DT_ASSIGN_OR_RETURN(DTensor dx, Permute(call.grad_outputs[0], inverse));
+    return InputGrads{std::move(dx)};
+  };
+  return def;
+}
+
+std::vector<int64_t> TransposePermutation(int64_t rank, const OpArgs& args) {
+  std::vector<int64_t> dims(rank);
+  for (int64_t d = 0; d < rank; ++d) dims[d] = d;
+  std::swap(dims[*NormalizeDim(args.Int(0), rank)],
+            dims[*NormalizeDim(args.Int(1), rank)]);
+  return dims;
+}
+
+std::vector<int64_t> PermutePermutation(int64_t rank, const OpArgs& args) {
+  std::vector<int64_t> dims;
+  for (int64_t d : args.Ints(0)) dims.push_back(*NormalizeDim(d, rank));
+  return dims;
+}
+
+// ---- expand. ----
+
+// Loops: the output's dims; new leading dims and expanded size-1 dims iterate
+// none.
+absl::StatusOr<std::vector<OpStrategy>> ExpandStrategies(
+    const StrategyContext& ctx) {
+  const Shape& in = ctx.inputs[0]->shape();
+  const Shape& out = ctx.outputs[0].shape;
+  const int64_t leading =
+      static_cast<int64_t>(out.size()) - static_cast<int64_t>(in.size());
+  std::vector<int> in_loops(in.size(), kNoLoop);
+  std::vector<int> out_loops(out.size(), kNoLoop);
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
+    if (in[d] == out[d + leading]) {
+      in_loops[d] = static_cast<int>(d + leading);
+      out_loops[d + leading] = static_cast<int>(d + leading);
+    }
+  }
+  EinsumSpec spec;
+  spec.num_loops = static_cast<int>(out.size());
+  spec.loops = {{std::move(in_loops)}, {std::move(out_loops)}};
+  spec.partial_rules = {{{0}, AnyReduceOps()}};
+  return EinsumStrategies(ctx, spec);
+}
+
+OpDef MakeExpand() {
+  OpDef def;
+  def.name = "expand";
+  def.summary = "broadcast size-1 dims (and new leading dims) to shape";
+  def.args = {{"shape", ArgKind::kInts}};
+  def.infer = InferByShapeProbe(
+      "expand", [](absl::Span<const Tensor> in, const OpArgs& args) {
+        return in[0].Expand(args.Ints(0));
+      });
+  def.strategies = ExpandStrategies;
+  def.kernel = ToOutputBlock(/*expand=*/true);
+  def.backward = [](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
+    DT_ASSIGN_OR_RETURN(
+        DTensor dx, SumToShape(call.grad_outputs[0], call.inputs[0].shape()));
+    return InputGrads{std::move(dx)};
+  };
+  return def;
+}
+
+// ---- The family. ----
+
+enum Id {
+  kView,
+  kReshape,
+  kFlatten,
+  kUnflatten,
+  kSqueeze,
+  kUnsqueeze,
+  kTranspose,
+  kPermute,
+  kExpand,
+};
+
+std::vector<OpDef> BuildDefs() {
+  std::vector<OpDef> defs;
+  defs.push_back(
+      MakeReshape("view", "the same elements in another shape (as reshape)",
+                  {{"shape", ArgKind::kInts}},
+                  [](absl::Span<const Tensor> in, const OpArgs& args) {
+                    return in[0].View(args.Ints(0));
+                  }));
+  defs.push_back(MakeReshape(
+      "reshape", "the same elements in another shape (one -1 inferred)",
+      {{"shape", ArgKind::kInts}},
+      [](absl::Span<const Tensor> in, const OpArgs& args) {
+        return in[0].Reshape(args.Ints(0));
+      }));
+  defs.push_back(MakeReshape(
+      "flatten", "merge dims start_dim..end_dim",
+      {{"start_dim", ArgKind::kInt, "0"}, {"end_dim", ArgKind::kInt, "-1"}},
+      [](absl::Span<const Tensor> in, const OpArgs& args) {
+        return in[0].Flatten(args.Int(0), args.Int(1));
+      }));
+  defs.push_back(
+      MakeReshape("unflatten", "split dim into sizes",
+                  {{"dim", ArgKind::kInt}, {"sizes", ArgKind::kInts}},
+                  [](absl::Span<const Tensor> in, const OpArgs& args) {
+                    return UnflattenLocal(in[0], args.Int(0), args.Ints(1));
+                  }));
+  defs.push_back(
+      MakeReshape("squeeze", "remove size-1 dims (all, or those listed)",
+                  {{"dims", ArgKind::kInts, ""}},
+                  [](absl::Span<const Tensor> in, const OpArgs& args) {
+                    return SqueezeLocal(in[0], args.Ints(0));
+                  }));
+  defs.push_back(
+      MakeReshape("unsqueeze", "insert a size-1 dim", {{"dim", ArgKind::kInt}},
+                  [](absl::Span<const Tensor> in, const OpArgs& args) {
+                    return in[0].Unsqueeze(args.Int(0));
+                  }));
+  defs.push_back(MakePermutation(
+      "transpose", "swap two dims",
+      {{"dim0", ArgKind::kInt}, {"dim1", ArgKind::kInt}},
+      [](absl::Span<const Tensor> in, const OpArgs& args) {
+        return in[0].Transpose(args.Int(0), args.Int(1));
+      },
+      TransposePermutation));
+  defs.push_back(MakePermutation(
+      "permute", "reorder dims", {{"dims", ArgKind::kInts}},
+      [](absl::Span<const Tensor> in, const OpArgs& args) {
+        return in[0].Permute(args.Ints(0));
+      },
+      PermutePermutation));
+  defs.push_back(MakeExpand());
+  return defs;
+}
+
+const std::vector<OpDef>& Defs() {
+  static const std::vector<OpDef>* defs = new std::vector<OpDef>(BuildDefs());
+  return *defs;
+}
+
+absl::StatusOr<DTensor> Call(Id id, const DTensor& x, const OpArgs& args) {
+  const DTensor* in[] = {&x};
+  return DispatchOne(Defs()[id], in, args);
+}
+
+}  // namespace
+
+absl::StatusOr<DTensor> View(const DTensor& x,
+                             absl::Span<const int64_t> shape) {
+  OpArgs args;
+  args.AddInts(shape);
+  return Call(kView, x, args);
+}
+
+absl::StatusOr<DTensor> Reshape(const DTensor& x,
+                                absl::Span<const int64_t> shape) {
+  OpArgs args;
+  args.AddInts(shape);
+  return Call(kReshape, x, args);
+}
+
+absl::StatusOr<DTensor> Flatten(const DTensor& x, int64_t start_dim,
+                                int64_t end_dim) {
+  OpArgs args;
+  args.AddInt(start_dim).AddInt(end_dim);
+  return Call(kFlatten, x, args);
+}
+
+absl::StatusOr<DTensor> Unflatten(const DTensor& x, int64_t dim,
+                                  absl::Span<const int64_t> sizes) {
+  OpArgs args;
+  args.AddInt(dim).AddInts(sizes);
+  return Call(kUnflatten, x, args);
+}
+
+absl::StatusOr<DTensor> Transpose(const DTensor& x, int64_t dim0,
+                                  int64_t dim1) {
+  OpArgs args;
+  args.AddInt(dim0).AddInt(dim1);
+  return Call(kTranspose, x, args);
+}
+
+absl::StatusOr<DTensor> Permute(const DTensor& x,
+                                absl::Span<const int64_t> dims) {
+  OpArgs args;
+  args.AddInts(dims);
+  return Call(kPermute, x, args);
+}
+
+absl::StatusOr<DTensor> Squeeze(const DTensor& x,
+                                absl::Span<const int64_t> dims) {
+  OpArgs args;
+  args.AddInts(dims);
+  return Call(kSqueeze, x, args);
+}
+
+absl::StatusOr<DTensor> Unsqueeze(const DTensor& x, int64_t dim) {
+  OpArgs args;
+  args.AddInt(dim);
+  return Call(kUnsqueeze, x, args);
+}
+
+absl::StatusOr<DTensor> Expand(const DTensor& x,
+                               absl::Span<const int64_t> shape) {
+  OpArgs args;
+  args.AddInts(shape);
+  return Call(kExpand, x, args);
+}
+
+std::vector<const OpDef*> ViewOps() { return PointersTo(Defs()); }
+
+}  // namespace ops
+}  // namespace dtensor

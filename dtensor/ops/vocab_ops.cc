@@ -1,0 +1,696 @@
+#include "dtensor/ops/vocab_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/functional.h"
+#include "dtensor/ops/backward_helpers.h"
+#include "dtensor/ops/cast_ops.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/einsum_strategy.h"
+#include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/local_fn.h"
+#include "dtensor/ops/matmul_ops.h"
+#include "dtensor/ops/rule_helpers.h"
+#include "dtensor/ops/view_ops.h"
+#include "dtensor/tensor/cuda_backend_ops.h"
+#include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/kernel_checks.h"
+#include "dtensor/tensor/vector_exp.h"
+
+namespace dtensor {
+namespace ops {
+namespace {
+
+using internal::CheckIndexInRange;
+using internal::ReadIndices;
+
+// ---- embedding. ----
+
+// Index tensors are i32 or i64.
+absl::Status CheckIndexDType(const DTensorSpec& indices, absl::string_view op) {
+  if (indices.dtype() == DType::kI32 || indices.dtype() == DType::kI64) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": indices have dtype ", std::string(DTypeName(indices.dtype())),
+      "; i32 or i64 is required"));
+}
+
+// The einsum loops of embedding and its backward, for k index dims: the
+// index dims 0..k-1, the table's rows k and columns k + 1.
+struct EmbeddingLoops {
+  std::vector<int> indices;  // The index dims.
+  std::vector<int> rows;     // Looked-up rows [indices..., dim].
+  std::vector<int> table;    // [num, dim].
+};
+EmbeddingLoops LoopsOfEmbedding(int k) {
+  EmbeddingLoops loops{IdentityLoops(k), IdentityLoops(k), {k, k + 1}};
+  loops.rows.push_back(k + 1);
+  return loops;
+}
+
+// Loops: the indices' dims, then the table's rows (contracted: a row-sharded
+// table gives Partial(sum)) and columns.
+// The tensor layer's checks (a probe of ones would look up a row out of
+// range).
+absl::StatusOr<std::vector<TensorMeta>> EmbeddingInfer(
+    absl::Span<const DTensorSpec* const> inputs, const OpArgs&) {
+  const DTensorSpec& indices = *inputs[0];
+  const DTensorSpec& table = *inputs[1];
+  if (!IsFloatingPoint(table.dtype()) || table.ndim() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("embedding: table must be a floating [num, dim], got ",
+                     std::string(DTypeName(table.dtype())), " ",
+                     ShapeToString(table.shape())));
+  }
+  DT_RETURN_IF_ERROR(CheckIndexDType(indices, "embedding"));
+  Shape out = indices.shape();
+  out.push_back(table.shape()[1]);
+  return std::vector<TensorMeta>{{std::move(out), table.dtype()}};
+}
+
+absl::StatusOr<std::vector<OpStrategy>> EmbeddingStrategies(
+    const StrategyContext& ctx) {
+  const int k = static_cast<int>(ctx.inputs[0]->ndim());
+  EmbeddingLoops loops = LoopsOfEmbedding(k);
+  EinsumSpec spec;
+  spec.num_loops = k + 2;
+  spec.loops.inputs = {std::move(loops.indices), std::move(loops.table)};
+  spec.loops.outputs = {std::move(loops.rows)};
+  spec.contraction = {ReduceOp::kSum};
+  // A lookup selects table elements: it commutes with every reduction.
+  spec.partial_rules = {{{1}, AnyReduceOps()}};
+  return EinsumStrategies(ctx, spec);
+}
+
+// Rows of this rank's table block [first, first + rows) for the indices
+// inside it, zero rows for the others; indices are checked against the
+// global row count.
+absl::StatusOr<Tensor> MaskedEmbedding(const Tensor& indices,
+                                       const Tensor& table, int64_t first,
+                                       int64_t num) {
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> values,
+                      ReadIndices(indices, "embedding", "indices"));
+  for (int64_t v : values) {
+    DT_RETURN_IF_ERROR(CheckIndexInRange(v, num, "embedding"));
+  }
+  Shape out_shape = indices.shape();
+  out_shape.push_back(table.size(1));
+  const int64_t rows = table.size(0);
+  if (rows == 0) return Tensor::Zeros(out_shape, table.dtype());
+  Shape mask_shape = indices.shape();
+  mask_shape.push_back(1);
+  DT_ASSIGN_OR_RETURN(Tensor mask, Tensor::Empty(mask_shape, DType::kBool));
+  std::vector<int64_t> local(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const bool inside = values[i] >= first && values[i] < first + rows;
+    mask.data<bool>()[i] = inside;
+    local[i] = inside ? values[i] - first : 0;
+  }
+  DT_ASSIGN_OR_RETURN(Tensor local_indices,
+                      Tensor::FromVector(local, indices.shape()));
+  DT_ASSIGN_OR_RETURN(Tensor rows_found,
+                      dtensor::Embedding(local_indices, table));
+  return dtensor::Where(mask, rows_found, Tensor::Scalar(0, table.dtype()));
+}
+
+absl::StatusOr<OpLocals> EmbeddingKernel(const KernelContext& ctx,
+                                         absl::Span<const Tensor> inputs) {
+  const DTensorSpec& table_spec = *ctx.input(1);
+  const int64_t num = table_spec.shape()[0];
+  DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, table_spec));
+  Tensor out;
+  if (block.shape[0] == num) {
+    DT_ASSIGN_OR_RETURN(out, dtensor::Embedding(inputs[0], inputs[1]));
+  } else {
+    DT_ASSIGN_OR_RETURN(
+        out, MaskedEmbedding(inputs[0], inputs[1], block.offset[0], num));
+  }
+  return OpLocals{std::move(out)};
+}
+
+// The one-hot rows of `indices` over `count` classes, in `dtype`: element
+// [..., c] is 1 where index == c. The classes are laid out like dim `dim` of
+// `like` (a row-sharded table, class-sharded logits), so that the one-hot
+// matrix is sharded like them.
+absl::StatusOr<DTensor> OneHot(const DTensor& indices, const DTensor& like,
+                               int64_t dim, DType dtype) {
+  DT_ASSIGN_OR_RETURN(DTensor classes, ArangeAlong(like, dim, indices.dtype()));
+  DT_ASSIGN_OR_RETURN(DTensor column, Unsqueeze(indices, -1));
+  DT_ASSIGN_OR_RETURN(DTensor hit, Eq(column, classes));
+  return To(hit, dtype);
+}
+
+// dtable: the scatter-add of the output rows' gradients (embedding_backward),
+// laid out like the table where the gradient allows.
+absl::StatusOr<InputGrads> EmbeddingGrad(const BackwardCall& call) {
+  DT_ASSIGN_OR_RETURN(DTensor dtable, ops::EmbeddingBackward(
+                                          call.inputs[0], call.grad_outputs[0],
+                                          call.inputs[1]));
+  return InputGrads{DTensor(), std::move(dtable)};
+}
+
+// ---- embedding_backward: (indices [*], grad [*, dim], table [num, dim]) ->
+// [num, dim]; the table gives only its shape and layout. ----
+
+absl::StatusOr<std::vector<TensorMeta>> EmbeddingBackwardInfer(
+    absl::Span<const DTensorSpec* const> inputs, const OpArgs&) {
+  const DTensorSpec& indices = *inputs[0];
+  const DTensorSpec& grad = *inputs[1];
+  const DTensorSpec& table = *inputs[2];
+  DT_RETURN_IF_ERROR(CheckIndexDType(indices, "embedding_backward"));
+  Shape want = indices.shape();
+  want.push_back(table.ndim() == 2 ? table.shape()[1] : 0);
+  if (!IsFloatingPoint(grad.dtype()) || table.ndim() != 2 ||
+      grad.shape() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "embedding_backward: grad must be a floating [indices..., dim] for "
+        "indices ",
+        ShapeToString(indices.shape()), " and a table [num, dim]; got grad ",
+        std::string(DTypeName(grad.dtype())), " ", ShapeToString(grad.shape()),
+        ", table ", ShapeToString(table.shape())));
+  }
+  return std::vector<TensorMeta>{{table.shape(), grad.dtype()}};
+}
+
+// Loops: the index dims 0..k-1 (contracted: sharding them gives a
+// Partial(sum) table gradient), the table row k and the row width k + 1. The
+// table iterates both as the output does, so each strategy wants the table
+// sharded as the gradient it gives (Replicate where that is Partial), and
+// the cost of bringing the table there (counted, never paid: the table is a
+// layout-only input) prices the gradient's later move to the table's layout:
+// the cheapest is the table's own layout where the indices and grad allow it
+// (rows: each rank adds only the rows of its block, indices and grad
+// Replicate).
+absl::StatusOr<std::vector<OpStrategy>> EmbeddingBackwardStrategies(
+    const StrategyContext& ctx) {
+  const int k = static_cast<int>(ctx.inputs[0]->ndim());
+  EmbeddingLoops loops = LoopsOfEmbedding(k);
+  EinsumSpec spec;
+  spec.num_loops = k + 2;
+  spec.loops.outputs = {loops.table};
+  spec.loops.inputs = {std::move(loops.indices), std::move(loops.rows),
+                       std::move(loops.table)};
+  spec.contraction = {ReduceOp::kSum};
+  // Linear in grad.
+  spec.partial_rules = {{{1}, {ReduceOp::kSum, ReduceOp::kAvg}}};
+  return EinsumStrategies(ctx, spec);
+}
+
+// This rank's block of the table gradient: its rows of the output spec
+// (indices checked against the whole table's rows, as embedding's are).
+absl::StatusOr<OpLocals> EmbeddingBackwardKernel(
+    const KernelContext& ctx, absl::Span<const Tensor> inputs) {
+  DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, ctx.output(0)));
+  DT_ASSIGN_OR_RETURN(
+      Tensor dtable,
+      dtensor::EmbeddingBackward(inputs[0], inputs[1], ctx.output(0).shape()[0],
+                                 block.offset[0], block.shape[0]));
+  return OpLocals{std::move(dtable)};
+}
+
+// Linear in grad: its gradient looks the incoming rows up again. None for
+// the table, whose values it does not read.
+absl::StatusOr<InputGrads> EmbeddingBackwardBackward(const BackwardCall& call) {
+  DT_ASSIGN_OR_RETURN(DTensor dgrad,
+                      Embedding(call.inputs[0], call.grad_outputs[0]));
+  return InputGrads{DTensor(), std::move(dgrad), DTensor()};
+}
+
+OpDef MakeEmbeddingBackward() {
+  OpDef def;
+  def.name = "embedding_backward";
+  def.summary =
+      "table gradient [num, dim] of embedding: grad rows scatter-added at "
+      "their indices, laid out like the table";
+  def.num_inputs = 3;
+  def.layout_only_inputs = {2};
+  def.infer = EmbeddingBackwardInfer;
+  def.strategies = EmbeddingBackwardStrategies;
+  def.kernel = EmbeddingBackwardKernel;
+  def.backward = EmbeddingBackwardBackward;
+  return def;
+}
+
+OpDef MakeEmbedding() {
+  OpDef def;
+  def.name = "embedding";
+  def.summary = "rows of table [num, dim] at integer indices";
+  def.num_inputs = 2;
+  def.infer = EmbeddingInfer;
+  def.strategies = EmbeddingStrategies;
+  def.kernel = EmbeddingKernel;
+  def.backward = EmbeddingGrad;
+  return def;
+}
+
+// ---- cross_entropy. ----
+
+constexpr absl::string_view kCrossEntropy = "cross_entropy";
+
+Reduction ReductionOf(const OpArgs& args) {
+  return static_cast<Reduction>(args.Int(0));
+}
+
+// Float for f32 and the 16-bit formats, double for f64: what the kernel
+// computes and communicates in.
+DType ComputeDType(DType logits) {
+  return logits == DType::kF64 ? DType::kF64 : DType::kF32;
+}
+
+absl::StatusOr<std::vector<TensorMeta>> CrossEntropyInfer(
+    absl::Span<const DTensorSpec* const> inputs, const OpArgs& args) {
+  const DTensorSpec& logits = *inputs[0];
+  const DTensorSpec& target = *inputs[1];
+  if (!IsFloatingPoint(logits.dtype())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kCrossEntropy, ": logits must have a floating dtype, got ",
+                     std::string(DTypeName(logits.dtype()))));
+  }
+  if (target.dtype() != DType::kI32 && target.dtype() != DType::kI64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kCrossEntropy, ": target has dtype ",
+        std::string(DTypeName(target.dtype())), "; i32 or i64 is required"));
+  }
+  const int64_t rank = logits.ndim();
+  if (rank < 1 || rank > 2 || target.ndim() != rank - 1 ||
+      (rank == 2 && target.shape()[0] != logits.shape()[0])) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kCrossEntropy, ": logits ", ShapeToString(logits.shape()),
+                     " and target ", ShapeToString(target.shape()),
+                     " must be [N, C] and [N], or [C] and []"));
+  }
+  const int64_t reduction = args.Int(0);
+  if (reduction < 0 || reduction > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kCrossEntropy, ": reduction ", reduction,
+                     " is not 0 (none), 1 (mean) or 2 (sum)"));
+  }
+  const Shape out =
+      ReductionOf(args) == Reduction::kNone ? target.shape() : Shape{};
+  return std::vector<TensorMeta>{
+      {out, logits.dtype()},
+      {Shape{}, DType::kI64},
+      {target.shape(), ComputeDType(logits.dtype())}};
+}
+
+// The mesh dims a cross-entropy kernel with logits laid out by `logits`
+// reduces over: those sharding the classes (loss parallel) and those
+// sharding the batch (the count of a mean), each ascending.
+struct LossGroups {
+  std::vector<int64_t> class_dims;
+  std::vector<int64_t> batch_dims;
+};
+
+LossGroups LossGroupsOf(const Sharding& logits) {
+  const int64_t rank = logits.tensor_rank();
+  return {MeshDimsOf(logits, rank - 1),
+          rank == 2 ? MeshDimsOf(logits, 0) : std::vector<int64_t>{}};
+}
+
+// The collectives of the kernel below for logits of `spec_shape` laid out by
+// `logits`: the max and the (sum of exp, target logit) all-reduces over the
+// class dims, sized by the largest local batch, and the 8-byte count of a
+// mean over the batch dims.
+std::vector<KernelComm> CrossEntropyComms(
+    const Sharding& logits, const Shape& shape, DType dtype,
+    Reduction reduction, absl::Span<const int64_t> mesh_shape) {
+  const LossGroups groups = LossGroupsOf(logits);
+  std::vector<KernelComm> comms;
+  if (!groups.class_dims.empty()) {
+    const std::vector<int64_t> origin(mesh_shape.size(), 0);
+    const MeshDimList batch_nesting =
+        shape.size() == 2 ? logits.MeshDimsSharding(0) : MeshDimList{};
+    const int64_t batch =
+        shape.size() == 2
+            ? NestedChunk(shape[0], batch_nesting, mesh_shape, origin).size
+            : 1;
+    const double bytes =
+        static_cast<double>(batch * ElementSize(ComputeDType(dtype)));
+    comms.push_back({CommKind::kAllReduce, groups.class_dims, bytes});
+    comms.push_back({CommKind::kAllReduce, groups.class_dims, 2 * bytes});
+  }
+  if (reduction == Reduction::kMean && !groups.batch_dims.empty()) {
+    comms.push_back({CommKind::kAllReduce, groups.batch_dims,
+                     static_cast<double>(sizeof(int64_t))});
+  }
+  return comms;
+}
+
+// Per mesh dim: replicate; shard the batch (target alike; the loss sharded,
+// or Partial(sum) once reduced; the count complete for a mean, whose kernel
+// all-reduces it, else Partial(sum) of the local counts; the log-sum-exp
+// sharded like the rows); shard the classes (target Replicate, outputs
+// complete). With `keep_class_shards` (loss parallel), the mesh dims that
+// shard the logits' classes have only the last option.
+absl::StatusOr<std::vector<OpStrategy>> CrossEntropyStrategies(
+    const StrategyContext& ctx, bool keep_class_shards) {
+  const DTensorSpec& logits = *ctx.inputs[0];
+  const int64_t rank = logits.ndim();
+  const Reduction reduction = ReductionOf(ctx.args);
+  const bool per_sample = reduction == Reduction::kNone;
+  LoopDims loops;
+  loops.inputs = {rank == 2 ? std::vector<int>{0, 1} : std::vector<int>{1},
+                  rank == 2 ? std::vector<int>{0} : std::vector<int>{}};
+  const std::vector<int> rows =
+      rank == 2 ? std::vector<int>{0} : std::vector<int>{};
+  loops.outputs = {per_sample ? rows : std::vector<int>{}, {}, rows};
+  const Placement r = Placement::Replicate();
+  const Placement partial_sum = Placement::Partial(ReduceOp::kSum);
+  std::vector<DimStrategy> options = {{{r, r}, {r, r, r}, {}}};
+  if (rank == 2) {
+    const Placement by_row = Placement::Shard(0);
+    options.push_back(
+        {{by_row, by_row},
+         {per_sample ? by_row : partial_sum,
+          reduction == Reduction::kMean ? r : partial_sum, by_row},
+         {}});
+  }
+  options.push_back({{Placement::Shard(rank - 1), r}, {r, r, r}, {}});
+  std::vector<std::vector<DimStrategy>> candidates(ctx.mesh_shape.size(),
+                                                   options);
+  if (keep_class_shards) {
+    for (int64_t m : MeshDimsOf(logits.sharding(), rank - 1)) {
+      candidates[m] = {options.back()};
+    }
+  }
+  DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> strategies,
+                      CombineMeshDims(ctx, candidates, loops));
+  for (OpStrategy& s : strategies) {
+    s.kernel_comms = CrossEntropyComms(
+        s.inputs[0], logits.shape(), logits.dtype(), reduction, ctx.mesh_shape);
+  }
+  return strategies;
+}
+
+// What the kernel computes per row of this rank, complete over the classes:
+// the loss (0 for an ignored target) and the log-sum-exp of the logits (for
+// every row, ignored or not: the backward's softmax is exp(logit - lse)).
+struct RowResults {
+  std::vector<double> losses;
+  std::vector<double> log_sum_exp;
+};
+
+template <typename C>
+absl::StatusOr<RowResults> RowResultsOf(const KernelContext& ctx,
+                                        const Tensor& logits,
+                                        const std::vector<int64_t>& targets,
+                                        int64_t class_offset,
+                                        const LossGroups& groups) {
+  const int64_t ignore_index = ctx.args().Int(1);
+  const int64_t n = logits.size(0);
+  const int64_t c = logits.size(1);
+  const C* x = logits.data<C>();
+  const DType dtype = CppToDType<C>();
+  std::shared_ptr<Communicator> class_group;
+  if (!groups.class_dims.empty()) {
+    DT_ASSIGN_OR_RETURN(
+        class_group, ctx.runtime().groups()->ForMeshDims(ctx.input(0)->mesh(),
+                                                         groups.class_dims));
+  }
+  DT_ASSIGN_OR_RETURN(Tensor row_max, Tensor::Empty({n}, dtype));
+  C* max = row_max.data<C>();
+  for (int64_t i = 0; i < n; ++i) {
+    max[i] = -std::numeric_limits<C>::infinity();
+    for (int64_t j = 0; j < c; ++j) max[i] = std::max(max[i], x[i * c + j]);
+  }
+  if (class_group != nullptr) {
+    DT_RETURN_IF_ERROR(
+        AllReduceAnywhere(*class_group, row_max, ReduceOp::kMax));
+  }
+  // Row 0: sum of exp(logit - max) over this rank's classes; row 1: the
+  // target logit where this rank owns the target class, else 0.
+  DT_ASSIGN_OR_RETURN(Tensor sums, Tensor::Zeros({2, n}, dtype));
+  C* sum_exp = sums.data<C>();
+  C* picked = sum_exp + n;
+  std::vector<C> exps(c);
+  for (int64_t i = 0; i < n; ++i) {
+    ExpShifted(x + i * c, exps.data(), c, max[i]);
+    double sum = 0;
+    for (int64_t j = 0; j < c; ++j) sum += exps[j];
+    sum_exp[i] = static_cast<C>(sum);
+    const int64_t local = targets[i] - class_offset;
+    if (local >= 0 && local < c) picked[i] = x[i * c + local];
+  }
+  if (class_group != nullptr) {
+    DT_RETURN_IF_ERROR(AllReduceAnywhere(*class_group, sums, ReduceOp::kSum));
+  }
+  RowResults rows{std::vector<double>(n, 0.0), std::vector<double>(n)};
+  for (int64_t i = 0; i < n; ++i) {
+    rows.log_sum_exp[i] =
+        static_cast<double>(max[i]) + std::log(static_cast<double>(sum_exp[i]));
+    if (targets[i] != ignore_index) {
+      rows.losses[i] = rows.log_sum_exp[i] - static_cast<double>(picked[i]);
+    }
+  }
+  return rows;
+}
+
+// RowResultsOf on the device of `logits` [rows, classes]: the CUDA row kernel
+// when they live on a CUDA device and this rank holds every class; otherwise
+// the host loop, in the compute dtype, with the class group's all-reduces.
+absl::StatusOr<RowResults> RowResultsOnLogitsDevice(
+    const KernelContext& ctx, const Tensor& logits,
+    const std::vector<int64_t>& targets, int64_t class_offset,
+    const LossGroups& groups) {
+  if (cuda::OnCuda(logits) && groups.class_dims.empty()) {
+    RowResults rows;
+    DT_RETURN_IF_ERROR(cuda::CrossEntropyRowsOnDevice(
+        logits, targets, ctx.args().Int(1), rows.losses, rows.log_sum_exp));
+    return rows;
+  }
+  const DType compute = ComputeDType(ctx.input(0)->dtype());
+  DT_ASSIGN_OR_RETURN(Tensor host, logits.To(Device::CPU()));
+  DT_ASSIGN_OR_RETURN(host, host.To(compute));
+  host = host.Contiguous();
+  return compute == DType::kF64
+             ? RowResultsOf<double>(ctx, host, targets, class_offset, groups)
+             : RowResultsOf<float>(ctx, host, targets, class_offset, groups);
+}
+
+// The number of non-ignored targets of the whole batch, from this rank's
+// `count`.
+absl::StatusOr<int64_t> GlobalCount(const KernelContext& ctx, int64_t count,
+                                    const LossGroups& groups) {
+  if (groups.batch_dims.empty()) return count;
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> batch_group,
+                      ctx.runtime().groups()->ForMeshDims(ctx.input(0)->mesh(),
+                                                          groups.batch_dims));
+  DT_ASSIGN_OR_RETURN(Tensor total, Tensor::FromVector<int64_t>({count}, {1}));
+  DT_RETURN_IF_ERROR(AllReduceAnywhere(*batch_group, total, ReduceOp::kSum));
+  return total.data<int64_t>()[0];
+}
+
+// The loss as the reduction makes it, of this rank's rows.
+absl::StatusOr<Tensor> ReducedLoss(const std::vector<double>& losses,
+                                   Reduction reduction, int64_t count,
+                                   const Shape& target_shape, DType dtype) {
+  double total = 0;
+  for (double loss : losses) total += loss;
+  switch (reduction) {
+    case Reduction::kNone: {
+      DT_ASSIGN_OR_RETURN(Tensor out,
+                          Tensor::FromVector<double>(losses, target_shape));
+      return out.To(dtype);
+    }
+    case Reduction::kSum:
+      return Tensor::Scalar(total, dtype);
+    case Reduction::kMean:
+      // This rank's share of the mean (`count` is global); 0 / 0 is NaN, like
+      // the tensor layer.
+      return Tensor::Scalar(
+          count == 0 ? std::nan("") : total / static_cast<double>(count),
+          dtype);
+  }
+  return absl::InternalError("cross_entropy: unknown reduction");
+}
+
+// Outputs: the loss; the count of non-ignored targets (global for a mean,
+// this rank's otherwise: Partial(sum) over the batch dims); the rows'
+// log-sum-exp.
+absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
+                                            absl::Span<const Tensor> inputs) {
+  const DTensorSpec& spec = *ctx.input(0);
+  const int64_t rank = spec.ndim();
+  const int64_t classes = spec.shape()[rank - 1];
+  const int64_t ignore_index = ctx.args().Int(1);
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> targets,
+                      ReadIndices(inputs[1], kCrossEntropy, "target"));
+  // Checked before any collective, so that every rank sharing these targets
+  // fails alike.
+  for (int64_t t : targets) {
+    if (t != ignore_index) {
+      DT_RETURN_IF_ERROR(CheckIndexInRange(t, classes, kCrossEntropy));
+    }
+  }
+  DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, spec));
+  Tensor logits = inputs[0];
+  if (rank == 1) {
+    DT_ASSIGN_OR_RETURN(logits, logits.Unsqueeze(0));
+  }
+  const DType compute = ComputeDType(spec.dtype());
+  const LossGroups groups = LossGroupsOf(spec.sharding());
+  DT_ASSIGN_OR_RETURN(const RowResults rows,
+                      RowResultsOnLogitsDevice(ctx, logits, targets,
+                                               block.offset[rank - 1], groups));
+  const Reduction reduction = ReductionOf(ctx.args());
+  int64_t count =
+      std::count_if(targets.begin(), targets.end(),
+                    [ignore_index](int64_t t) { return t != ignore_index; });
+  if (reduction == Reduction::kMean) {
+    DT_ASSIGN_OR_RETURN(count, GlobalCount(ctx, count, groups));
+  }
+  const Shape& target_shape = inputs[1].shape();
+  DT_ASSIGN_OR_RETURN(Tensor loss, ReducedLoss(rows.losses, reduction, count,
+                                               target_shape, spec.dtype()));
+  DT_ASSIGN_OR_RETURN(Tensor log_sum_exp, Tensor::FromVector<double>(
+                                              rows.log_sum_exp, target_shape));
+  DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.To(compute));
+  // The outputs live with the logits: a Partial count or loss is reduced
+  // over the communicator of the logits' device.
+  const Device device = inputs[0].device();
+  DT_ASSIGN_OR_RETURN(loss, loss.To(device));
+  DT_ASSIGN_OR_RETURN(Tensor count_tensor,
+                      Tensor::Scalar(count, DType::kI64).To(device));
+  DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.To(device));
+  return OpLocals{std::move(loss), std::move(count_tensor),
+                  std::move(log_sum_exp)};
+}
+
+// dlogits = (softmax(logits) - onehot(target)) w per sample, w the loss's
+// gradient (per sample for none; for mean over the count of non-ignored
+// targets), 0 for ignored targets. The softmax is exp(logit - lse) with the
+// forward's log-sum-exp, and a mean's count is the forward's: laid out like
+// the rows and complete over the classes, they need no communication
+// (class-sharded logits stay sharded). Computed in the kernel's dtype.
+absl::StatusOr<InputGrads> CrossEntropyBackward(const BackwardCall& call) {
+  const DTensor& logits = call.inputs[0];
+  const DTensor& target = call.inputs[1];
+  const DTensor& log_sum_exp = call.outputs[2];
+  const DType dtype = log_sum_exp.dtype();
+  DT_ASSIGN_OR_RETURN(DTensor x, To(logits, dtype));
+  DT_ASSIGN_OR_RETURN(DTensor lse_column, Unsqueeze(log_sum_exp, -1));
+  DT_ASSIGN_OR_RETURN(DTensor shifted, Sub(x, lse_column));
+  DT_ASSIGN_OR_RETURN(DTensor p, Exp(shifted));
+  DT_ASSIGN_OR_RETURN(DTensor onehot,
+                      OneHot(target, logits, logits.spec().ndim() - 1, dtype));
+  DT_ASSIGN_OR_RETURN(DTensor dlogits, Sub(p, onehot));
+  DT_ASSIGN_OR_RETURN(DTensor counted,
+                      Ne(target, static_cast<double>(call.args.Int(1))));
+  DT_ASSIGN_OR_RETURN(counted, To(counted, dtype));
+  DT_ASSIGN_OR_RETURN(DTensor g, To(call.grad_outputs[0], dtype));
+  DT_ASSIGN_OR_RETURN(DTensor weight, Mul(counted, g));
+  if (ReductionOf(call.args) == Reduction::kMean) {
+    DT_ASSIGN_OR_RETURN(DTensor count, To(call.outputs[1], dtype));
+    DT_ASSIGN_OR_RETURN(weight, Div(weight, count));
+  }
+  DT_ASSIGN_OR_RETURN(weight, Unsqueeze(weight, -1));
+  DT_ASSIGN_OR_RETURN(dlogits, Mul(dlogits, weight));
+  DT_ASSIGN_OR_RETURN(dlogits, To(dlogits, logits.dtype()));
+  return InputGrads{std::move(dlogits), DTensor()};
+}
+
+// cross_entropy, or with `loss_parallel` its LossParallelScope variant.
+OpDef MakeCrossEntropy(bool loss_parallel) {
+  OpDef def;
+  def.name = loss_parallel ? "cross_entropy_loss_parallel" : kCrossEntropy;
+  def.summary =
+      loss_parallel
+          ? "cross_entropy keeping class-sharded logits sharded"
+          : "cross entropy of logits [N, C] against targets [N] (loss "
+            "parallel on sharded C)";
+  def.num_inputs = 2;
+  def.num_outputs = 3;
+  def.num_saved_outputs = 2;
+  def.args = {{"reduction", ArgKind::kInt, "1"},
+              {"ignore_index", ArgKind::kInt, "-100"}};
+  def.infer = CrossEntropyInfer;
+  def.strategies = [loss_parallel](const StrategyContext& ctx) {
+    return CrossEntropyStrategies(ctx, loss_parallel);
+  };
+  def.kernel = CrossEntropyKernel;
+  def.backward = CrossEntropyBackward;
+  return def;
+}
+
+const OpDef& EmbeddingDef() {
+  static const OpDef* def = new OpDef(MakeEmbedding());
+  return *def;
+}
+
+const OpDef& EmbeddingBackwardDef() {
+  static const OpDef* def = new OpDef(MakeEmbeddingBackward());
+  return *def;
+}
+
+const OpDef& CrossEntropyDef() {
+  static const OpDef* def = new OpDef(MakeCrossEntropy(false));
+  return *def;
+}
+
+// Not listed in VocabOps: only CrossEntropy under a LossParallelScope calls
+// it.
+const OpDef& CrossEntropyLossParallelDef() {
+  static const OpDef* def = new OpDef(MakeCrossEntropy(true));
+  return *def;
+}
+
+// The LossParallelScopes living on this thread.
+thread_local int loss_parallel_depth = 0;
+
+// Whether some mesh dim shards the class (last) dim of `logits` (false for
+// what is no valid logits: dispatch reports those).
+bool ShardsClasses(const DTensor& logits) {
+  const int64_t rank = logits.defined() ? logits.spec().ndim() : 0;
+  return rank >= 1 && !MeshDimsOf(logits.sharding(), rank - 1).empty();
+}
+
+}  // namespace
+
+absl::StatusOr<DTensor> Embedding(const DTensor& indices,
+                                  const DTensor& table) {
+  const DTensor* in[] = {&indices, &table};
+  return DispatchOne(EmbeddingDef(), in, OpArgs());
+}
+
+absl::StatusOr<DTensor> EmbeddingBackward(const DTensor& indices,
+                                          const DTensor& grad,
+                                          const DTensor& table) {
+  const DTensor* in[] = {&indices, &grad, &table};
+  return DispatchOne(EmbeddingBackwardDef(), in, OpArgs());
+}
+
+absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,
+                                     const DTensor& target, Reduction reduction,
+                                     int64_t ignore_index) {
+  const DTensor* in[] = {&logits, &target};
+  OpArgs args;
+  args.AddInt(static_cast<int64_t>(reduction)).AddInt(ignore_index);
+  DT_ASSIGN_OR_RETURN(
+      OpOutputs outputs,
+      Dispatch(LossParallelScope::Active() && ShardsClasses(logits)
+                   ? CrossEntropyLossParallelDef()
+                   : CrossEntropyDef(),
+               in, args));
+  return std::move(outputs[0]);
+}
+
+LossParallelScope::LossParallelScope() { ++loss_parallel_depth; }
+LossParallelScope::~LossParallelScope() { --loss_parallel_depth; }
+bool LossParallelScope::Active() { return loss_parallel_depth > 0; }
+
+std::vector<const OpDef*> VocabOps() {
+  return {&EmbeddingDef(), &EmbeddingBackwardDef(), &CrossEntropyDef()};
+}
+
+}  // namespace ops
+}  // namespace dtensor

@@ -1,0 +1,114 @@
+#ifndef DTENSOR_OPS_VOCAB_OPS_H_
+#define DTENSOR_OPS_VOCAB_OPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/ops/op_def.h"
+#include "dtensor/tensor/nn_functional.h"
+
+namespace dtensor {
+namespace ops {
+
+// Ops over a vocabulary that may be sharded, with the tensor layer's
+// semantics (dtensor/tensor/nn_functional.h), on DTensors.
+// Errors: what Embedding and CrossEntropy report (an index or a target out of
+// range, shapes, dtypes), inputs on different meshes.
+//
+// embedding (indices, table [num, dim]) -> [indices..., dim]:
+//   indices sharded on any dim    -> the output sharded on that dim;
+//   table S(1) (columns)          -> S(last);
+//   table S(0) (rows), indices R  -> Partial(sum), no communication: each rank
+//                                    looks up the indices inside its row
+//                                    block (offset by the block's start) and
+//                                    gives zero rows for the others;
+//   table Partial(any op), indices R -> the same Partial.
+//
+// embedding_backward (indices, grad [indices..., dim], table [num, dim]) ->
+// [num, dim], embedding's table gradient as one scatter-add pass
+// (dtensor/tensor/nn_functional.h EmbeddingBackward), what embedding's backward
+// runs. The table gives only its shape and layout (no data of it moves): each
+// strategy prices the table sharded as the gradient it gives (Replicate where
+// that is Partial), so the gradient comes out in the table's layout where the
+// indices and grad allow:
+//   indices and grad sharded alike on an index dim -> Partial(sum);
+//   grad S(last)                  -> S(1);
+//   indices and grad R            -> S(0): each rank adds only the rows of its
+//                                    block (a row-sharded table);
+//   grad Partial(sum or avg), indices R -> the same Partial.
+//
+// cross_entropy (logits [N, C] or [C], target [N] or []) with reduction
+// none / mean / sum and ignore_index:
+//   C sharded ("loss parallel")   the logits are never gathered: the kernel
+//                                 all-reduces the rows' max (N values) and
+//                                 then the sum of exp(logit - max) together
+//                                 with the target logit, which only the rank
+//                                 owning the target class picks (2N values),
+//                                 over the mesh dims sharding C; target
+//                                 Replicate there, the output complete
+//                                 (Replicate) there.
+//   N sharded                     target sharded alike; none gives per-sample
+//                                 losses sharded alike; sum gives
+//                                 Partial(sum); mean gives Partial(sum) of
+//                                 local sums over the GLOBAL count of
+//                                 non-ignored targets (unbiased for uneven
+//                                 shards), which one all-reduce of 8 bytes
+//                                 over the mesh dims sharding N learns.
+// These collectives are the strategy's kernel collectives: costed, and
+// recorded in the active CommCounters. The registry op has two more outputs,
+// which its backward reads so that it communicates nothing of its own (no
+// gradient flows into them): the count of non-ignored targets (i64 []:
+// complete for mean, which all-reduces it; for none and sum each rank's own,
+// Partial(sum) over the mesh dims sharding N) and the rows' log-sum-exp
+// ([N] or [], laid out like the target, complete over the classes; f64 for
+// f64 logits, else f32; for ignored rows too).
+//
+// Registry names and arguments: embedding (indices, table);
+// embedding_backward (indices, grad, table); cross_entropy
+// (logits, target -> loss, count, log_sum_exp; "reduction", int: 0 none,
+// 1 mean, 2 sum, default 1; "ignore_index", int, default -100).
+
+absl::StatusOr<DTensor> Embedding(const DTensor& indices, const DTensor& table);
+// The gradient of `table` for which Embedding(indices, table) gave `grad`
+// (the table's values are not read, and no data of it moves:
+// OpDef::layout_only_inputs). Errors: an index outside the table's rows.
+absl::StatusOr<DTensor> EmbeddingBackward(const DTensor& indices,
+                                          const DTensor& grad,
+                                          const DTensor& table);
+// The loss (the op's first output). Under a LossParallelScope of the calling
+// thread, logits whose class dim is sharded keep it sharded (see there).
+absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,
+                                     const DTensor& target,
+                                     Reduction reduction = Reduction::kMean,
+                                     int64_t ignore_index = -100);
+
+// PyTorch's loss_parallel() context: while one lives on a thread, the
+// CrossEntropy calls of that thread whose logits shard the class dim on some
+// mesh dims keep it sharded there (the vocab-parallel kernel: two all-reduces
+// of N and 2N values), whatever the cost model would prefer otherwise
+// (gathering or all-to-all-ing the logits, which it may find cheaper for small
+// N or a large vocab, but which materializes them whole on each rank). The
+// call runs the op "cross_entropy_loss_parallel": cross_entropy with only the
+// class-sharded strategies on those mesh dims (other mesh dims unrestricted),
+// the same kernel and backward. Scopes nest; the backward pass, which runs
+// outside the forward's scope, needs none. Not copyable.
+class LossParallelScope {
+ public:
+  LossParallelScope();
+  ~LossParallelScope();
+  LossParallelScope(const LossParallelScope&) = delete;
+  LossParallelScope& operator=(const LossParallelScope&) = delete;
+
+  // Whether a scope lives on the calling thread.
+  static bool Active();
+};
+
+// The OpDefs of this family, for the registry.
+std::vector<const OpDef*> VocabOps();
+
+}  // namespace ops
+}  // namespace dtensor
+
+#endif  // DTENSOR_OPS_VOCAB_OPS_H_

@@ -1,0 +1,44 @@
+#include "dtensor/parallel/hf_styles.h"
+
+namespace dtensor {
+namespace parallel {
+
+absl::Status LocalParallel::CheckFits(const nn::Module& module,
+                                      absl::string_view fqn) const {
+  return CheckModuleType(module, fqn, {});
+}
+
+std::optional<Placement> LocalParallel::ParameterPlacement(
+    const nn::Module& module, absl::string_view slot) const {
+  return std::nullopt;
+}
+
+absl::StatusOr<StyleHooks> LocalParallel::Hooks(const nn::Module& module,
+                                                absl::string_view fqn) const {
+  return StyleHooks{};
+}
+
+absl::StatusOr<StyleHooks> GatherParallel::Hooks(const nn::Module& module,
+                                                 absl::string_view fqn) const {
+  StyleHooks hooks;
+  hooks.local_output = Placement::Partial();
+  hooks.output = Placement::Replicate();
+  return hooks;
+}
+
+std::optional<Placement> ReplicateParallel::ParameterPlacement(
+    const nn::Module& module, absl::string_view slot) const {
+  return Placement::Replicate();
+}
+
+absl::StatusOr<StyleHooks> ReplicateParallel::Hooks(
+    const nn::Module& module, absl::string_view fqn) const {
+  StyleHooks hooks;
+  hooks.input = Placement::Replicate();
+  hooks.local_input = Placement::Replicate();
+  hooks.output = Placement::Replicate();
+  return hooks;
+}
+
+}  // namespace parallel
+}  // namespace dtensor

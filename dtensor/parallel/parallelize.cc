@@ -1,0 +1,234 @@
+#include "dtensor/parallel/parallelize.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/nn/autograd.h"
+#include "dtensor/parallel/parallel_style.h"
+#include "dtensor/parallel/tp_local.h"
+#include "dtensor/placement.h"
+#include "dtensor/sharding.h"
+
+namespace dtensor {
+namespace parallel {
+namespace {
+
+// Moves an activation to `target` on mesh dim `tp`, keeping its other mesh
+// dims.
+absl::StatusOr<DTensor> RedistributeOnDim(const DTensor& x, int64_t tp,
+                                          const Placement& target) {
+  std::vector<Placement> placements = x.placements();
+  if (tp >= static_cast<int64_t>(placements.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parallelize: activation has ", placements.size(),
+                     " mesh dims, tp dim is ", tp));
+  }
+  placements[tp] = target;
+  return x.Redistribute(placements);
+}
+
+// The input hook of an entry: a tp-local input (dtensor/parallel/tp_local.h) is
+// wrapped onto `mesh` with `local_layout` on the tp dim, then moved to
+// `target` (when set). Without a local layout a tp-local input passes as it
+// is.
+nn::Module::Hook InputHook(const DeviceMesh& mesh, int64_t tp,
+                           std::optional<Placement> local_layout,
+                           std::optional<Placement> target) {
+  return [mesh, tp, local_layout,
+          target](const DTensor& input) -> absl::StatusOr<DTensor> {
+    DTensor x = input;
+    if (IsTpLocal(x, mesh, tp)) {
+      if (!local_layout) return x;
+      DT_ASSIGN_OR_RETURN(x, FromTpLocal(x, mesh, tp, *local_layout));
+    }
+    if (!target) return x;
+    return RedistributeOnDim(x, tp, *target);
+  };
+}
+
+// The output hook of an entry: a tp-local output wrapped onto `mesh` with
+// `local_layout` on the tp dim (when set), then moved to `target` (when
+// set), then handed on as its tp-local value when `local_output`.
+nn::Module::Hook OutputHook(const DeviceMesh& mesh, int64_t tp,
+                            std::optional<Placement> local_layout,
+                            std::optional<Placement> target,
+                            bool local_output) {
+  return [mesh, tp, local_layout, target,
+          local_output](const DTensor& output) -> absl::StatusOr<DTensor> {
+    DTensor y = output;
+    if (local_layout && IsTpLocal(y, mesh, tp)) {
+      DT_ASSIGN_OR_RETURN(y, FromTpLocal(y, mesh, tp, *local_layout));
+    }
+    if (target) {
+      DT_ASSIGN_OR_RETURN(y, RedistributeOnDim(y, tp, *target));
+    }
+    if (local_output) return ToTpLocal(y, tp);
+    return y;
+  };
+}
+
+// Adds the hooks of a module entry.
+absl::Status AddStyleHooks(const ResolvedEntry& r, const DeviceMesh& mesh,
+                           int64_t tp) {
+  DT_ASSIGN_OR_RETURN(StyleHooks h, r.style->Hooks(*r.module, r.fqn));
+  if (h.input || h.local_input) {
+    r.module->AddInputHook(InputHook(mesh, tp, h.local_input, h.input));
+  }
+  if (h.output || h.local_output || h.use_local_output) {
+    r.module->AddOutputHook(
+        OutputHook(mesh, tp, h.local_output, h.output, h.use_local_output));
+  }
+  return absl::OkStatus();
+}
+
+// The style that places `slot` of `module`: a parameter key's, else the
+// module key's; null when no entry names either.
+const ParallelStyle* PlacingStyle(const std::vector<ResolvedEntry>& resolved,
+                                  const nn::Module* module,
+                                  absl::string_view slot) {
+  const ParallelStyle* style = nullptr;
+  for (const ResolvedEntry& r : resolved) {
+    if (r.module != module) continue;
+    if (r.parameter == slot) return r.style.get();
+    if (r.parameter.empty()) style = r.style.get();
+  }
+  return style;
+}
+
+// FSDP for one module that owns parameters: before its Forward, each
+// parameter sharded on the dp dim is all-gathered there (its other mesh dims
+// kept) and the slot holds the gathered copy; after Forward the slot holds the
+// sharded parameter again, so the copy is freed. The gathered copy is declared
+// RecomputeInBackward, so an autograd tape does not keep it either: backward
+// gathers again, and the recorded gather's backward reduce-scatters the
+// gradient to the sharded parameter.
+class FsdpUnit {
+ public:
+  FsdpUnit(nn::Module* module, int64_t dp) : module_(module), dp_(dp) {}
+
+  // The input hook: gathers.
+  absl::Status Gather() {
+    std::vector<std::pair<size_t, DTensor>> gathered;
+    absl::Span<nn::TensorSlot> slots = module_->slots();
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const DTensor& sharded = slots[i].value;
+      if (!slots[i].is_parameter || !sharded.defined() ||
+          !sharded.sharding().placement(dp_).is_shard()) {
+        continue;
+      }
+      DT_ASSIGN_OR_RETURN(
+          DTensor full,
+          sharded.Redistribute(sharded.sharding().WithReplicated({dp_})));
+      DT_RETURN_IF_ERROR(nn::GradientTape::RecomputeInBackward(full, sharded));
+      gathered.emplace_back(i, std::move(full));
+    }
+    for (auto& [i, full] : gathered) {
+      sharded_.emplace_back(i, slots[i].value);
+      slots[i].value = std::move(full);
+    }
+    return absl::OkStatus();
+  }
+
+  // The exit hook (run however the call ended): the slots get their sharded
+  // parameters back.
+  void Release() {
+    for (auto& [i, sharded] : sharded_) {
+      module_->slots()[i].value = std::move(sharded);
+    }
+    sharded_.clear();
+  }
+
+ private:
+  nn::Module* module_;
+  int64_t dp_;
+  // While Forward runs: the sharded parameters, by slot index.
+  std::vector<std::pair<size_t, DTensor>> sharded_;
+};
+
+void AddFsdpHooks(nn::Module& module, int64_t dp) {
+  auto unit = std::make_shared<FsdpUnit>(&module, dp);
+  module.AddInputHook([unit](const DTensor& x) -> absl::StatusOr<DTensor> {
+    DT_RETURN_IF_ERROR(unit->Gather());
+    return x;
+  });
+  module.AddExitHook([unit] { unit->Release(); });
+}
+
+bool OwnsParameters(const nn::Module& module) {
+  for (const nn::TensorSlot& slot : module.slots()) {
+    if (slot.is_parameter) return true;
+  }
+  return false;
+}
+
+// The layout of a parameter: `placements`, and with FSDP dim 0 sharded on
+// the dp dim as well, innermost (FSDP2's strided sharding with tp): so the
+// all-gather on dp alone rebuilds the tp shard, and the gradient's
+// reduce-scatter on dp alone shards it again.
+absl::StatusOr<Sharding> ParameterLayout(std::vector<Placement> placements,
+                                         int64_t tensor_rank,
+                                         std::optional<int64_t> fsdp_dim) {
+  if (fsdp_dim) placements[*fsdp_dim] = Placement::Replicate();
+  DT_ASSIGN_OR_RETURN(Sharding sharding,
+                      Sharding::FromPlacements(placements, tensor_rank));
+  if (fsdp_dim && tensor_rank > 0) {
+    sharding = sharding.WithShardsAppended({*fsdp_dim}, 0);
+  }
+  return sharding;
+}
+
+}  // namespace
+
+absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
+                               const Plan& plan) {
+  DT_ASSIGN_OR_RETURN(std::vector<ResolvedEntry> resolved,
+                      ResolvePlan(plan, root, mesh));
+  std::optional<int64_t> tp, dp;
+  if (!plan.tp.empty()) {
+    DT_ASSIGN_OR_RETURN(tp, mesh.DimIndex(plan.tp_dim));
+  }
+  if (plan.dp != DataParallel::kNone) {
+    DT_ASSIGN_OR_RETURN(dp, mesh.DimIndex(plan.dp_dim));
+  }
+  // Hooks first (they can fail on a bad layout), then the parameters.
+  for (const ResolvedEntry& r : resolved) {
+    // A parameter key places its parameter alone.
+    if (r.parameter.empty()) DT_RETURN_IF_ERROR(AddStyleHooks(r, mesh, *tp));
+  }
+  const bool fsdp = dp && plan.dp == DataParallel::kFsdp;
+  for (const nn::NamedModule& named : root.NamedModules()) {
+    for (nn::TensorSlot& slot : named.module->slots()) {
+      if (!slot.is_parameter || !slot.value.defined()) continue;
+      std::vector<Placement> placements = slot.value.placements();
+      const ParallelStyle* style =
+          PlacingStyle(resolved, named.module, slot.name);
+      std::optional<Placement> placement;
+      if (style != nullptr) {
+        placement = style->ParameterPlacement(*named.module, slot.name);
+      }
+      if (placement) placements[*tp] = *placement;
+      if (dp) placements[*dp] = Placement::Replicate();
+      DT_ASSIGN_OR_RETURN(
+          Sharding layout,
+          ParameterLayout(std::move(placements),
+                          static_cast<int64_t>(slot.shape.size()),
+                          fsdp ? dp : std::nullopt));
+      DT_ASSIGN_OR_RETURN(DTensor moved, slot.value.Redistribute(layout));
+      slot.value = std::move(moved);
+    }
+    if (fsdp && OwnsParameters(*named.module)) {
+      AddFsdpHooks(*named.module, *dp);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace parallel
+}  // namespace dtensor

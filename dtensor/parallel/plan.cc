@@ -1,0 +1,380 @@
+#include "dtensor/parallel/plan.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "dtensor/base/json_value.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/base/text_file.h"
+#include "dtensor/parallel/style_registry.h"
+
+namespace dtensor {
+namespace parallel {
+namespace {
+
+absl::Status WrongType(absl::string_view where, absl::string_view expected,
+                       const JsonValue& value) {
+  return absl::InvalidArgumentError(absl::StrCat("plan: ", where, " must be a ",
+                                                 expected, ", not a ",
+                                                 JsonKindName(value.kind())));
+}
+
+absl::StatusOr<std::string> StringOption(absl::string_view pattern,
+                                         const JsonValue::Member& member) {
+  if (!member.second.is_string()) {
+    return WrongType(absl::StrCat("\"", pattern, "\".", member.first), "string",
+                     member.second);
+  }
+  return member.second.string_value();
+}
+
+// The options of an object entry (every key but "style").
+absl::Status ParseOptions(absl::string_view pattern, const JsonValue& value,
+                          StyleSpec& spec) {
+  for (const JsonValue::Member& member : value.members()) {
+    if (member.first == "style") continue;
+    if (member.first == "input_layouts") {
+      DT_ASSIGN_OR_RETURN(spec.input_layouts, StringOption(pattern, member));
+    } else if (member.first == "output_layouts") {
+      DT_ASSIGN_OR_RETURN(spec.output_layouts, StringOption(pattern, member));
+    } else if (member.first == "use_local_output") {
+      if (!member.second.is_bool()) {
+        return WrongType(absl::StrCat("\"", pattern, "\".use_local_output"),
+                         "boolean", member.second);
+      }
+      spec.use_local_output = member.second.bool_value();
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan: unknown option \"", member.first, "\" for \"", pattern, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A style entry: "colwise" or {"style": "colwise", options...}.
+absl::StatusOr<StyleSpec> ParseStyleSpec(absl::string_view pattern,
+                                         const JsonValue& value) {
+  StyleSpec spec;
+  if (value.is_string()) {
+    spec.style = value.string_value();
+    return spec;
+  }
+  if (!value.is_object()) {
+    return WrongType(absl::StrCat("\"", pattern, "\""), "string or object",
+                     value);
+  }
+  const JsonValue* style = value.Find("style");
+  if (style == nullptr || !style->is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan: \"", pattern, "\" needs a string \"style\""));
+  }
+  spec.style = style->string_value();
+  DT_RETURN_IF_ERROR(ParseOptions(pattern, value, spec));
+  return spec;
+}
+
+// The style object of an entry, made by the registry from its spec unless
+// the entry has one. Errors name the pattern.
+absl::StatusOr<std::shared_ptr<const ParallelStyle>> StyleOf(
+    const PlanEntry& entry) {
+  if (entry.style != nullptr) return entry.style;
+  absl::StatusOr<std::shared_ptr<const ParallelStyle>> style =
+      StyleRegistry::Global().Create(entry.spec.style, entry.spec);
+  if (!style.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan: \"", entry.pattern, "\": ", style.status().message()));
+  }
+  if (*style == nullptr) {
+    return absl::InternalError(absl::StrCat("plan: the factory of style \"",
+                                            entry.spec.style,
+                                            "\" returned no style"));
+  }
+  return style;
+}
+
+// The entries of a "tp" object, with their styles.
+absl::StatusOr<std::vector<PlanEntry>> ParseTpEntries(absl::string_view key,
+                                                      const JsonValue& value) {
+  if (!value.is_object()) {
+    return WrongType(absl::StrCat("\"", key, "\""), "object", value);
+  }
+  std::vector<PlanEntry> entries;
+  for (const JsonValue::Member& member : value.members()) {
+    PlanEntry entry;
+    entry.pattern = member.first;
+    DT_ASSIGN_OR_RETURN(entry.spec,
+                        ParseStyleSpec(member.first, member.second));
+    DT_ASSIGN_OR_RETURN(entry.style, StyleOf(entry));
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+constexpr absl::string_view kPlanKeys[] = {
+    "tp", "dp", "tp_dim", "dp_dim", "bucket_mb", "first_bucket_mb"};
+constexpr absl::string_view kHfPlanKeys[] = {"base_model_tp_plan", "tp_plan"};
+
+// A Hugging Face config.json's tp plan: the key of the "base_model_tp_plan"
+// or "tp_plan" member of `root` when it has one and none of our keys; empty
+// otherwise. Error: both HF keys.
+absl::StatusOr<absl::string_view> HfTpPlanKey(const JsonValue& root) {
+  for (absl::string_view key : kPlanKeys) {
+    if (root.Find(key) != nullptr) return absl::string_view();
+  }
+  absl::string_view found;
+  for (absl::string_view key : kHfPlanKeys) {
+    if (root.Find(key) == nullptr) continue;
+    if (!found.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan: config.json has both \"", found, "\" and \"", key,
+                       "\"; keep one"));
+    }
+    found = key;
+  }
+  return found;
+}
+
+absl::StatusOr<DataParallel> ParseDataParallel(const JsonValue& value) {
+  if (!value.is_string()) return WrongType("\"dp\"", "string", value);
+  for (DataParallel dp :
+       {DataParallel::kNone, DataParallel::kReplicate, DataParallel::kFsdp}) {
+    if (DataParallelName(dp) == value.string_value()) return dp;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("plan: unknown dp mode \"", value.string_value(),
+                   "\" (known: none, replicate, fsdp)"));
+}
+
+// "bucket_mb", "first_bucket_mb" (`key`): a positive number of MiB, at most
+// 1 TiB.
+absl::StatusOr<int64_t> ParseBucketBytes(absl::string_view key,
+                                         const JsonValue& value) {
+  const std::string quoted = absl::StrCat("\"", key, "\"");
+  if (!value.is_number()) return WrongType(quoted, "number", value);
+  const double mib = value.number_value();
+  if (!(mib > 0 && mib <= (1 << 20))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan: ", quoted, " is ", mib, "; it must be in (0, 1048576]"));
+  }
+  return std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20)));
+}
+
+// Where the entries of a plan bind in a module tree, entry by entry.
+class PlanBinding {
+ public:
+  explicit PlanBinding(std::vector<nn::NamedModule> modules)
+      : modules_(std::move(modules)), owners_(modules_.size()) {}
+
+  // Binds `entry` to every module its pattern matches; false if none.
+  absl::StatusOr<bool> BindModules(
+      const PlanEntry& entry,
+      const std::shared_ptr<const ParallelStyle>& style) {
+    bool matched = false;
+    for (size_t i = 0; i < modules_.size(); ++i) {
+      if (!MatchPattern(entry.pattern, modules_[i].name)) continue;
+      matched = true;
+      Owner& owner = owners_[i];
+      if (owner.module.entry != nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "plan: module \"", modules_[i].name, "\" is matched by both \"",
+            owner.module.entry->pattern, "\" and \"", entry.pattern, "\""));
+      }
+      DT_RETURN_IF_ERROR(CheckFits(entry, *style, modules_[i]));
+      DT_RETURN_IF_ERROR(CheckNoParameterKey(owner, entry, modules_[i].name));
+      owner.module = ResolvedEntry{modules_[i].name, modules_[i].module, &entry,
+                                   style, ""};
+    }
+    return matched;
+  }
+
+  // Binds `entry` to every parameter its pattern matches; false if none.
+  absl::StatusOr<bool> BindParameters(
+      const PlanEntry& entry,
+      const std::shared_ptr<const ParallelStyle>& style) {
+    bool matched = false;
+    for (size_t i = 0; i < modules_.size(); ++i) {
+      for (const nn::TensorSlot& slot : modules_[i].module->slots()) {
+        const std::string fqn = SlotName(modules_[i].name, slot.name);
+        if (!slot.is_parameter || !MatchPattern(entry.pattern, fqn)) continue;
+        matched = true;
+        DT_RETURN_IF_ERROR(CheckFits(entry, *style, modules_[i]));
+        Owner& owner = owners_[i];
+        for (const ResolvedEntry& other : owner.parameters) {
+          if (other.parameter != slot.name) continue;
+          return absl::InvalidArgumentError(absl::StrCat(
+              "plan: parameter \"", fqn, "\" is matched by both \"",
+              other.entry->pattern, "\" and \"", entry.pattern, "\""));
+        }
+        if (owner.module.entry != nullptr) {
+          return BothKeys(fqn, *owner.module.entry, entry);
+        }
+        owner.parameters.push_back(
+            ResolvedEntry{fqn, modules_[i].module, &entry, style, slot.name});
+      }
+    }
+    return matched;
+  }
+
+  // Pre-order: each module's entry, then its parameters' entries.
+  std::vector<ResolvedEntry> Resolved() const {
+    std::vector<ResolvedEntry> resolved;
+    for (const Owner& owner : owners_) {
+      if (owner.module.entry != nullptr) resolved.push_back(owner.module);
+      for (const ResolvedEntry& p : owner.parameters) resolved.push_back(p);
+    }
+    return resolved;
+  }
+
+ private:
+  // The entries bound to one module and to its parameters.
+  struct Owner {
+    ResolvedEntry module{"", nullptr, nullptr, nullptr, ""};
+    std::vector<ResolvedEntry> parameters;
+  };
+
+  static std::string SlotName(absl::string_view module,
+                              absl::string_view slot) {
+    return module.empty() ? std::string(slot) : absl::StrCat(module, ".", slot);
+  }
+
+  static absl::Status CheckFits(const PlanEntry& entry,
+                                const ParallelStyle& style,
+                                const nn::NamedModule& named) {
+    absl::Status fits = style.CheckFits(*named.module, named.name);
+    if (fits.ok()) return fits;
+    return absl::Status(fits.code(),
+                        absl::StrCat("plan: style ", style.name(), " of \"",
+                                     entry.pattern, "\" ", fits.message()));
+  }
+
+  static absl::Status BothKeys(absl::string_view parameter,
+                               const PlanEntry& module_key,
+                               const PlanEntry& parameter_key) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan: parameter \"", parameter,
+        "\" is placed by both the module key \"", module_key.pattern,
+        "\" and the parameter key \"", parameter_key.pattern, "\""));
+  }
+
+  // A module key for a module whose parameter a parameter key names.
+  static absl::Status CheckNoParameterKey(const Owner& owner,
+                                          const PlanEntry& entry,
+                                          absl::string_view module) {
+    if (owner.parameters.empty()) return absl::OkStatus();
+    const ResolvedEntry& p = owner.parameters.front();
+    return BothKeys(p.fqn, entry, *p.entry);
+  }
+
+  std::vector<nn::NamedModule> modules_;
+  std::vector<Owner> owners_;
+};
+
+}  // namespace
+
+absl::string_view DataParallelName(DataParallel dp) {
+  switch (dp) {
+    case DataParallel::kNone:
+      return "none";
+    case DataParallel::kReplicate:
+      return "replicate";
+    case DataParallel::kFsdp:
+      return "fsdp";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
+  DT_ASSIGN_OR_RETURN(JsonValue root, ParseJson(json));
+  if (!root.is_object()) return WrongType("the plan", "object", root);
+  Plan plan;
+  DT_ASSIGN_OR_RETURN(absl::string_view hf_key, HfTpPlanKey(root));
+  if (!hf_key.empty()) {
+    DT_ASSIGN_OR_RETURN(plan.tp, ParseTpEntries(hf_key, *root.Find(hf_key)));
+    return plan;
+  }
+  for (const JsonValue::Member& member : root.members()) {
+    const JsonValue& value = member.second;
+    if (member.first == "tp_dim" || member.first == "dp_dim") {
+      if (!value.is_string()) {
+        return WrongType(absl::StrCat("\"", member.first, "\""), "string",
+                         value);
+      }
+      (member.first == "tp_dim" ? plan.tp_dim : plan.dp_dim) =
+          value.string_value();
+    } else if (member.first == "dp") {
+      DT_ASSIGN_OR_RETURN(plan.dp, ParseDataParallel(value));
+    } else if (member.first == "bucket_mb") {
+      DT_ASSIGN_OR_RETURN(plan.bucket_bytes,
+                          ParseBucketBytes(member.first, value));
+    } else if (member.first == "first_bucket_mb") {
+      DT_ASSIGN_OR_RETURN(plan.first_bucket_bytes,
+                          ParseBucketBytes(member.first, value));
+    } else if (member.first == "tp") {
+      DT_ASSIGN_OR_RETURN(plan.tp, ParseTpEntries("tp", value));
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan: unknown key \"", member.first,
+                       "\" (known: tp, dp, tp_dim, dp_dim, bucket_mb, "
+                       "first_bucket_mb)"));
+    }
+  }
+  return plan;
+}
+
+absl::StatusOr<Plan> LoadPlanFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadTextFile(path, kMaxPlanFileBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("plan: ", text.status().message()));
+  }
+  absl::StatusOr<Plan> plan = ParsePlan(*text);
+  if (!plan.ok()) {
+    return absl::Status(plan.status().code(),
+                        absl::StrCat(path, ": ", plan.status().message()));
+  }
+  return plan;
+}
+
+bool MatchPattern(absl::string_view pattern, absl::string_view fqn) {
+  std::vector<absl::string_view> want = absl::StrSplit(pattern, '.');
+  std::vector<absl::string_view> have = absl::StrSplit(fqn, '.');
+  if (want.size() != have.size()) return false;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i] != "*" && want[i] != have[i]) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::vector<ResolvedEntry>> ResolvePlan(const Plan& plan,
+                                                       nn::Module& root,
+                                                       const DeviceMesh& mesh) {
+  if (!plan.tp.empty()) DT_RETURN_IF_ERROR(mesh.DimIndex(plan.tp_dim).status());
+  if (plan.dp != DataParallel::kNone) {
+    DT_RETURN_IF_ERROR(mesh.DimIndex(plan.dp_dim).status());
+  }
+  PlanBinding binding(root.NamedModules());
+  for (const PlanEntry& entry : plan.tp) {
+    DT_ASSIGN_OR_RETURN(std::shared_ptr<const ParallelStyle> style,
+                        StyleOf(entry));
+    DT_ASSIGN_OR_RETURN(bool matched, binding.BindModules(entry, style));
+    if (!matched) {
+      DT_ASSIGN_OR_RETURN(matched, binding.BindParameters(entry, style));
+    }
+    if (!matched) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan: pattern \"", entry.pattern,
+                       "\" matches no module or parameter"));
+    }
+  }
+  return binding.Resolved();
+}
+
+}  // namespace parallel
+}  // namespace dtensor

@@ -1,0 +1,46 @@
+#ifndef DTENSOR_TENSOR_ADAMW_KERNEL_H_
+#define DTENSOR_TENSOR_ADAMW_KERNEL_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor {
+
+// The coefficients of one AdamW step (dtensor/nn/optim_adamw.h) at step `step`
+// >= 1.
+struct AdamWStepArgs {
+  double learning_rate = 0;
+  double beta1 = 0;
+  double beta2 = 0;
+  double eps = 0;
+  double weight_decay = 0;
+  int64_t step = 1;
+};
+
+// One AdamW step in one pass over the elements, in place, with no
+// temporaries (torch.optim.AdamW's formula, as the fused CPU kernel of
+// PyTorch computes it):
+//   m = beta1 m + (1 - beta1) g
+//   v = beta2 v + (1 - beta2) g^2
+//   p = p (1 - lr wd) - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 -
+//       beta2^t) + eps)
+// in the compute type of the dtype (float for f32, bf16 and f16; double for
+// f64), each element read and written once; the result is rounded to the
+// dtype once per tensor and step (not after every operation).
+// Operands may be strided views (a shard of a parameter); contiguous runs
+// take the vectorized loop. A parameter on a CUDA device takes one device
+// kernel with the same per-element body (dtensor/tensor/cuda/adamw_body.h), its
+// operands on that device.
+// Errors (InvalidArgument, naming the argument): an undefined tensor, one on
+// another device than the parameter's (CPU or CUDA), a non-floating dtype or
+// one that differs from the parameter's, a shape that differs from the
+// parameter's, the parameter and moments not three distinct buffers, step < 1.
+absl::Status AdamWStep(const Tensor& param, const Tensor& exp_avg,
+                       const Tensor& exp_avg_sq, const Tensor& grad,
+                       const AdamWStepArgs& args);
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_TENSOR_ADAMW_KERNEL_H_

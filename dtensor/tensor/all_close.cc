@@ -1,0 +1,27 @@
+// AllClose.
+#include <cmath>
+
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor {
+
+bool AllClose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  if (!a.defined() || !b.defined() || a.shape() != b.shape()) return false;
+  const std::vector<double> a_values = a.ToVector<double>();
+  const std::vector<double> b_values = b.ToVector<double>();
+  if (a_values.size() != b_values.size()) return false;  // A copy failed.
+  for (size_t i = 0; i < a_values.size(); ++i) {
+    const double x = a_values[i];
+    const double y = b_values[i];
+    if (std::isnan(x) || std::isnan(y)) {
+      if (std::isnan(x) && std::isnan(y)) continue;
+      return false;
+    }
+    if (x == y) continue;  // Covers equal infinities.
+    if (std::isinf(x) || std::isinf(y)) return false;
+    if (!(std::fabs(x - y) <= atol + rtol * std::fabs(y))) return false;
+  }
+  return true;
+}
+
+}  // namespace dtensor

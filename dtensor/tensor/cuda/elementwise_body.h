@@ -1,0 +1,253 @@
+#ifndef DTENSOR_TENSOR_CUDA_ELEMENTWISE_BODY_H_
+#define DTENSOR_TENSOR_CUDA_ELEMENTWISE_BODY_H_
+
+// Per-element bodies of the elementwise kernels, shared by the CUDA launches
+// and their host forms. The math follows dtensor/tensor/elementwise.cc:
+// bf16/f16 compute in float, integer +, -, * and negation wrap,
+// Maximum/Minimum/Relu propagate NaN.
+
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "dtensor/tensor/cuda/fast_exp.h"
+#include "dtensor/tensor/cuda/fast_log.h"
+#include "dtensor/tensor/cuda/host_device.h"
+
+namespace dtensor::cuda {
+
+enum class UnaryOp {
+  kNeg,
+  kAbs,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kRelu,
+  kGeluErf,
+  kGeluTanh,
+  kSilu,
+  kSigmoid,
+  kTanh,
+};
+
+enum class BinaryOp {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMaximum,
+  kMinimum,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kSiluBackward,
+};
+
+// True for the ops that give bool.
+DT_HOST_DEVICE inline bool IsComparison(BinaryOp op) {
+  return op == BinaryOp::kEq || op == BinaryOp::kNe || op == BinaryOp::kLt ||
+         op == BinaryOp::kLe || op == BinaryOp::kGt || op == BinaryOp::kGe;
+}
+
+// Float and double forms of the math functions, so that a body names one
+// function for both (the host forms call the same libm functions as the CPU
+// kernels).
+DT_HOST_DEVICE inline float Exp(float x) { return expf(x); }
+DT_HOST_DEVICE inline double Exp(double x) { return exp(x); }
+DT_HOST_DEVICE inline float Log(float x) { return logf(x); }
+DT_HOST_DEVICE inline double Log(double x) { return log(x); }
+DT_HOST_DEVICE inline float Sqrt(float x) { return sqrtf(x); }
+DT_HOST_DEVICE inline double Sqrt(double x) { return sqrt(x); }
+DT_HOST_DEVICE inline float Pow(float x, float y) { return powf(x, y); }
+DT_HOST_DEVICE inline double Pow(double x, double y) { return pow(x, y); }
+DT_HOST_DEVICE inline float Erf(float x) { return erff(x); }
+DT_HOST_DEVICE inline double Erf(double x) { return erf(x); }
+DT_HOST_DEVICE inline float Tanh(float x) { return tanhf(x); }
+DT_HOST_DEVICE inline double Tanh(double x) { return tanh(x); }
+DT_HOST_DEVICE inline float Fabs(float x) { return fabsf(x); }
+DT_HOST_DEVICE inline double Fabs(double x) { return fabs(x); }
+
+// grad * silu'(x) = grad s (1 + x (1 - s)) with s = sigmoid(x): SiLU's
+// backward in one pass (floating C).
+template <typename C>
+DT_HOST_DEVICE inline C SiluBackwardOf(C grad, C x) {
+  const C s = C(1) / (C(1) + FastExpOf(-x));
+  return grad * s * (C(1) + x * (C(1) - s));
+}
+
+// x + y (op 0), x - y (1) or x * y (2) wrapping around for integer C (bool
+// ops are rejected before launch; it only needs to compile for them).
+template <typename C>
+DT_HOST_DEVICE inline C Wrapping(C x, C y, int op) {
+  using U = std::make_unsigned_t<
+      std::conditional_t<std::is_same_v<C, bool>, unsigned char, C>>;
+  const U a = static_cast<U>(x);
+  const U b = static_cast<U>(y);
+  return static_cast<C>(op == 0 ? a + b : op == 1 ? a - b : a * b);
+}
+
+// op(x) in compute type C (float, double or an integer type).
+template <typename C>
+DT_HOST_DEVICE inline C ApplyUnary(UnaryOp op, C x) {
+  if constexpr (std::is_integral_v<C>) {
+    switch (op) {
+      case UnaryOp::kNeg:
+        return Wrapping<C>(0, x, 1);
+      case UnaryOp::kAbs:
+        return x < 0 ? Wrapping<C>(0, x, 1) : x;
+      case UnaryOp::kRelu:
+        return x < 0 ? C(0) : x;
+      default:
+        return x;  // The other ops are rejected for integers before launch.
+    }
+  } else {
+    switch (op) {
+      case UnaryOp::kNeg:
+        return -x;
+      case UnaryOp::kAbs:
+        return Fabs(x);
+      case UnaryOp::kExp:
+        return FastExpOf(x);
+      case UnaryOp::kLog:
+        return FastLogOf(x);
+      case UnaryOp::kSqrt:
+        return Sqrt(x);
+      case UnaryOp::kRsqrt:
+        return C(1) / Sqrt(x);
+      case UnaryOp::kRelu:
+        return x < C(0) ? C(0) : x;
+      case UnaryOp::kGeluErf:
+        return C(0.5) * x * (C(1) + Erf(x * C(0.70710678118654752440)));
+      case UnaryOp::kGeluTanh: {
+        const C inner =
+            C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
+        return C(0.5) * x * (C(1) + Tanh(inner));
+      }
+      case UnaryOp::kSilu:
+        return x / (C(1) + FastExpOf(-x));
+      case UnaryOp::kSigmoid:
+        return C(1) / (C(1) + FastExpOf(-x));
+      case UnaryOp::kTanh:
+        return Tanh(x);
+    }
+    return x;
+  }
+}
+
+// op(x, y) in compute type C; comparisons give 1 or 0.
+template <typename C>
+DT_HOST_DEVICE inline C ApplyBinary(BinaryOp op, C x, C y) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
+        return Wrapping<C>(x, y, 0);
+      }
+      return x + y;
+    case BinaryOp::kSub:
+      if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
+        return Wrapping<C>(x, y, 1);
+      }
+      return x - y;
+    case BinaryOp::kMul:
+      if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
+        return Wrapping<C>(x, y, 2);
+      }
+      return x * y;
+    case BinaryOp::kDiv:
+      if constexpr (std::is_integral_v<C>) {
+        // Integer divisors are checked to be non-zero before launch.
+        if constexpr (!std::is_same_v<C, bool>) {
+          return y == C(-1) ? Wrapping<C>(0, x, 1) : x / y;
+        }
+        return x;
+      } else {
+        return x / y;
+      }
+    case BinaryOp::kPow:
+      if constexpr (std::is_integral_v<C>) {
+        return x;  // Rejected for integers before launch.
+      } else {
+        return Pow(x, y);
+      }
+    case BinaryOp::kMaximum:
+      return (x > y || x != x) ? x : y;
+    case BinaryOp::kMinimum:
+      return (x < y || x != x) ? x : y;
+    case BinaryOp::kEq:
+      return x == y;
+    case BinaryOp::kNe:
+      return x != y;
+    case BinaryOp::kLt:
+      return x < y;
+    case BinaryOp::kLe:
+      return x <= y;
+    case BinaryOp::kGt:
+      return x > y;
+    case BinaryOp::kGe:
+      return x >= y;
+    case BinaryOp::kSiluBackward:
+      if constexpr (std::is_integral_v<C>) {
+        return x;  // Rejected for integers before launch.
+      } else {
+        return SiluBackwardOf(x, y);
+      }
+  }
+  return x;
+}
+
+// Dims and element strides of up to kOperands operands over one iteration
+// shape (broadcast operands have stride 0). The host merges dims that are
+// contiguous in every operand first, so most launches see one or two dims.
+constexpr int kMaxDims = 8;
+
+template <int kOperands>
+struct StridedShape {
+  int ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[kOperands][kMaxDims] = {};
+};
+
+// The element offset of each operand at row-major position `linear`.
+template <int kOperands>
+DT_HOST_DEVICE inline void OperandOffsetsAt(const StridedShape<kOperands>& s,
+                                            int64_t linear,
+                                            int64_t (&offsets)[kOperands]) {
+  for (int k = 0; k < kOperands; ++k) offsets[k] = 0;
+  for (int d = s.ndim - 1; d >= 0; --d) {
+    const int64_t size = s.sizes[d];
+    const int64_t index = linear % size;
+    linear /= size;
+    for (int k = 0; k < kOperands; ++k) offsets[k] += index * s.strides[k][d];
+  }
+}
+
+// out[0] = op(x[0]) converted to Out.
+template <typename Out, typename T>
+DT_HOST_DEVICE inline void UnaryElement(UnaryOp op, const T* x, Out* out) {
+  *out = Store<Out>(ApplyUnary(op, Load(*x)));
+}
+
+template <typename Out, typename T>
+DT_HOST_DEVICE inline void BinaryElement(BinaryOp op, const T* x, const T* y,
+                                         Out* out) {
+  *out = Store<Out>(ApplyBinary(op, Load(*x), Load(*y)));
+}
+
+// The dtype conversion of dtensor/tensor/convert.h.
+template <typename To, typename From>
+DT_HOST_DEVICE inline void CastElement(const From* x, To* out) {
+  if constexpr (std::is_same_v<To, From>) {
+    *out = *x;
+  } else {
+    *out = Store<To>(Load(*x));
+  }
+}
+
+}  // namespace dtensor::cuda
+
+#endif  // DTENSOR_TENSOR_CUDA_ELEMENTWISE_BODY_H_

@@ -1,0 +1,309 @@
+// The CUDA backend over the CUDA runtime and cuBLAS (built with
+// --config=cuda).
+#include "dtensor/tensor/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/tensor/cuda/kernels.h"
+
+namespace dtensor::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
+
+absl::Status FromCuda(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat(what, ": ", cudaGetErrorString(error)));
+}
+
+absl::Status FromCublas(cublasStatus_t status, const char* what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat(what, ": cuBLAS status ", static_cast<int>(status)));
+}
+
+// Selects `device`, or says why it cannot be used.
+absl::Status UseDevice(int device) {
+  const int count = DeviceCount();
+  if (count == 0) {
+    return absl::FailedPreconditionError("no CUDA device is present");
+  }
+  if (device < 0 || device >= count || device >= kMaxDevices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CUDA device ", device, " does not exist (", count, " present)"));
+  }
+  return FromCuda(cudaSetDevice(device), "cudaSetDevice");
+}
+
+// What one device owns: its stream, its caching allocator and its cuBLAS
+// handle with the handle's workspace. Created on first use, never destroyed
+// (the CUDA runtime tears down at exit).
+struct DeviceState {
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<CachingAllocator> allocator;
+  cublasHandle_t blas = nullptr;
+  void* blas_workspace = nullptr;
+};
+
+std::mutex& StatesMutex() {
+  static std::mutex* mu = new std::mutex;
+  return *mu;
+}
+
+std::array<DeviceState*, kMaxDevices>& States() {
+  static auto* states = new std::array<DeviceState*, kMaxDevices>{};
+  return *states;
+}
+
+absl::StatusOr<DeviceState*> CreateState(int device) {
+  auto state = std::make_unique<DeviceState>();
+  DT_RETURN_IF_ERROR(
+      FromCuda(cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking),
+               "cudaStreamCreateWithFlags"));
+  state->allocator = std::make_unique<CachingAllocator>(
+      [device](size_t nbytes) -> absl::StatusOr<void*> {
+        DT_RETURN_IF_ERROR(UseDevice(device));
+        void* ptr = nullptr;
+        DT_RETURN_IF_ERROR(FromCuda(cudaMalloc(&ptr, nbytes), "cudaMalloc"));
+        return ptr;
+      },
+      [device](void* ptr) {
+        if (UseDevice(device).ok()) cudaFree(ptr);
+      });
+  return state.release();
+}
+
+// The state of `device`, created on first use; selects the device.
+absl::StatusOr<DeviceState*> State(int device) {
+  DT_RETURN_IF_ERROR(UseDevice(device));
+  std::lock_guard<std::mutex> lock(StatesMutex());
+  DeviceState*& state = States()[device];
+  if (state == nullptr) {
+    DT_ASSIGN_OR_RETURN(state, CreateState(device));
+  }
+  return state;
+}
+
+// The cuBLAS handle of `device`, bound to its stream and workspace.
+absl::StatusOr<cublasHandle_t> BlasHandle(int device) {
+  DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  std::lock_guard<std::mutex> lock(StatesMutex());
+  if (state->blas == nullptr) {
+    DT_RETURN_IF_ERROR(FromCublas(cublasCreate(&state->blas), "cublasCreate"));
+    DT_RETURN_IF_ERROR(FromCublas(cublasSetStream(state->blas, state->stream),
+                                  "cublasSetStream"));
+    DT_RETURN_IF_ERROR(FromCuda(
+        cudaMalloc(&state->blas_workspace, kBlasWorkspaceBytes), "cudaMalloc"));
+    DT_RETURN_IF_ERROR(
+        FromCublas(cublasSetWorkspace(state->blas, state->blas_workspace,
+                                      kBlasWorkspaceBytes),
+                   "cublasSetWorkspace"));
+  }
+  return state->blas;
+}
+
+cudaMemcpyKind ToCuda(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::kHostToDevice:
+      return cudaMemcpyHostToDevice;
+    case CopyKind::kDeviceToHost:
+      return cudaMemcpyDeviceToHost;
+    case CopyKind::kDeviceToDevice:
+      return cudaMemcpyDeviceToDevice;
+  }
+  return cudaMemcpyDefault;
+}
+
+// The cuBLAS element and compute types of `dtype`.
+struct BlasTypes {
+  cudaDataType_t data;
+  cublasComputeType_t compute;
+};
+
+absl::StatusOr<BlasTypes> BlasTypesOf(DType dtype, bool allow_tf32) {
+  switch (dtype) {
+    case DType::kF32:
+      return BlasTypes{CUDA_R_32F, allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                              : CUBLAS_COMPUTE_32F};
+    case DType::kF64:
+      return BlasTypes{CUDA_R_64F, CUBLAS_COMPUTE_64F};
+    case DType::kBF16:
+      return BlasTypes{CUDA_R_16BF, CUBLAS_COMPUTE_32F};
+    case DType::kF16:
+      return BlasTypes{CUDA_R_16F, CUBLAS_COMPUTE_32F};
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("Gemm: dtype ", std::string(DTypeName(dtype)),
+                       " is not supported by cuBLAS (floating dtypes only)"));
+  }
+}
+
+absl::Status CheckGemmSizes(const GemmArgs& args) {
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  for (const int64_t value :
+       {args.m, args.n, args.k, args.lda, args.ldb, args.ldc, args.batch}) {
+    if (value < 0 || value > kIntMax) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Gemm: sizes m=", args.m, " n=", args.n, " k=", args.k,
+                       " lda=", args.lda, " ldb=", args.ldb, " ldc=", args.ldc,
+                       " batch=", args.batch, " must lie in [0, 2^31)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool BuiltWithCuda() { return true; }
+
+int DeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // Clears the sticky "no device" error.
+    return 0;
+  }
+  return count;
+}
+
+std::string Describe() {
+  const int count = DeviceCount();
+  if (count == 0) return "no CUDA device";
+  cudaDeviceProp properties;
+  if (cudaGetDeviceProperties(&properties, 0) != cudaSuccess) {
+    return absl::StrCat(count, " CUDA device(s)");
+  }
+  return absl::StrCat(count, " CUDA device(s), device 0: ", properties.name);
+}
+
+absl::StatusOr<void*> Malloc(size_t nbytes, int device) {
+  DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  return state->allocator->Allocate(nbytes,
+                                    reinterpret_cast<uintptr_t>(state->stream));
+}
+
+void Free(void* ptr, int device) {
+  if (ptr == nullptr) return;
+  absl::StatusOr<DeviceState*> state = State(device);
+  if (state.ok()) (*state)->allocator->Free(ptr);
+}
+
+MemoryStats GetMemoryStats(int device) {
+  if (device < 0 || device >= kMaxDevices) return {};
+  std::lock_guard<std::mutex> lock(StatesMutex());
+  const DeviceState* state = States()[device];
+  return state == nullptr ? MemoryStats{} : state->allocator->Stats();
+}
+
+absl::Status EmptyCache(int device) {
+  DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  // Blocks freed while the stream still used them must not go back to the
+  // driver before that work ran.
+  DT_RETURN_IF_ERROR(
+      FromCuda(cudaStreamSynchronize(state->stream), "cudaStreamSynchronize"));
+  state->allocator->EmptyCache();
+  return absl::OkStatus();
+}
+
+absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind,
+                    int device) {
+  DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  DT_RETURN_IF_ERROR(
+      FromCuda(cudaMemcpyAsync(dst, src, nbytes, ToCuda(kind), state->stream),
+               "cudaMemcpyAsync"));
+  if (kind == CopyKind::kDeviceToDevice) return absl::OkStatus();
+  return FromCuda(cudaStreamSynchronize(state->stream), "cudaMemcpy");
+}
+
+absl::Status Fill(void* dst, size_t count, uint64_t bits, int element_bytes,
+                  int device) {
+  DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  return FromCuda(LaunchFill(dst, count, bits, element_bytes, state->stream),
+                  "Fill launch");
+}
+
+absl::StatusOr<void*> CurrentStream(int device) {
+  DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  return static_cast<void*>(state->stream);
+}
+
+absl::Status Synchronize(int device) {
+  DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  return FromCuda(cudaStreamSynchronize(state->stream),
+                  "cudaStreamSynchronize");
+}
+
+absl::StatusOr<Event> Event::Record(int device) {
+  DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  cudaEvent_t event = nullptr;
+  DT_RETURN_IF_ERROR(
+      FromCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+               "cudaEventCreateWithFlags"));
+  Event result(event, device);
+  DT_RETURN_IF_ERROR(
+      FromCuda(cudaEventRecord(event, state->stream), "cudaEventRecord"));
+  return result;
+}
+
+Event::Event(Event&& other) noexcept
+    : event_(std::exchange(other.event_, nullptr)), device_(other.device_) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  std::swap(event_, other.event_);
+  std::swap(device_, other.device_);
+  return *this;
+}
+
+Event::~Event() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+absl::Status Event::BlockStream(void* stream) const {
+  return FromCuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
+                                      static_cast<cudaEvent_t>(event_), 0),
+                  "cudaStreamWaitEvent");
+}
+
+absl::Status Event::Wait() const {
+  return FromCuda(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)),
+                  "cudaEventSynchronize");
+}
+
+absl::Status Gemm(const GemmArgs& args, int device) {
+  DT_RETURN_IF_ERROR(CheckGemmSizes(args));
+  DT_ASSIGN_OR_RETURN(const BlasTypes types,
+                      BlasTypesOf(args.dtype, args.allow_tf32));
+  if (args.m == 0 || args.n == 0 || args.batch == 0) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(cublasHandle_t handle, BlasHandle(device));
+  const float alpha_f = 1.0f;
+  const float beta_f = 0.0f;
+  const double alpha_d = 1.0;
+  const double beta_d = 0.0;
+  const bool f64 = args.dtype == DType::kF64;
+  // Row-major C = A·B is column-major C^T = B^T·A^T: swap the operands.
+  return FromCublas(
+      cublasGemmStridedBatchedEx(
+          handle, args.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+          args.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(args.n),
+          static_cast<int>(args.m), static_cast<int>(args.k),
+          f64 ? static_cast<const void*>(&alpha_d) : &alpha_f, args.b,
+          types.data, static_cast<int>(args.ldb), args.stride_b, args.a,
+          types.data, static_cast<int>(args.lda), args.stride_a,
+          f64 ? static_cast<const void*>(&beta_d) : &beta_f, args.c, types.data,
+          static_cast<int>(args.ldc), args.stride_c,
+          static_cast<int>(args.batch), types.compute, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmStridedBatchedEx");
+}
+
+}  // namespace dtensor::cuda
