@@ -19,7 +19,7 @@
 //
 //   bazel-bin/bench/overlap_bench [--ranks 2] [--matmuls 15] [--mib 64]
 //                                 [--iterations 20]
-//   bazel-bin/tools/dtrun --nproc 2 -- bazel-bin/bench/overlap_bench --backend gloo
+//   cd bazel-bin && tools/dtrun --nproc 2 -- bench/overlap_bench --backend gloo
 #include <cblas.h>
 
 #include <algorithm>
