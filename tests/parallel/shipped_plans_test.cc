@@ -18,8 +18,9 @@ class ShippedPlanTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(ShippedPlanTest, ParsesAndBindsToTheLlamaTree) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   ASSERT_NE(srcdir, nullptr);
-  const std::string path =
-      std::string(srcdir) + "/dtensor/parallel/plans/" + GetParam() + ".json";
+  const std::string path = std::string(srcdir) +
+                           "/dtensor/dtensor/parallel/plans/" + GetParam() +
+                           ".json";
   absl::StatusOr<Plan> plan = LoadPlanFile(path);
   ASSERT_TRUE(plan.ok()) << plan.status();
   nn::LlamaConfig config;

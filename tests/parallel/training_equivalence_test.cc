@@ -142,9 +142,9 @@ void PrintTo(const Case& c, std::ostream* os) {
 absl::StatusOr<Plan> LoadCasePlan(const Case& c) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   if (srcdir == nullptr) return absl::NotFoundError("TEST_SRCDIR is not set");
-  DT_ASSIGN_OR_RETURN(
-      Plan plan, LoadPlanFile(absl::StrCat(srcdir, "/dtensor/parallel/plans/",
-                                           c.plan, ".json")));
+  DT_ASSIGN_OR_RETURN(Plan plan, LoadPlanFile(absl::StrCat(
+                                     srcdir, "/dtensor/dtensor/parallel/plans/",
+                                     c.plan, ".json")));
   if (c.part == Part::kTpOnly) plan.dp = DataParallel::kNone;
   if (c.part == Part::kDpOnly) plan.tp.clear();
   return plan;

@@ -71,7 +71,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> GlooBackend::CreateCommunicator(
   auto context = std::make_shared<gloo::rendezvous::Context>(
       static_cast<int>(member), static_cast<int>(ranks.size()));
   context->setTimeout(chrono_timeout);
-  GlooStore store(runtime_->session->client(), prefix + "dtensor/mesh/",
+  GlooStore store(runtime_->session->client(), prefix + "mesh/",
                   chrono_timeout);
   try {
     context->connectFullMesh(store, runtime_->device);
@@ -106,7 +106,7 @@ absl::Status GlooBackend::JoinFailure(const std::vector<int64_t>& ranks,
   // Each member posts its addresses under its index in the group.
   std::vector<std::string> keys;
   for (size_t member = 0; member < ranks.size(); ++member) {
-    keys.push_back(absl::StrCat(prefix, "dtensor/mesh/", member));
+    keys.push_back(absl::StrCat(prefix, "mesh/", member));
   }
   absl::StatusOr<std::vector<std::optional<std::string>>> posted =
       runtime_->session->client().MultiGet(keys);
