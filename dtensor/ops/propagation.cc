@@ -85,7 +85,8 @@ bool Fits(const Sharding& s, int64_t mesh_ndim, int64_t rank) {
 // How good a strategy is; smaller is better. `cost_us` is what the call
 // spends (redistributions and the kernel's collectives); `completion_us` what
 // reading its Partial outputs would add on the mesh dims where it
-// redistributes an input (docs/ops.md, "The cost rule").
+// redistributes an input with a collective or where every input is Replicate
+// (docs/ops.md, "The cost rule").
 struct Score {
   double cost_us = 0;
   double completion_us = 0;
@@ -113,15 +114,33 @@ struct Score {
 };
 
 // The mesh dims (a bit each) on which `plan` runs a collective. Local steps
-// do not count: slicing a complete value into shards or handing the op a
-// Partial term (P(sum) + R -> P(sum)) spends nothing, so a Partial output
-// there is as cheap as the layouts the caller chose (a data-parallel weight
-// gradient stays one all-reduce).
+// do not count: slicing a value into shards or handing the op a Partial term
+// (P(sum) + R -> P(sum)) spends nothing. Where some input is already Shard or
+// Partial, a Partial output follows from the caller's layouts (a
+// data-parallel weight gradient stays one all-reduce); where none is,
+// MeshDimsAllReplicate charges it.
 uint64_t MeshDimsRedistributed(const RedistributePlan& plan) {
   uint64_t dims = 0;
   for (const RedistributeStep& step : plan.steps) {
     if (step.kind == CommKind::kLocal) continue;
     for (int64_t m : step.mesh_dims) dims |= uint64_t{1} << m;
+  }
+  return dims;
+}
+
+// The mesh dims (a bit each) on which every given input is Replicate. A
+// Partial output there is not implied by the caller's layouts: only a
+// strategy that slices the replicated inputs makes it, for free, and reading
+// it costs a collective that the complete alternative never needs (loss
+// parallel's summed loss over rows replicated on dp).
+uint64_t MeshDimsAllReplicate(absl::Span<const DTensorSpec* const> inputs,
+                              int64_t mesh_ndim) {
+  uint64_t dims = 0;
+  for (int64_t m = 0; m < mesh_ndim; ++m) {
+    const bool replicate = absl::c_all_of(inputs, [m](const DTensorSpec* in) {
+      return in == nullptr || in->sharding().placement(m).is_replicate();
+    });
+    if (replicate) dims |= uint64_t{1} << m;
   }
   return dims;
 }
@@ -319,6 +338,10 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
     return it->second;
   };
 
+  // Partial outputs on these mesh dims are charged whatever the strategy
+  // does to the inputs there (MeshDimsAllReplicate).
+  const uint64_t all_replicate =
+      MeshDimsAllReplicate(inputs, static_cast<int64_t>(ctx.mesh_shape.size()));
   int64_t best = -1;
   int64_t num_valid = 0;
   Score best_score;
@@ -330,7 +353,7 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
       valid = PartialsAllowed(s.outputs[j], outputs[j].dtype);
     }
     Score score;
-    uint64_t redistributed = 0;
+    uint64_t charged = all_replicate;
     for (size_t i = 0; valid && i < inputs.size(); ++i) {
       if (inputs[i] == nullptr || s.inputs[i] == inputs[i]->sharding()) {
         continue;
@@ -345,7 +368,7 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
       score.cost_us += plan->total_cost_us;
       score.changed_inputs += 1;
       score.steps += static_cast<int64_t>(plan->steps.size());
-      redistributed |= MeshDimsRedistributed(*plan);
+      charged |= MeshDimsRedistributed(*plan);
     }
     if (!valid) continue;
     for (const KernelComm& comm : s.kernel_comms) {
@@ -356,7 +379,7 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
     for (size_t j = 0; j < read_outputs; ++j) {
       score.partial_outputs +=
           CompletedOn(s.outputs[j], ~uint64_t{0}) != s.outputs[j];
-      const Sharding complete = CompletedOn(s.outputs[j], redistributed);
+      const Sharding complete = CompletedOn(s.outputs[j], charged);
       if (complete == s.outputs[j]) continue;
       score.completion_us += CompletionCostUs(s.outputs[j], complete,
                                               outputs[j], ctx, model, planner);

@@ -42,8 +42,8 @@ struct Propagation {
   std::vector<std::shared_ptr<const DTensorSpec>> outputs;
   // The strategy's kernel collectives as CommCounter events.
   std::vector<CommCounter::Event> kernel_events;
-  // The inputs' redistributions plus the kernel's collectives: the cost the
-  // choice minimised.
+  // The inputs' redistributions plus the kernel's collectives: what the call
+  // spends (the choice also weighed completing Partial outputs).
   double cost_us = 0;
   // How many strategies were generated, and how many were valid.
   int64_t num_strategies = 0;
@@ -70,11 +70,15 @@ bool SameMesh(const DeviceMesh& a, const DeviceMesh& b);
 //
 //   cost = sum over inputs of the planner's cost of redistributing it
 //          (runtime.planner(), runtime.CostModelFor(mesh); plans are cached)
-//        + the cost of the kernel's own collectives.
+//        + the cost of the kernel's own collectives
+//        + for each Partial output but the saved ones, the planner's cost of
+//          completing it on the mesh dims where the strategy redistributes an
+//          input with a collective or where every input is Replicate
+//          (docs/ops.md, "The cost rule"; not part of Propagation::cost_us).
 //
-// Ties (within 1e-9 relative) go to the strategy that redistributes the
-// fewest inputs, then to the fewest redistribution steps, then to the first
-// generated.
+// Ties (within 1e-9 relative) go to the strategy with the fewest Partial
+// outputs, then to the one that redistributes the fewest inputs, then to the
+// fewest redistribution steps, then to the first generated.
 // Errors: (each naming the op) a wrong number of inputs, a required input
 // absent, inputs on different meshes, arguments that do not match the
 // schema, the op's own shape and dtype errors, no valid strategy.

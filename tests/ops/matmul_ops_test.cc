@@ -296,6 +296,43 @@ TEST(MatmulLayoutTest, RowwiseLinearIsPartialWithALocalBias) {
   EXPECT_EQ(c.collectives, 0);
 }
 
+// A data-parallel weight gradient dW = g^T @ x over the batch: each rank's
+// rows give a P(sum) without communication, which one all-reduce completes
+// (DistributedDataParallel's). With a replicated g (the seed of a summed
+// loss) g^T is sliced locally; x is batch-sharded already, so that P(sum)
+// comes from the caller's layouts and is not charged: completing instead
+// would cost an all-gather of x now and still leave the gradient to update.
+TEST(MatmulLayoutTest, DataParallelWeightGradientIsOnePartialSum) {
+  struct Case {
+    std::vector<int64_t> mesh;
+    std::string g_t;
+    std::string x;
+    std::string dw;
+  };
+  for (const Case& c :
+       std::vector<Case>{{{4}, "S(1)", "S(0)", "P(sum)"},
+                         {{4}, "R", "S(0)", "P(sum)"},
+                         {{2, 2}, "S(1),S(0)", "S(0),R", "P(sum),S(0)"},
+                         {{2, 2}, "R,S(0)", "S(0),R", "P(sum),S(0)"}}) {
+    const std::vector<std::pair<Shape, std::string>> inputs = {{{4, 8}, c.g_t},
+                                                               {{8, 16}, c.x}};
+    const Outcome o = RunMeta(c.mesh, inputs, MmCall());
+    EXPECT_EQ(o.layout, c.dw) << c.g_t << " @ " << c.x;
+    EXPECT_EQ(o.collectives, 0) << c.g_t << " @ " << c.x;
+    // Read complete (Replicate where it was Partial): one all-reduce.
+    const Outcome read =
+        RunMeta(c.mesh, inputs,
+                [](const std::vector<DTensor>& in) -> absl::StatusOr<DTensor> {
+                  absl::StatusOr<DTensor> dw = ops::Mm(in[0], in[1]);
+                  if (!dw.ok()) return dw;
+                  std::vector<Placement> complete = dw->placements();
+                  complete[0] = Placement::Replicate();
+                  return dw->Redistribute(complete);
+                });
+    EXPECT_EQ(read.collectives, 1) << c.g_t << " @ " << c.x;
+  }
+}
+
 TEST(MatmulLayoutTest, MismatchedInnerDimsAreAnErrorNamingTheShapes) {
   auto runtime = Runtime::MetadataOnly(0);
   const DeviceMesh mesh = *DeviceMesh::Create({2});

@@ -178,6 +178,30 @@ TEST(PropagationCostTest, ACommunicatingStrategyPaysForCompletingItsOutput) {
   EXPECT_EQ((*p)->cost_us, 0);
 }
 
+TEST(PropagationCostTest, APartialMadeBySlicingReplicatedInputsPaysToo) {
+  // From R: slicing is free and leaves a P(sum) the caller's layouts did not
+  // imply, which one all-reduce of the 8x8 output completes; the complete
+  // strategy's kernel all-reduces 4 bytes. Charged, the slice loses.
+  const auto op = TestOp(
+      {{"S(0)", "P(sum)", {}}, {"R", "R", {{CommKind::kAllReduce, {0}, 4}}}},
+      Shape{8, 8});
+  absl::StatusOr<std::shared_ptr<const Propagation>> p =
+      PropagateOne(*op, {8, 8}, "R");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->outputs[0]->sharding().ToString(), "R");
+  EXPECT_NEAR((*p)->cost_us, AllReduceUs(4, 4), 1e-9);
+  // A kernel all-reduce larger than the completion: the Partial is cheaper
+  // even when read, and its cost_us is what the call spends (nothing).
+  const auto large_kernel =
+      TestOp({{"S(0)", "P(sum)", {}},
+              {"R", "R", {{CommKind::kAllReduce, {0}, 1 << 20}}}},
+             Shape{8, 8});
+  p = PropagateOne(*large_kernel, {8, 8}, "R");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->outputs[0]->sharding().ToString(), "P(sum)");
+  EXPECT_EQ((*p)->cost_us, 0);
+}
+
 TEST(PropagationCostTest, UnreachableAndUnreducibleStrategiesAreDropped) {
   // Shard -> Partial cannot be planned; a Partial(avg) of integers cannot
   // be reduced.

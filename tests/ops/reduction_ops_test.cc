@@ -244,6 +244,26 @@ TEST(ReductionLayoutTest, AMaxOfPartialSumsEndsCompleteAfterOneCollective) {
   }
 }
 
+// A reduction of a replicated input stays Replicate without communication:
+// slicing the input would be free too, but its Partial output would cost a
+// collective to read that nothing in the caller's layouts called for.
+TEST(ReductionLayoutTest, ReductionsOfReplicatedInputsStayReplicate) {
+  for (const auto& [mesh, layout] :
+       std::vector<std::pair<std::vector<int64_t>, std::string>>{
+           {{4}, "R"}, {{2, 2}, "R,R"}, {{2, 3}, "R,R"}}) {
+    for (const std::string op : {"sum", "mean", "amax"}) {
+      for (const std::vector<int64_t>& dims :
+           std::vector<std::vector<int64_t>>{{}, {0}, {1}}) {
+        const Outcome o = RunMeta({64, 48}, layout, op, dims, false, mesh);
+        ASSERT_EQ(o.layouts.size(), 1u) << op;
+        EXPECT_EQ(o.layouts[0], layout)
+            << op << " over [" << absl::StrJoin(dims, ",") << "] on " << layout;
+        EXPECT_EQ(o.collectives, 0) << op << " on " << layout;
+      }
+    }
+  }
+}
+
 // Mean over an unevenly sharded dim, on real ranks: 5 rows over 4 ranks
 // (2, 2, 1, 0 rows) must give the exact mean, not an average of local means.
 TEST(ReductionMeanTest, MeanOverAnUnevenShardedDimIsUnbiased) {

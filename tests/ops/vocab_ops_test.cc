@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
@@ -19,6 +20,7 @@
 #include "dtensor/testing/comm_matchers.h"
 #include "dtensor/testing/op_cases.h"
 #include "dtensor/testing/op_checks.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace dtensor {
@@ -26,6 +28,7 @@ namespace {
 
 using testing_util::CheckOnRandomLayouts;
 using testing_util::CheckRandomStrategies;
+using testing_util::IssuedCollectiveSequence;
 using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
 using testing_util::OneOutput;
@@ -391,6 +394,98 @@ TEST(VocabLayoutTest, SummedLossOfSmallClassShardedLogitsEndsComplete) {
   ASSERT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.layout, "R");
   EXPECT_EQ(o.comms.total_collectives(), 1);
+}
+
+// The mesh dims of each collective `comms` issued (local steps skipped).
+std::vector<std::vector<int64_t>> CollectiveMeshDims(const CommCounter& comms) {
+  std::vector<std::vector<int64_t>> dims;
+  for (const CommCounter::Event& e : comms.events()) {
+    if (e.kind != CommKind::kLocal) dims.push_back(e.mesh_dims);
+  }
+  return dims;
+}
+
+// Exactly loss parallel's collectives: two all-reduces, both over tp (mesh
+// dim 1).
+void ExpectOnlyLossParallelAllReduces(const CommCounter& comms,
+                                      const std::string& name) {
+  EXPECT_THAT(comms, IssuedCollectiveSequence(
+                         {CommKind::kAllReduce, CommKind::kAllReduce}))
+      << name;
+  EXPECT_EQ(CollectiveMeshDims(comms),
+            (std::vector<std::vector<int64_t>>{{1}, {1}}))
+      << name;
+}
+
+// Loss parallel with a summed loss on dp x tp, the rows replicated on dp:
+// slicing them on dp would be free and shrink the batch-sized all-reduces,
+// but it leaves a P(sum) loss on dp that the caller's layouts did not imply
+// and that costs one more all-reduce to read. PyTorch returns the complete
+// loss after the loss-parallel all-reduces over tp; so does the engine
+// (docs/ops.md, "The cost rule").
+TEST(VocabLayoutTest, SummedLossParallelOverReplicatedRowsEndsComplete) {
+  for (const std::vector<int64_t>& mesh :
+       std::vector<std::vector<int64_t>>{{2, 2}, {2, 3}, {4, 2}}) {
+    const MetaOutcome o = CrossEntropyOnMeta(mesh, {1024, 32000}, "R,S(1)",
+                                             "R,R", Reduction::kSum);
+    const std::string name = absl::StrJoin(mesh, "x");
+    ASSERT_TRUE(o.status.ok()) << name << ": " << o.status;
+    EXPECT_EQ(o.layout, "R,R") << name;
+    ExpectOnlyLossParallelAllReduces(o.comms, name);
+    EXPECT_DOUBLE_EQ(
+        o.comms.total_bytes(),
+        AllReduceBytes(mesh[1], 1024 * 4) + AllReduceBytes(mesh[1], 2048 * 4))
+        << name;
+  }
+}
+
+// The same on ranks, under LossParallelScope (small logits, which the cost
+// model alone would gather): the loss is complete on every rank after the two
+// all-reduces over tp and equals the single-rank loss of the full tensors.
+TEST(VocabLayoutTest, SummedLossParallelOnRanksEqualsTheSingleRankLoss) {
+  for (const std::vector<int64_t>& mesh_shape :
+       std::vector<std::vector<int64_t>>{{2, 2}, {2, 3}, {4, 2}}) {
+    const std::string name = absl::StrJoin(mesh_shape, "x");
+    const DeviceMesh mesh = *DeviceMesh::Create(mesh_shape);
+    LocalCluster cluster(mesh.size());
+    // 20 classes: uneven on tp = 3 (7, 7, 6); one target ignored.
+    std::mt19937 rng(5);
+    const Tensor logits = RandomTensor({6, 20}, DType::kF32, -3, 3, rng);
+    const Tensor target =
+        *Tensor::FromVector<int64_t>({19, 0, -100, 7, 13, 6}, {6});
+    const Tensor expected = *CrossEntropy(logits, target, Reduction::kSum);
+    std::vector<CommCounter> counters(mesh.size());
+    const absl::Status status =
+        cluster.Run([&](ProcessGroups& groups) -> absl::Status {
+          auto runtime = Runtime::ForRank(groups);
+          DT_ASSIGN_OR_RETURN(
+              DTensor x, DTensor::Distribute(
+                             runtime, logits, mesh,
+                             {Placement::Replicate(), Placement::Shard(1)}));
+          DT_ASSIGN_OR_RETURN(
+              DTensor t, DTensor::Distribute(
+                             runtime, target, mesh,
+                             {Placement::Replicate(), Placement::Replicate()}));
+          DTensor loss;
+          {
+            CommCounter::Scope scope(counters[runtime->rank()]);
+            ops::LossParallelScope loss_parallel;
+            DT_ASSIGN_OR_RETURN(loss, ops::CrossEntropy(x, t, Reduction::kSum));
+          }
+          if (loss.sharding().ToString() != "R,R" ||
+              !AllClose(loss.ToLocal(), expected, 1e-5, 1e-6)) {
+            return absl::InternalError(absl::StrCat(
+                loss.spec().ToString(), " ", loss.ToLocal().ToString(),
+                ", expected ", expected.ToString()));
+          }
+          return absl::OkStatus();
+        });
+    EXPECT_TRUE(status.ok()) << name << ": " << status;
+    for (size_t rank = 0; rank < counters.size(); ++rank) {
+      ExpectOnlyLossParallelAllReduces(counters[rank],
+                                       absl::StrCat(name, " rank ", rank));
+    }
+  }
 }
 
 TEST(VocabLayoutTest, BatchShardedMeanCountsTargetsWithOneSmallAllReduce) {
