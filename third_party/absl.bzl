@@ -35,8 +35,11 @@ _PKG_CONFIG_MODULE = {
     "algorithm:container": "absl_algorithm_container",
 }
 
+def _pkg_config_module(package, target):
+    return _PKG_CONFIG_MODULE.get(package + ":" + target, "absl_" + target)
+
 def _pkg_config_libs(repository_ctx, package, target):
-    module = _PKG_CONFIG_MODULE.get(package + ":" + target, "absl_" + target)
+    module = _pkg_config_module(package, target)
     result = repository_ctx.execute(["pkg-config", "--libs", module])
     if result.return_code != 0:
         fail("debian_absl: pkg-config found no module %s for //absl/%s:%s " %
@@ -73,14 +76,18 @@ def _build_file(repository_ctx, package, targets):
 
 def _debian_absl_impl(repository_ctx):
     include_dir = repository_ctx.attr.include_dir
+    modules = []
     for package, targets in _TARGETS.items():
+        modules += [_pkg_config_module(package, target) for target in targets]
         _link_headers(repository_ctx, include_dir, package)
         repository_ctx.file(
             "absl/%s/BUILD.bazel" % package,
             _build_file(repository_ctx, package, targets),
         )
     repository_ctx.file("WORKSPACE", 'workspace(name = "com_google_absl")\n')
-    repository_ctx.file("BUILD.bazel", "")
+    # The modules, one a line, for tools/install.sh's pkg-config and CMake files.
+    repository_ctx.file("pkg_config_modules.txt", "\n".join(modules) + "\n")
+    repository_ctx.file("BUILD.bazel", 'exports_files(["pkg_config_modules.txt"])\n')
 
 debian_absl = repository_rule(
     implementation = _debian_absl_impl,
