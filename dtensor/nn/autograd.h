@@ -120,6 +120,10 @@ class GradientTape {
   struct HeldTensor {
     DTensor tensor;
     bool recomputed = false;
+    // For a recomputed tensor rebuilt with others at once (an FSDP group's
+    // parameters): the rebuild's group key (RecomputeInBackward); null
+    // otherwise.
+    const void* rebuild_group = nullptr;
   };
   std::vector<HeldTensor> HeldTensors() const;
   // Forgets every recorded call (and the tensors it kept alive) and every
@@ -166,6 +170,18 @@ class GradientTape {
   // dtype (InvalidArgument naming both specs; nothing declared).
   static absl::Status RecomputeInBackward(const DTensor& value,
                                           const DTensor& source);
+  // The same, rebuilt by `rebuild` instead of a redistribution of `source`
+  // (which stays the tensor `value` derives from: its layout, mesh and
+  // gradient path): FSDP rebuilds a group's parameters with one flat
+  // all-gather and prefetches the next group's. `group` keys the tensors
+  // rebuilt together (HeldTensor::rebuild_group; may be null).
+  // Requires: `rebuild` returns a tensor equal to value (spec and data),
+  // under the same collective rules (every rank calls it at the same point),
+  // and may be called again after its result was dropped.
+  using RebuildFn = std::function<absl::StatusOr<DTensor>()>;
+  static absl::Status RecomputeInBackward(const DTensor& value,
+                                          const DTensor& source,
+                                          RebuildFn rebuild, const void* group);
 
  private:
   // What a record's backward runs: an op's or a function's name and
@@ -176,6 +192,9 @@ class GradientTape {
     // A redistribution: its backward reads only its input's layout, and its
     // output is recomputed when its input is (see RecomputeInBackward).
     bool is_redistribution;
+    // Its backward reads no tensor data (redistributions, and functions
+    // that say so): recomputed tensors are not rebuilt for it.
+    bool reads_layouts_only;
   };
   struct Record {
     Recorded recorded;
@@ -197,6 +216,10 @@ class GradientTape {
   struct Recompute {
     DTensor source;
     DTensor stand_in;
+    // Builds the tensor source derives (empty: source itself), which is then
+    // redistributed to stand_in's layout where that differs.
+    RebuildFn rebuild;
+    const void* group = nullptr;
   };
   // Puts the stand-ins of recomputed tensors into a new record; the output
   // of a redistribution of a recomputed tensor becomes recomputed too.

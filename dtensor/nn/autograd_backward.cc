@@ -326,14 +326,14 @@ absl::StatusOr<std::vector<DTensor>> GradientTape::BackwardPass::CallBackward(
     size_t r, absl::Span<const DTensor> grad_outputs) {
   const Record& record = tape_.records_[r];
   const Recorded& recorded = record.recorded;
-  // A recorded redistribution's backward reads only its input's layout,
-  // which the stand-ins carry; other records' stand-ins are replaced by
-  // their rebuilt tensors, in copies.
+  // A recorded redistribution's backward (or a function's that says so)
+  // reads only layouts, which the stand-ins carry; other records' stand-ins
+  // are replaced by their rebuilt tensors, in copies.
   absl::Span<const DTensor> inputs = record.inputs;
   absl::Span<const DTensor> outputs = record.outputs;
   std::vector<DTensor> rebuilt_inputs;
   std::vector<DTensor> rebuilt_outputs;
-  if (!tape_.recomputed_.empty() && !recorded.is_redistribution) {
+  if (!tape_.recomputed_.empty() && !recorded.reads_layouts_only) {
     rebuilt_inputs = record.inputs;
     rebuilt_outputs = record.outputs;
     DT_RETURN_IF_ERROR(Rebuild(record.input_ids, rebuilt_inputs));
@@ -366,6 +366,9 @@ absl::Status GradientTape::BackwardPass::Rebuild(
     if (found == rebuilt_.end()) {
       const Recompute& r = recompute->second;
       DTensor value = r.source;
+      if (r.rebuild) {
+        DT_ASSIGN_OR_RETURN(value, r.rebuild());
+      }
       if (value.sharding() != r.stand_in.sharding()) {
         DT_ASSIGN_OR_RETURN(value, value.Redistribute(r.stand_in.sharding()));
       }

@@ -102,7 +102,8 @@ void GradientTape::ObserveDispatch(const OpDef& op,
                                    absl::Span<const DTensor* const> inputs,
                                    const OpArgs& args,
                                    absl::Span<const DTensor> outputs) {
-  RecordOnThread({op.name, &op.backward, /*is_redistribution=*/false},
+  RecordOnThread({op.name, &op.backward, /*is_redistribution=*/false,
+                  /*reads_layouts_only=*/false},
                  op.num_inputs, inputs, args, outputs);
 }
 
@@ -111,7 +112,7 @@ void GradientTape::ObserveRedistribute(const DTensor& input,
   const DTensor* inputs[] = {&input};
   const Function& function = RedistributeFunction();
   RecordOnThread({function.name, &function.backward,
-                  /*is_redistribution=*/true},
+                  /*is_redistribution=*/true, /*reads_layouts_only=*/true},
                  1, inputs, OpArgs(), absl::MakeConstSpan(&output, 1));
 }
 
@@ -119,9 +120,10 @@ void GradientTape::RecordFunction(const Function& function,
                                   absl::Span<const DTensor* const> inputs,
                                   const OpArgs& args,
                                   absl::Span<const DTensor> outputs) {
-  RecordOnThread({function.name, &function.backward,
-                  /*is_redistribution=*/false},
-                 inputs.size(), inputs, args, outputs);
+  RecordOnThread(
+      {function.name, &function.backward,
+       /*is_redistribution=*/false, function.backward_reads_layouts_only},
+      inputs.size(), inputs, args, outputs);
 }
 
 void GradientTape::RecordOnThread(const Recorded& recorded, size_t num_inputs,
@@ -149,12 +151,20 @@ void GradientTape::RecordOnThread(const Recorded& recorded, size_t num_inputs,
 
 absl::Status GradientTape::RecomputeInBackward(const DTensor& value,
                                                const DTensor& source) {
+  return RecomputeInBackward(value, source, nullptr, nullptr);
+}
+
+absl::Status GradientTape::RecomputeInBackward(const DTensor& value,
+                                               const DTensor& source,
+                                               RebuildFn rebuild,
+                                               const void* group) {
   DT_RETURN_IF_ERROR(CheckRecomputable(value, source));
   if (value.id() == source.id()) return absl::OkStatus();
   const DTensor stand_in =
       DTensor::WrapUnchecked(value.runtime(), value.spec_ptr(), Tensor());
   for (GradientTape* tape : ActiveTapes()) {
-    tape->recomputed_.insert_or_assign(value.id(), Recompute{source, stand_in});
+    tape->recomputed_.insert_or_assign(
+        value.id(), Recompute{source, stand_in, rebuild, group});
     tape->UseStandIn(value.id(), stand_in);
   }
   return absl::OkStatus();
@@ -173,7 +183,8 @@ void GradientTape::UseStandIns(Record& record) {
   DTensor& output = record.outputs[0];
   Recompute derived{
       found->second.source,
-      DTensor::WrapUnchecked(output.runtime(), output.spec_ptr(), Tensor())};
+      DTensor::WrapUnchecked(output.runtime(), output.spec_ptr(), Tensor()),
+      found->second.rebuild, found->second.group};
   output = derived.stand_in;
   recomputed_.insert_or_assign(record.output_ids[0], std::move(derived));
 }
@@ -201,7 +212,10 @@ std::vector<GradientTape::HeldTensor> GradientTape::HeldTensors() const {
                  absl::Span<const uint64_t> ids) {
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (!tensors[i].defined() || !seen.insert(ids[i]).second) continue;
-      held.push_back({tensors[i], recomputed_.contains(ids[i])});
+      auto recompute = recomputed_.find(ids[i]);
+      held.push_back(
+          {tensors[i], recompute != recomputed_.end(),
+           recompute != recomputed_.end() ? recompute->second.group : nullptr});
     }
   };
   for (const Record& record : records_) {

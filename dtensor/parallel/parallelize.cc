@@ -1,5 +1,6 @@
 #include "dtensor/parallel/parallelize.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -7,10 +8,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/dtensor.h"
-#include "dtensor/nn/autograd.h"
+#include "dtensor/parallel/fsdp.h"
 #include "dtensor/parallel/parallel_style.h"
 #include "dtensor/parallel/tp_local.h"
 #include "dtensor/placement.h"
@@ -102,70 +104,61 @@ const ParallelStyle* PlacingStyle(const std::vector<ResolvedEntry>& resolved,
   return style;
 }
 
-// FSDP for one module that owns parameters: before its Forward, each
-// parameter sharded on the dp dim is all-gathered there (its other mesh dims
-// kept) and the slot holds the gathered copy; after Forward the slot holds the
-// sharded parameter again, so the copy is freed. The gathered copy is declared
-// RecomputeInBackward, so an autograd tape does not keep it either: backward
-// gathers again, and the recorded gather's backward reduce-scatters the
-// gradient to the sharded parameter.
-class FsdpUnit {
- public:
-  FsdpUnit(nn::Module* module, int64_t dp) : module_(module), dp_(dp) {}
-
-  // The input hook: gathers.
-  absl::Status Gather() {
-    std::vector<std::pair<size_t, DTensor>> gathered;
-    absl::Span<nn::TensorSlot> slots = module_->slots();
-    for (size_t i = 0; i < slots.size(); ++i) {
-      const DTensor& sharded = slots[i].value;
-      if (!slots[i].is_parameter || !sharded.defined() ||
-          !sharded.sharding().placement(dp_).is_shard()) {
-        continue;
-      }
-      DT_ASSIGN_OR_RETURN(
-          DTensor full,
-          sharded.Redistribute(sharded.sharding().WithReplicated({dp_})));
-      DT_RETURN_IF_ERROR(nn::GradientTape::RecomputeInBackward(full, sharded));
-      gathered.emplace_back(i, std::move(full));
-    }
-    for (auto& [i, full] : gathered) {
-      sharded_.emplace_back(i, slots[i].value);
-      slots[i].value = std::move(full);
-    }
-    return absl::OkStatus();
-  }
-
-  // The exit hook (run however the call ended): the slots get their sharded
-  // parameters back.
-  void Release() {
-    for (auto& [i, sharded] : sharded_) {
-      module_->slots()[i].value = std::move(sharded);
-    }
-    sharded_.clear();
-  }
-
- private:
-  nn::Module* module_;
-  int64_t dp_;
-  // While Forward runs: the sharded parameters, by slot index.
-  std::vector<std::pair<size_t, DTensor>> sharded_;
-};
-
-void AddFsdpHooks(nn::Module& module, int64_t dp) {
-  auto unit = std::make_shared<FsdpUnit>(&module, dp);
-  module.AddInputHook([unit](const DTensor& x) -> absl::StatusOr<DTensor> {
-    DT_RETURN_IF_ERROR(unit->Gather());
-    return x;
-  });
-  module.AddExitHook([unit] { unit->Release(); });
-}
-
 bool OwnsParameters(const nn::Module& module) {
   for (const nn::TensorSlot& slot : module.slots()) {
     if (slot.is_parameter) return true;
   }
   return false;
+}
+
+// Whether module `name` is `ancestor` or inside it.
+bool IsWithin(absl::string_view name, absl::string_view ancestor) {
+  return ancestor.empty() || name == ancestor ||
+         absl::StartsWith(name, absl::StrCat(ancestor, "."));
+}
+
+// The FSDP groups of `root`, in forward (module) order: each module that a
+// plan.fsdp_groups pattern names, with the modules of its subtree that own
+// parameters and that no nested group claims, and every other module that
+// owns parameters alone. Errors: a pattern that names no module.
+absl::StatusOr<std::vector<FsdpGroup>> FsdpGroupsOf(nn::Module& root,
+                                                    const Plan& plan) {
+  const std::vector<nn::NamedModule> named = root.NamedModules();
+  for (const std::string& pattern : plan.fsdp_groups) {
+    const bool names_one =
+        std::any_of(named.begin(), named.end(), [&](const nn::NamedModule& m) {
+          return MatchPattern(pattern, m.name);
+        });
+    if (!names_one) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan: fsdp_groups pattern \"", pattern, "\" names no module"));
+    }
+  }
+  std::vector<FsdpGroup> groups;
+  // The groups whose module encloses the current one, innermost last.
+  std::vector<size_t> enclosing;
+  for (const nn::NamedModule& m : named) {
+    while (!enclosing.empty() &&
+           !IsWithin(m.name, groups[enclosing.back()].name)) {
+      enclosing.pop_back();
+    }
+    const bool is_group =
+        std::any_of(plan.fsdp_groups.begin(), plan.fsdp_groups.end(),
+                    [&](const std::string& pattern) {
+                      return MatchPattern(pattern, m.name);
+                    });
+    if (is_group) {
+      enclosing.push_back(groups.size());
+      groups.push_back({m.name, m.module, {}});
+    }
+    if (!OwnsParameters(*m.module)) continue;
+    if (enclosing.empty()) {
+      groups.push_back({m.name, m.module, {m.module}});
+    } else {
+      groups[enclosing.back()].members.push_back(m.module);
+    }
+  }
+  return groups;
 }
 
 // The layout of a parameter: `placements`, and with FSDP dim 0 sharded on
@@ -223,11 +216,10 @@ absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
       DT_ASSIGN_OR_RETURN(DTensor moved, slot.value.Redistribute(layout));
       slot.value = std::move(moved);
     }
-    if (fsdp && OwnsParameters(*named.module)) {
-      AddFsdpHooks(*named.module, *dp);
-    }
   }
-  return absl::OkStatus();
+  if (!fsdp) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(std::vector<FsdpGroup> groups, FsdpGroupsOf(root, plan));
+  return AddFsdpGroups(std::move(groups), {*dp, plan.fsdp_prefetch});
 }
 
 }  // namespace parallel

@@ -117,8 +117,10 @@ absl::StatusOr<std::vector<PlanEntry>> ParseTpEntries(absl::string_view key,
   return entries;
 }
 
-constexpr absl::string_view kPlanKeys[] = {
-    "tp", "dp", "tp_dim", "dp_dim", "bucket_mb", "first_bucket_mb"};
+constexpr absl::string_view kPlanKeys[] = {"tp",          "dp",
+                                           "tp_dim",      "dp_dim",
+                                           "bucket_mb",   "first_bucket_mb",
+                                           "fsdp_groups", "fsdp_prefetch"};
 constexpr absl::string_view kHfPlanKeys[] = {"base_model_tp_plan", "tp_plan"};
 
 // A Hugging Face config.json's tp plan: the key of the "base_model_tp_plan"
@@ -150,6 +152,22 @@ absl::StatusOr<DataParallel> ParseDataParallel(const JsonValue& value) {
   return absl::InvalidArgumentError(
       absl::StrCat("plan: unknown dp mode \"", value.string_value(),
                    "\" (known: none, replicate, fsdp)"));
+}
+
+// A list of module-name patterns (`key`): non-empty strings.
+absl::StatusOr<std::vector<std::string>> ParsePatterns(absl::string_view key,
+                                                       const JsonValue& value) {
+  const std::string quoted = absl::StrCat("\"", key, "\"");
+  if (!value.is_array()) return WrongType(quoted, "array", value);
+  std::vector<std::string> patterns;
+  for (const JsonValue& item : value.items()) {
+    if (!item.is_string() || item.string_value().empty()) {
+      return WrongType(absl::StrCat("an entry of ", quoted), "non-empty string",
+                       item);
+    }
+    patterns.push_back(item.string_value());
+  }
+  return patterns;
 }
 
 // "bucket_mb", "first_bucket_mb" (`key`): a positive number of MiB, at most
@@ -318,12 +336,23 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
                           ParseBucketBytes(member.first, value));
     } else if (member.first == "tp") {
       DT_ASSIGN_OR_RETURN(plan.tp, ParseTpEntries("tp", value));
+    } else if (member.first == "fsdp_groups") {
+      DT_ASSIGN_OR_RETURN(plan.fsdp_groups, ParsePatterns(member.first, value));
+    } else if (member.first == "fsdp_prefetch") {
+      if (!value.is_bool())
+        return WrongType("\"fsdp_prefetch\"", "bool", value);
+      plan.fsdp_prefetch = value.bool_value();
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("plan: unknown key \"", member.first,
-                       "\" (known: tp, dp, tp_dim, dp_dim, bucket_mb, "
-                       "first_bucket_mb)"));
+                       "\" (known: ", absl::StrJoin(kPlanKeys, ", "), ")"));
     }
+  }
+  if (plan.dp != DataParallel::kFsdp &&
+      (root.Find("fsdp_groups") != nullptr ||
+       root.Find("fsdp_prefetch") != nullptr)) {
+    return absl::InvalidArgumentError(
+        "plan: \"fsdp_groups\" and \"fsdp_prefetch\" need \"dp\": \"fsdp\"");
   }
   return plan;
 }

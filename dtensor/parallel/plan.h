@@ -42,11 +42,14 @@ absl::string_view DataParallelName(DataParallel dp);
 //           "output": {"style": "colwise", "output_layouts": "S(-1)",
 //                      "use_local_output": false}},
 //    "dp": "fsdp" | "replicate" | "none",
-//    "bucket_mb": 25, "first_bucket_mb": 1}
+//    "bucket_mb": 25, "first_bucket_mb": 1,
+//    "fsdp_groups": ["layers.*"], "fsdp_prefetch": true}
 // "tp_dim"/"dp_dim" default to "tp"/"dp"; "tp" defaults to {} and "dp" to
 // "none"; "bucket_mb" (the size of the gradient buckets whose all-reduces
 // overlap the backward pass, dtensor/parallel/gradient_buckets.h) to 25 and
-// "first_bucket_mb" (the first bucket's, as DDP's first_bucket_bytes) to 1.
+// "first_bucket_mb" (the first bucket's, as DDP's first_bucket_bytes) to 1;
+// "fsdp_groups" (module-name patterns) to [] and "fsdp_prefetch" to true,
+// both only with "dp": "fsdp".
 // Entries keep file order.
 // An entry's pattern names modules, or, when it matches no module,
 // parameters ("layers.*.mlp.up_proj.weight", as Hugging Face's tp_plan
@@ -67,6 +70,12 @@ struct Plan {
   DataParallel dp = DataParallel::kNone;
   int64_t bucket_bytes = int64_t{25} << 20;
   int64_t first_bucket_bytes = int64_t{1} << 20;
+  // FSDP (dp: fsdp): the module-name patterns whose modules are gathered
+  // as one group each (dtensor/parallel/fsdp.h); a module owning parameters
+  // outside every group is a group of its own. Prefetch: gather the next
+  // group while one computes.
+  std::vector<std::string> fsdp_groups;
+  bool fsdp_prefetch = true;
 };
 
 // A Hugging Face config.json is a plan too: an object with

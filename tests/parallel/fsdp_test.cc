@@ -4,7 +4,8 @@
 // parameter's layout); FSDP gathers each parameter before its module's
 // Forward and frees the copy after (observed through weak handles on the
 // storage while the tape is alive); the collectives of an FSDP step, counted
-// under a metadata-only runtime.
+// under a metadata-only runtime; grouped FSDP with prefetch against plain
+// FSDP, in values and in the order of its collectives.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/nn/autograd.h"
 #include "dtensor/nn/llama.h"
+#include "dtensor/nn/optim_sgd.h"
 #include "dtensor/ops/reduction_ops.h"
 #include "dtensor/ops/view_ops.h"
 #include "dtensor/ops/vocab_ops.h"
@@ -165,9 +167,10 @@ struct DpCollectives {
   int64_t other_on_dp = 0;
 };
 
-int64_t CountOn(const CommCounter& comms, CommKind kind, int64_t dim) {
+int64_t CountOn(const std::vector<CommCounter::Event>& events, CommKind kind,
+                int64_t dim) {
   int64_t n = 0;
-  for (const CommCounter::Event& e : comms.events()) {
+  for (const CommCounter::Event& e : events) {
     if (e.kind == kind && e.mesh_dims == std::vector<int64_t>{dim}) ++n;
   }
   return n;
@@ -204,9 +207,10 @@ DpCollectives MetadataStep(const DeviceMesh& mesh, const std::string& plan) {
     EXPECT_TRUE(tape.Gradient(loss, params).ok());
   }
   DpCollectives c;
-  c.forward_gathers = CountOn(forward, CommKind::kAllGather, dp);
-  c.backward_gathers = CountOn(backward, CommKind::kAllGather, dp);
-  c.backward_scatters = CountOn(backward, CommKind::kReduceScatter, dp);
+  c.forward_gathers = CountOn(forward.events(), CommKind::kAllGather, dp);
+  c.backward_gathers = CountOn(backward.events(), CommKind::kAllGather, dp);
+  c.backward_scatters =
+      CountOn(backward.events(), CommKind::kReduceScatter, dp);
   for (const CommCounter* comms : {&forward, &backward}) {
     for (const CommCounter::Event& e : comms->events()) {
       const bool on_dp = std::find(e.mesh_dims.begin(), e.mesh_dims.end(),
@@ -244,6 +248,167 @@ TEST(FsdpTest, OneGatherPerParameterForwardAndBackwardOneReduceScatter) {
   EXPECT_GE(two_d.backward_reductions, params);
   EXPECT_LE(two_d.backward_reductions, params + 1);
   EXPECT_LE(two_d.other_on_dp, 1);
+}
+
+// A first forward and backward, then one SGD step on every parameter: the
+// step LlamaStep measures after it is a second one, whose forward takes the
+// gathers prefetched in it, of parameters that changed since the first (a
+// gather prefetched from the old values would show in its results).
+absl::Status FirstStepThenSgd(nn::Module& model) {
+  std::vector<DTensor> params;
+  for (const nn::NamedSlot& named : model.NamedParameters()) {
+    params.push_back(named.slot->value);
+  }
+  const DTensor& any = params.front();
+  std::vector<Placement> layout(any.mesh().ndim(), Placement::Replicate());
+  layout[0] = Placement::Shard(0);  // dp is mesh dim 0 here.
+  DT_ASSIGN_OR_RETURN(
+      Tensor ids, Tensor::FromVector(std::vector<int64_t>(4 * 8, 3), {4, 8}));
+  DT_ASSIGN_OR_RETURN(DTensor tokens, DTensor::Distribute(any.runtime(), ids,
+                                                          any.mesh(), layout));
+  nn::GradientTape tape;
+  DTensor loss;
+  {
+    nn::GradientTape::Scope scope(tape);
+    DT_ASSIGN_OR_RETURN(DTensor logits, model(tokens));
+    DT_ASSIGN_OR_RETURN(loss, ops::Sum(logits));
+  }
+  DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, tape.Gradient(loss, params));
+  nn::SgdOptions sgd;
+  sgd.learning_rate = 0.1;
+  DT_ASSIGN_OR_RETURN(auto optimizer, nn::Sgd::Create(params, sgd));
+  return optimizer->Step(grads);
+}
+
+// The same values, bit for bit.
+void ExpectIdenticalStep(const StepResult& got, const StepResult& want) {
+  EXPECT_EQ(got.logits, want.logits);
+  EXPECT_EQ(got.loss, want.loss);
+  EXPECT_EQ(got.grads, want.grads);
+}
+
+// Grouped, prefetching FSDP (one flat all-gather per transformer block, the
+// next block's in flight while one computes) against plain FSDP (a group per
+// module that owns parameters, no prefetch): the same step bit for bit, on
+// the second step (after an update) and with tp.
+TEST(FsdpTest, GroupedPrefetchingEqualsPlainFsdpAfterAnUpdate) {
+  for (int64_t tp : {1, 2}) {
+    SCOPED_TRACE(absl::StrCat("dp=2 tp=", tp));
+    const DeviceMesh mesh = Mesh({2, tp}, {"dp", "tp"});
+    auto plain = LlamaStep(
+        mesh,
+        absl::StrCat("{", kTp, R"(, "dp": "fsdp", "fsdp_prefetch": false})"),
+        FirstStepThenSgd);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    auto grouped = LlamaStep(
+        mesh,
+        absl::StrCat("{", kTp,
+                     R"(, "dp": "fsdp", "fsdp_groups": ["layers.*"]})"),
+        FirstStepThenSgd);
+    ASSERT_TRUE(grouped.ok()) << grouped.status();
+    ExpectIdenticalStep(*grouped, *plain);
+  }
+  // Without tp, on 4 dp ranks; groups nested in groups (the whole block and,
+  // inside it, its attention) and a group per leftover module.
+  const DeviceMesh mesh = Mesh({4}, {"dp"});
+  auto plain = LlamaStep(mesh, R"({"dp": "fsdp", "fsdp_prefetch": false})",
+                         FirstStepThenSgd);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto nested = LlamaStep(
+      mesh, R"({"dp": "fsdp", "fsdp_groups": ["layers.*", "layers.*.attention"]})",
+      FirstStepThenSgd);
+  ASSERT_TRUE(nested.ok()) << nested.status();
+  ExpectIdenticalStep(*nested, *plain);
+}
+
+// The dp collectives of the second of two steps under a metadata-only
+// runtime, in the order issued: forward, then backward.
+struct StepOrder {
+  std::vector<CommCounter::Event> forward, backward;
+};
+
+StepOrder SecondStepEvents(const DeviceMesh& mesh, const std::string& plan) {
+  auto runtime = Runtime::MetadataOnly(0);
+  auto model = *nn::BuildLlama(nn_testing::TinyConfig(), runtime, mesh);
+  EXPECT_TRUE(
+      parallel::ParallelizeModule(*model, mesh, *parallel::ParsePlan(plan))
+          .ok());
+  std::vector<DTensor> params;
+  for (const nn::NamedSlot& named : model->NamedParameters()) {
+    params.push_back(named.slot->value);
+  }
+  std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
+  layout[0] = Placement::Shard(0);
+  const DTensor tokens = *DTensor::FromSpec(
+      runtime, *DTensorSpec::Create(mesh, layout, {8, 8}, DType::kI64));
+  StepOrder order;
+  for (int step = 0; step < 2; ++step) {
+    nn::GradientTape tape;
+    DTensor loss;
+    CommCounter forward, backward;
+    {
+      CommCounter::Scope comm_scope(forward);
+      nn::GradientTape::Scope scope(tape);
+      loss = *ops::Sum(*(*model)(tokens));
+    }
+    {
+      CommCounter::Scope comm_scope(backward);
+      EXPECT_TRUE(tape.Gradient(loss, params).ok());
+    }
+    order = {forward.events(), backward.events()};
+  }
+  return order;
+}
+
+// The position of the n-th event (from 0) of `kind` on mesh dims `dims`.
+int64_t Position(const std::vector<CommCounter::Event>& events, CommKind kind,
+                 const std::vector<int64_t>& dims, int n) {
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].kind == kind && events[i].mesh_dims == dims && n-- == 0) {
+      return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
+// Prefetch, seen in the order of the collectives: in forward the second
+// group's all-gather is issued before the first group's tensor-parallel
+// collective, in backward the previous group's gather before the last
+// group's gradient is reduce-scattered; without prefetch, after. One
+// all-gather per group and pass, where plain FSDP issues one per module.
+TEST(FsdpTest, PrefetchIssuesTheNextGroupsGatherFirst) {
+  const DeviceMesh mesh = Mesh({2, 2}, {"dp", "tp"});
+  const std::string grouped = R"(, "dp": "fsdp", "fsdp_groups": ["layers.*"])";
+  const StepOrder on =
+      SecondStepEvents(mesh, absl::StrCat("{", kTp, grouped, "}"));
+  const StepOrder off = SecondStepEvents(
+      mesh, absl::StrCat("{", kTp, grouped, R"(, "fsdp_prefetch": false})"));
+  const std::vector<int64_t> dp = {0}, tp = {1};
+  const CommKind gather = CommKind::kAllGather;
+  // Forward: the embedding's gather, the first block's, then the
+  // embedding's all-reduce over tp (rowwise) - or the all-reduce first.
+  const int64_t tp_first_on = Position(on.forward, CommKind::kAllReduce, tp, 0);
+  const int64_t tp_first_off =
+      Position(off.forward, CommKind::kAllReduce, tp, 0);
+  ASSERT_GE(tp_first_on, 0);
+  EXPECT_LT(Position(on.forward, gather, dp, 1), tp_first_on);
+  EXPECT_GT(Position(off.forward, gather, dp, 1), tp_first_off);
+  // Backward: the output's gather, then the final norm's, then the output
+  // weight's reduce-scatter - or the reduce-scatter first.
+  const int64_t scatter_on =
+      Position(on.backward, CommKind::kReduceScatter, dp, 0);
+  const int64_t scatter_off =
+      Position(off.backward, CommKind::kReduceScatter, dp, 0);
+  ASSERT_GE(scatter_on, 0);
+  EXPECT_LT(Position(on.backward, gather, dp, 1), scatter_on);
+  EXPECT_GT(Position(off.backward, gather, dp, 1), scatter_off);
+  // One gather per group and pass: the embedding, the blocks, the final
+  // norm and the output.
+  const int64_t groups = 3 + nn_testing::TinyConfig().n_layers;
+  for (const StepOrder* order : {&on, &off}) {
+    EXPECT_EQ(CountOn(order->forward, gather, 0), groups);
+    EXPECT_EQ(CountOn(order->backward, gather, 0), groups);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,499 @@
+#include "dtensor/parallel/fsdp.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/work.h"
+#include "dtensor/comm_counter.h"
+#include "dtensor/comm_owner.h"
+#include "dtensor/cost_model.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/nn/autograd.h"
+#include "dtensor/nn/function.h"
+#include "dtensor/shard_geometry.h"
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor {
+namespace parallel {
+namespace {
+
+// The backward of a group's gather: each gathered parameter's gradient in
+// its sharded parameter's layout (a reduce-scatter over dp where the
+// gradient is Partial there), as a recorded redistribution's would be.
+absl::StatusOr<std::vector<DTensor>> GatherBackward(const BackwardCall& call) {
+  std::vector<DTensor> grads(call.inputs.size());
+  for (size_t k = 0; k < grads.size(); ++k) {
+    const DTensor& grad = call.grad_outputs[k];
+    if (!grad.defined()) continue;
+    DT_ASSIGN_OR_RETURN(grads[k], grad.Redistribute(call.inputs[k].sharding()));
+  }
+  return grads;
+}
+
+const nn::Function& GatherFunction() {
+  static const nn::Function function{"fsdp_all_gather", GatherBackward,
+                                     /*backward_reads_layouts_only=*/true};
+  return function;
+}
+
+// One flat all-gather over the dp mesh dim of parameters of one dtype: each
+// rank's blocks back to back in one buffer, the ranks' buffers (of uneven
+// sizes where the blocks are) concatenated by one collective, then each
+// parameter's gathered block copied out of it.
+class FlatGather {
+ public:
+  // Starts the gather of `sharded` (one dtype; each sharded on `dp` as the
+  // innermost split of dim 0). Errors: a layout where the dp blocks do not
+  // tile the gathered block along dim 0, the collective's start.
+  static absl::StatusOr<std::unique_ptr<FlatGather>> Start(
+      std::vector<DTensor> sharded, int64_t dp, absl::string_view label);
+
+  // Waits for the collective; the gathered parameters (Replicate on dp), in
+  // the order given to Start. Errors: the collective's, naming the label.
+  absl::StatusOr<std::vector<DTensor>> Finish();
+
+ private:
+  FlatGather() = default;
+  absl::Status Plan(int64_t dp);
+  void Count(int64_t dp) const;
+  absl::Status Launch(int64_t dp);
+
+  std::string label_;
+  std::vector<DTensor> sharded_;
+  // Per parameter: the gathered spec and this rank's block of it.
+  std::vector<std::shared_ptr<const DTensorSpec>> specs_;
+  std::vector<ShardBlock> gathered_blocks_;
+  // pieces_[r][p]: parameter p's block on the rank at dp coordinate r.
+  std::vector<std::vector<ShardBlock>> pieces_;
+  // Elements per dp rank, and this rank's dp coordinate.
+  std::vector<int64_t> sizes_;
+  int64_t me_ = 0;
+  Tensor input_;
+  Tensor output_;
+  std::shared_ptr<Work> work_;
+};
+
+absl::StatusOr<std::unique_ptr<FlatGather>> FlatGather::Start(
+    std::vector<DTensor> sharded, int64_t dp, absl::string_view label) {
+  std::unique_ptr<FlatGather> gather(new FlatGather());
+  gather->label_ = std::string(label);
+  gather->sharded_ = std::move(sharded);
+  DT_RETURN_IF_ERROR(gather->Plan(dp));
+  gather->Count(dp);
+  if (!gather->sharded_.front().runtime()->metadata_only()) {
+    DT_RETURN_IF_ERROR(gather->Launch(dp));
+  }
+  return gather;
+}
+
+absl::Status FlatGather::Plan(int64_t dp) {
+  const DTensor& first = sharded_.front();
+  const DeviceMesh& mesh = first.mesh();
+  DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
+                      mesh.CoordinateOf(first.runtime()->rank()));
+  me_ = coord[dp];
+  const int64_t group_size = mesh.shape()[dp];
+  pieces_.assign(group_size, {});
+  sizes_.assign(group_size, 0);
+  for (const DTensor& param : sharded_) {
+    DT_ASSIGN_OR_RETURN(
+        DTensorSpec spec,
+        DTensorSpec::Create(mesh, param.sharding().WithReplicated({dp}),
+                            param.shape(), param.dtype()));
+    DT_ASSIGN_OR_RETURN(ShardBlock gathered, spec.BlockAt(coord));
+    std::vector<int64_t> peer = coord;
+    for (int64_t r = 0; r < group_size; ++r) {
+      peer[dp] = r;
+      DT_ASSIGN_OR_RETURN(ShardBlock piece, param.spec().BlockAt(peer));
+      const bool tiles = piece.empty() ||
+                         (std::equal(piece.shape.begin() + 1, piece.shape.end(),
+                                     gathered.shape.begin() + 1) &&
+                          piece.offset[0] >= gathered.offset[0] &&
+                          piece.offset[0] + piece.shape[0] <=
+                              gathered.offset[0] + gathered.shape[0]);
+      if (param.shape().empty() || !tiles) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            label_, ": ", param.spec().ToString(),
+            " is not sharded on mesh dim ", dp, " as dim 0's innermost split"));
+      }
+      sizes_[r] += piece.numel();
+      pieces_[r].push_back(std::move(piece));
+    }
+    specs_.push_back(std::make_shared<const DTensorSpec>(std::move(spec)));
+    gathered_blocks_.push_back(std::move(gathered));
+  }
+  return absl::OkStatus();
+}
+
+void FlatGather::Count(int64_t dp) const {
+  const DTensor& first = sharded_.front();
+  const int64_t group_size = first.mesh().shape()[dp];
+  const double local_bytes =
+      static_cast<double>(sizes_[me_] * ElementSize(first.dtype()));
+  CommCounter::Event event;
+  event.kind = CommKind::kAllGather;
+  event.mesh_dims = {dp};
+  event.bytes = CostModel::ReceivedBytes(event.kind, group_size, local_bytes);
+  event.estimated_us = first.runtime()
+                           ->CostModelFor(first.mesh())
+                           .StepCostUs(event.kind, event.mesh_dims,
+                                       first.mesh().shape(), local_bytes);
+  event.label = label_;
+  CommCounter::RecordOnThread(event);
+}
+
+absl::Status FlatGather::Launch(int64_t dp) {
+  const DTensor& first = sharded_.front();
+  const Device device = first.ToLocal().device();
+  int64_t total = 0;
+  for (int64_t size : sizes_) total += size;
+  DT_ASSIGN_OR_RETURN(input_,
+                      Tensor::Empty({sizes_[me_]}, first.dtype(), device));
+  DT_ASSIGN_OR_RETURN(output_, Tensor::Empty({total}, first.dtype(), device));
+  int64_t offset = 0;
+  for (const DTensor& param : sharded_) {
+    const Tensor& local = param.ToLocal();
+    DT_ASSIGN_OR_RETURN(Tensor piece, input_.Narrow(0, offset, local.numel()));
+    DT_ASSIGN_OR_RETURN(piece, piece.View(local.shape()));
+    DT_RETURN_IF_ERROR(piece.CopyFrom(local));
+    offset += local.numel();
+  }
+  DT_ASSIGN_OR_RETURN(
+      std::shared_ptr<Communicator> comm,
+      first.runtime()->groups()->ForMeshDims(first.mesh(), {dp}));
+  work_ = comm->AllGatherAsync(input_, output_, 0, sizes_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<DTensor>> FlatGather::Finish() {
+  std::vector<DTensor> gathered;
+  const std::shared_ptr<Runtime>& runtime = sharded_.front().runtime();
+  if (work_ == nullptr) {  // metadata-only
+    for (const auto& spec : specs_) {
+      gathered.push_back(DTensor::WrapUnchecked(runtime, spec, Tensor()));
+    }
+    return gathered;
+  }
+  if (absl::Status done = work_->Wait(); !done.ok()) {
+    return absl::Status(done.code(),
+                        absl::StrCat(label_, ": ", done.message()));
+  }
+  input_ = Tensor();
+  std::vector<int64_t> rank_offset(sizes_.size(), 0);
+  for (size_t r = 1; r < sizes_.size(); ++r) {
+    rank_offset[r] = rank_offset[r - 1] + sizes_[r - 1];
+  }
+  for (size_t p = 0; p < sharded_.size(); ++p) {
+    const ShardBlock& block = gathered_blocks_[p];
+    DT_ASSIGN_OR_RETURN(
+        Tensor local,
+        Tensor::Empty(block.shape, sharded_[p].dtype(), output_.device()));
+    for (size_t r = 0; r < sizes_.size(); ++r) {
+      const ShardBlock& piece = pieces_[r][p];
+      if (!piece.empty()) {
+        DT_ASSIGN_OR_RETURN(Tensor from,
+                            output_.Narrow(0, rank_offset[r], piece.numel()));
+        DT_ASSIGN_OR_RETURN(from, from.View(piece.shape));
+        DT_ASSIGN_OR_RETURN(
+            Tensor to,
+            local.Narrow(0, piece.offset[0] - block.offset[0], piece.shape[0]));
+        DT_RETURN_IF_ERROR(to.CopyFrom(from));
+      }
+      rank_offset[r] += piece.numel();
+    }
+    gathered.push_back(
+        DTensor::WrapUnchecked(runtime, specs_[p], std::move(local)));
+  }
+  output_ = Tensor();
+  return gathered;
+}
+
+class Schedule;
+
+// A parameter slot that a group gathers.
+struct ParamSlot {
+  nn::Module* module;
+  size_t index;
+};
+
+// One group's state: its parameter slots, a gather in flight (prefetched
+// or started on demand), the sharded parameters while its forward runs, and
+// the parameters rebuilt for backward not yet handed to the tape.
+class GroupState {
+ public:
+  GroupState(FsdpGroup group, std::vector<ParamSlot> params, Schedule* schedule,
+             size_t index)
+      : group_(std::move(group)),
+        params_(std::move(params)),
+        schedule_(schedule),
+        index_(index) {}
+
+  nn::Module* module() const { return group_.module; }
+
+  // Starts the group's gathers unless they are in flight.
+  absl::Status StartGather();
+  // Waits for and drops a gather in flight (its data may be stale).
+  void DropPending();
+  // The input hook: gathers (or takes the prefetched gather), prefetches the
+  // next group, records the gather, and puts the gathered copies in the
+  // slots.
+  absl::Status Enter();
+  // The exit hook: the slots get their sharded parameters back.
+  void Exit();
+  // For the tape: parameter k gathered again (the whole group gathered on
+  // the first call of a pass; the previous group prefetched).
+  absl::StatusOr<DTensor> Rebuild(size_t k);
+  // Frees the parameters rebuilt but not yet taken.
+  void ReleaseRebuilt() { rebuilt_.clear(); }
+
+ private:
+  const FsdpOptions& options() const;
+  std::vector<DTensor> Sharded() const;
+  absl::StatusOr<std::vector<DTensor>> TakeGathered();
+
+  FsdpGroup group_;
+  std::vector<ParamSlot> params_;
+  Schedule* schedule_;
+  size_t index_;
+  // In flight: one gather per dtype, and each parameter's (gather, position).
+  std::vector<std::unique_ptr<FlatGather>> pending_;
+  std::vector<std::pair<size_t, size_t>> pending_place_;
+  std::vector<DTensor> saved_sharded_;
+  std::vector<DTensor> rebuilt_;
+};
+
+// The groups, the phase of the step and the order the groups ran in, shared
+// by the hooks and by the tapes' rebuild functions. Prefetch follows the
+// order observed, not the modules': forward prefetches the group that came
+// next in the previous forward (none in the first), backward the group that
+// came before in this step's forward.
+class Schedule : public std::enable_shared_from_this<Schedule> {
+ public:
+  enum class Phase { kForward, kBackward };
+
+  explicit Schedule(const FsdpOptions& options) : options_(options) {}
+
+  void Add(FsdpGroup group, std::vector<ParamSlot> params) {
+    groups_.push_back(std::make_unique<GroupState>(
+        std::move(group), std::move(params), this, groups_.size()));
+  }
+  GroupState& group(size_t index) { return *groups_[index]; }
+  size_t size() const { return groups_.size(); }
+  const FsdpOptions& options() const { return options_; }
+
+  // Entering the other phase drops every gather in flight: a prefetch that
+  // no group took belongs to the step that ended. A new forward keeps the
+  // order of the last one.
+  void EnterPhase(Phase phase) {
+    if (phase == phase_) return;
+    phase_ = phase;
+    for (auto& group : groups_) {
+      group->DropPending();
+      group->ReleaseRebuilt();
+    }
+    if (phase == Phase::kForward) last_order_ = std::exchange(order_, {});
+  }
+  // Group `index` runs its forward now.
+  void Entered(size_t index) { order_.push_back(index); }
+  // The group after `index`'s first run in the last forward, and the one
+  // before its last run in this forward; nullopt where none.
+  std::optional<size_t> NextInForward(size_t index) const {
+    auto it = std::find(last_order_.begin(), last_order_.end(), index);
+    if (it == last_order_.end() || ++it == last_order_.end()) {
+      return std::nullopt;
+    }
+    return *it;
+  }
+  std::optional<size_t> PreviousInForward(size_t index) const {
+    auto it = std::find(order_.rbegin(), order_.rend(), index);
+    if (it == order_.rend() || ++it == order_.rend()) return std::nullopt;
+    return *it;
+  }
+  // Starts group `index`'s gather ahead of its use, under its module's
+  // name in the counters. No-op for none or without prefetch.
+  absl::Status Prefetch(std::optional<size_t> index) {
+    if (!options_.prefetch || !index.has_value()) return absl::OkStatus();
+    GroupState& next = *groups_[*index];
+    CommOwner::Scope owner(next.module());
+    return next.StartGather();
+  }
+  void ReleaseRebuiltExcept(size_t index) {
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      if (i != index) groups_[i]->ReleaseRebuilt();
+    }
+  }
+
+ private:
+  FsdpOptions options_;
+  std::vector<std::unique_ptr<GroupState>> groups_;
+  Phase phase_ = Phase::kForward;
+  // Group indices in the order their forwards ran: this step's, the last.
+  std::vector<size_t> order_;
+  std::vector<size_t> last_order_;
+};
+
+const FsdpOptions& GroupState::options() const { return schedule_->options(); }
+
+std::vector<DTensor> GroupState::Sharded() const {
+  std::vector<DTensor> sharded;
+  for (const ParamSlot& slot : params_) {
+    sharded.push_back(slot.module->slots()[slot.index].value);
+  }
+  return sharded;
+}
+
+absl::Status GroupState::StartGather() {
+  if (!pending_.empty() || params_.empty()) return absl::OkStatus();
+  const std::vector<DTensor> sharded = Sharded();
+  absl::flat_hash_map<DType, size_t> gather_of;
+  std::vector<std::vector<DTensor>> by_dtype;
+  pending_place_.clear();
+  for (const DTensor& param : sharded) {
+    auto [it, added] = gather_of.try_emplace(param.dtype(), by_dtype.size());
+    if (added) by_dtype.emplace_back();
+    pending_place_.emplace_back(it->second, by_dtype[it->second].size());
+    by_dtype[it->second].push_back(param);
+  }
+  for (std::vector<DTensor>& params : by_dtype) {
+    const std::string label = absl::StrCat(
+        "fsdp all_gather of ", group_.name, " (", params.size(), " ",
+        std::string(DTypeName(params.front().dtype())), " parameters)");
+    absl::StatusOr<std::unique_ptr<FlatGather>> gather =
+        FlatGather::Start(std::move(params), options().dp_dim, label);
+    if (!gather.ok()) {
+      DropPending();
+      return gather.status();
+    }
+    pending_.push_back(*std::move(gather));
+  }
+  return absl::OkStatus();
+}
+
+void GroupState::DropPending() {
+  for (auto& gather : pending_) gather->Finish().IgnoreError();
+  pending_.clear();
+}
+
+absl::StatusOr<std::vector<DTensor>> GroupState::TakeGathered() {
+  DT_RETURN_IF_ERROR(StartGather());
+  std::vector<std::unique_ptr<FlatGather>> gathers = std::move(pending_);
+  pending_.clear();
+  std::vector<std::vector<DTensor>> by_dtype;
+  for (auto& gather : gathers) {
+    DT_ASSIGN_OR_RETURN(std::vector<DTensor> gathered, gather->Finish());
+    by_dtype.push_back(std::move(gathered));
+  }
+  std::vector<DTensor> gathered;
+  for (const auto& [g, position] : pending_place_) {
+    gathered.push_back(std::move(by_dtype[g][position]));
+  }
+  return gathered;
+}
+
+absl::Status GroupState::Enter() {
+  schedule_->EnterPhase(Schedule::Phase::kForward);
+  schedule_->Entered(index_);
+  const std::vector<DTensor> sharded = Sharded();
+  DT_ASSIGN_OR_RETURN(std::vector<DTensor> gathered, TakeGathered());
+  DT_RETURN_IF_ERROR(schedule_->Prefetch(schedule_->NextInForward(index_)));
+  std::vector<const DTensor*> inputs;
+  for (const DTensor& param : sharded) inputs.push_back(&param);
+  nn::GradientTape::RecordFunction(GatherFunction(), inputs, OpArgs(),
+                                   gathered);
+  std::shared_ptr<Schedule> schedule = schedule_->shared_from_this();
+  for (size_t k = 0; k < gathered.size(); ++k) {
+    auto rebuild = [schedule, index = index_, k]() {
+      return schedule->group(index).Rebuild(k);
+    };
+    DT_RETURN_IF_ERROR(nn::GradientTape::RecomputeInBackward(
+        gathered[k], sharded[k], std::move(rebuild), this));
+  }
+  saved_sharded_ = sharded;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    params_[k].module->slots()[params_[k].index].value = std::move(gathered[k]);
+  }
+  return absl::OkStatus();
+}
+
+void GroupState::Exit() {
+  for (size_t k = 0; k < saved_sharded_.size(); ++k) {
+    params_[k].module->slots()[params_[k].index].value =
+        std::move(saved_sharded_[k]);
+  }
+  saved_sharded_.clear();
+}
+
+absl::StatusOr<DTensor> GroupState::Rebuild(size_t k) {
+  schedule_->EnterPhase(Schedule::Phase::kBackward);
+  if (k >= rebuilt_.size() || !rebuilt_[k].defined()) {
+    schedule_->ReleaseRebuiltExcept(index_);
+    {
+      CommOwner::Scope owner(group_.module);
+      DT_ASSIGN_OR_RETURN(rebuilt_, TakeGathered());
+    }
+    DT_RETURN_IF_ERROR(
+        schedule_->Prefetch(schedule_->PreviousInForward(index_)));
+  }
+  return std::exchange(rebuilt_[k], DTensor());
+}
+
+// The slots of `members` that hold parameters sharded on `dp`.
+std::vector<ParamSlot> DpShardedSlots(const std::vector<nn::Module*>& members,
+                                      int64_t dp) {
+  std::vector<ParamSlot> params;
+  for (nn::Module* member : members) {
+    absl::Span<nn::TensorSlot> slots = member->slots();
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const DTensor& value = slots[i].value;
+      if (slots[i].is_parameter && value.defined() &&
+          dp < value.mesh().ndim() &&
+          value.sharding().placement(dp).is_shard()) {
+        params.push_back({member, i});
+      }
+    }
+  }
+  return params;
+}
+
+}  // namespace
+
+absl::Status AddFsdpGroups(std::vector<FsdpGroup> groups,
+                           const FsdpOptions& options) {
+  auto schedule = std::make_shared<Schedule>(options);
+  for (FsdpGroup& group : groups) {
+    if (group.module == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("FSDP group \"", group.name, "\" has no module"));
+    }
+    std::vector<ParamSlot> params =
+        DpShardedSlots(group.members, options.dp_dim);
+    if (params.empty()) continue;
+    schedule->Add(std::move(group), std::move(params));
+  }
+  for (size_t i = 0; i < schedule->size(); ++i) {
+    GroupState& state = schedule->group(i);
+    state.module()->AddInputHook(
+        [schedule, &state](const DTensor& x) -> absl::StatusOr<DTensor> {
+          DT_RETURN_IF_ERROR(state.Enter());
+          return x;
+        });
+    state.module()->AddExitHook([schedule, &state] { state.Exit(); });
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace parallel
+}  // namespace dtensor

@@ -1,0 +1,67 @@
+#ifndef DTENSOR_PARALLEL_FSDP_H_
+#define DTENSOR_PARALLEL_FSDP_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "dtensor/nn/module.h"
+
+namespace dtensor {
+namespace parallel {
+
+// Fully sharded data parallelism over module groups, as FSDP2's fully_shard
+// applied to each group's module:
+//
+// - Forward: when a group's module is called, its parameters (each sharded
+//   on the dp mesh dim, innermost on dim 0: ParallelizeModule's layout) are
+//   all-gathered over dp with ONE collective of a flat buffer per dtype (the
+//   rank's blocks back to back; uneven blocks as they are), and the slots hold
+//   the gathered copies until the call returns, when they get the sharded
+//   parameters back, so the copies are freed. With prefetch, the next group's
+//   gather (the next in `groups` order, which is forward order) is started as
+//   soon as this group's is done, so that it runs while this group computes.
+// - Backward: the gathered copies are declared RecomputeInBackward, so the
+//   tape keeps none of them; the first time backward needs a parameter of a
+//   group it gathers the whole group again (one flat collective) and, with
+//   prefetch, starts the previous group's gather. Each group's gather is
+//   recorded as one function whose backward redistributes each gathered
+//   parameter's gradient to its sharded parameter's layout (a reduce-scatter
+//   over dp where the gradient is Partial there).
+//
+// Every rank calls the groups in the same order (SPMD), so the ranks'
+// collectives match. A prefetched gather that was not used when the step
+// turns from forward to backward or back (a group that did not run) is
+// waited for and dropped, so that no gather outlives the parameters it read.
+// Under a metadata-only runtime the gathers are only counted (CommCounter: one
+// all_gather per group and dtype, attributed to the group's module).
+struct FsdpGroup {
+  // For errors and event labels: the module's fully-qualified name.
+  std::string name;
+  // Called to run the group: its input hook gathers, its exit hook releases.
+  nn::Module* module = nullptr;
+  // The modules whose parameter slots the group gathers (those sharded on
+  // the dp mesh dim): `module` and the members of its subtree that no other
+  // group claims.
+  std::vector<nn::Module*> members;
+};
+
+struct FsdpOptions {
+  // The index of the data-parallel mesh dim.
+  int64_t dp_dim = 0;
+  // Gather the next group while one computes.
+  bool prefetch = true;
+};
+
+// Installs FSDP on `groups`, given in forward order. The hooks share the
+// groups' state; they live as long as the modules' hooks do.
+// Errors: a group without a module, or a dp_dim out of range of a
+// parameter's mesh (InvalidArgument naming the group).
+absl::Status AddFsdpGroups(std::vector<FsdpGroup> groups,
+                           const FsdpOptions& options);
+
+}  // namespace parallel
+}  // namespace dtensor
+
+#endif  // DTENSOR_PARALLEL_FSDP_H_
