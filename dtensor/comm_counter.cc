@@ -1,12 +1,14 @@
 #include "dtensor/comm_counter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "dtensor/base/json_text.h"
+#include "nlohmann/json.hpp"
 
 namespace dtensor {
 void CommCounter::RecordOnThread(const Event& event) {
@@ -49,19 +51,31 @@ double CommCounter::estimated_us() const {
 
 void CommCounter::Reset() { events_.clear(); }
 
+namespace {
+
+// Microseconds to the nanosecond, as the trace has always given them.
+nlohmann::ordered_json Microseconds(double us) {
+  return JsonNumber(std::round(us * 1000) / 1000);
+}
+
+}  // namespace
+
 std::string CommCounter::ChromeTraceJson(int64_t rank) const {
-  std::vector<std::string> entries;
-  entries.reserve(events_.size());
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
   for (const Event& e : events_) {
-    entries.push_back(absl::StrFormat(
-        "{\"name\":%s,\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":0,"
-        "\"tid\":%d,\"args\":{\"mesh_dims\":[%s],\"bytes\":%.0f,"
-        "\"estimated_us\":%.3f,\"layout\":%s}}",
-        JsonString(CommKindName(e.kind)), e.start_us, e.duration_us, rank,
-        absl::StrJoin(e.mesh_dims, ","), e.bytes, e.estimated_us,
-        JsonString(e.label)));
+    entries.push_back({{"name", std::string(CommKindName(e.kind))},
+                       {"ph", "X"},
+                       {"ts", Microseconds(e.start_us)},
+                       {"dur", Microseconds(e.duration_us)},
+                       {"pid", 0},
+                       {"tid", rank},
+                       {"args",
+                        {{"mesh_dims", e.mesh_dims},
+                         {"bytes", JsonNumber(std::round(e.bytes))},
+                         {"estimated_us", Microseconds(e.estimated_us)},
+                         {"layout", e.label}}}});
   }
-  return absl::StrCat("{\"traceEvents\":[", absl::StrJoin(entries, ","), "]}");
+  return DumpJson({{"traceEvents", std::move(entries)}});
 }
 
 absl::Status CommCounter::WriteChromeTrace(const std::string& path,

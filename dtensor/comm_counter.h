@@ -75,7 +75,9 @@ class CommCounter {
   void Reset();
 
   // {"traceEvents":[{"name":"all_gather","ph":"X","ts":..,"dur":..,
-  //  "pid":0,"tid":<rank>,"args":{...}}, ...]}
+  //  "pid":0,"tid":<rank>,"args":{"mesh_dims":[..],"bytes":..,
+  //  "estimated_us":..,"layout":<label>}}, ...]} on one line: times in
+  //  microseconds to the nanosecond, bytes whole, a non-finite figure null.
   std::string ChromeTraceJson(int64_t rank) const;
   absl::Status WriteChromeTrace(const std::string& path, int64_t rank) const;
 

@@ -1,80 +1,79 @@
 #include "tools/explain_format.h"
 
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/base/json_text.h"
+#include "nlohmann/json.hpp"
 
 namespace dtensor {
 namespace {
 
+using nlohmann::ordered_json;
+
 // ---- JSON ----
 
-std::string LayoutJson(const TensorLayout& t) {
-  return absl::StrCat("{\"shape\":", JsonIntArray(t.shape), ",\"dtype\":",
-                      JsonString(std::string(DTypeName(t.dtype))),
-                      ",\"layout\":", JsonString(t.layout),
-                      ",\"local_shape\":", JsonIntArray(t.local_shape), "}");
+ordered_json LayoutJson(const TensorLayout& t) {
+  return {{"shape", t.shape},
+          {"dtype", std::string(DTypeName(t.dtype))},
+          {"layout", t.layout},
+          {"local_shape", t.local_shape}};
 }
 
-std::string CollectivesJson(const std::vector<CollectiveSummary>& list) {
-  std::vector<std::string> items;
+ordered_json CollectivesJson(const std::vector<CollectiveSummary>& list) {
+  ordered_json items = ordered_json::array();
   for (const CollectiveSummary& c : list) {
-    items.push_back(absl::StrCat(
-        "{\"kind\":", JsonString(CommKindName(c.kind)),
-        ",\"mesh_dims\":", JsonIntArray(c.mesh_dims),
-        ",\"bytes_per_rank\":", JsonNumber(c.bytes_per_rank),
-        ",\"time_us\":", JsonNumber(c.time_us), ",\"count\":", c.count, "}"));
+    items.push_back({{"kind", std::string(CommKindName(c.kind))},
+                     {"mesh_dims", c.mesh_dims},
+                     {"bytes_per_rank", JsonNumber(c.bytes_per_rank)},
+                     {"time_us", JsonNumber(c.time_us)},
+                     {"count", c.count}});
   }
-  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+  return items;
 }
 
-std::string ModuleJson(const ModuleReport& m) {
-  std::vector<std::string> params;
+ordered_json ModuleJson(const ModuleReport& m) {
+  ordered_json params = ordered_json::array();
   for (const ParameterReport& p : m.parameters) {
-    params.push_back(absl::StrCat(
-        "{\"name\":", JsonString(p.name),
-        ",\"shape\":", JsonIntArray(p.layout.shape),
-        ",\"dtype\":", JsonString(std::string(DTypeName(p.layout.dtype))),
-        ",\"layout\":", JsonString(p.layout.layout),
-        ",\"local_shape\":", JsonIntArray(p.layout.local_shape), "}"));
+    // Its name, then its layout's fields.
+    ordered_json param = {{"name", p.name}};
+    param.update(LayoutJson(p.layout));
+    params.push_back(std::move(param));
   }
   auto optional = [](const std::optional<TensorLayout>& t) {
-    return t.has_value() ? LayoutJson(*t) : std::string("null");
+    return t.has_value() ? LayoutJson(*t) : ordered_json(nullptr);
   };
-  return absl::StrCat("{\"name\":", JsonString(m.name),
-                      ",\"type\":", JsonString(m.type), ",\"parameters\":[",
-                      absl::StrJoin(params, ","),
-                      "],\"activations\":{\"input\":", optional(m.input),
-                      ",\"output\":", optional(m.output),
-                      "},\"forward\":", CollectivesJson(m.forward),
-                      ",\"backward\":", CollectivesJson(m.backward), "}");
+  return {{"name", m.name},
+          {"type", m.type},
+          {"parameters", std::move(params)},
+          {"activations",
+           {{"input", optional(m.input)}, {"output", optional(m.output)}}},
+          {"forward", CollectivesJson(m.forward)},
+          {"backward", CollectivesJson(m.backward)}};
 }
 
-std::string TotalsJson(const CommTotals& t) {
-  std::vector<std::string> kinds;
+ordered_json TotalsJson(const CommTotals& t) {
+  ordered_json kinds = ordered_json::object();
   for (CommKind kind : CommTotals::kKinds) {
     const CommTotals::PerKind& k = t.of(kind);
-    kinds.push_back(
-        absl::StrCat(JsonString(CommKindName(kind)), ":{\"count\":", k.count,
-                     ",\"bytes_per_rank\":", JsonNumber(k.bytes_per_rank),
-                     ",\"time_us\":", JsonNumber(k.time_us), "}"));
+    kinds[std::string(CommKindName(kind))] = {
+        {"count", k.count},
+        {"bytes_per_rank", JsonNumber(k.bytes_per_rank)},
+        {"time_us", JsonNumber(k.time_us)}};
   }
-  return absl::StrCat("{\"by_kind\":{", absl::StrJoin(kinds, ","),
-                      "},\"collectives\":", t.collectives,
-                      ",\"bytes_per_rank\":", JsonNumber(t.bytes_per_rank),
-                      ",\"time_us\":", JsonNumber(t.time_us), "}");
+  return {{"by_kind", std::move(kinds)},
+          {"collectives", t.collectives},
+          {"bytes_per_rank", JsonNumber(t.bytes_per_rank)},
+          {"time_us", JsonNumber(t.time_us)}};
 }
 
-std::string MeshJson(const DeviceMesh& mesh) {
-  std::vector<std::string> names;
-  for (const std::string& name : mesh.dim_names()) {
-    names.push_back(JsonString(name));
-  }
-  return absl::StrCat("{\"shape\":", JsonIntArray(mesh.shape()),
-                      ",\"dim_names\":[", absl::StrJoin(names, ","), "]}");
+ordered_json MeshJson(const DeviceMesh& mesh) {
+  return {{"shape", mesh.shape()}, {"dim_names", mesh.dim_names()}};
 }
 
 // ---- Text ----
@@ -146,27 +145,31 @@ void AppendCollectives(const DeviceMesh& mesh, const char* phase,
 }  // namespace
 
 std::string ExplainJson(const ExplainReport& r) {
-  std::vector<std::string> modules;
+  ordered_json modules = ordered_json::array();
   for (const ModuleReport& m : r.modules) modules.push_back(ModuleJson(m));
-  std::vector<std::string> warnings;
-  for (const std::string& w : r.warnings) warnings.push_back(JsonString(w));
   const MemoryEstimate& mem = r.memory;
-  return absl::StrCat(
-      "{\"model\":\"llama\",\"config\":", JsonString(r.config_name),
-      ",\"mesh\":", MeshJson(r.mesh), ",\"plan\":", JsonString(r.plan_name),
-      ",\"batch\":", r.batch, ",\"seq\":", r.seq,
-      ",\"dtype\":", JsonString(std::string(DTypeName(r.dtype))),
-      ",\"rank\":", r.rank, ",\"modules\":[", absl::StrJoin(modules, ","),
-      "],\"totals\":{\"forward\":", TotalsJson(r.forward),
-      ",\"backward\":", TotalsJson(r.backward),
-      ",\"optimizer\":", TotalsJson(r.optimizer),
-      ",\"step\":", TotalsJson(r.step),
-      "},\"memory_per_rank\":{\"parameters\":", mem.parameters,
-      ",\"gradients\":", mem.gradients,
-      ",\"optimizer_state\":", mem.optimizer_state,
-      ",\"peak_activations\":", mem.peak_activations,
-      ",\"total\":", mem.total(), "},\"warnings\":[",
-      absl::StrJoin(warnings, ","), "]}\n");
+  const ordered_json report = {{"model", "llama"},
+                               {"config", r.config_name},
+                               {"mesh", MeshJson(r.mesh)},
+                               {"plan", r.plan_name},
+                               {"batch", r.batch},
+                               {"seq", r.seq},
+                               {"dtype", std::string(DTypeName(r.dtype))},
+                               {"rank", r.rank},
+                               {"modules", std::move(modules)},
+                               {"totals",
+                                {{"forward", TotalsJson(r.forward)},
+                                 {"backward", TotalsJson(r.backward)},
+                                 {"optimizer", TotalsJson(r.optimizer)},
+                                 {"step", TotalsJson(r.step)}}},
+                               {"memory_per_rank",
+                                {{"parameters", mem.parameters},
+                                 {"gradients", mem.gradients},
+                                 {"optimizer_state", mem.optimizer_state},
+                                 {"peak_activations", mem.peak_activations},
+                                 {"total", mem.total()}}},
+                               {"warnings", r.warnings}};
+  return DumpJson(report) + "\n";
 }
 
 std::string ExplainText(const ExplainReport& r) {

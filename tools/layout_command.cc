@@ -3,16 +3,19 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dtensor/base/json_text.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/mesh/device_mesh.h"
 #include "dtensor/sharding.h"
 #include "dtensor/tensor/dtype.h"
+#include "nlohmann/json.hpp"
 #include "tools/arg_parser.h"
 #include "tools/mesh_flag.h"
 #include "tools/shard_picture.h"
@@ -38,8 +41,9 @@ constexpr FlagSpec kFlags[] = {
     {"dtype"}, {"json", false}, {"help", false},
 };
 
-std::string IntList(const std::vector<int64_t>& values, const char* sep) {
-  return absl::StrCat("[", absl::StrJoin(values, sep), "]");
+// "[3, 2]".
+std::string IntList(const std::vector<int64_t>& values) {
+  return absl::StrCat("[", absl::StrJoin(values, ", "), "]");
 }
 
 absl::StatusOr<DTensorSpec> SpecFromArgs(const ParsedArgs& args) {
@@ -80,18 +84,19 @@ absl::StatusOr<std::vector<RankRow>> RankRows(const DTensorSpec& spec) {
 
 std::string LayoutJson(const DTensorSpec& spec,
                        const std::vector<RankRow>& rows) {
-  std::vector<std::string> ranks;
+  nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (const RankRow& row : rows) {
-    ranks.push_back(absl::StrCat(
-        "{\"rank\":", row.rank, ",\"coord\":", IntList(row.coord, ","),
-        ",\"local_shape\":", IntList(row.block.shape, ","),
-        ",\"global_offset\":", IntList(row.block.offset, ","), "}"));
+    ranks.push_back({{"rank", row.rank},
+                     {"coord", row.coord},
+                     {"local_shape", row.block.shape},
+                     {"global_offset", row.block.offset}});
   }
-  // The canonical placements text has no characters that JSON must escape.
-  return absl::StrCat("{\"mesh\":", IntList(spec.mesh().shape(), ","),
-                      ",\"shape\":", IntList(spec.shape(), ","),
-                      ",\"placements\":\"", spec.sharding().ToString(),
-                      "\",\"ranks\":[", absl::StrJoin(ranks, ","), "]}\n");
+  const nlohmann::ordered_json json = {
+      {"mesh", spec.mesh().shape()},
+      {"shape", spec.shape()},
+      {"placements", spec.sharding().ToString()},
+      {"ranks", std::move(ranks)}};
+  return DumpJson(json) + "\n";
 }
 
 // Columns padded to their widest cell, separated by two spaces.
@@ -99,9 +104,8 @@ std::string LayoutTable(const std::vector<RankRow>& rows) {
   std::vector<std::vector<std::string>> cells = {
       {"rank", "coord", "local_shape", "global_offset", "replica"}};
   for (const RankRow& row : rows) {
-    cells.push_back({absl::StrCat(row.rank), IntList(row.coord, ", "),
-                     IntList(row.block.shape, ", "),
-                     IntList(row.block.offset, ", "),
+    cells.push_back({absl::StrCat(row.rank), IntList(row.coord),
+                     IntList(row.block.shape), IntList(row.block.offset),
                      absl::StrCat(row.replica)});
   }
   std::vector<size_t> widths(cells[0].size(), 0);
@@ -125,11 +129,10 @@ std::string LayoutTable(const std::vector<RankRow>& rows) {
 
 absl::StatusOr<std::string> LayoutText(const DTensorSpec& spec,
                                        const std::vector<RankRow>& rows) {
-  std::string text =
-      absl::StrCat("mesh ", absl::StrJoin(spec.mesh().shape(), "x"), ", shape ",
-                   IntList(spec.shape(), ", "), ", dtype ",
-                   std::string(DTypeName(spec.dtype())), ", placements ",
-                   spec.sharding().ToString(), "\n\n", LayoutTable(rows));
+  std::string text = absl::StrCat(
+      "mesh ", absl::StrJoin(spec.mesh().shape(), "x"), ", shape ",
+      IntList(spec.shape()), ", dtype ", std::string(DTypeName(spec.dtype())),
+      ", placements ", spec.sharding().ToString(), "\n\n", LayoutTable(rows));
   if (spec.ndim() == 1 || spec.ndim() == 2) {
     DT_ASSIGN_OR_RETURN(std::string picture, DrawShardPicture(spec));
     absl::StrAppend(&text, "\n", picture);

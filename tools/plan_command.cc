@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,9 +18,11 @@
 #include "dtensor/redistribute_planner.h"
 #include "dtensor/sharding.h"
 #include "dtensor/tensor/dtype.h"
+#include "nlohmann/json.hpp"
 #include "tools/arg_parser.h"
 #include "tools/link_flags.h"
 #include "tools/mesh_flag.h"
+#include "tools/step_json.h"
 #include "tools/subcommand.h"
 
 namespace dtensor {
@@ -146,23 +149,16 @@ absl::Status Verify(const PlanRequest& request) {
 
 std::string PlanJson(const RedistributePlan& plan,
                      const absl::Status* verified) {
-  std::vector<std::string> steps;
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
   for (const RedistributeStep& step : plan.steps) {
-    steps.push_back(
-        absl::StrCat("{\"kind\":", JsonString(CommKindName(step.kind)),
-                     ",\"mesh_dims\":", JsonIntArray(step.mesh_dims),
-                     ",\"after\":", JsonString(step.after.ToString()),
-                     ",\"bytes_per_rank\":", JsonNumber(step.bytes_per_rank),
-                     ",\"cost_us\":", JsonNumber(step.cost_us), "}"));
+    steps.push_back(StepJson(step));
   }
-  std::string json =
-      absl::StrCat("{\"steps\":[", absl::StrJoin(steps, ","),
-                   "],\"total_cost_us\":", JsonNumber(plan.total_cost_us),
-                   ",\"collectives\":", plan.num_collectives());
-  if (verified != nullptr) {
-    absl::StrAppend(&json, ",\"verified\":", verified->ok() ? "true" : "false");
-  }
-  return json + "}\n";
+  nlohmann::ordered_json json = {
+      {"steps", std::move(steps)},
+      {"total_cost_us", JsonNumber(plan.total_cost_us)},
+      {"collectives", plan.num_collectives()}};
+  if (verified != nullptr) json["verified"] = verified->ok();
+  return DumpJson(json) + "\n";
 }
 
 std::string PlanText(const PlanRequest& request, const RedistributePlan& plan,
@@ -180,7 +176,7 @@ std::string PlanText(const PlanRequest& request, const RedistributePlan& plan,
         "%.3f us\n",
         i + 1, CommKindName(step.kind), absl::StrJoin(step.mesh_dims, ","),
         absl::StrJoin(step.tensor_dims, ","), step.after.ToString(),
-        JsonNumber(step.bytes_per_rank), step.cost_us);
+        DumpJson(JsonNumber(step.bytes_per_rank)), step.cost_us);
   }
   absl::StrAppendFormat(&text, "total %.3f us, %d collective(s)\n",
                         plan.total_cost_us, plan.num_collectives());

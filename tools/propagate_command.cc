@@ -24,12 +24,16 @@
 #include "dtensor/runtime.h"
 #include "dtensor/sharding.h"
 #include "dtensor/tensor/dtype.h"
+#include "nlohmann/json.hpp"
 #include "tools/arg_parser.h"
 #include "tools/mesh_flag.h"
+#include "tools/step_json.h"
 #include "tools/subcommand.h"
 
 namespace dtensor {
 namespace {
+
+using nlohmann::ordered_json;
 
 constexpr char kUsage[] =
     "usage: dtensor propagate --mesh 4 --op mm --in \"12x8:S(0)\" --in "
@@ -180,69 +184,66 @@ constexpr CommKind kCountedKinds[] = {
     CommKind::kAllGather, CommKind::kAllReduce, CommKind::kReduceScatter,
     CommKind::kAllToAll, CommKind::kPermute};
 
-std::string OutputJson(const DTensorSpec& spec) {
-  return absl::StrCat(
-      "{\"shape\":", JsonIntArray(spec.shape()),
-      ",\"placements\":", JsonString(spec.sharding().ToString()), "}");
+ordered_json OutputJson(const DTensorSpec& spec) {
+  return {{"shape", spec.shape()}, {"placements", spec.sharding().ToString()}};
 }
 
-std::string StepJson(const RedistributeStep& step) {
-  return absl::StrCat("{\"kind\":", JsonString(CommKindName(step.kind)),
-                      ",\"mesh_dims\":", JsonIntArray(step.mesh_dims),
-                      ",\"after\":", JsonString(step.after.ToString()),
-                      ",\"bytes_per_rank\":", JsonNumber(step.bytes_per_rank),
-                      ",\"cost_us\":", JsonNumber(step.cost_us), "}");
+ordered_json RedistributionJson(size_t index, const InputRedistribution& in) {
+  ordered_json steps = ordered_json::array();
+  if (in.plan != nullptr) {
+    for (const RedistributeStep& step : in.plan->steps) {
+      steps.push_back(StepJson(step));
+    }
+  }
+  return {{"input", index},
+          {"from", in.from->sharding().ToString()},
+          {"to", in.to->sharding().ToString()},
+          {"steps", std::move(steps)},
+          {"cost_us", JsonNumber(in.cost_us())}};
+}
+
+ordered_json KernelEventJson(const CommCounter::Event& e) {
+  return {{"kind", std::string(CommKindName(e.kind))},
+          {"mesh_dims", e.mesh_dims},
+          {"bytes_per_rank", JsonNumber(e.bytes)},
+          {"cost_us", JsonNumber(e.estimated_us)}};
+}
+
+// The collectives of `p` by kind, every counted kind present.
+ordered_json CollectiveCountsJson(const Propagation& p) {
+  const std::map<CommKind, int64_t> counts = CountCollectives(p);
+  ordered_json json = ordered_json::object();
+  for (CommKind kind : kCountedKinds) {
+    auto it = counts.find(kind);
+    json[std::string(CommKindName(kind))] = it == counts.end() ? 0 : it->second;
+  }
+  return json;
 }
 
 std::string PropagationJson(const Propagation& p) {
-  std::string json = absl::StrCat("{\"op\":", JsonString(p.op->name),
-                                  ",\"output\":", OutputJson(*p.outputs[0]));
+  ordered_json json = {{"op", p.op->name},
+                       {"output", OutputJson(*p.outputs[0])}};
   if (p.outputs.size() > 1) {
-    std::vector<std::string> outputs;
+    ordered_json outputs = ordered_json::array();
     for (const auto& spec : p.outputs) outputs.push_back(OutputJson(*spec));
-    absl::StrAppend(&json, ",\"outputs\":[", absl::StrJoin(outputs, ","), "]");
+    json["outputs"] = std::move(outputs);
   }
-  std::vector<std::string> redistributions;
+  ordered_json redistributions = ordered_json::array();
   for (size_t i = 0; i < p.inputs.size(); ++i) {
-    const InputRedistribution& in = p.inputs[i];
-    if (in.from == nullptr) continue;
-    std::vector<std::string> steps;
-    if (in.plan != nullptr) {
-      for (const RedistributeStep& step : in.plan->steps) {
-        steps.push_back(StepJson(step));
-      }
-    }
-    redistributions.push_back(
-        absl::StrCat("{\"input\":", i,
-                     ",\"from\":", JsonString(in.from->sharding().ToString()),
-                     ",\"to\":", JsonString(in.to->sharding().ToString()),
-                     ",\"steps\":[", absl::StrJoin(steps, ","),
-                     "],\"cost_us\":", JsonNumber(in.cost_us()), "}"));
+    if (p.inputs[i].from == nullptr) continue;
+    redistributions.push_back(RedistributionJson(i, p.inputs[i]));
   }
-  absl::StrAppend(&json, ",\"redistributions\":[",
-                  absl::StrJoin(redistributions, ","), "]");
+  json["redistributions"] = std::move(redistributions);
   if (!p.kernel_events.empty()) {
-    std::vector<std::string> kernel;
+    ordered_json kernel = ordered_json::array();
     for (const CommCounter::Event& e : p.kernel_events) {
-      kernel.push_back(
-          absl::StrCat("{\"kind\":", JsonString(CommKindName(e.kind)),
-                       ",\"mesh_dims\":", JsonIntArray(e.mesh_dims),
-                       ",\"bytes_per_rank\":", JsonNumber(e.bytes),
-                       ",\"cost_us\":", JsonNumber(e.estimated_us), "}"));
+      kernel.push_back(KernelEventJson(e));
     }
-    absl::StrAppend(&json, ",\"kernel_collectives\":[",
-                    absl::StrJoin(kernel, ","), "]");
+    json["kernel_collectives"] = std::move(kernel);
   }
-  const std::map<CommKind, int64_t> counts = CountCollectives(p);
-  std::vector<std::string> count_items;
-  for (CommKind kind : kCountedKinds) {
-    auto it = counts.find(kind);
-    count_items.push_back(absl::StrCat(JsonString(CommKindName(kind)), ":",
-                                       it == counts.end() ? 0 : it->second));
-  }
-  absl::StrAppend(&json, ",\"collectives\":{", absl::StrJoin(count_items, ","),
-                  "},\"cost_us\":", JsonNumber(p.cost_us), "}\n");
-  return json;
+  json["collectives"] = CollectiveCountsJson(p);
+  json["cost_us"] = JsonNumber(p.cost_us);
+  return DumpJson(json) + "\n";
 }
 
 std::string SpecText(const DTensorSpec& spec) {
@@ -274,14 +275,15 @@ std::string PropagationText(const DeviceMesh& mesh, const Propagation& p) {
       absl::StrAppendFormat(
           &text, "  %d. %-14s mesh dims [%s]  -> %s  %s bytes/rank  %.3f us\n",
           k + 1, CommKindName(step.kind), absl::StrJoin(step.mesh_dims, ","),
-          step.after.ToString(), JsonNumber(step.bytes_per_rank), step.cost_us);
+          step.after.ToString(), DumpJson(JsonNumber(step.bytes_per_rank)),
+          step.cost_us);
     }
   }
   for (const CommCounter::Event& e : p.kernel_events) {
     absl::StrAppendFormat(
         &text, "kernel: %-14s mesh dims [%s]  %s bytes/rank  %.3f us\n",
         CommKindName(e.kind), absl::StrJoin(e.mesh_dims, ","),
-        JsonNumber(e.bytes), e.estimated_us);
+        DumpJson(JsonNumber(e.bytes)), e.estimated_us);
   }
   for (size_t j = 0; j < p.outputs.size(); ++j) {
     absl::StrAppend(&text, "output ", j, ": ", SpecText(*p.outputs[j]), "\n");

@@ -1,57 +1,26 @@
 #include "dtensor/base/json_text.h"
 
 #include <cmath>
-#include <cstdio>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
+#include <cstdint>
 
 namespace dtensor {
 
-std::string JsonString(absl::string_view text) {
-  std::string quoted = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        quoted += "\\\"";
-        break;
-      case '\\':
-        quoted += "\\\\";
-        break;
-      case '\n':
-        quoted += "\\n";
-        break;
-      case '\t':
-        quoted += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&quoted, "\\u%04x", c);
-        } else {
-          quoted += c;
-        }
-    }
-  }
-  return quoted + "\"";
-}
-
-std::string JsonNumber(double value) {
-  if (!std::isfinite(value)) return "null";
-  // Integral values print as integers ("40", not "4e+01").
+nlohmann::ordered_json JsonNumber(double value) {
+  if (!std::isfinite(value)) return nullptr;
   if (value == std::trunc(value) && std::fabs(value) < 1e15) {
-    return absl::StrCat(static_cast<int64_t>(value));
+    return static_cast<int64_t>(value);
   }
-  // The shortest %g form that reads back as the same double.
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::string text = absl::StrFormat("%.*g", precision, value);
-    if (std::strtod(text.c_str(), nullptr) == value) return text;
-  }
-  return absl::StrFormat("%.17g", value);
+  return value;
 }
 
-std::string JsonIntArray(absl::Span<const int64_t> values) {
-  return absl::StrCat("[", absl::StrJoin(values, ","), "]");
+std::string DumpJson(const nlohmann::ordered_json& value) {
+  // By default dump() throws on a string that is not valid UTF-8, and such
+  // strings come from users (module, file and config names, trace labels).
+  // dtensor reports errors as statuses and never throws across its API, and
+  // one bad byte in a name should not cost the whole report, so each invalid
+  // byte becomes U+FFFD and the text stays valid JSON.
+  return value.dump(/*indent=*/-1, /*indent_char=*/' ', /*ensure_ascii=*/false,
+                    nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace dtensor

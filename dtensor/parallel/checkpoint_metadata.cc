@@ -12,6 +12,7 @@
 #include "dtensor/base/json_value.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/parallel/checkpoint_block_io.h"
+#include "nlohmann/json.hpp"
 
 namespace dtensor {
 namespace parallel {
@@ -26,28 +27,24 @@ constexpr double kMaxExactInteger = 9007199254740992.0;  // 2^53
 // overflow int64.
 constexpr int64_t kMaxBytes = int64_t{1} << 62;
 
-std::string BlockJson(const StoredBlock& block) {
-  std::vector<int64_t> crcs(block.chunk_crc32c.begin(),
-                            block.chunk_crc32c.end());
-  return absl::StrCat("{\"file\":", JsonString(block.file),
-                      ",\"file_offset\":", block.file_offset,
-                      ",\"offset\":", JsonIntArray(block.box.offset),
-                      ",\"shape\":", JsonIntArray(block.box.shape),
-                      ",\"crc32c\":", JsonIntArray(crcs), "}");
+nlohmann::ordered_json BlockJson(const StoredBlock& block) {
+  return {{"file", block.file},
+          {"file_offset", block.file_offset},
+          {"offset", block.box.offset},
+          {"shape", block.box.shape},
+          {"crc32c", block.chunk_crc32c}};
 }
 
-std::string TensorJson(const StoredTensor& tensor) {
-  std::string text = absl::StrCat(
-      "{\"dtype\":", JsonString(std::string(DTypeName(tensor.dtype))),
-      ",\"shape\":", JsonIntArray(tensor.shape),
-      ",\"mesh_shape\":", JsonIntArray(tensor.mesh_shape),
-      ",\"layout\":", JsonString(tensor.layout), ",\"blocks\":[");
-  for (size_t i = 0; i < tensor.blocks.size(); ++i) {
-    absl::StrAppend(&text, i == 0 ? "\n  " : ",\n  ",
-                    BlockJson(tensor.blocks[i]));
+nlohmann::ordered_json TensorJson(const StoredTensor& tensor) {
+  nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
+  for (const StoredBlock& block : tensor.blocks) {
+    blocks.push_back(BlockJson(block));
   }
-  absl::StrAppend(&text, "]}");
-  return text;
+  return {{"dtype", std::string(DTypeName(tensor.dtype))},
+          {"shape", tensor.shape},
+          {"mesh_shape", tensor.mesh_shape},
+          {"layout", tensor.layout},
+          {"blocks", std::move(blocks)}};
 }
 
 absl::Status Corrupt(absl::string_view where, absl::string_view what) {
@@ -261,17 +258,16 @@ int64_t ChunkCount(int64_t nbytes, int64_t chunk_bytes) {
 }
 
 std::string MetadataToJson(const CheckpointMetadata& metadata) {
-  std::string text = absl::StrCat(
-      "{\"format\":", JsonString(kFormat), ",\"version\":", kVersion,
-      ",\"chunk_bytes\":", metadata.chunk_bytes, ",\"tensors\":{");
-  bool first = true;
+  nlohmann::ordered_json tensors = nlohmann::ordered_json::object();
   for (const auto& [key, tensor] : metadata.tensors) {
-    absl::StrAppend(&text, first ? "\n" : ",\n", JsonString(key), ":",
-                    TensorJson(tensor));
-    first = false;
+    tensors[key] = TensorJson(tensor);
   }
-  absl::StrAppend(&text, "}}\n");
-  return text;
+  const nlohmann::ordered_json document = {
+      {"format", std::string(kFormat)},
+      {"version", kVersion},
+      {"chunk_bytes", metadata.chunk_bytes},
+      {"tensors", std::move(tensors)}};
+  return DumpJson(document) + "\n";
 }
 
 absl::StatusOr<CheckpointMetadata> ParseMetadata(absl::string_view text,

@@ -54,8 +54,8 @@ std::string BoxText(const ShardBlock& box);
 // chunk sizes).
 int64_t ChunkCount(int64_t nbytes, int64_t chunk_bytes);
 
-// JSON text for `metadata`, one block per line; ParseMetadata reads it back
-// to an equal value.
+// `metadata` as one line of compact JSON (docs/checkpoint.md gives the
+// format); ParseMetadata reads it back to an equal value.
 std::string MetadataToJson(const CheckpointMetadata& metadata);
 
 // What the blocks of each tensor of a document must cover.

@@ -1,6 +1,7 @@
 // `dtensor propagate`: the exact JSON of the issue's example (through the
-// built binary too), redistributions and collective counts, several outputs,
-// op arguments, and one-line errors with exit status 2.
+// built binary too), redistributions and collective counts (also read back by
+// ParseJson), several outputs, op arguments, and one-line errors with exit
+// status 2.
 #include "tools/propagate_command.h"
 
 #include <sys/wait.h>
@@ -12,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
+#include "dtensor/base/json_value.h"
 #include "gtest/gtest.h"
 
 namespace dtensor {
@@ -66,6 +69,41 @@ TEST(PropagateCommandTest, RedistributionStepsAndCountsInJson) {
                        R"j("reduce_scatter":0,"all_to_all":0,"permute":0})j"),
             std::string::npos)
       << r.out;
+}
+
+// The JSON read back by ParseJson, a reader independent of the writer.
+TEST(PropagateCommandTest, JsonReadsBackWithParseJson) {
+  const Result r = RunCommand({"--mesh", "4", "--op", "exp", "--in", "8:P",
+                               "--dtype", "f64", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  absl::StatusOr<JsonValue> json = ParseJson(r.out);
+  ASSERT_TRUE(json.ok()) << json.status() << " in " << r.out;
+  std::vector<std::string> keys;
+  for (const JsonValue::Member& member : json->members()) {
+    keys.push_back(member.first);
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"op", "output", "redistributions",
+                                            "collectives", "cost_us"}));
+  EXPECT_EQ(json->Find("op")->string_value(), "exp");
+  EXPECT_EQ(json->Find("output")->Find("placements")->string_value(), "S(0)");
+  ASSERT_EQ(json->Find("redistributions")->items().size(), 1u);
+  const JsonValue& in = json->Find("redistributions")->items()[0];
+  EXPECT_EQ(in.Find("input")->number_value(), 0);
+  EXPECT_EQ(in.Find("from")->string_value(), "P(sum)");
+  EXPECT_EQ(in.Find("to")->string_value(), "S(0)");
+  ASSERT_EQ(in.Find("steps")->items().size(), 1u);
+  const JsonValue& step = in.Find("steps")->items()[0];
+  EXPECT_EQ(step.Find("kind")->string_value(), "reduce_scatter");
+  // Each rank receives 3 blocks of 2 f64 values.
+  EXPECT_EQ(step.Find("bytes_per_rank")->number_value(), 48);
+  EXPECT_GT(step.Find("cost_us")->number_value(), 0);
+  EXPECT_EQ(in.Find("cost_us")->number_value(),
+            step.Find("cost_us")->number_value());
+  EXPECT_EQ(json->Find("collectives")->Find("reduce_scatter")->number_value(),
+            1);
+  EXPECT_EQ(json->Find("collectives")->Find("all_gather")->number_value(), 0);
+  EXPECT_EQ(json->Find("cost_us")->number_value(),
+            in.Find("cost_us")->number_value());
 }
 
 TEST(PropagateCommandTest, SeveralOutputsAndArguments) {

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/json_value.h"
 #include "dtensor/parallel/checkpoint_block_io.h"
 #include "dtensor/parallel/checkpoint_checksum.h"
 #include "dtensor/parallel/checkpoint_metadata.h"
@@ -86,6 +87,54 @@ TEST(CheckpointMetadataTest, RoundTrips) {
   EXPECT_EQ(w.blocks[0].chunk_crc32c, (std::vector<uint32_t>{1, 4294967295u}));
   EXPECT_EQ(parsed->tensors.at("step").blocks[0].chunk_crc32c,
             std::vector<uint32_t>{99});
+}
+
+std::vector<std::string> Keys(const JsonValue& object) {
+  std::vector<std::string> keys;
+  for (const JsonValue::Member& member : object.members()) {
+    keys.push_back(member.first);
+  }
+  return keys;
+}
+
+// metadata.json read back by ParseJson, a reader independent of the writer:
+// every field in order, and a tensor name that needs escapes. (The document
+// holds integers and strings only, so no number can be non-finite.)
+TEST(CheckpointMetadataTest, JsonReadsBackWithParseJson) {
+  CheckpointMetadata metadata = Example();
+  const std::string odd = "w \"q\" \\ \n\t\x01 \xC3\xA9 \xF0\x9F\x98\x80";
+  metadata.tensors[odd] = metadata.tensors.at("step");
+  const std::string text = MetadataToJson(metadata);
+  EXPECT_EQ(text.find('\n'), text.size() - 1) << "one line: " << text;
+  absl::StatusOr<JsonValue> json = ParseJson(text);
+  ASSERT_TRUE(json.ok()) << json.status() << " in " << text;
+  EXPECT_EQ(Keys(*json), (std::vector<std::string>{"format", "version",
+                                                   "chunk_bytes", "tensors"}));
+  EXPECT_EQ(json->Find("format")->string_value(), "dtensor-checkpoint");
+  EXPECT_EQ(json->Find("version")->number_value(), 1);
+  EXPECT_EQ(json->Find("chunk_bytes")->number_value(), 16);
+  const JsonValue& tensors = *json->Find("tensors");
+  EXPECT_EQ(Keys(tensors),
+            (std::vector<std::string>{"layers.0.w \"q\"", "step", odd}));
+  const JsonValue& w = tensors.members()[0].second;
+  EXPECT_EQ(Keys(w), (std::vector<std::string>{"dtype", "shape", "mesh_shape",
+                                               "layout", "blocks"}));
+  EXPECT_EQ(w.Find("dtype")->string_value(), "bf16");
+  EXPECT_EQ(w.Find("mesh_shape")->items()[1].number_value(), 2);
+  EXPECT_EQ(w.Find("layout")->string_value(), "S(0),R");
+  const JsonValue& block = w.Find("blocks")->items()[1];
+  EXPECT_EQ(Keys(block),
+            (std::vector<std::string>{"file", "file_offset", "offset", "shape",
+                                      "crc32c"}));
+  EXPECT_EQ(block.Find("file")->string_value(), "data_2.bin");
+  EXPECT_EQ(block.Find("file_offset")->number_value(), 7);
+  EXPECT_EQ(block.Find("offset")->items()[0].number_value(), 3);
+  EXPECT_EQ(
+      w.Find("blocks")->items()[0].Find("crc32c")->items()[1].number_value(),
+      4294967295.0);
+  absl::StatusOr<CheckpointMetadata> parsed = ParseMetadata(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->tensors.count(odd), 1u);
 }
 
 TEST(CheckpointMetadataTest, InvalidDocumentsNameTheFault) {

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "dtensor/base/json_value.h"
 #include "gtest/gtest.h"
 
 namespace dtensor {
@@ -64,6 +66,31 @@ TEST(LayoutCommandTest, JsonForTheSwappedOrder) {
             "\"global_offset\":[3]},"
             "{\"rank\":3,\"coord\":[1,1],\"local_shape\":[2],"
             "\"global_offset\":[7]}]}\n");
+}
+
+// The JSON read back by ParseJson, a reader independent of the writer. (Its
+// only string, the canonical placements, never needs escapes.)
+TEST(LayoutCommandTest, JsonReadsBackWithParseJson) {
+  const Result r = RunLayout({"--mesh", "dp=2,tp=3", "--shape", "7,5",
+                              "--placements", "S(0),S(1)", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  absl::StatusOr<JsonValue> json = ParseJson(r.out);
+  ASSERT_TRUE(json.ok()) << json.status() << " in " << r.out;
+  ASSERT_EQ(json->members().size(), 4u);
+  EXPECT_EQ(json->members()[0].first, "mesh");
+  EXPECT_EQ(json->Find("mesh")->items()[1].number_value(), 3);
+  EXPECT_EQ(json->Find("shape")->items()[0].number_value(), 7);
+  EXPECT_EQ(json->Find("placements")->string_value(), "S(0),S(1)");
+  const std::vector<JsonValue>& ranks = json->Find("ranks")->items();
+  ASSERT_EQ(ranks.size(), 6u);
+  // Rank 5 at (1, 2): rows [4, 7), columns [4, 5).
+  const JsonValue& last = ranks[5];
+  EXPECT_EQ(last.Find("rank")->number_value(), 5);
+  EXPECT_EQ(last.Find("coord")->items()[1].number_value(), 2);
+  EXPECT_EQ(last.Find("local_shape")->items()[0].number_value(), 3);
+  EXPECT_EQ(last.Find("local_shape")->items()[1].number_value(), 1);
+  EXPECT_EQ(last.Find("global_offset")->items()[0].number_value(), 4);
+  EXPECT_EQ(last.Find("global_offset")->items()[1].number_value(), 4);
 }
 
 TEST(LayoutCommandTest, TableAndPictureFor2dTensor) {

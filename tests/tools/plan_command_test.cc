@@ -1,15 +1,24 @@
-// `dtensor plan`, run in-process: text and JSON output, --verify, link flags,
-// and bad arguments.
+// `dtensor plan`, run in-process: text and JSON output (also read back by
+// ParseJson), --verify, link flags, and bad arguments; the step JSON it
+// shares with `dtensor propagate`.
 #include "tools/plan_command.h"
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "dtensor/base/json_text.h"
+#include "dtensor/base/json_value.h"
+#include "dtensor/cost_model.h"
+#include "dtensor/redistribute_plan.h"
+#include "dtensor/sharding.h"
 #include "gtest/gtest.h"
+#include "tools/step_json.h"
 
 namespace dtensor {
 namespace {
@@ -51,6 +60,46 @@ TEST(PlanCommandTest, TransposedShardsAreOneVerifiedPermute) {
   EXPECT_NEAR(NumberAfter(json, "total_cost_us"), expected_us, 1e-9);
   EXPECT_TRUE(absl::StrContains(json, "\"collectives\":1,\"verified\":true}"))
       << json;
+}
+
+// The JSON read back by ParseJson, a reader independent of the writer.
+TEST(PlanCommandTest, JsonReadsBackWithParseJson) {
+  const Output result =
+      RunPlan({"--mesh", "2x2", "--shape", "8,8", "--from", "S(0),S(1)", "--to",
+               "S(1),S(0)", "--verify", "--json"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  absl::StatusOr<JsonValue> json = ParseJson(result.out);
+  ASSERT_TRUE(json.ok()) << json.status() << " in " << result.out;
+  ASSERT_EQ(json->members().size(), 4u);
+  EXPECT_EQ(json->members()[0].first, "steps");
+  ASSERT_EQ(json->Find("steps")->items().size(), 1u);
+  const JsonValue& step = json->Find("steps")->items()[0];
+  EXPECT_EQ(step.Find("kind")->string_value(), "permute");
+  EXPECT_EQ(step.Find("mesh_dims")->items()[1].number_value(), 1);
+  EXPECT_EQ(step.Find("after")->string_value(), "S(1),S(0)");
+  EXPECT_EQ(step.Find("bytes_per_rank")->number_value(), 64);
+  const double expected_us = 6.6 + 0.6 + 64 / 87.7e3;
+  EXPECT_NEAR(step.Find("cost_us")->number_value(), expected_us, 1e-9);
+  EXPECT_EQ(json->Find("total_cost_us")->number_value(),
+            step.Find("cost_us")->number_value());
+  EXPECT_EQ(json->Find("collectives")->number_value(), 1);
+  EXPECT_TRUE(json->Find("verified")->bool_value());
+}
+
+// A step's non-finite figures, which JSON lacks, are written as null.
+TEST(StepJsonTest, NonFiniteFiguresAreNull) {
+  RedistributeStep step;
+  step.kind = CommKind::kAllReduce;
+  step.after = Sharding::Parse("R", 1).value();
+  step.bytes_per_rank = 1.5;
+  step.cost_us = std::numeric_limits<double>::infinity();
+  absl::StatusOr<JsonValue> json = ParseJson(DumpJson(StepJson(step)));
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->Find("kind")->string_value(), "all_reduce");
+  EXPECT_TRUE(json->Find("mesh_dims")->items().empty());
+  EXPECT_EQ(json->Find("after")->string_value(), "R");
+  EXPECT_EQ(json->Find("bytes_per_rank")->number_value(), 1.5);
+  EXPECT_TRUE(json->Find("cost_us")->is_null());
 }
 
 TEST(PlanCommandTest, LinkFlagsChangeTheCost) {

@@ -1,0 +1,98 @@
+// CommCounter's Chrome trace, read back with ParseJson: the events' fields in
+// order, times to the nanosecond, a label that needs escapes, and a
+// non-finite time as null.
+#include "dtensor/comm_counter.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "dtensor/base/json_value.h"
+#include "dtensor/cost_model.h"
+#include "gtest/gtest.h"
+
+namespace dtensor {
+namespace {
+
+// Quotes, backslash, control characters and non-ASCII UTF-8 (é, U+1F600).
+constexpr char kLabel[] = "S(0) -> \"R\" \\ \n\t\x01 \xC3\xA9 \xF0\x9F\x98\x80";
+
+CommCounter TwoEvents() {
+  CommCounter counter;
+  CommCounter::Scope scope(counter);
+  CommCounter::Event gather;
+  gather.kind = CommKind::kAllGather;
+  gather.mesh_dims = {0, 1};
+  gather.bytes = 4096;
+  gather.estimated_us = 1.23456;
+  gather.start_us = 10.0004;
+  gather.duration_us = 2.5;
+  gather.label = kLabel;
+  CommCounter::RecordOnThread(gather);
+  CommCounter::Event local;
+  local.kind = CommKind::kLocal;
+  local.estimated_us = std::numeric_limits<double>::quiet_NaN();
+  local.duration_us = std::numeric_limits<double>::infinity();
+  CommCounter::RecordOnThread(local);
+  return counter;
+}
+
+double NumberOf(const JsonValue& object, const char* key) {
+  const JsonValue* value = object.Find(key);
+  EXPECT_TRUE(value != nullptr && value->is_number()) << key;
+  return value != nullptr ? value->number_value() : -1;
+}
+
+TEST(CommCounterTest, ChromeTraceReadsBackWithItsValues) {
+  const std::string trace = TwoEvents().ChromeTraceJson(5);
+  absl::StatusOr<JsonValue> json = ParseJson(trace);
+  ASSERT_TRUE(json.ok()) << json.status() << " in " << trace;
+  ASSERT_EQ(json->members().size(), 1u);
+  const JsonValue* events = json->Find("traceEvents");
+  ASSERT_TRUE(events != nullptr && events->is_array()) << trace;
+  ASSERT_EQ(events->items().size(), 2u);
+
+  const JsonValue& gather = events->items()[0];
+  const char* keys[] = {"name", "ph", "ts", "dur", "pid", "tid", "args"};
+  ASSERT_EQ(gather.members().size(), std::size(keys));
+  for (size_t i = 0; i < std::size(keys); ++i) {
+    EXPECT_EQ(gather.members()[i].first, keys[i]);
+  }
+  EXPECT_EQ(gather.Find("name")->string_value(), "all_gather");
+  EXPECT_EQ(gather.Find("ph")->string_value(), "X");
+  EXPECT_EQ(NumberOf(gather, "ts"), 10.0);  // To the nanosecond.
+  EXPECT_EQ(NumberOf(gather, "dur"), 2.5);
+  EXPECT_EQ(NumberOf(gather, "pid"), 0);
+  EXPECT_EQ(NumberOf(gather, "tid"), 5);
+  const JsonValue& args = *gather.Find("args");
+  ASSERT_EQ(args.Find("mesh_dims")->items().size(), 2u);
+  EXPECT_EQ(args.Find("mesh_dims")->items()[1].number_value(), 1);
+  EXPECT_EQ(NumberOf(args, "bytes"), 4096);
+  EXPECT_EQ(NumberOf(args, "estimated_us"), 1.235);
+  EXPECT_EQ(args.Find("layout")->string_value(), kLabel);
+
+  const JsonValue& local = events->items()[1];
+  EXPECT_EQ(local.Find("name")->string_value(), "local");
+  EXPECT_TRUE(local.Find("dur")->is_null());
+  EXPECT_TRUE(local.Find("args")->Find("estimated_us")->is_null());
+  EXPECT_TRUE(local.Find("args")->Find("mesh_dims")->items().empty());
+}
+
+TEST(CommCounterTest, WriteChromeTraceWritesTheSameText) {
+  const CommCounter counter = TwoEvents();
+  const std::string path =
+      absl::StrCat(std::getenv("TEST_TMPDIR"), "/trace.json");
+  ASSERT_TRUE(counter.WriteChromeTrace(path, 3).ok());
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  EXPECT_EQ(text.str(), counter.ChromeTraceJson(3));
+}
+
+}  // namespace
+}  // namespace dtensor
