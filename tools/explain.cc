@@ -21,6 +21,12 @@
 namespace dtensor {
 namespace {
 
+// How many FSDP groups backward holds gathered at once: the one computing
+// and, with prefetch, the one prefetched.
+int64_t RebuildsAtOnce(const parallel::Plan& plan) {
+  return plan.dp == parallel::DataParallel::kFsdp && plan.fsdp_prefetch ? 2 : 1;
+}
+
 absl::StatusOr<TensorLayout> LayoutOf(const DTensor& x) {
   DT_ASSIGN_OR_RETURN(ShardBlock block, x.LocalBlock());
   return TensorLayout{x.shape(), x.dtype(), x.sharding().ToString(),
@@ -260,7 +266,8 @@ absl::StatusOr<ExplainRun> RunStep(const ExplainRequest& request,
   report.step.Add(report.backward);
   report.step.Add(report.optimizer);
   DT_ASSIGN_OR_RETURN(report.memory,
-                      EstimateStepMemory(trainer->parameters(), grads, held));
+                      EstimateStepMemory(trainer->parameters(), grads, held,
+                                         RebuildsAtOnce(request.plan)));
   report.modules = std::move(table.reports);
   ExplainRun run{std::move(report), warnings.Counts()};
   run.report.warnings = WarningLines(run.warnings);

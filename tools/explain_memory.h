@@ -21,10 +21,11 @@ struct MemoryEstimate {
   int64_t optimizer_state = 0;
   // What the tape keeps at the end of forward (every recorded input and
   // output but the parameters, each once, views counted as copies; tensors
-  // recomputed in backward excluded) plus the largest single tensor among
-  // those and the recomputed ones (the transient that coexists with them in
-  // backward: a gradient as large as the largest activation, or a parameter
-  // gathered again).
+  // recomputed in backward excluded) plus the transient that coexists with
+  // them in backward: the largest of those tensors (a gradient as large as
+  // the largest activation), or the tensors rebuilt at once (FSDP: the
+  // gathered parameters of the group computing and, with prefetch, of the
+  // group prefetched: the `rebuilds_at_once` largest rebuild groups).
   int64_t peak_activations = 0;
 
   int64_t total() const {
@@ -36,11 +37,13 @@ struct MemoryEstimate {
 absl::StatusOr<int64_t> LocalBytes(const DTensor& x);
 
 // The estimate from a step's parameters, the gradients backward returned,
-// and the tensors the tape held at the end of forward
-// (GradientTape::HeldTensors). Errors: LocalBytes'.
+// the tensors the tape held at the end of forward
+// (GradientTape::HeldTensors), and how many rebuild groups backward holds at
+// once (2 with FSDP prefetch, else 1). Errors: LocalBytes'.
 absl::StatusOr<MemoryEstimate> EstimateStepMemory(
     absl::Span<const DTensor> parameters, absl::Span<const DTensor> gradients,
-    absl::Span<const nn::GradientTape::HeldTensor> held);
+    absl::Span<const nn::GradientTape::HeldTensor> held,
+    int64_t rebuilds_at_once);
 
 }  // namespace dtensor
 

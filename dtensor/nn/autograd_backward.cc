@@ -121,12 +121,14 @@ class GradientTape::BackwardPass {
   // gradient is dropped once used, unless it is a source.
   absl::Status RunBackward(const DTensor& seed);
   // Hands the sources whose gradient became final at record r to
-  // on_gradient_ready.
+  // on_gradient_ready, or brings them to their layouts (settle_when_ready_).
   absl::Status ReportReady(size_t r);
   // Each source's gradient (zeros where it got none), brought to its
   // source's layout unless `options` keeps propagated layouts.
   absl::StatusOr<std::vector<DTensor>> FinishSourceGradients(
       const GradientOptions& options);
+  // `grad`, source s's gradient, in s's layout (Partials completed).
+  absl::StatusOr<DTensor> InSourceLayout(size_t s, const DTensor& grad) const;
 
  private:
   // The slots of record r's inputs and outputs.
@@ -181,6 +183,11 @@ class GradientTape::BackwardPass {
   absl::flat_hash_map<size_t, std::vector<size_t>> ready_after_;
   std::vector<bool> reported_;
   std::function<absl::Status(size_t, const DTensor&)> on_ready_;
+  // Without a callback, and unless the caller keeps propagated layouts, a
+  // source's gradient is brought to its layout as soon as it is final, so
+  // that a large propagated gradient (an FSDP parameter's, full on dp) is
+  // reduced and freed during the pass rather than all at its end.
+  bool settle_when_ready_ = false;
 };
 
 GradientTape::BackwardPass::BackwardPass(const GradientTape& tape,
@@ -247,7 +254,9 @@ void GradientTape::BackwardPass::FindEarliestUses() {
 
 void GradientTape::BackwardPass::FindReadyPoints(
     const GradientOptions& options) {
-  if (!options.on_gradient_ready) return;
+  settle_when_ready_ =
+      !options.on_gradient_ready && !options.keep_propagated_layouts;
+  if (!options.on_gradient_ready && !settle_when_ready_) return;
   on_ready_ = options.on_gradient_ready;
   reported_.resize(sources_.size());
   // The earliest record holding each slot.
@@ -268,10 +277,14 @@ absl::Status GradientTape::BackwardPass::ReportReady(size_t r) {
   auto found = ready_after_.find(r);
   if (found == ready_after_.end()) return absl::OkStatus();
   for (size_t s : found->second) {
-    const DTensor& grad = grads_[source_slots_[s]];
+    DTensor& grad = grads_[source_slots_[s]];
     if (!grad.defined() || !IsDifferentiable(sources_[s])) continue;
-    reported_[s] = true;
     CommOwner::Scope owner(source_owner_[source_slots_[s]]);
+    if (settle_when_ready_) {
+      DT_ASSIGN_OR_RETURN(grad, InSourceLayout(s, grad));
+      continue;
+    }
+    reported_[s] = true;
     DT_RETURN_IF_ERROR(on_ready_(s, grad));
   }
   return absl::OkStatus();
@@ -404,6 +417,13 @@ absl::Status GradientTape::BackwardPass::AccumulateInputGradients(
   return absl::OkStatus();
 }
 
+absl::StatusOr<DTensor> GradientTape::BackwardPass::InSourceLayout(
+    size_t s, const DTensor& grad) const {
+  const Sharding layout = sources_[s].sharding().WithoutPartials();
+  if (grad.sharding() == layout) return grad;
+  return grad.Redistribute(layout);
+}
+
 absl::StatusOr<std::vector<DTensor>>
 GradientTape::BackwardPass::FinishSourceGradients(
     const GradientOptions& options) {
@@ -423,9 +443,8 @@ GradientTape::BackwardPass::FinishSourceGradients(
       reported_[s] = true;
       DT_RETURN_IF_ERROR(on_ready_(s, grad));
     }
-    const Sharding layout = source.sharding().WithoutPartials();
-    if (!options.keep_propagated_layouts && grad.sharding() != layout) {
-      DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(layout));
+    if (!options.keep_propagated_layouts) {
+      DT_ASSIGN_OR_RETURN(grad, InSourceLayout(s, grad));
     }
     result.push_back(std::move(grad));
   }

@@ -30,17 +30,14 @@ namespace dtensor {
 namespace parallel {
 namespace {
 
-// The backward of a group's gather: each gathered parameter's gradient in
-// its sharded parameter's layout (a reduce-scatter over dp where the
-// gradient is Partial there), as a recorded redistribution's would be.
+// The backward of a group's gather: each gathered parameter's gradient as
+// it is, typically Partial on dp (the layout propagation gave it). The
+// sharded parameter is a source of the tape, which reduce-scatters it as
+// soon as it is final, or hands it to GradientBuckets, which reduce-scatters
+// a bucket of them with one asynchronous collective.
 absl::StatusOr<std::vector<DTensor>> GatherBackward(const BackwardCall& call) {
-  std::vector<DTensor> grads(call.inputs.size());
-  for (size_t k = 0; k < grads.size(); ++k) {
-    const DTensor& grad = call.grad_outputs[k];
-    if (!grad.defined()) continue;
-    DT_ASSIGN_OR_RETURN(grads[k], grad.Redistribute(call.inputs[k].sharding()));
-  }
-  return grads;
+  return std::vector<DTensor>(call.grad_outputs.begin(),
+                              call.grad_outputs.end());
 }
 
 const nn::Function& GatherFunction() {

@@ -29,19 +29,73 @@ struct GradientBuckets::Bucket {
   // The bytes at which the bucket starts its all-reduce.
   int64_t limit = 0;
   // The parameters' indices, their gradients' local values (until Start;
-  // none under a metadata-only runtime), local shapes and owners (the
-  // CommOwner their gradient was handed over under), in order.
+  // none under a metadata-only runtime), the local shapes of the results
+  // (the parameters' blocks) and owners (the CommOwner their gradient was
+  // handed over under), in order.
   std::vector<size_t> indices;
   std::vector<Tensor> locals;
   std::vector<std::vector<int64_t>> shapes;
   std::vector<const void*> owners;
+  // The bytes given (the gradients' local blocks), in all and each.
   int64_t bytes = 0;
-  // Set by Start: the flat buffer (no data under a metadata-only runtime)
-  // and the all-reduce's handle.
+  std::vector<int64_t> given_bytes;
+  // A reduce-scatter bucket: per gradient, the rows of its local block that
+  // each rank of the mesh dim keeps (first row, row count), by rank.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> rows;
+  // Set by Start: the flat buffer the results land in (no data under a
+  // metadata-only runtime), a reduce-scatter's input (alive until the
+  // collective ends), and the handle.
   bool started = false;
   Tensor flat;
+  Tensor scatter_input;
   std::shared_ptr<Work> work;
 };
+
+namespace {
+
+// For a reduce-scatter over mesh dim `m` of a gradient whose local block is
+// `block` (the parameter's layout with Replicate on m): the rows of the block
+// (first, count) that the rank at each coordinate along m keeps, its block of
+// `param`. Errors: a parameter not sharded on m as dim 0's innermost split
+// (its blocks along m do not tile `block`'s rows).
+absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> RowsKept(
+    const DTensor& param, const ShardBlock& block, int64_t m) {
+  DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
+                      param.mesh().CoordinateOf(param.runtime()->rank()));
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  for (int64_t r = 0; r < param.mesh().shape()[m]; ++r) {
+    coord[m] = r;
+    DT_ASSIGN_OR_RETURN(ShardBlock piece, param.spec().BlockAt(coord));
+    const bool tiles =
+        !piece.shape.empty() &&
+        std::equal(piece.shape.begin() + 1, piece.shape.end(),
+                   block.shape.begin() + 1) &&
+        piece.offset[0] >= block.offset[0] &&
+        piece.offset[0] + piece.shape[0] <= block.offset[0] + block.shape[0];
+    if (!tiles && !piece.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(param.spec().ToString(), " is not sharded on mesh dim ",
+                       m, " as dim 0's innermost split"));
+    }
+    rows.emplace_back(piece.empty() ? 0 : piece.offset[0] - block.offset[0],
+                      piece.empty() ? 0 : piece.shape[0]);
+  }
+  return rows;
+}
+
+// The gradients back to back into `flat` (an all-reduce's input).
+absl::Status PackInOrder(absl::Span<const Tensor> locals, Tensor& flat) {
+  int64_t offset = 0;
+  for (const Tensor& local : locals) {
+    DT_ASSIGN_OR_RETURN(Tensor piece, flat.Narrow(0, offset, local.numel()));
+    DT_ASSIGN_OR_RETURN(piece, piece.View(local.shape()));
+    DT_RETURN_IF_ERROR(piece.CopyFrom(local));
+    offset += local.numel();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 GradientBuckets::GradientBuckets(std::vector<DTensor> params,
                                  int64_t bucket_bytes,
@@ -60,13 +114,39 @@ GradientBuckets::~GradientBuckets() {
   }
 }
 
+GradientBuckets::Reduction GradientBuckets::ScatterOf(
+    size_t index, const DTensor& grad) const {
+  const DTensor& param = params_[index];
+  Reduction reduction;
+  for (int64_t m = 0; m < grad.sharding().mesh_ndim(); ++m) {
+    const Placement p = grad.sharding().placement(m);
+    if (!p.is_partial()) continue;
+    if (!reduction.mesh_dims.empty() ||
+        !param.sharding().placement(m).is_shard() ||
+        (p.reduce_op() != ReduceOp::kSum && p.reduce_op() != ReduceOp::kAvg)) {
+      return Reduction();
+    }
+    reduction.mesh_dims = {m};
+    reduction.op = p.reduce_op();
+  }
+  if (reduction.mesh_dims.empty() ||
+      grad.sharding().WithReplicated(reduction.mesh_dims) !=
+          param.sharding().WithReplicated(reduction.mesh_dims)) {
+    return Reduction();
+  }
+  reduction.scatter = true;
+  return reduction;
+}
+
 GradientBuckets::Reduction GradientBuckets::ReductionOf(
     size_t index, const DTensor& grad) const {
   const DTensor& param = params_[index];
   Reduction reduction;
-  if (grad.mesh() != param.mesh() || grad.dtype() != param.dtype() ||
-      grad.sharding().WithoutPartials() != param.sharding()) {
+  if (grad.mesh() != param.mesh() || grad.dtype() != param.dtype()) {
     return reduction;
+  }
+  if (grad.sharding().WithoutPartials() != param.sharding()) {
+    return ScatterOf(index, grad);
   }
   for (int64_t m = 0; m < grad.sharding().mesh_ndim(); ++m) {
     const Placement p = grad.sharding().placement(m);
@@ -89,6 +169,7 @@ GradientBuckets::Bucket& GradientBuckets::OpenBucket(const Reduction& reduction,
   for (const std::unique_ptr<Bucket>& bucket : buckets_) {
     if (bucket->dtype == dtype && bucket->reduction.op == reduction.op &&
         bucket->reduction.mesh_dims == reduction.mesh_dims &&
+        bucket->reduction.scatter == reduction.scatter &&
         bucket->mesh == mesh) {
       if (!bucket->started) return *bucket;
       first = false;
@@ -97,6 +178,16 @@ GradientBuckets::Bucket& GradientBuckets::OpenBucket(const Reduction& reduction,
   buckets_.push_back(std::make_unique<Bucket>(Bucket{
       mesh, reduction, dtype, first ? first_bucket_bytes_ : bucket_bytes_}));
   return *buckets_.back();
+}
+
+absl::Status GradientBuckets::KeepUnbucketed(size_t index, DTensor grad) {
+  const Sharding& layout = params_[index].sharding();
+  if (grad.sharding() != layout) {
+    nn::NoGrad not_recorded;
+    DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(layout));
+  }
+  unbucketed_[index] = std::move(grad);
+  return absl::OkStatus();
 }
 
 absl::Status GradientBuckets::Add(size_t index, const DTensor& grad) {
@@ -120,17 +211,36 @@ absl::Status GradientBuckets::Add(size_t index, const DTensor& grad) {
     accumulated_[index] = DTensor();
   }
   const Reduction reduction = ReductionOf(index, sum);
-  if (reduction.mesh_dims.empty()) {
-    unbucketed_[index] = std::move(sum);
-    return absl::OkStatus();
-  }
+  if (reduction.mesh_dims.empty()) return KeepUnbucketed(index, sum);
   DT_ASSIGN_OR_RETURN(ShardBlock block,
                       sum.spec().BlockOf(sum.runtime()->rank()));
-  Bucket& bucket = OpenBucket(reduction, sum.dtype(), sum.mesh());
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  std::vector<int64_t> result_shape = block.shape;
+  if (reduction.scatter) {
+    absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> kept =
+        RowsKept(params_[index], block, reduction.mesh_dims[0]);
+    if (!kept.ok()) return KeepUnbucketed(index, sum);
+    rows = *std::move(kept);
+    DT_ASSIGN_OR_RETURN(ShardBlock own,
+                        params_[index].spec().BlockOf(sum.runtime()->rank()));
+    result_shape = std::move(own.shape);
+  }
+  Bucket* open = &OpenBucket(reduction, sum.dtype(), sum.mesh());
+  if (reduction.scatter && !open->owners.empty() &&
+      open->owners.back() != CommOwner::Current()) {
+    // The gradients of an FSDP group are handed over together, under the
+    // group's module: the group's reduce-scatter starts when they are in.
+    DT_RETURN_IF_ERROR(Start(*open));
+    open = &OpenBucket(reduction, sum.dtype(), sum.mesh());
+  }
+  Bucket& bucket = *open;
   bucket.indices.push_back(index);
   bucket.locals.push_back(sum.ToLocal());
-  bucket.bytes += block.numel() * ElementSize(sum.dtype());
-  bucket.shapes.push_back(std::move(block.shape));
+  const int64_t bytes = block.numel() * ElementSize(sum.dtype());
+  bucket.bytes += bytes;
+  bucket.given_bytes.push_back(bytes);
+  bucket.shapes.push_back(std::move(result_shape));
+  bucket.rows.push_back(std::move(rows));
   bucket.owners.push_back(CommOwner::Current());
   if (bucket.bytes >= bucket.limit) return Start(bucket);
   return absl::OkStatus();
@@ -144,7 +254,8 @@ void GradientBuckets::Count(const Bucket& bucket) const {
   const CostModel model =
       params_[bucket.indices.front()].runtime()->CostModelFor(bucket.mesh);
   CommCounter::Event event;
-  event.kind = CommKind::kAllReduce;
+  event.kind = bucket.reduction.scatter ? CommKind::kReduceScatter
+                                        : CommKind::kAllReduce;
   event.mesh_dims = bucket.reduction.mesh_dims;
   const auto cost_us = [&](double local_bytes) {
     return model.StepCostUs(event.kind, event.mesh_dims, bucket.mesh.shape(),
@@ -158,8 +269,7 @@ void GradientBuckets::Count(const Bucket& bucket) const {
   // Each parameter's part is its owner's (adjacent parts of one owner
   // merged), so that reports can attribute the bucket per module.
   for (size_t k = 0; k < bucket.indices.size(); ++k) {
-    const double local = static_cast<double>(NumElements(bucket.shapes[k]) *
-                                             ElementSize(bucket.dtype));
+    const double local = static_cast<double>(bucket.given_bytes[k]);
     const double bytes =
         CostModel::ReceivedBytes(event.kind, group_size, local);
     const double us = cost_us(local) - cost_us(0);
@@ -176,30 +286,58 @@ void GradientBuckets::Count(const Bucket& bucket) const {
 
 absl::Status GradientBuckets::Start(Bucket& bucket) {
   bucket.started = true;
-  ++num_all_reduces_;
+  ++num_collectives_;
   Count(bucket);
   const DTensor& first = params_[bucket.indices.front()];
   if (first.runtime()->metadata_only()) return absl::OkStatus();
-  const int64_t numel =
-      bucket.bytes / static_cast<int64_t>(ElementSize(bucket.dtype));
-  // On the gradients' device (the communicator's).
-  DT_ASSIGN_OR_RETURN(
-      bucket.flat,
-      Tensor::Empty({numel}, bucket.dtype, bucket.locals.front().device()));
-  int64_t offset = 0;
-  for (const Tensor& local : bucket.locals) {
-    DT_ASSIGN_OR_RETURN(Tensor piece,
-                        bucket.flat.Narrow(0, offset, local.numel()));
-    DT_ASSIGN_OR_RETURN(piece, piece.View(local.shape()));
-    DT_RETURN_IF_ERROR(piece.CopyFrom(local));
-    offset += local.numel();
-  }
-  bucket.locals.clear();
   DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> comm,
                       first.runtime()->groups()->ForMeshDims(
                           bucket.mesh, bucket.reduction.mesh_dims));
-  bucket.work = comm->AllReduceAsync(bucket.flat, bucket.reduction.op);
+  // On the gradients' device (the communicator's).
+  const Device device = bucket.locals.front().device();
+  const int64_t numel =
+      bucket.bytes / static_cast<int64_t>(ElementSize(bucket.dtype));
+  DT_ASSIGN_OR_RETURN(Tensor input,
+                      Tensor::Empty({numel}, bucket.dtype, device));
+  if (!bucket.reduction.scatter) {
+    DT_RETURN_IF_ERROR(PackInOrder(bucket.locals, input));
+    bucket.locals.clear();
+    bucket.flat = std::move(input);
+    bucket.work = comm->AllReduceAsync(bucket.flat, bucket.reduction.op);
+    return absl::OkStatus();
+  }
+  DT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, PackByRank(bucket, input));
+  bucket.locals.clear();
+  DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
+                      first.mesh().CoordinateOf(first.runtime()->rank()));
+  const int64_t me = coord[bucket.reduction.mesh_dims[0]];
+  DT_ASSIGN_OR_RETURN(bucket.flat,
+                      Tensor::Empty({sizes[me]}, bucket.dtype, device));
+  bucket.scatter_input = std::move(input);
+  bucket.work = comm->ReduceScatterAsync(bucket.scatter_input, bucket.flat, 0,
+                                         bucket.reduction.op, sizes);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> GradientBuckets::PackByRank(
+    const Bucket& bucket, Tensor& flat) {
+  const size_t group_size = bucket.rows.front().size();
+  std::vector<int64_t> sizes(group_size, 0);
+  int64_t offset = 0;
+  for (size_t r = 0; r < group_size; ++r) {
+    for (size_t k = 0; k < bucket.locals.size(); ++k) {
+      const auto [first_row, count] = bucket.rows[k][r];
+      if (count == 0) continue;
+      DT_ASSIGN_OR_RETURN(Tensor rows,
+                          bucket.locals[k].Narrow(0, first_row, count));
+      DT_ASSIGN_OR_RETURN(Tensor piece, flat.Narrow(0, offset, rows.numel()));
+      DT_ASSIGN_OR_RETURN(piece, piece.View(rows.shape()));
+      DT_RETURN_IF_ERROR(piece.CopyFrom(rows));
+      offset += rows.numel();
+      sizes[r] += rows.numel();
+    }
+  }
+  return sizes;
 }
 
 absl::Status GradientBuckets::Complete(Bucket& bucket,

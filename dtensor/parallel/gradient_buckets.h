@@ -44,8 +44,18 @@ namespace parallel {
 // runtime only the counting happens. The results equal the unbucketed
 // redistribution's elementwise: the same reduction of the same values.
 //
-// Gradients of other layouts (a parameter sharded by FSDP or TP, complete
-// gradients) are redistributed to their parameter's layout in Finish().
+// FSDP: a gradient Partial on the one mesh dim where its parameter is Shard
+// (dim 0's innermost split), laid out as the parameter elsewhere, goes to a
+// reduce-scatter bucket instead: the bucket packs each rank's rows of every
+// gradient rank by rank, so that one asynchronous reduce-scatter leaves each
+// rank its parameters' blocks (uneven blocks as they are). Such a bucket
+// holds one FSDP group's gradients (those handed over under one CommOwner,
+// the group's module): it starts when a gradient of another owner comes, or
+// at its size limit.
+//
+// Gradients of other layouts (a parameter sharded by TP, complete
+// gradients, Partial over several dims where one shards the parameter) are
+// redistributed to their parameter's layout when handed over.
 //
 // Gradient accumulation: AccumulateWithoutSync(grads) adds a micro-batch's
 // gradients (taken without the callback) locally; the next synchronized
@@ -94,8 +104,9 @@ class GradientBuckets {
   // mismatch, the additions' errors.
   absl::Status AccumulateWithoutSync(absl::Span<const DTensor> grads);
 
-  // The all-reduces started since construction (for tests and tables).
-  int64_t num_all_reduces() const { return num_all_reduces_; }
+  // The collectives (all-reduces, reduce-scatters) started since
+  // construction (for tests and tables).
+  int64_t num_collectives() const { return num_collectives_; }
 
  private:
   struct Bucket;
@@ -104,8 +115,15 @@ class GradientBuckets {
   struct Reduction {
     std::vector<int64_t> mesh_dims;
     ReduceOp op = ReduceOp::kSum;
+    // A reduce-scatter over its one mesh dim, where the parameter is Shard
+    // (FSDP) rather than Replicate.
+    bool scatter = false;
   };
   Reduction ReductionOf(size_t index, const DTensor& grad) const;
+  // The reduce-scatter reduction of an FSDP parameter's gradient: Partial
+  // (sum or avg) on one mesh dim where the parameter is Shard, laid out
+  // as the parameter elsewhere; empty otherwise.
+  Reduction ScatterOf(size_t index, const DTensor& grad) const;
   // The open bucket for `reduction`, dtype and mesh, made if none (with
   // the first bucket's limit when it is the step's first of its kind).
   Bucket& OpenBucket(const Reduction& reduction, DType dtype,
@@ -113,8 +131,16 @@ class GradientBuckets {
   // Records the bucket's all-reduce (CommCounter), its bytes shared out to
   // the owners of its parameters' gradients.
   void Count(const Bucket& bucket) const;
-  // Copies the bucket's gradients into one buffer and starts its all-reduce.
+  // A gradient no bucket takes, brought to its parameter's layout at once
+  // (in backward, under the CommOwner it was handed over under).
+  absl::Status KeepUnbucketed(size_t index, DTensor grad);
+  // Copies the bucket's gradients into one buffer and starts its all-reduce
+  // or reduce-scatter.
   absl::Status Start(Bucket& bucket);
+  // Each rank's rows of every gradient, rank by rank, into `flat` (a
+  // reduce-scatter's input); the elements of each rank's part.
+  static absl::StatusOr<std::vector<int64_t>> PackByRank(const Bucket& bucket,
+                                                         Tensor& flat);
   // Waits for the bucket and writes its parameters' gradients into result.
   absl::Status Complete(Bucket& bucket, std::vector<DTensor>& result);
 
@@ -127,7 +153,7 @@ class GradientBuckets {
   std::vector<DTensor> accumulated_;
   std::vector<bool> given_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
-  int64_t num_all_reduces_ = 0;
+  int64_t num_collectives_ = 0;
 };
 
 }  // namespace parallel

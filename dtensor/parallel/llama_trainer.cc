@@ -70,10 +70,8 @@ absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(
   }
   DT_ASSIGN_OR_RETURN(trainer->optimizer_,
                       nn::AdamW::Create(trainer->parameters_, options.adamw));
-  if (plan.dp != DataParallel::kFsdp) {
-    trainer->buckets_ = std::make_unique<GradientBuckets>(
-        trainer->parameters_, plan.bucket_bytes, plan.first_bucket_bytes);
-  }
+  trainer->buckets_ = std::make_unique<GradientBuckets>(
+      trainer->parameters_, plan.bucket_bytes, plan.first_bucket_bytes);
   return trainer;
 }
 
@@ -142,12 +140,6 @@ absl::StatusOr<DTensor> LlamaTrainer::Forward(const Batch& batch) {
 
 absl::StatusOr<std::vector<DTensor>> LlamaTrainer::Backward(
     const DTensor& loss) {
-  if (buckets_ == nullptr) {
-    absl::StatusOr<std::vector<DTensor>> grads =
-        tape_.Gradient(loss, parameters_);
-    tape_.Clear();
-    return grads;
-  }
   nn::GradientOptions options;
   options.keep_propagated_layouts = true;
   options.on_gradient_ready = buckets_->ReadyCallback();

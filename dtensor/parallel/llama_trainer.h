@@ -114,7 +114,8 @@ class LlamaTrainer {
   // Whether the plan has a loss_parallel entry.
   bool loss_parallel_ = false;
   nn::GradientTape tape_;
-  // Null where the plan's dp is fsdp (its gradients are reduce-scattered).
+  // Backward's gradient sync: all-reduce buckets for replicated
+  // parameters, reduce-scatter buckets for FSDP's.
   std::unique_ptr<GradientBuckets> buckets_;
   // 0-d int64 on the CPU: State() shares it with a checkpoint. Metadata-only
   // runtimes count in it too.

@@ -133,9 +133,9 @@ PhaseCounts NormPart(bool fsdp, int64_t L) {
 
 // The dp dim's parameter collectives besides the norms' (see above):
 // replicate all-reduces the 7L + 2 tp-sharded gradients in one bucket; fsdp
-// gathers all
-// 9L + 3 parameters before each module's forward and again in backward, and
-// reduce-scatters the 7L + 2 gradients.
+// gathers all 9L + 3 parameters before each module's forward (a group per
+// module owning parameters, one parameter each) and again in backward, and
+// reduce-scatters the 7L + 2 gradients, one bucket per group.
 PhaseCounts DpPart(bool fsdp, int64_t L) {
   PhaseCounts c;
   if (!fsdp) {

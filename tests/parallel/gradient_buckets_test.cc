@@ -2,8 +2,9 @@
 // result: each gradient redistributed on its own to its parameter's layout.
 // Random gradients Partial(sum) (bit-exact) and Partial(avg) (within f32
 // rounding) over random mesh dims, random sizes and bucket sizes; the number
-// of all-reduces derived from the sizes; buckets started during the backward
-// pass; accumulation that communicates once; argument errors.
+// of all-reduces derived from the sizes; FSDP gradients reduce-scattered in
+// buckets; buckets started during the backward pass; accumulation that
+// communicates once; argument errors.
 #include "dtensor/parallel/gradient_buckets.h"
 
 #include <algorithm>
@@ -22,10 +23,12 @@
 #include "dtensor/comm_counter.h"
 #include "dtensor/comm_owner.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/dtensor_spec.h"
 #include "dtensor/nn/autograd.h"
 #include "dtensor/ops/elementwise_ops.h"
 #include "dtensor/ops/reduction_ops.h"
 #include "dtensor/runtime.h"
+#include "dtensor/sharding.h"
 #include "gtest/gtest.h"
 #include "tests/nn/nn_test_util.h"
 
@@ -219,6 +222,120 @@ TEST(GradientBucketsTest, RandomBucketsEqualOneRedistributionEach) {
   }
 }
 
+// FSDP: parameters sharded on mesh dim 0 (dp) as dim 0's innermost split,
+// on a 2-D mesh also Shard(0) or Replicate on dim 1 (tp); gradients Partial
+// on dp and laid out as their parameter on tp. Buckets reduce-scatter them
+// (uneven rows included) to what each gradient's own redistribution gives;
+// one reduce-scatter per bucket, a bucket closing at its size (counted from
+// the local bytes given) or where the FSDP group (the CommOwner) changes.
+absl::Status CheckFsdpBuckets(std::shared_ptr<Runtime> runtime,
+                              const DeviceMesh& mesh, uint32_t seed,
+                              ReduceOp op) {
+  std::mt19937 shared(seed);  // The same on every rank.
+  const int64_t bucket_bytes =
+      std::uniform_int_distribution<int64_t>(1, 50)(shared) * 4;
+  std::mt19937 rng(seed * 31 + runtime->rank());
+  const int64_t n = std::uniform_int_distribution<int64_t>(1, 8)(shared);
+  std::vector<DTensor> params, grads;
+  std::vector<int64_t> local_bytes;
+  // The FSDP group (CommOwner) each gradient is handed over under: runs of
+  // consecutive gradients.
+  std::vector<int> group_of(n);
+  static const int kGroupTags[8] = {};
+  for (int64_t i = 1; i < n; ++i) {
+    group_of[i] = group_of[i - 1] + static_cast<int>(shared() % 2);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const Shape shape = {std::uniform_int_distribution<int64_t>(1, 9)(shared),
+                         std::uniform_int_distribution<int64_t>(1, 4)(shared)};
+    std::vector<Placement> placements(mesh.ndim(), Placement::Replicate());
+    if (mesh.ndim() == 2 && shared() % 2 == 0) {
+      placements[1] = Placement::Shard(0);
+    }
+    DT_ASSIGN_OR_RETURN(Sharding tp_only,
+                        Sharding::FromPlacements(placements, 2));
+    DT_ASSIGN_OR_RETURN(Tensor zeros, Tensor::Zeros(shape, DType::kF32));
+    DT_ASSIGN_OR_RETURN(DTensor full, Replicated(runtime, mesh, zeros));
+    DT_ASSIGN_OR_RETURN(DTensor param,
+                        full.Redistribute(tp_only.WithShardsAppended({0}, 0)));
+    placements[0] = Placement::Partial(op);
+    DT_ASSIGN_OR_RETURN(
+        DTensorSpec spec,
+        DTensorSpec::Create(mesh, placements, shape, DType::kF32));
+    DT_ASSIGN_OR_RETURN(ShardBlock block, spec.BlockOf(runtime->rank()));
+    FromLocalOptions options;
+    options.global_shape = shape;
+    DT_ASSIGN_OR_RETURN(
+        DTensor grad,
+        DTensor::FromLocal(runtime, RandomF32(block.shape, -1, 1, rng), mesh,
+                           placements, options));
+    params.push_back(param);
+    grads.push_back(grad);
+    local_bytes.push_back(block.numel() * 4);
+  }
+  // Rank 0's local bytes decide nothing alone: every rank's blocks of one
+  // gradient have the same size here (Partial on dp, the tp block alike
+  // across dp), so the bucket boundaries agree.
+  // A bucket starts at its size limit, or before a gradient of another
+  // group joins it.
+  int64_t expected = 0, open = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (open > 0 && group_of[i] != group_of[i - 1]) {
+      ++expected;
+      open = 0;
+    }
+    open += local_bytes[i];
+    if (open >= bucket_bytes) {
+      ++expected;
+      open = 0;
+    }
+  }
+  if (open > 0) ++expected;
+  parallel::GradientBuckets buckets(params, bucket_bytes, bucket_bytes);
+  CommCounter counter;
+  std::vector<DTensor> got;
+  {
+    CommCounter::Scope counting(counter);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      CommOwner::Scope owner(&kGroupTags[group_of[i]]);
+      DT_RETURN_IF_ERROR(buckets.Add(i, grads[i]));
+    }
+    DT_ASSIGN_OR_RETURN(got, buckets.Finish());
+  }
+  if (counter.count(CommKind::kReduceScatter) != expected ||
+      counter.total_collectives() != expected) {
+    return absl::InternalError(
+        absl::StrCat("seed ", seed, ": ", counter.total_collectives(),
+                     " collectives, ", counter.count(CommKind::kReduceScatter),
+                     " reduce-scatters; expected ", expected));
+  }
+  for (size_t i = 0; i < grads.size(); ++i) {
+    DT_ASSIGN_OR_RETURN(DTensor want,
+                        grads[i].Redistribute(params[i].sharding()));
+    DT_RETURN_IF_ERROR(Compare(got[i], want, op == ReduceOp::kSum, i));
+  }
+  return absl::OkStatus();
+}
+
+TEST(GradientBucketsTest, FsdpBucketsReduceScatterLikeOneRedistributionEach) {
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{2}, std::vector<int64_t>{3},
+        std::vector<int64_t>{2, 2}}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+      for (uint32_t seed = 1; seed <= 6; ++seed) {
+        SCOPED_TRACE(absl::StrCat("mesh ", absl::StrJoin(shape, "x"), ", ",
+                                  ReduceOpName(op), ", seed ", seed));
+        const absl::Status status = RunOnMesh(
+            shape,
+            [&](std::shared_ptr<Runtime> runtime, const DeviceMesh& mesh) {
+              return CheckFsdpBuckets(runtime, mesh, seed, op);
+            });
+        EXPECT_TRUE(status.ok()) << status;
+      }
+    }
+  }
+}
+
 // loss = sum_i sum(x_i * p_i), x_i batch-sharded on a 1-D mesh of 2: each
 // p_i's gradient is Partial(sum), ready in reverse order of use.
 struct Model {
@@ -269,15 +386,15 @@ TEST(GradientBucketsTest, BackwardStartsBucketsAsGradientsBecomeReady) {
         options.keep_propagated_layouts = true;
         options.on_gradient_ready = [&](size_t index, const DTensor& grad) {
           DT_RETURN_IF_ERROR(buckets.Add(index, grad));
-          started_at_call.push_back(buckets.num_all_reduces());
+          started_at_call.push_back(buckets.num_collectives());
           return absl::OkStatus();
         };
         DT_RETURN_IF_ERROR(
             model.tape.Gradient(model.loss, model.params, options).status());
         DT_ASSIGN_OR_RETURN(std::vector<DTensor> got, buckets.Finish());
-        if (buckets.num_all_reduces() != 5) {
+        if (buckets.num_collectives() != 5) {
           return absl::InternalError(
-              absl::StrCat(buckets.num_all_reduces(), " all-reduces"));
+              absl::StrCat(buckets.num_collectives(), " all-reduces"));
         }
         if (started_at_call != std::vector<int64_t>{1, 2, 3, 3, 4, 4}) {
           return absl::InternalError(
@@ -357,10 +474,10 @@ TEST(GradientBucketsTest, AbandonStartsNoOpenBucket) {
           DT_RETURN_IF_ERROR(buckets.Abandon());
         }
         if (counter.total_collectives() != 1 ||
-            buckets.num_all_reduces() != 1) {
+            buckets.num_collectives() != 1) {
           return absl::InternalError(absl::StrCat(
               "abandon: ", counter.total_collectives(), " collectives, ",
-              buckets.num_all_reduces(), " all-reduces (want the full one)"));
+              buckets.num_collectives(), " all-reduces (want the full one)"));
         }
         DT_ASSIGN_OR_RETURN(DTensor next, PartialGrad(runtime, mesh, small,
                                                       ReduceOp::kSum, rng));
