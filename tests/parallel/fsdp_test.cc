@@ -176,9 +176,18 @@ int64_t CountOn(const std::vector<CommCounter::Event>& events, CommKind kind,
   return n;
 }
 
-DpCollectives MetadataStep(const DeviceMesh& mesh, const std::string& plan) {
+// The collectives of one pass each, in the order issued.
+struct StepOrder {
+  std::vector<CommCounter::Event> forward, backward;
+};
+
+// The collectives rank 0 issues in the last of `steps` forward and backward
+// steps of the tiny Llama parallelized by `plan` under a metadata-only
+// runtime, tokens [8, 8] sharded on dp; the loss: a cross entropy of the
+// logits against labels sharded alike, or with `sum_loss` their sum.
+StepOrder MetadataSteps(const DeviceMesh& mesh, const std::string& plan,
+                        int steps, bool sum_loss) {
   auto runtime = Runtime::MetadataOnly(0);
-  const int64_t dp = *mesh.DimIndex("dp");
   auto model = *nn::BuildLlama(nn_testing::TinyConfig(), runtime, mesh);
   EXPECT_TRUE(
       parallel::ParallelizeModule(*model, mesh, *parallel::ParsePlan(plan))
@@ -188,37 +197,49 @@ DpCollectives MetadataStep(const DeviceMesh& mesh, const std::string& plan) {
     params.push_back(named.slot->value);
   }
   std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
-  layout[dp] = Placement::Shard(0);
+  layout[*mesh.DimIndex("dp")] = Placement::Shard(0);
   const DTensor tokens = *DTensor::FromSpec(
       runtime, *DTensorSpec::Create(mesh, layout, {8, 8}, DType::kI64));
   const DTensor labels = *DTensor::FromSpec(
       runtime, *DTensorSpec::Create(mesh, layout, {64}, DType::kI64));
-  nn::GradientTape tape;
-  DTensor loss;
-  CommCounter forward, backward;
-  {
-    CommCounter::Scope comm_scope(forward);
-    nn::GradientTape::Scope scope(tape);
-    const DTensor logits = *(*model)(tokens);
-    loss = *ops::CrossEntropy(*ops::Reshape(logits, {64, 64}), labels);
+  StepOrder order;
+  for (int step = 0; step < steps; ++step) {
+    nn::GradientTape tape;
+    DTensor loss;
+    CommCounter forward, backward;
+    {
+      CommCounter::Scope comm_scope(forward);
+      nn::GradientTape::Scope scope(tape);
+      const DTensor logits = *(*model)(tokens);
+      loss = sum_loss
+                 ? *ops::Sum(logits)
+                 : *ops::CrossEntropy(*ops::Reshape(logits, {64, 64}), labels);
+    }
+    {
+      CommCounter::Scope comm_scope(backward);
+      EXPECT_TRUE(tape.Gradient(loss, params).ok());
+    }
+    order = {forward.events(), backward.events()};
   }
-  {
-    CommCounter::Scope comm_scope(backward);
-    EXPECT_TRUE(tape.Gradient(loss, params).ok());
-  }
+  return order;
+}
+
+DpCollectives MetadataStep(const DeviceMesh& mesh, const std::string& plan) {
+  const int64_t dp = *mesh.DimIndex("dp");
+  const StepOrder step = MetadataSteps(mesh, plan, 1, /*sum_loss=*/false);
   DpCollectives c;
-  c.forward_gathers = CountOn(forward.events(), CommKind::kAllGather, dp);
-  c.backward_gathers = CountOn(backward.events(), CommKind::kAllGather, dp);
-  c.backward_scatters =
-      CountOn(backward.events(), CommKind::kReduceScatter, dp);
-  for (const CommCounter* comms : {&forward, &backward}) {
-    for (const CommCounter::Event& e : comms->events()) {
+  c.forward_gathers = CountOn(step.forward, CommKind::kAllGather, dp);
+  c.backward_gathers = CountOn(step.backward, CommKind::kAllGather, dp);
+  c.backward_scatters = CountOn(step.backward, CommKind::kReduceScatter, dp);
+  for (const std::vector<CommCounter::Event>* events :
+       {&step.forward, &step.backward}) {
+    for (const CommCounter::Event& e : *events) {
       const bool on_dp = std::find(e.mesh_dims.begin(), e.mesh_dims.end(),
                                    dp) != e.mesh_dims.end();
       if (!on_dp || e.kind == CommKind::kLocal) continue;
       const bool reduction =
           e.kind == CommKind::kReduceScatter || e.kind == CommKind::kAllReduce;
-      if (comms == &backward && reduction) {
+      if (events == &step.backward && reduction) {
         ++c.backward_reductions;
       } else if (e.kind != CommKind::kAllGather || e.mesh_dims.size() != 1) {
         ++c.other_on_dp;
@@ -315,49 +336,11 @@ TEST(FsdpTest, GroupedPrefetchingEqualsPlainFsdpAfterAnUpdate) {
                          FirstStepThenSgd);
   ASSERT_TRUE(plain.ok()) << plain.status();
   auto nested = LlamaStep(
-      mesh, R"({"dp": "fsdp", "fsdp_groups": ["layers.*", "layers.*.attention"]})",
+      mesh,
+      R"({"dp": "fsdp", "fsdp_groups": ["layers.*", "layers.*.attention"]})",
       FirstStepThenSgd);
   ASSERT_TRUE(nested.ok()) << nested.status();
   ExpectIdenticalStep(*nested, *plain);
-}
-
-// The dp collectives of the second of two steps under a metadata-only
-// runtime, in the order issued: forward, then backward.
-struct StepOrder {
-  std::vector<CommCounter::Event> forward, backward;
-};
-
-StepOrder SecondStepEvents(const DeviceMesh& mesh, const std::string& plan) {
-  auto runtime = Runtime::MetadataOnly(0);
-  auto model = *nn::BuildLlama(nn_testing::TinyConfig(), runtime, mesh);
-  EXPECT_TRUE(
-      parallel::ParallelizeModule(*model, mesh, *parallel::ParsePlan(plan))
-          .ok());
-  std::vector<DTensor> params;
-  for (const nn::NamedSlot& named : model->NamedParameters()) {
-    params.push_back(named.slot->value);
-  }
-  std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
-  layout[0] = Placement::Shard(0);
-  const DTensor tokens = *DTensor::FromSpec(
-      runtime, *DTensorSpec::Create(mesh, layout, {8, 8}, DType::kI64));
-  StepOrder order;
-  for (int step = 0; step < 2; ++step) {
-    nn::GradientTape tape;
-    DTensor loss;
-    CommCounter forward, backward;
-    {
-      CommCounter::Scope comm_scope(forward);
-      nn::GradientTape::Scope scope(tape);
-      loss = *ops::Sum(*(*model)(tokens));
-    }
-    {
-      CommCounter::Scope comm_scope(backward);
-      EXPECT_TRUE(tape.Gradient(loss, params).ok());
-    }
-    order = {forward.events(), backward.events()};
-  }
-  return order;
 }
 
 // The position of the n-th event (from 0) of `kind` on mesh dims `dims`.
@@ -379,10 +362,11 @@ int64_t Position(const std::vector<CommCounter::Event>& events, CommKind kind,
 TEST(FsdpTest, PrefetchIssuesTheNextGroupsGatherFirst) {
   const DeviceMesh mesh = Mesh({2, 2}, {"dp", "tp"});
   const std::string grouped = R"(, "dp": "fsdp", "fsdp_groups": ["layers.*"])";
-  const StepOrder on =
-      SecondStepEvents(mesh, absl::StrCat("{", kTp, grouped, "}"));
-  const StepOrder off = SecondStepEvents(
-      mesh, absl::StrCat("{", kTp, grouped, R"(, "fsdp_prefetch": false})"));
+  const StepOrder on = MetadataSteps(mesh, absl::StrCat("{", kTp, grouped, "}"),
+                                     2, /*sum_loss=*/true);
+  const StepOrder off = MetadataSteps(
+      mesh, absl::StrCat("{", kTp, grouped, R"(, "fsdp_prefetch": false})"), 2,
+      /*sum_loss=*/true);
   const std::vector<int64_t> dp = {0}, tp = {1};
   const CommKind gather = CommKind::kAllGather;
   // Forward: the embedding's gather, the first block's, then the
