@@ -192,6 +192,62 @@ absl::Status FillTable(nn::Module& root, ModuleTable& table,
 }
 
 // One training step run in full (every layer).
+// What one metadata-only training step did: the collectives of each phase,
+// the tensors the tape held at the end of forward, the gradients.
+struct StepRecord {
+  CommCounter forward, backward, update;
+  std::vector<nn::GradientTape::HeldTensor> held;
+  std::vector<DTensor> grads;
+};
+
+absl::Status RecordStep(parallel::LlamaTrainer& trainer,
+                        const parallel::LlamaTrainer::Batch& batch,
+                        StepRecord& step) {
+  // A second tape beside the trainer's records the same calls: what it holds
+  // at the end of forward is what the trainer's tape keeps.
+  nn::GradientTape held_by_tape;
+  DTensor loss;
+  {
+    CommCounter::Scope counting(step.forward);
+    nn::GradientTape::Scope recording(held_by_tape);
+    DT_ASSIGN_OR_RETURN(loss, trainer.Forward(batch));
+  }
+  step.held = held_by_tape.HeldTensors();
+  held_by_tape.Clear();
+  {
+    CommCounter::Scope counting(step.backward);
+    DT_ASSIGN_OR_RETURN(step.grads, trainer.Backward(loss));
+  }
+  CommCounter::Scope counting(step.update);
+  return trainer.Update(step.grads);
+}
+
+// Adds the step's collectives to the report's phase totals and to the
+// modules that issued them (a gradient bucket's by its shares), warning of
+// large gathers.
+void AttributeCollectives(const StepRecord& step, ModuleTable& table,
+                          ExplainReport& report, Warnings& warnings) {
+  for (const CommCounter::Event& event : step.forward.events()) {
+    if (event.kind == CommKind::kLocal) continue;
+    ModuleReport& owner = table.OwnerOf(event);
+    AddCollective(event, owner.forward);
+    report.forward.Add(event);
+    WarnLargeGather(owner.name, "forward", event, warnings);
+  }
+  for (const CommCounter::Event& event : step.backward.events()) {
+    if (event.kind == CommKind::kLocal) continue;
+    for (const CommCounter::Event& part : SharesOf(event)) {
+      ModuleReport& owner = table.OwnerOf(part);
+      AddCollective(part, owner.backward);
+      WarnLargeGather(owner.name, "backward", part, warnings);
+    }
+    report.backward.Add(event);
+  }
+  for (const CommCounter::Event& event : step.update.events()) {
+    report.optimizer.Add(event);
+  }
+}
+
 absl::StatusOr<ExplainRun> RunStep(const ExplainRequest& request,
                                    int64_t rank) {
   if (rank < 0 || rank >= request.mesh.size()) {
@@ -220,54 +276,16 @@ absl::StatusOr<ExplainRun> RunStep(const ExplainRequest& request,
   ModuleTable table;
   DT_RETURN_IF_ERROR(FillTable(trainer->model(), table, warnings));
 
-  CommCounter forward, backward, update;
-  // A second tape beside the trainer's records the same calls: what it holds
-  // at the end of forward is what the trainer's tape keeps.
-  nn::GradientTape held_by_tape;
-  DTensor loss;
-  {
-    CommCounter::Scope counting(forward);
-    nn::GradientTape::Scope recording(held_by_tape);
-    DT_ASSIGN_OR_RETURN(loss, trainer->Forward(batch));
-  }
-  const std::vector<nn::GradientTape::HeldTensor> held =
-      held_by_tape.HeldTensors();
-  held_by_tape.Clear();
-  std::vector<DTensor> grads;
-  {
-    CommCounter::Scope counting(backward);
-    DT_ASSIGN_OR_RETURN(grads, trainer->Backward(loss));
-  }
-  {
-    CommCounter::Scope counting(update);
-    DT_RETURN_IF_ERROR(trainer->Update(grads));
-  }
-
-  for (const CommCounter::Event& event : forward.events()) {
-    if (event.kind == CommKind::kLocal) continue;
-    ModuleReport& owner = table.OwnerOf(event);
-    AddCollective(event, owner.forward);
-    report.forward.Add(event);
-    WarnLargeGather(owner.name, "forward", event, warnings);
-  }
-  for (const CommCounter::Event& event : backward.events()) {
-    if (event.kind == CommKind::kLocal) continue;
-    for (const CommCounter::Event& part : SharesOf(event)) {
-      ModuleReport& owner = table.OwnerOf(part);
-      AddCollective(part, owner.backward);
-      WarnLargeGather(owner.name, "backward", part, warnings);
-    }
-    report.backward.Add(event);
-  }
-  for (const CommCounter::Event& event : update.events()) {
-    report.optimizer.Add(event);
-  }
+  StepRecord step;
+  DT_RETURN_IF_ERROR(RecordStep(*trainer, batch, step));
+  AttributeCollectives(step, table, report, warnings);
   report.step.Add(report.forward);
   report.step.Add(report.backward);
   report.step.Add(report.optimizer);
-  DT_ASSIGN_OR_RETURN(report.memory,
-                      EstimateStepMemory(trainer->parameters(), grads, held,
-                                         RebuildsAtOnce(request.plan)));
+  DT_ASSIGN_OR_RETURN(
+      report.memory,
+      EstimateStepMemory(trainer->parameters(), step.grads, step.held,
+                         RebuildsAtOnce(request.plan)));
   report.modules = std::move(table.reports);
   ExplainRun run{std::move(report), warnings.Counts()};
   run.report.warnings = WarningLines(run.warnings);

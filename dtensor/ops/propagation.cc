@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
@@ -297,6 +301,126 @@ double CompletionCostUs(const Sharding& partial, const Sharding& complete,
   return plan.ok() ? (*plan)->total_cost_us : 0;
 }
 
+// The outputs `op` infers for `inputs` and `args`, after checking `args`
+// against its schema. Errors: the schema's, the op's, a wrong output count.
+absl::StatusOr<std::vector<TensorMeta>> InferOutputs(
+    const OpDef& op, absl::Span<const DTensorSpec* const> inputs,
+    const OpArgs& args) {
+  DT_RETURN_IF_ERROR(CheckOpArgs(op.name, op.args, args));
+  DT_ASSIGN_OR_RETURN(std::vector<TensorMeta> outputs, op.infer(inputs, args));
+  if (outputs.size() != static_cast<size_t>(op.num_outputs)) {
+    return absl::InternalError(absl::StrCat(op.name, " inferred ",
+                                            outputs.size(), " outputs, not ",
+                                            op.num_outputs));
+  }
+  return outputs;
+}
+
+// Scores the strategies of one call (see "The cost rule" in docs/ops.md),
+// planning each input's redistribution to a target layout once however many
+// strategies share it.
+class StrategyScorer {
+ public:
+  StrategyScorer(const OpDef& op, const StrategyContext& ctx,
+                 const Runtime& runtime)
+      : op_(op),
+        ctx_(ctx),
+        model_(runtime.CostModelFor(ctx.mesh)),
+        planner_(runtime.planner()),
+        memo_(ctx.inputs.size()),
+        // Partial outputs on these mesh dims are charged whatever the
+        // strategy does to the inputs there (MeshDimsAllReplicate).
+        all_replicate_(MeshDimsAllReplicate(
+            ctx.inputs, static_cast<int64_t>(ctx.mesh_shape.size()))) {}
+
+  const CostModel& model() const { return model_; }
+
+  // The plan of input i to `target` (null: unreachable), memoized.
+  std::shared_ptr<const RedistributePlan> PlanFor(size_t i,
+                                                  const Sharding& target) {
+    auto [it, inserted] = memo_[i].try_emplace(target, nullptr);
+    if (inserted) {
+      const DTensorSpec& spec = *ctx_.inputs[i];
+      absl::StatusOr<std::shared_ptr<const RedistributePlan>> plan =
+          planner_.Plan(spec.sharding(), target, ctx_.mesh_shape, spec.shape(),
+                        spec.dtype(), model_);
+      if (plan.ok()) it->second = *std::move(plan);
+    }
+    return it->second;
+  }
+
+  // The score of `s`; nullopt when it is invalid (an unreachable input
+  // layout, a Partial a dtype cannot reduce).
+  std::optional<Score> ScoreOf(const OpStrategy& s) {
+    for (size_t j = 0; j < ctx_.outputs.size(); ++j) {
+      if (!PartialsAllowed(s.outputs[j], ctx_.outputs[j].dtype)) {
+        return std::nullopt;
+      }
+    }
+    Score score;
+    uint64_t charged = all_replicate_;
+    for (size_t i = 0; i < ctx_.inputs.size(); ++i) {
+      const DTensorSpec* input = ctx_.inputs[i];
+      if (input == nullptr || s.inputs[i] == input->sharding()) continue;
+      if (!Reachable(input->sharding(), s.inputs[i]) ||
+          !PartialsAllowed(s.inputs[i], input->dtype())) {
+        return std::nullopt;
+      }
+      const std::shared_ptr<const RedistributePlan> plan =
+          PlanFor(i, s.inputs[i]);
+      if (plan == nullptr) return std::nullopt;
+      score.cost_us += plan->total_cost_us;
+      score.changed_inputs += 1;
+      score.steps += static_cast<int64_t>(plan->steps.size());
+      charged |= MeshDimsRedistributed(*plan);
+    }
+    for (const KernelComm& comm : s.kernel_comms) {
+      score.cost_us += model_.StepCostUs(comm.kind, comm.mesh_dims,
+                                         ctx_.mesh_shape, comm.local_bytes);
+    }
+    AddCompletions(s, charged, score);
+    return score;
+  }
+
+ private:
+  // Counts s's Partial outputs and charges completing those on `charged`
+  // mesh dims (outputs kept only for the backward excepted).
+  void AddCompletions(const OpStrategy& s, uint64_t charged,
+                      Score& score) const {
+    const size_t read_outputs = ctx_.outputs.size() - op_.num_saved_outputs;
+    for (size_t j = 0; j < read_outputs; ++j) {
+      score.partial_outputs +=
+          CompletedOn(s.outputs[j], ~uint64_t{0}) != s.outputs[j];
+      const Sharding complete = CompletedOn(s.outputs[j], charged);
+      if (complete == s.outputs[j]) continue;
+      score.completion_us += CompletionCostUs(
+          s.outputs[j], complete, ctx_.outputs[j], ctx_, model_, planner_);
+    }
+  }
+
+  const OpDef& op_;
+  const StrategyContext& ctx_;
+  const CostModel model_;
+  const RedistributePlanner& planner_;
+  std::vector<
+      absl::flat_hash_map<Sharding, std::shared_ptr<const RedistributePlan>>>
+      memo_;
+  const uint64_t all_replicate_;
+};
+
+absl::Status NoReachableStrategy(const OpDef& op,
+                                 absl::Span<const DTensorSpec* const> inputs,
+                                 size_t num_strategies) {
+  std::vector<std::string> layouts;
+  for (const DTensorSpec* in : inputs) {
+    layouts.push_back(in == nullptr ? "-" : in->sharding().ToString());
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(op.name, ": none of its ", num_strategies,
+                   " strategies can be reached from input layouts [",
+                   absl::StrJoin(layouts, "] ["), "]"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
@@ -306,109 +430,36 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
   DT_ASSIGN_OR_RETURN(std::vector<const DTensorSpec*> inputs,
                       PadInputs(op, given));
   DT_ASSIGN_OR_RETURN(const DeviceMesh* mesh, CommonMesh(op, inputs));
-  DT_RETURN_IF_ERROR(CheckOpArgs(op.name, op.args, args));
-  DT_ASSIGN_OR_RETURN(std::vector<TensorMeta> outputs, op.infer(inputs, args));
-  if (outputs.size() != static_cast<size_t>(op.num_outputs)) {
-    return absl::InternalError(absl::StrCat(op.name, " inferred ",
-                                            outputs.size(), " outputs, not ",
-                                            op.num_outputs));
-  }
+  DT_ASSIGN_OR_RETURN(std::vector<TensorMeta> outputs,
+                      InferOutputs(op, inputs, args));
   const StrategyContext ctx{inputs, args, outputs, *mesh, mesh->shape()};
   DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> strategies,
                       StrategiesOf(op, ctx));
-
-  const CostModel model = runtime.CostModelFor(*mesh);
-  const RedistributePlanner& planner = runtime.planner();
-  // Plans per input and target layout (null: unreachable), so that the many
-  // strategies sharing an input layout plan it once.
-  std::vector<
-      absl::flat_hash_map<Sharding, std::shared_ptr<const RedistributePlan>>>
-      memo(inputs.size());
-  const auto plan_for =
-      [&](size_t i,
-          const Sharding& target) -> std::shared_ptr<const RedistributePlan> {
-    auto [it, inserted] = memo[i].try_emplace(target, nullptr);
-    if (inserted) {
-      const DTensorSpec& spec = *inputs[i];
-      absl::StatusOr<std::shared_ptr<const RedistributePlan>> plan =
-          planner.Plan(spec.sharding(), target, ctx.mesh_shape, spec.shape(),
-                       spec.dtype(), model);
-      if (plan.ok()) it->second = *std::move(plan);
-    }
-    return it->second;
-  };
-
-  // Partial outputs on these mesh dims are charged whatever the strategy
-  // does to the inputs there (MeshDimsAllReplicate).
-  const uint64_t all_replicate =
-      MeshDimsAllReplicate(inputs, static_cast<int64_t>(ctx.mesh_shape.size()));
+  StrategyScorer scorer(op, ctx, runtime);
   int64_t best = -1;
   int64_t num_valid = 0;
   Score best_score;
   for (size_t k = 0; k < strategies.size(); ++k) {
-    const OpStrategy& s = strategies[k];
-    DT_RETURN_IF_ERROR(CheckStrategyShape(op, s, ctx));
-    bool valid = true;
-    for (size_t j = 0; valid && j < outputs.size(); ++j) {
-      valid = PartialsAllowed(s.outputs[j], outputs[j].dtype);
-    }
-    Score score;
-    uint64_t charged = all_replicate;
-    for (size_t i = 0; valid && i < inputs.size(); ++i) {
-      if (inputs[i] == nullptr || s.inputs[i] == inputs[i]->sharding()) {
-        continue;
-      }
-      valid = Reachable(inputs[i]->sharding(), s.inputs[i]) &&
-              PartialsAllowed(s.inputs[i], inputs[i]->dtype());
-      if (!valid) break;
-      const std::shared_ptr<const RedistributePlan> plan =
-          plan_for(i, s.inputs[i]);
-      valid = plan != nullptr;
-      if (!valid) break;
-      score.cost_us += plan->total_cost_us;
-      score.changed_inputs += 1;
-      score.steps += static_cast<int64_t>(plan->steps.size());
-      charged |= MeshDimsRedistributed(*plan);
-    }
-    if (!valid) continue;
-    for (const KernelComm& comm : s.kernel_comms) {
-      score.cost_us += model.StepCostUs(comm.kind, comm.mesh_dims,
-                                        ctx.mesh_shape, comm.local_bytes);
-    }
-    const size_t read_outputs = outputs.size() - op.num_saved_outputs;
-    for (size_t j = 0; j < read_outputs; ++j) {
-      score.partial_outputs +=
-          CompletedOn(s.outputs[j], ~uint64_t{0}) != s.outputs[j];
-      const Sharding complete = CompletedOn(s.outputs[j], charged);
-      if (complete == s.outputs[j]) continue;
-      score.completion_us += CompletionCostUs(s.outputs[j], complete,
-                                              outputs[j], ctx, model, planner);
-    }
+    DT_RETURN_IF_ERROR(CheckStrategyShape(op, strategies[k], ctx));
+    const std::optional<Score> score = scorer.ScoreOf(strategies[k]);
+    if (!score.has_value()) continue;
     ++num_valid;
-    if (best < 0 || score.BetterThan(best_score)) {
+    if (best < 0 || score->BetterThan(best_score)) {
       best = static_cast<int64_t>(k);
-      best_score = score;
+      best_score = *score;
     }
   }
-  if (best < 0) {
-    std::vector<std::string> layouts;
-    for (const DTensorSpec* in : inputs) {
-      layouts.push_back(in == nullptr ? "-" : in->sharding().ToString());
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat(op.name, ": none of its ", strategies.size(),
-                     " strategies can be reached from input layouts [",
-                     absl::StrJoin(layouts, "] ["), "]"));
-  }
+  if (best < 0) return NoReachableStrategy(op, inputs, strategies.size());
   OpStrategy& chosen = strategies[best];
   std::vector<std::shared_ptr<const RedistributePlan>> plans(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] != nullptr && chosen.inputs[i] != inputs[i]->sharding()) {
-      plans[i] = plan_for(i, chosen.inputs[i]);
+      plans[i] = scorer.PlanFor(i, chosen.inputs[i]);
     }
   }
-  return Build(op, ctx, owners, std::move(chosen), std::move(plans), model,
-               static_cast<int64_t>(strategies.size()), num_valid);
+  return Build(op, ctx, owners, std::move(chosen), std::move(plans),
+               scorer.model(), static_cast<int64_t>(strategies.size()),
+               num_valid);
 }
 
 }  // namespace dtensor
