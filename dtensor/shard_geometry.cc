@@ -114,4 +114,27 @@ absl::StatusOr<int64_t> ReplicaIndexAt(const Sharding& sharding,
   return index;
 }
 
+absl::StatusOr<InnermostRowSplit> InnermostRowSplitAt(
+    const Sharding& sharding, absl::Span<const int64_t> mesh_shape,
+    absl::Span<const int64_t> global_shape, absl::Span<const int64_t> coord,
+    int64_t mesh_dim) {
+  if (sharding.tensor_rank() == 0 || mesh_dim < 0 ||
+      mesh_dim >= sharding.mesh_ndim() ||
+      sharding.MeshDimsSharding(0).empty() ||
+      sharding.MeshDimsSharding(0).back() != mesh_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        sharding.ToString(), " does not split dim 0 over mesh dim ", mesh_dim,
+        " innermost"));
+  }
+  InnermostRowSplit split;
+  DT_ASSIGN_OR_RETURN(
+      split.whole, ShardBlockAt(sharding.WithReplicated({mesh_dim}), mesh_shape,
+                                global_shape, coord));
+  for (int64_t r = 0; r < mesh_shape[mesh_dim]; ++r) {
+    split.rows.push_back(
+        ChunkOf(split.whole.shape[0], mesh_shape[mesh_dim], r));
+  }
+  return split;
+}
+
 }  // namespace dtensor

@@ -65,6 +65,22 @@ absl::StatusOr<ShardBlock> ShardBlockAt(const Sharding& sharding,
                                         absl::Span<const int64_t> global_shape,
                                         absl::Span<const int64_t> coord);
 
+// FSDP's layout, where `mesh_dim` is the innermost split of tensor dim 0:
+// the block of sharding.WithReplicated({mesh_dim}) held at `coord` (`whole`)
+// and, per coordinate along `mesh_dim`, the rows of `whole` the rank there
+// holds (offsets relative to whole's first row): contiguous chunks that
+// cover it in order. Errors: a sharding where mesh_dim is not the innermost
+// mesh dim sharding dim 0 (decided from the layout alone, so every rank
+// answers alike), ShardBlockAt's.
+struct InnermostRowSplit {
+  ShardBlock whole;
+  std::vector<ChunkRange> rows;
+};
+absl::StatusOr<InnermostRowSplit> InnermostRowSplitAt(
+    const Sharding& sharding, absl::Span<const int64_t> mesh_shape,
+    absl::Span<const int64_t> global_shape, absl::Span<const int64_t> coord,
+    int64_t mesh_dim);
+
 // Which replica of its block the rank at `coord` holds: its row-major index
 // over its coordinates on sharding.ReplicaMeshDims() (the mesh dims along
 // which ranks hold the same block), so exactly one rank per block has index 0.

@@ -21,10 +21,12 @@
 namespace dtensor {
 namespace {
 
-// How many FSDP groups backward holds gathered at once: the one computing
-// and, with prefetch, the one prefetched.
+// How many FSDP groups' worth of parameters backward holds at once: the
+// group computing, its gradients until they are reduce-scattered (as large
+// as its gathered parameters) and, with prefetch, the group prefetched.
 int64_t RebuildsAtOnce(const parallel::Plan& plan) {
-  return plan.dp == parallel::DataParallel::kFsdp && plan.fsdp_prefetch ? 2 : 1;
+  if (plan.dp != parallel::DataParallel::kFsdp) return 1;
+  return plan.fsdp_prefetch ? 3 : 2;
 }
 
 absl::StatusOr<TensorLayout> LayoutOf(const DTensor& x) {

@@ -24,8 +24,9 @@ struct MemoryEstimate {
   // recomputed in backward excluded) plus the transient that coexists with
   // them in backward: the largest of those tensors (a gradient as large as
   // the largest activation), or the tensors rebuilt at once (FSDP: the
-  // gathered parameters of the group computing and, with prefetch, of the
-  // group prefetched: the `rebuilds_at_once` largest rebuild groups).
+  // gathered parameters of the group computing, its gradients until they are
+  // reduce-scattered and, with prefetch, the group prefetched: the
+  // `rebuilds_at_once` largest rebuild groups).
   int64_t peak_activations = 0;
 
   int64_t total() const {
@@ -38,8 +39,9 @@ absl::StatusOr<int64_t> LocalBytes(const DTensor& x);
 
 // The estimate from a step's parameters, the gradients backward returned,
 // the tensors the tape held at the end of forward
-// (GradientTape::HeldTensors), and how many rebuild groups backward holds at
-// once (2 with FSDP prefetch, else 1). Errors: LocalBytes'.
+// (GradientTape::HeldTensors), and how many rebuild groups' worth backward
+// holds at once (FSDP: 3 with prefetch, 2 without; else 1). Errors:
+// LocalBytes'.
 absl::StatusOr<MemoryEstimate> EstimateStepMemory(
     absl::Span<const DTensor> parameters, absl::Span<const DTensor> gradients,
     absl::Span<const nn::GradientTape::HeldTensor> held,

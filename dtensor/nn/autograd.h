@@ -49,6 +49,17 @@ struct GradientOptions {
   // pass and is Gradient()'s.
   std::function<absl::Status(size_t source, const DTensor& grad)>
       on_gradient_ready;
+  // If set, called after each point of the pass where on_gradient_ready was
+  // handed one or more gradients (the sources that became final together,
+  // such as an FSDP group's parameters), under the CommOwner of the last
+  // one: a caller that groups gradients can start the group's communication
+  // there. Its error stops the pass and is Gradient()'s.
+  std::function<absl::Status()> after_gradients_ready;
+  // With on_gradient_ready: the pass drops its reference to each gradient it
+  // handed over (Gradient() returns those undefined), so that the caller's
+  // copy is the only one and its memory goes when the caller is done with it
+  // (an FSDP parameter's gradient, full on dp, once reduce-scattered).
+  bool release_handed_over = false;
 };
 
 // Reverse-mode autograd over DTensor ops, like TensorFlow's GradientTape.
@@ -176,8 +187,11 @@ class GradientTape {
   // all-gather and prefetches the next group's. `group` keys the tensors
   // rebuilt together (HeldTensor::rebuild_group; may be null).
   // Requires: `rebuild` returns a tensor equal to value (spec and data),
-  // under the same collective rules (every rank calls it at the same point),
-  // and may be called again after its result was dropped.
+  // under the same collective rules (every rank calls it at the same point).
+  // The tape calls it once per pass for `value` (sharing the result between
+  // the records that hold it), and again for each later recorded
+  // redistribution of `value` it rebuilds, possibly while an earlier result is
+  // alive.
   using RebuildFn = std::function<absl::StatusOr<DTensor>()>;
   static absl::Status RecomputeInBackward(const DTensor& value,
                                           const DTensor& source,

@@ -113,7 +113,8 @@ class GradientTape::BackwardPass {
   // For each tensor recomputed in backward, the earliest record holding it:
   // its rebuilt value is dropped after that record.
   void FindEarliestUses();
-  // With options.on_gradient_ready, for each source the earliest record
+  // With options.on_gradient_ready, or when gradients are brought to their
+  // sources' layouts (settle_when_ready_), for each source the earliest record
   // holding it: its gradient is final after that record's backward.
   void FindReadyPoints(const GradientOptions& options);
   // Backward from the target's gradient `seed`, the gradient of each tensor
@@ -183,6 +184,8 @@ class GradientTape::BackwardPass {
   absl::flat_hash_map<size_t, std::vector<size_t>> ready_after_;
   std::vector<bool> reported_;
   std::function<absl::Status(size_t, const DTensor&)> on_ready_;
+  std::function<absl::Status()> after_ready_;
+  bool release_handed_over_ = false;
   // Without a callback, and unless the caller keeps propagated layouts, a
   // source's gradient is brought to its layout as soon as it is final, so
   // that a large propagated gradient (an FSDP parameter's, full on dp) is
@@ -258,6 +261,8 @@ void GradientTape::BackwardPass::FindReadyPoints(
       !options.on_gradient_ready && !options.keep_propagated_layouts;
   if (!options.on_gradient_ready && !settle_when_ready_) return;
   on_ready_ = options.on_gradient_ready;
+  after_ready_ = options.after_gradients_ready;
+  release_handed_over_ = options.release_handed_over;
   reported_.resize(sources_.size());
   // The earliest record holding each slot.
   std::vector<size_t> earliest(grads_.size(), tape_.records_.size());
@@ -276,18 +281,25 @@ void GradientTape::BackwardPass::FindReadyPoints(
 absl::Status GradientTape::BackwardPass::ReportReady(size_t r) {
   auto found = ready_after_.find(r);
   if (found == ready_after_.end()) return absl::OkStatus();
+  const void* last_owner = nullptr;
+  bool handed_over = false;
   for (size_t s : found->second) {
     DTensor& grad = grads_[source_slots_[s]];
     if (!grad.defined() || !IsDifferentiable(sources_[s])) continue;
-    CommOwner::Scope owner(source_owner_[source_slots_[s]]);
+    last_owner = source_owner_[source_slots_[s]];
+    CommOwner::Scope owner(last_owner);
     if (settle_when_ready_) {
       DT_ASSIGN_OR_RETURN(grad, InSourceLayout(s, grad));
       continue;
     }
     reported_[s] = true;
+    handed_over = true;
     DT_RETURN_IF_ERROR(on_ready_(s, grad));
+    if (release_handed_over_) grad = DTensor();
   }
-  return absl::OkStatus();
+  if (!handed_over || !after_ready_) return absl::OkStatus();
+  CommOwner::Scope owner(last_owner);
+  return after_ready_();
 }
 
 absl::Status GradientTape::BackwardPass::RunBackward(const DTensor& seed) {
@@ -427,9 +439,10 @@ absl::StatusOr<DTensor> GradientTape::BackwardPass::InSourceLayout(
 absl::StatusOr<std::vector<DTensor>>
 GradientTape::BackwardPass::FinishSourceGradients(
     const GradientOptions& options) {
-  std::vector<DTensor> result;
-  result.reserve(sources_.size());
+  std::vector<DTensor> result(sources_.size());
+  bool handed_over = false;
   for (size_t s = 0; s < sources_.size(); ++s) {
+    if (on_ready_ && reported_[s] && release_handed_over_) continue;
     const DTensor& source = sources_[s];
     const int32_t slot = source_slots_[s];
     DTensor grad;
@@ -441,12 +454,17 @@ GradientTape::BackwardPass::FinishSourceGradients(
     CommOwner::Scope owner(source_owner_[slot]);
     if (on_ready_ && !reported_[s]) {
       reported_[s] = true;
+      handed_over = true;
       DT_RETURN_IF_ERROR(on_ready_(s, grad));
+      if (release_handed_over_) continue;
     }
     if (!options.keep_propagated_layouts) {
       DT_ASSIGN_OR_RETURN(grad, InSourceLayout(s, grad));
     }
-    result.push_back(std::move(grad));
+    result[s] = std::move(grad);
+  }
+  if (handed_over && after_ready_) {
+    DT_RETURN_IF_ERROR(after_ready_());
   }
   return result;
 }

@@ -61,6 +61,13 @@ class FlatGather {
   // Waits for the collective; the gathered parameters (Replicate on dp), in
   // the order given to Start. Errors: the collective's, naming the label.
   absl::StatusOr<std::vector<DTensor>> Finish();
+  // Waits for the collective and drops its result.
+  void Drop();
+
+  // A collective in flight owns its buffers until it ends.
+  ~FlatGather() { Drop(); }
+  FlatGather(const FlatGather&) = delete;
+  FlatGather& operator=(const FlatGather&) = delete;
 
  private:
   FlatGather() = default;
@@ -70,11 +77,10 @@ class FlatGather {
 
   std::string label_;
   std::vector<DTensor> sharded_;
-  // Per parameter: the gathered spec and this rank's block of it.
+  // Per parameter: the gathered spec, this rank's block of it, and the rows
+  // of that block each dp coordinate holds.
   std::vector<std::shared_ptr<const DTensorSpec>> specs_;
-  std::vector<ShardBlock> gathered_blocks_;
-  // pieces_[r][p]: parameter p's block on the rank at dp coordinate r.
-  std::vector<std::vector<ShardBlock>> pieces_;
+  std::vector<InnermostRowSplit> splits_;
   // Elements per dp rank, and this rank's dp coordinate.
   std::vector<int64_t> sizes_;
   int64_t me_ = 0;
@@ -96,41 +102,35 @@ absl::StatusOr<std::unique_ptr<FlatGather>> FlatGather::Start(
   return gather;
 }
 
+// Elements in one row (dim-0 slice) of `block`.
+int64_t RowElements(const ShardBlock& block) {
+  return block.shape[0] == 0 ? 0 : block.numel() / block.shape[0];
+}
+
 absl::Status FlatGather::Plan(int64_t dp) {
   const DTensor& first = sharded_.front();
   const DeviceMesh& mesh = first.mesh();
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
                       mesh.CoordinateOf(first.runtime()->rank()));
   me_ = coord[dp];
-  const int64_t group_size = mesh.shape()[dp];
-  pieces_.assign(group_size, {});
-  sizes_.assign(group_size, 0);
+  sizes_.assign(mesh.shape()[dp], 0);
   for (const DTensor& param : sharded_) {
+    absl::StatusOr<InnermostRowSplit> split = InnermostRowSplitAt(
+        param.sharding(), mesh.shape(), param.shape(), coord, dp);
+    if (!split.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label_, ": ", split.status().message()));
+    }
+    const int64_t row = RowElements(split->whole);
+    for (size_t r = 0; r < sizes_.size(); ++r) {
+      sizes_[r] += split->rows[r].size * row;
+    }
     DT_ASSIGN_OR_RETURN(
         DTensorSpec spec,
         DTensorSpec::Create(mesh, param.sharding().WithReplicated({dp}),
                             param.shape(), param.dtype()));
-    DT_ASSIGN_OR_RETURN(ShardBlock gathered, spec.BlockAt(coord));
-    std::vector<int64_t> peer = coord;
-    for (int64_t r = 0; r < group_size; ++r) {
-      peer[dp] = r;
-      DT_ASSIGN_OR_RETURN(ShardBlock piece, param.spec().BlockAt(peer));
-      const bool tiles = piece.empty() ||
-                         (std::equal(piece.shape.begin() + 1, piece.shape.end(),
-                                     gathered.shape.begin() + 1) &&
-                          piece.offset[0] >= gathered.offset[0] &&
-                          piece.offset[0] + piece.shape[0] <=
-                              gathered.offset[0] + gathered.shape[0]);
-      if (param.shape().empty() || !tiles) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            label_, ": ", param.spec().ToString(),
-            " is not sharded on mesh dim ", dp, " as dim 0's innermost split"));
-      }
-      sizes_[r] += piece.numel();
-      pieces_[r].push_back(std::move(piece));
-    }
     specs_.push_back(std::make_shared<const DTensorSpec>(std::move(spec)));
-    gathered_blocks_.push_back(std::move(gathered));
+    splits_.push_back(*std::move(split));
   }
   return absl::OkStatus();
 }
@@ -184,38 +184,47 @@ absl::StatusOr<std::vector<DTensor>> FlatGather::Finish() {
     }
     return gathered;
   }
-  if (absl::Status done = work_->Wait(); !done.ok()) {
+  const absl::Status done = std::exchange(work_, nullptr)->Wait();
+  input_ = Tensor();
+  if (!done.ok()) {
     return absl::Status(done.code(),
                         absl::StrCat(label_, ": ", done.message()));
   }
-  input_ = Tensor();
+  // Rank r's buffer holds its rows of every parameter, in order.
   std::vector<int64_t> rank_offset(sizes_.size(), 0);
   for (size_t r = 1; r < sizes_.size(); ++r) {
     rank_offset[r] = rank_offset[r - 1] + sizes_[r - 1];
   }
   for (size_t p = 0; p < sharded_.size(); ++p) {
-    const ShardBlock& block = gathered_blocks_[p];
+    const ShardBlock& whole = splits_[p].whole;
+    const int64_t row = RowElements(whole);
     DT_ASSIGN_OR_RETURN(
         Tensor local,
-        Tensor::Empty(block.shape, sharded_[p].dtype(), output_.device()));
+        Tensor::Empty(whole.shape, sharded_[p].dtype(), output_.device()));
     for (size_t r = 0; r < sizes_.size(); ++r) {
-      const ShardBlock& piece = pieces_[r][p];
-      if (!piece.empty()) {
+      const ChunkRange rows = splits_[p].rows[r];
+      if (rows.size * row > 0) {
         DT_ASSIGN_OR_RETURN(Tensor from,
-                            output_.Narrow(0, rank_offset[r], piece.numel()));
-        DT_ASSIGN_OR_RETURN(from, from.View(piece.shape));
-        DT_ASSIGN_OR_RETURN(
-            Tensor to,
-            local.Narrow(0, piece.offset[0] - block.offset[0], piece.shape[0]));
+                            output_.Narrow(0, rank_offset[r], rows.size * row));
+        std::vector<int64_t> shape = whole.shape;
+        shape[0] = rows.size;
+        DT_ASSIGN_OR_RETURN(from, from.View(shape));
+        DT_ASSIGN_OR_RETURN(Tensor to, local.Narrow(0, rows.offset, rows.size));
         DT_RETURN_IF_ERROR(to.CopyFrom(from));
       }
-      rank_offset[r] += piece.numel();
+      rank_offset[r] += rows.size * row;
     }
     gathered.push_back(
         DTensor::WrapUnchecked(runtime, specs_[p], std::move(local)));
   }
   output_ = Tensor();
   return gathered;
+}
+
+void FlatGather::Drop() {
+  if (work_ != nullptr) std::exchange(work_, nullptr)->Wait().IgnoreError();
+  input_ = Tensor();
+  output_ = Tensor();
 }
 
 class Schedule;
@@ -255,6 +264,12 @@ class GroupState {
   absl::StatusOr<DTensor> Rebuild(size_t k);
   // Frees the parameters rebuilt but not yet taken.
   void ReleaseRebuilt() { rebuilt_.clear(); }
+  // Whether parameters rebuilt for this backward are not yet taken: the
+  // group needs no gather before they are.
+  bool HoldsRebuilt() const {
+    return std::any_of(rebuilt_.begin(), rebuilt_.end(),
+                       [](const DTensor& x) { return x.defined(); });
+  }
 
  private:
   const FsdpOptions& options() const;
@@ -303,8 +318,18 @@ class Schedule : public std::enable_shared_from_this<Schedule> {
     }
     if (phase == Phase::kForward) last_order_ = std::exchange(order_, {});
   }
-  // Group `index` runs its forward now.
-  void Entered(size_t index) { order_.push_back(index); }
+  // Group `index` runs its forward now. A group that already ran in this
+  // forward starts the next one (forwards without a backward between, as in
+  // evaluation): the order restarts and gathers in flight are dropped, as
+  // the parameters may have changed since. (A group called twice in one
+  // forward, as tied weights are, costs a prefetch, never a wrong value.)
+  void Entered(size_t index) {
+    if (std::find(order_.begin(), order_.end(), index) != order_.end()) {
+      for (auto& group : groups_) group->DropPending();
+      last_order_ = std::exchange(order_, {});
+    }
+    order_.push_back(index);
+  }
   // The group after `index`'s first run in the last forward, and the one
   // before its last run in this forward; nullopt where none.
   std::optional<size_t> NextInForward(size_t index) const {
@@ -320,17 +345,17 @@ class Schedule : public std::enable_shared_from_this<Schedule> {
     return *it;
   }
   // Starts group `index`'s gather ahead of its use, under its module's
-  // name in the counters. No-op for none or without prefetch.
+  // name in the counters. No-op for none, without prefetch, or for a group
+  // that still holds parameters rebuilt for this backward (an enclosing
+  // group of nested ones).
   absl::Status Prefetch(std::optional<size_t> index) {
-    if (!options_.prefetch || !index.has_value()) return absl::OkStatus();
+    if (!options_.prefetch || !index.has_value() ||
+        groups_[*index]->HoldsRebuilt()) {
+      return absl::OkStatus();
+    }
     GroupState& next = *groups_[*index];
     CommOwner::Scope owner(next.module());
     return next.StartGather();
-  }
-  void ReleaseRebuiltExcept(size_t index) {
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      if (i != index) groups_[i]->ReleaseRebuilt();
-    }
   }
 
  private:
@@ -379,20 +404,22 @@ absl::Status GroupState::StartGather() {
   return absl::OkStatus();
 }
 
-void GroupState::DropPending() {
-  for (auto& gather : pending_) gather->Finish().IgnoreError();
-  pending_.clear();
-}
+void GroupState::DropPending() { pending_.clear(); }
 
 absl::StatusOr<std::vector<DTensor>> GroupState::TakeGathered() {
   DT_RETURN_IF_ERROR(StartGather());
   std::vector<std::unique_ptr<FlatGather>> gathers = std::move(pending_);
   pending_.clear();
+  // Every gather is finished before the first error returns.
   std::vector<std::vector<DTensor>> by_dtype;
+  absl::Status status;
   for (auto& gather : gathers) {
-    DT_ASSIGN_OR_RETURN(std::vector<DTensor> gathered, gather->Finish());
-    by_dtype.push_back(std::move(gathered));
+    absl::StatusOr<std::vector<DTensor>> gathered = gather->Finish();
+    status.Update(gathered.status());
+    by_dtype.push_back(gathered.ok() ? *std::move(gathered)
+                                     : std::vector<DTensor>());
   }
+  DT_RETURN_IF_ERROR(status);
   std::vector<DTensor> gathered;
   for (const auto& [g, position] : pending_place_) {
     gathered.push_back(std::move(by_dtype[g][position]));
@@ -435,8 +462,10 @@ void GroupState::Exit() {
 
 absl::StatusOr<DTensor> GroupState::Rebuild(size_t k) {
   schedule_->EnterPhase(Schedule::Phase::kBackward);
+  // Each parameter is handed to the tape once (it shares it between the
+  // records that hold it); asked again (a redistribution of it recorded in
+  // forward), the group is gathered again.
   if (k >= rebuilt_.size() || !rebuilt_[k].defined()) {
-    schedule_->ReleaseRebuiltExcept(index_);
     {
       CommOwner::Scope owner(group_.module);
       DT_ASSIGN_OR_RETURN(rebuilt_, TakeGathered());
@@ -447,17 +476,22 @@ absl::StatusOr<DTensor> GroupState::Rebuild(size_t k) {
   return std::exchange(rebuilt_[k], DTensor());
 }
 
-// The slots of `members` that hold parameters sharded on `dp`.
-std::vector<ParamSlot> DpShardedSlots(const std::vector<nn::Module*>& members,
-                                      int64_t dp) {
+// The slots of `members` that hold parameters sharded on mesh dim `dp`.
+// Errors: a parameter whose mesh has no dim `dp`.
+absl::StatusOr<std::vector<ParamSlot>> DpShardedSlots(const FsdpGroup& group,
+                                                      int64_t dp) {
   std::vector<ParamSlot> params;
-  for (nn::Module* member : members) {
+  for (nn::Module* member : group.members) {
     absl::Span<nn::TensorSlot> slots = member->slots();
     for (size_t i = 0; i < slots.size(); ++i) {
       const DTensor& value = slots[i].value;
-      if (slots[i].is_parameter && value.defined() &&
-          dp < value.mesh().ndim() &&
-          value.sharding().placement(dp).is_shard()) {
+      if (!slots[i].is_parameter || !value.defined()) continue;
+      if (dp < 0 || dp >= value.mesh().ndim()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("FSDP group \"", group.name, "\": dp mesh dim ", dp,
+                         " is not a dim of ", value.mesh().ToString()));
+      }
+      if (value.sharding().placement(dp).is_shard()) {
         params.push_back({member, i});
       }
     }
@@ -475,8 +509,8 @@ absl::Status AddFsdpGroups(std::vector<FsdpGroup> groups,
       return absl::InvalidArgumentError(
           absl::StrCat("FSDP group \"", group.name, "\" has no module"));
     }
-    std::vector<ParamSlot> params =
-        DpShardedSlots(group.members, options.dp_dim);
+    DT_ASSIGN_OR_RETURN(std::vector<ParamSlot> params,
+                        DpShardedSlots(group, options.dp_dim));
     if (params.empty()) continue;
     schedule->Add(std::move(group), std::move(params));
   }

@@ -19,23 +19,27 @@ namespace parallel {
 //   all-gathered over dp with ONE collective of a flat buffer per dtype (the
 //   rank's blocks back to back; uneven blocks as they are), and the slots hold
 //   the gathered copies until the call returns, when they get the sharded
-//   parameters back, so the copies are freed. With prefetch, the next group's
-//   gather (the next in `groups` order, which is forward order) is started as
-//   soon as this group's is done, so that it runs while this group computes.
+//   parameters back, so the copies are freed. With prefetch, the gather of
+//   the group that ran next in the previous forward (none in the first) is
+//   started as soon as this group's is done, so that it runs while this
+//   group computes.
 // - Backward: the gathered copies are declared RecomputeInBackward, so the
 //   tape keeps none of them; the first time backward needs a parameter of a
-//   group it gathers the whole group again (one flat collective) and, with
-//   prefetch, starts the previous group's gather. Each group's gather is
-//   recorded as one function whose backward redistributes each gathered
-//   parameter's gradient to its sharded parameter's layout (a reduce-scatter
-//   over dp where the gradient is Partial there).
+//   group it gathers the whole group again (one flat collective, or the one
+//   prefetched) and, with prefetch, starts the gather of the group that ran
+//   before it in this step's forward. Each group's gather is recorded as one
+//   function whose backward hands each gathered parameter's gradient on as
+//   propagation left it (Partial on dp): the sharded parameters are the
+//   backward pass's sources, whose gradients the tape reduce-scatters, or
+//   GradientBuckets does per group (dtensor/parallel/gradient_buckets.h).
 //
 // Every rank calls the groups in the same order (SPMD), so the ranks'
 // collectives match. A prefetched gather that was not used when the step
-// turns from forward to backward or back (a group that did not run) is
-// waited for and dropped, so that no gather outlives the parameters it read.
-// Under a metadata-only runtime the gathers are only counted (CommCounter: one
-// all_gather per group and dtype, attributed to the group's module).
+// turns from forward to backward or back, or when a new forward starts (a
+// group runs again), is waited for and dropped, so that no gather outlives
+// the parameter values it read. Under a metadata-only runtime the gathers are
+// only counted (CommCounter: one all_gather per group and dtype, attributed to
+// the group's module).
 struct FsdpGroup {
   // For errors and event labels: the module's fully-qualified name.
   std::string name;
@@ -56,8 +60,9 @@ struct FsdpOptions {
 
 // Installs FSDP on `groups`, given in forward order. The hooks share the
 // groups' state; they live as long as the modules' hooks do.
-// Errors: a group without a module, or a dp_dim out of range of a
-// parameter's mesh (InvalidArgument naming the group).
+// Errors: a group without a module, or a dp_dim that is not a dim of a
+// parameter's mesh (InvalidArgument naming the group). A parameter not
+// sharded on dp as dim 0's innermost split fails its group's gather.
 absl::Status AddFsdpGroups(std::vector<FsdpGroup> groups,
                            const FsdpOptions& options);
 

@@ -21,7 +21,8 @@
 namespace dtensor {
 namespace parallel {
 
-// Gradients of one mesh, reduction and dtype, reduced by one all-reduce.
+// Gradients of one mesh, reduction and dtype, reduced by one collective (an
+// all-reduce, or a reduce-scatter for FSDP's).
 struct GradientBuckets::Bucket {
   DeviceMesh mesh;
   Reduction reduction;
@@ -40,8 +41,8 @@ struct GradientBuckets::Bucket {
   int64_t bytes = 0;
   std::vector<int64_t> given_bytes;
   // A reduce-scatter bucket: per gradient, the rows of its local block that
-  // each rank of the mesh dim keeps (first row, row count), by rank.
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> rows;
+  // each rank of the mesh dim keeps, by rank.
+  std::vector<std::vector<ChunkRange>> rows;
   // Set by Start: the flat buffer the results land in (no data under a
   // metadata-only runtime), a reduce-scatter's input (alive until the
   // collective ends), and the handle.
@@ -52,36 +53,6 @@ struct GradientBuckets::Bucket {
 };
 
 namespace {
-
-// For a reduce-scatter over mesh dim `m` of a gradient whose local block is
-// `block` (the parameter's layout with Replicate on m): the rows of the block
-// (first, count) that the rank at each coordinate along m keeps, its block of
-// `param`. Errors: a parameter not sharded on m as dim 0's innermost split
-// (its blocks along m do not tile `block`'s rows).
-absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> RowsKept(
-    const DTensor& param, const ShardBlock& block, int64_t m) {
-  DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
-                      param.mesh().CoordinateOf(param.runtime()->rank()));
-  std::vector<std::pair<int64_t, int64_t>> rows;
-  for (int64_t r = 0; r < param.mesh().shape()[m]; ++r) {
-    coord[m] = r;
-    DT_ASSIGN_OR_RETURN(ShardBlock piece, param.spec().BlockAt(coord));
-    const bool tiles =
-        !piece.shape.empty() &&
-        std::equal(piece.shape.begin() + 1, piece.shape.end(),
-                   block.shape.begin() + 1) &&
-        piece.offset[0] >= block.offset[0] &&
-        piece.offset[0] + piece.shape[0] <= block.offset[0] + block.shape[0];
-    if (!tiles && !piece.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(param.spec().ToString(), " is not sharded on mesh dim ",
-                       m, " as dim 0's innermost split"));
-    }
-    rows.emplace_back(piece.empty() ? 0 : piece.offset[0] - block.offset[0],
-                      piece.empty() ? 0 : piece.shape[0]);
-  }
-  return rows;
-}
 
 // The gradients back to back into `flat` (an all-reduce's input).
 absl::Status PackInOrder(absl::Span<const Tensor> locals, Tensor& flat) {
@@ -214,16 +185,19 @@ absl::Status GradientBuckets::Add(size_t index, const DTensor& grad) {
   if (reduction.mesh_dims.empty()) return KeepUnbucketed(index, sum);
   DT_ASSIGN_OR_RETURN(ShardBlock block,
                       sum.spec().BlockOf(sum.runtime()->rank()));
-  std::vector<std::pair<int64_t, int64_t>> rows;
+  std::vector<ChunkRange> rows;
   std::vector<int64_t> result_shape = block.shape;
   if (reduction.scatter) {
-    absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> kept =
-        RowsKept(params_[index], block, reduction.mesh_dims[0]);
-    if (!kept.ok()) return KeepUnbucketed(index, sum);
-    rows = *std::move(kept);
-    DT_ASSIGN_OR_RETURN(ShardBlock own,
-                        params_[index].spec().BlockOf(sum.runtime()->rank()));
-    result_shape = std::move(own.shape);
+    const DTensor& param = params_[index];
+    DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
+                        param.mesh().CoordinateOf(param.runtime()->rank()));
+    // Not FSDP's layout (the same answer on every rank): redistributed alone.
+    absl::StatusOr<InnermostRowSplit> split =
+        InnermostRowSplitAt(param.sharding(), param.mesh().shape(),
+                            param.shape(), coord, reduction.mesh_dims[0]);
+    if (!split.ok()) return KeepUnbucketed(index, sum);
+    rows = std::move(split->rows);
+    result_shape[0] = rows[coord[reduction.mesh_dims[0]]].size;
   }
   Bucket* open = &OpenBucket(reduction, sum.dtype(), sum.mesh());
   if (reduction.scatter && !open->owners.empty() &&
@@ -326,10 +300,10 @@ absl::StatusOr<std::vector<int64_t>> GradientBuckets::PackByRank(
   int64_t offset = 0;
   for (size_t r = 0; r < group_size; ++r) {
     for (size_t k = 0; k < bucket.locals.size(); ++k) {
-      const auto [first_row, count] = bucket.rows[k][r];
-      if (count == 0) continue;
+      const ChunkRange kept = bucket.rows[k][r];
+      if (kept.size == 0) continue;
       DT_ASSIGN_OR_RETURN(Tensor rows,
-                          bucket.locals[k].Narrow(0, first_row, count));
+                          bucket.locals[k].Narrow(0, kept.offset, kept.size));
       DT_ASSIGN_OR_RETURN(Tensor piece, flat.Narrow(0, offset, rows.numel()));
       DT_ASSIGN_OR_RETURN(piece, piece.View(rows.shape()));
       DT_RETURN_IF_ERROR(piece.CopyFrom(rows));
@@ -363,6 +337,15 @@ absl::Status GradientBuckets::Complete(Bucket& bucket,
     }
     result[bucket.indices[k]] =
         DTensor::WrapUnchecked(param.runtime(), param.spec_ptr(), local);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientBuckets::StartGroups() {
+  for (const std::unique_ptr<Bucket>& bucket : buckets_) {
+    if (bucket->reduction.scatter && !bucket->started) {
+      DT_RETURN_IF_ERROR(Start(*bucket));
+    }
   }
   return absl::OkStatus();
 }

@@ -25,6 +25,8 @@ namespace parallel {
 //   nn::GradientOptions options;
 //   options.keep_propagated_layouts = true;
 //   options.on_gradient_ready = buckets.ReadyCallback();
+//   options.after_gradients_ready = buckets.GroupReadyCallback();
+//   options.release_handed_over = true;
 //   DT_RETURN_IF_ERROR(tape.Gradient(loss, params, options).status());
 //   DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, buckets.Finish());
 //
@@ -49,9 +51,9 @@ namespace parallel {
 // reduce-scatter bucket instead: the bucket packs each rank's rows of every
 // gradient rank by rank, so that one asynchronous reduce-scatter leaves each
 // rank its parameters' blocks (uneven blocks as they are). Such a bucket
-// holds one FSDP group's gradients (those handed over under one CommOwner,
-// the group's module): it starts when a gradient of another owner comes, or
-// at its size limit.
+// holds one FSDP group's gradients (those handed over together, under the
+// group's module): it starts at GroupReadyCallback (backward handed the
+// group over), when a gradient of another owner comes, or at its size limit.
 //
 // Gradients of other layouts (a parameter sharded by TP, complete
 // gradients, Partial over several dims where one shards the parameter) are
@@ -76,14 +78,24 @@ class GradientBuckets {
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
 
-  // The gradient of params[index], final: adds it to the open buckets (or
-  // keeps it for Finish). Errors: an index out of range or given twice in a
-  // step, a shape mismatch, the copy's or the all-reduce start's errors.
+  // The gradient of params[index], final: adds it to the open buckets (or,
+  // when no bucket takes it, redistributes it to its parameter's layout at
+  // once). Errors: an index out of range or given twice in a step, a shape
+  // mismatch, the redistribution's, the copy's or a collective start's
+  // errors.
   absl::Status Add(size_t index, const DTensor& grad);
   // Add, as a GradientOptions::on_gradient_ready; valid while this lives.
   std::function<absl::Status(size_t, const DTensor&)> ReadyCallback() {
     return
         [this](size_t index, const DTensor& grad) { return Add(index, grad); };
+  }
+  // Starts the open reduce-scatter buckets: the gradients backward handed
+  // over together (an FSDP group's, final at once) are in. Errors: Start's.
+  absl::Status StartGroups();
+  // StartGroups, as a GradientOptions::after_gradients_ready; valid while
+  // this lives.
+  std::function<absl::Status()> GroupReadyCallback() {
+    return [this] { return StartGroups(); };
   }
   // Starts the buckets still open, waits for every all-reduce and returns
   // the parameters' gradients in their layouts (zeros where none was given),
@@ -128,7 +140,7 @@ class GradientBuckets {
   // the first bucket's limit when it is the step's first of its kind).
   Bucket& OpenBucket(const Reduction& reduction, DType dtype,
                      const DeviceMesh& mesh);
-  // Records the bucket's all-reduce (CommCounter), its bytes shared out to
+  // Records the bucket's collective (CommCounter), its bytes shared out to
   // the owners of its parameters' gradients.
   void Count(const Bucket& bucket) const;
   // A gradient no bucket takes, brought to its parameter's layout at once

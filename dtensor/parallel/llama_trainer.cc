@@ -143,6 +143,8 @@ absl::StatusOr<std::vector<DTensor>> LlamaTrainer::Backward(
   nn::GradientOptions options;
   options.keep_propagated_layouts = true;
   options.on_gradient_ready = buckets_->ReadyCallback();
+  options.after_gradients_ready = buckets_->GroupReadyCallback();
+  options.release_handed_over = true;
   const absl::Status backward =
       tape_.Gradient(loss, parameters_, options).status();
   tape_.Clear();

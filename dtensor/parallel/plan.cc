@@ -339,8 +339,9 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
     } else if (member.first == "fsdp_groups") {
       DT_ASSIGN_OR_RETURN(plan.fsdp_groups, ParsePatterns(member.first, value));
     } else if (member.first == "fsdp_prefetch") {
-      if (!value.is_bool())
+      if (!value.is_bool()) {
         return WrongType("\"fsdp_prefetch\"", "bool", value);
+      }
       plan.fsdp_prefetch = value.bool_value();
     } else {
       return absl::InvalidArgumentError(

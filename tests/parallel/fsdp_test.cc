@@ -25,6 +25,7 @@
 #include "dtensor/ops/reduction_ops.h"
 #include "dtensor/ops/view_ops.h"
 #include "dtensor/ops/vocab_ops.h"
+#include "dtensor/parallel/llama_trainer.h"
 #include "dtensor/parallel/parallelize.h"
 #include "dtensor/runtime.h"
 #include "dtensor/tensor/storage.h"
@@ -393,6 +394,66 @@ TEST(FsdpTest, PrefetchIssuesTheNextGroupsGatherFirst) {
     EXPECT_EQ(CountOn(order->forward, gather, 0), groups);
     EXPECT_EQ(CountOn(order->backward, gather, 0), groups);
   }
+}
+
+// Each group is gathered once per pass, nested groups included (the
+// enclosing group's parameters left from its backward gather are used, not
+// gathered again).
+TEST(FsdpTest, EachGroupIsGatheredOncePerPass) {
+  const int64_t layers = nn_testing::TinyConfig().n_layers;
+  const DeviceMesh mesh = Mesh({2}, {"dp"});
+  for (
+      const auto& [plan, groups] : std::vector<std::pair<std::string, int64_t>>{
+          {R"({"dp": "fsdp", "fsdp_groups": ["layers.*"]})", 3 + layers},
+          {R"({"dp": "fsdp", "fsdp_groups": ["layers.*", "layers.*.attention"]})",
+           3 + 2 * layers}}) {
+    SCOPED_TRACE(plan);
+    for (const int steps : {1, 2}) {
+      const StepOrder step = MetadataSteps(mesh, plan, steps, true);
+      EXPECT_EQ(CountOn(step.forward, CommKind::kAllGather, 0), groups);
+      EXPECT_EQ(CountOn(step.backward, CommKind::kAllGather, 0), groups);
+    }
+  }
+}
+
+// Under LlamaTrainer (GradientBuckets), a group's gradients are
+// reduce-scattered as soon as backward hands them over, with one collective:
+// the last group's reduce-scatter is issued before the gather prefetched for
+// the group two before it, and there is one per group.
+TEST(FsdpTest, TrainerReduceScattersEachGroupWhenItsGradientsAreReady) {
+  const DeviceMesh mesh = Mesh({2}, {"dp"});
+  auto runtime = Runtime::MetadataOnly(0);
+  parallel::LlamaTrainerOptions options;
+  options.config = nn_testing::TinyConfig();
+  auto trainer = parallel::LlamaTrainer::Create(
+      runtime, mesh,
+      *parallel::ParsePlan(R"({"dp": "fsdp", "fsdp_groups": ["layers.*"]})"),
+      options);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  auto batch = (*trainer)->MakeBatchMetadata(4, 8);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  CommCounter backward;
+  for (int step = 0; step < 2; ++step) {
+    auto loss = (*trainer)->Forward(*batch);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    backward.Reset();
+    std::vector<DTensor> grads;
+    {
+      CommCounter::Scope counting(backward);
+      auto got = (*trainer)->Backward(*loss);
+      ASSERT_TRUE(got.ok()) << got.status();
+      grads = *std::move(got);
+    }
+    ASSERT_TRUE((*trainer)->Update(grads).ok());
+  }
+  const std::vector<int64_t> dp = {0};
+  const int64_t first_scatter =
+      Position(backward.events(), CommKind::kReduceScatter, dp, 0);
+  ASSERT_GE(first_scatter, 0);
+  EXPECT_LT(first_scatter,
+            Position(backward.events(), CommKind::kAllGather, dp, 2));
+  EXPECT_EQ(CountOn(backward.events(), CommKind::kReduceScatter, 0),
+            3 + nn_testing::TinyConfig().n_layers);
 }
 
 }  // namespace

@@ -409,6 +409,63 @@ TEST(GradientBucketsTest, BackwardStartsBucketsAsGradientsBecomeReady) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// The tape's hand-over options: after_gradients_ready runs once per point
+// where gradients became final (here each parameter at its own record, so
+// after each one), and with release_handed_over the pass keeps no gradient it
+// handed over (Gradient() returns them undefined; the caller's copy is the
+// only one).
+TEST(GradientBucketsTest, HandOverCallbacksAndRelease) {
+  const absl::Status status = RunOnMesh(
+      {2},
+      [](std::shared_ptr<Runtime> runtime,
+         const DeviceMesh& mesh) -> absl::Status {
+        for (const bool release : {false, true}) {
+          Model model;
+          DT_RETURN_IF_ERROR(BuildModel(runtime, mesh, model));
+          std::vector<size_t> handed, after;
+          std::vector<DTensor> kept;
+          nn::GradientOptions options;
+          options.keep_propagated_layouts = true;
+          options.on_gradient_ready = [&](size_t index, const DTensor& grad) {
+            handed.push_back(index);
+            kept.push_back(grad);
+            return absl::OkStatus();
+          };
+          options.after_gradients_ready = [&] {
+            after.push_back(handed.size());
+            return absl::OkStatus();
+          };
+          options.release_handed_over = release;
+          DT_ASSIGN_OR_RETURN(
+              std::vector<DTensor> got,
+              model.tape.Gradient(model.loss, model.params, options));
+          if (handed != std::vector<size_t>{5, 4, 3, 2, 1, 0} ||
+              after != std::vector<size_t>{1, 2, 3, 4, 5, 6}) {
+            return absl::InternalError(
+                absl::StrCat("handed over ", absl::StrJoin(handed, ","),
+                             "; after ", absl::StrJoin(after, ",")));
+          }
+          for (size_t i = 0; i < got.size(); ++i) {
+            if (got[i].defined() == release) {
+              return absl::InternalError(
+                  absl::StrCat("release ", release, ": gradient ", i,
+                               " defined ", got[i].defined()));
+            }
+          }
+          for (const DTensor& grad : kept) {
+            // Released: nothing but `kept` holds the local data.
+            const long owners = grad.ToLocal().storage().use_count();
+            if (release && owners != 1) {
+              return absl::InternalError(
+                  absl::StrCat("a released gradient has ", owners, " owners"));
+            }
+          }
+        }
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 TEST(GradientBucketsTest, AccumulationCommunicatesOnceAtTheLastMicroBatch) {
   const absl::Status status = RunOnMesh(
       {2},
