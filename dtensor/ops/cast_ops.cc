@@ -1,5 +1,6 @@
 #include "dtensor/ops/cast_ops.h"
 
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -33,8 +34,12 @@ std::vector<ReduceOp> PartialsThrough(DType from, DType to) {
   return ops;
 }
 
+// to(dtype): the target DType as its integer value.
+constexpr ArgSpec kToArgs[] = {{"dtype", ArgKind::kInt}};
+constexpr auto kDType = KeyOf<ArgKind::kInt>(kToArgs, "dtype");
+
 absl::StatusOr<DType> TargetDType(const OpArgs& args) {
-  const int64_t value = args.Int(0);
+  const int64_t value = args.Get(kDType);
   if (value < 0 || value > static_cast<int64_t>(DType::kBool)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "to: dtype ", value,
@@ -48,7 +53,7 @@ const OpDef& ToDef() {
     auto* d = new OpDef;
     d->name = "to";
     d->summary = "convert to another dtype";
-    d->args = {{"dtype", ArgKind::kInt}};
+    d->args.assign(std::begin(kToArgs), std::end(kToArgs));
     d->infer =
         [](absl::Span<const DTensorSpec* const> inputs,
            const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {

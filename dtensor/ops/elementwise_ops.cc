@@ -17,6 +17,13 @@ namespace dtensor {
 namespace ops {
 namespace {
 
+// The ops with a scalar operand (add_scalar, ..., ge_scalar).
+constexpr ArgSpec kScalarArgs[] = {{"other", ArgKind::kScalar}};
+constexpr auto kOther = KeyOf<ArgKind::kScalar>(kScalarArgs, "other");
+
+constexpr ArgSpec kGeluArgs[] = {{"tanh", ArgKind::kBool, "false"}};
+constexpr auto kTanh = KeyOf<ArgKind::kBool>(kGeluArgs, "tanh");
+
 // Which Partial inputs an op passes through (see the header).
 enum class Linearity {
   kNone,
@@ -70,13 +77,13 @@ absl::StatusOr<Shape> BroadcastAll(
 }
 
 OpDef MakeElementwise(absl::string_view name, absl::string_view summary,
-                      int arity, std::vector<ArgSpec> args, LocalFn fn,
+                      int arity, absl::Span<const ArgSpec> args, LocalFn fn,
                       Linearity linearity, BackwardFn backward) {
   OpDef def;
   def.name = name;
   def.summary = summary;
   def.num_inputs = arity;
-  def.args = std::move(args);
+  def.args.assign(args.begin(), args.end());
   def.infer =
       [name, fn](
           absl::Span<const DTensorSpec* const> inputs,
@@ -194,7 +201,7 @@ absl::StatusOr<DTensor> GeluGrad(const DTensor& a, const DTensor& out,
                                  const DTensor& g, const OpArgs& args) {
   DT_ASSIGN_OR_RETURN(DTensor a2, Mul(a, a));
   DTensor d;
-  if (args.Bool(0)) {
+  if (args.Get(kTanh)) {
     // gelu = a/2 (1 + tanh u), u = k (a + c a^3): d = (1 + t)/2 +
     // a/2 (1 - t^2) k (1 + 3 c a^2).
     const double k = std::sqrt(2.0 / M_PI);
@@ -271,9 +278,9 @@ OpDef BinaryOp(absl::string_view name, absl::string_view summary, Binary f,
 OpDef ScalarOp(absl::string_view name, absl::string_view summary, WithScalar f,
                Linearity linearity, BackwardFn backward) {
   return MakeElementwise(
-      name, summary, 1, {{"other", ArgKind::kScalar}},
+      name, summary, 1, kScalarArgs,
       [f](absl::Span<const Tensor> in, const OpArgs& args) {
-        return f(in[0], args.Scalar(0));
+        return f(in[0], args.Get(kOther));
       },
       linearity, std::move(backward));
 }
@@ -436,18 +443,20 @@ const OpDef& SubScalarDef() {
 const OpDef& MulScalarDef() {
   static const OpDef* def = new OpDef(
       ScalarOp("mul_scalar", "a * other", kMulScalarFn, Linearity::kSumFirst,
-               UnaryBackward(
-                   [](const DTensor&, const DTensor&, const DTensor& g,
-                      const OpArgs& args) { return Mul(g, args.Scalar(0)); })));
+               UnaryBackward([](const DTensor&, const DTensor&,
+                                const DTensor& g, const OpArgs& args) {
+                 return Mul(g, args.Get(kOther));
+               })));
   return *def;
 }
 
 const OpDef& DivScalarDef() {
   static const OpDef* def = new OpDef(
       ScalarOp("div_scalar", "a / other", kDivScalarFn, Linearity::kSumFirst,
-               UnaryBackward(
-                   [](const DTensor&, const DTensor&, const DTensor& g,
-                      const OpArgs& args) { return Div(g, args.Scalar(0)); })));
+               UnaryBackward([](const DTensor&, const DTensor&,
+                                const DTensor& g, const OpArgs& args) {
+                 return Div(g, args.Get(kOther));
+               })));
   return *def;
 }
 
@@ -458,7 +467,7 @@ const OpDef& PowScalarDef() {
                                 const DTensor& g, const OpArgs& args) -> Out {
                  // other * a^(other - 1); 0 for other = 0 (a^0 is constant,
                  // 0^-1 is not finite).
-                 const double exponent = args.Scalar(0);
+                 const double exponent = args.Get(kOther);
                  if (exponent == 0) return Mul(g, 0.0);
                  DT_ASSIGN_OR_RETURN(DTensor d, Pow(a, exponent - 1));
                  DT_ASSIGN_OR_RETURN(d, Mul(d, exponent));
@@ -588,10 +597,10 @@ const OpDef& ReluDef() {
 const OpDef& GeluDef() {
   static const OpDef* def = new OpDef(MakeElementwise(
       "gelu", "GELU (erf, or the tanh approximation with tanh=true)", 1,
-      {{"tanh", ArgKind::kBool, "false"}},
+      kGeluArgs,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return dtensor::Gelu(in[0], args.Bool(0) ? GeluApproximation::kTanh
-                                                 : GeluApproximation::kNone);
+        return dtensor::Gelu(in[0], args.Get(kTanh) ? GeluApproximation::kTanh
+                                                    : GeluApproximation::kNone);
       },
       Linearity::kNone, UnaryBackward(GeluGrad)));
   return *def;

@@ -1,5 +1,6 @@
 #include "dtensor/ops/join_ops.h"
 
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,10 @@ namespace dtensor {
 namespace ops {
 namespace {
 
+// cat and stack.
+constexpr ArgSpec kJoinArgs[] = {{"dim", ArgKind::kInt}};
+constexpr auto kDim = KeyOf<ArgKind::kInt>(kJoinArgs, "dim");
+
 // The dim of a cat (or the new dim of a stack) of tensors of `rank`,
 // normalised; an error names the op and the dim.
 absl::StatusOr<int64_t> JoinDim(absl::string_view op, bool stack, int64_t rank,
@@ -35,7 +40,7 @@ absl::StatusOr<std::vector<TensorMeta>> JoinInfer(
     absl::Span<const DTensorSpec* const> inputs, const OpArgs& args) {
   const DTensorSpec& first = *inputs[0];
   DT_ASSIGN_OR_RETURN(const int64_t d,
-                      JoinDim(op, stack, first.ndim(), args.Int(0)));
+                      JoinDim(op, stack, first.ndim(), args.Get(kDim)));
   Shape out = first.shape();
   if (stack) {
     out.insert(out.begin() + d, 0);
@@ -69,7 +74,7 @@ absl::StatusOr<std::vector<OpStrategy>> JoinStrategies(
     bool stack, const StrategyContext& ctx) {
   const int64_t rank = ctx.inputs[0]->ndim();
   // Checked by infer.
-  const int64_t d = *NormalizeDim(ctx.args.Int(0), stack ? rank + 1 : rank);
+  const int64_t d = *NormalizeDim(ctx.args.Get(kDim), stack ? rank + 1 : rank);
   const std::vector<int> in_loops =
       stack ? IdentityLoops(rank) : IdentityLoops(rank, {d});
   std::vector<int> out_loops = in_loops;
@@ -92,7 +97,7 @@ absl::StatusOr<std::vector<OpStrategy>> JoinStrategies(
 // all parts.
 absl::StatusOr<InputGrads> JoinBackward(bool stack, const BackwardCall& call) {
   const DTensor& g = call.grad_outputs[0];
-  const int64_t d = *NormalizeDim(call.args.Int(0), g.spec().ndim());
+  const int64_t d = *NormalizeDim(call.args.Get(kDim), g.spec().ndim());
   std::vector<int64_t> sizes;
   for (const DTensor& in : call.inputs) {
     if (in.defined()) sizes.push_back(stack ? 1 : in.shape()[d]);
@@ -116,7 +121,7 @@ OpDef MakeJoin(absl::string_view name, absl::string_view summary, bool stack) {
   def.summary = summary;
   def.num_inputs = kMaxJoinInputs;
   def.num_optional_inputs = kMaxJoinInputs - 1;
-  def.args = {{"dim", ArgKind::kInt}};
+  def.args.assign(std::begin(kJoinArgs), std::end(kJoinArgs));
   def.infer = [name, stack](absl::Span<const DTensorSpec* const> inputs,
                             const OpArgs& args) {
     return JoinInfer(name, stack, inputs, args);
@@ -130,8 +135,8 @@ OpDef MakeJoin(absl::string_view name, absl::string_view summary, bool stack) {
         for (const Tensor& t : in) {
           if (t.defined()) given.push_back(t);
         }
-        return stack ? dtensor::Stack(given, args.Int(0))
-                     : dtensor::Cat(given, args.Int(0));
+        return stack ? dtensor::Stack(given, args.Get(kDim))
+                     : dtensor::Cat(given, args.Get(kDim));
       });
   def.backward = [stack](const BackwardCall& call) {
     return JoinBackward(stack, call);

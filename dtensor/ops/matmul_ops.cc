@@ -20,6 +20,11 @@ namespace dtensor {
 namespace ops {
 namespace {
 
+constexpr ArgSpec kAddmmArgs[] = {{"beta", ArgKind::kScalar, "1"},
+                                  {"alpha", ArgKind::kScalar, "1"}};
+constexpr auto kBeta = KeyOf<ArgKind::kScalar>(kAddmmArgs, "beta");
+constexpr auto kAlpha = KeyOf<ArgKind::kScalar>(kAddmmArgs, "alpha");
+
 // An op's output shape and its einsum view.
 struct MatmulView {
   Shape out;
@@ -180,8 +185,8 @@ absl::StatusOr<MatmulView> AddmmView(absl::string_view op,
 
 absl::StatusOr<Tensor> AddmmLocal(absl::Span<const Tensor> in,
                                   const OpArgs& args) {
-  const double beta = args.Scalar(0);
-  const double alpha = args.Scalar(1);
+  const double beta = args.Get(kBeta);
+  const double alpha = args.Get(kAlpha);
   DT_ASSIGN_OR_RETURN(Tensor product, dtensor::Matmul(in[1], in[2]));
   if (alpha != 1) {
     DT_ASSIGN_OR_RETURN(product, dtensor::Mul(product, alpha));
@@ -256,8 +261,8 @@ absl::StatusOr<InputGrads> LinearBackward(const BackwardCall& call) {
 // addmm: dbias = beta g (summed to its shape), da = alpha g b^T,
 // db = alpha a^T g.
 absl::StatusOr<InputGrads> AddmmBackward(const BackwardCall& call) {
-  const double beta = call.args.Scalar(0);
-  const double alpha = call.args.Scalar(1);
+  const double beta = call.args.Get(kBeta);
+  const double alpha = call.args.Get(kAlpha);
   DTensor g = call.grad_outputs[0];
   DT_ASSIGN_OR_RETURN(DTensor dbias, Mul(g, beta));
   DT_ASSIGN_OR_RETURN(dbias, SumToShape(dbias, call.inputs[0].shape()));
@@ -272,14 +277,15 @@ absl::StatusOr<InputGrads> AddmmBackward(const BackwardCall& call) {
 }
 
 OpDef MakeMatmulOp(absl::string_view name, absl::string_view summary,
-                   int num_inputs, int num_optional, std::vector<ArgSpec> args,
-                   ViewFn view_fn, LocalFn fn, BackwardFn backward) {
+                   int num_inputs, int num_optional,
+                   absl::Span<const ArgSpec> args, ViewFn view_fn, LocalFn fn,
+                   BackwardFn backward) {
   OpDef def;
   def.name = name;
   def.summary = summary;
   def.num_inputs = num_inputs;
   def.num_optional_inputs = num_optional;
-  def.args = std::move(args);
+  def.args.assign(args.begin(), args.end());
   def.infer =
       [name, view_fn, fn](
           absl::Span<const DTensorSpec* const> inputs,
@@ -336,10 +342,9 @@ const OpDef& LinearDef() {
 }
 
 const OpDef& AddmmDef() {
-  static const OpDef* def = new OpDef(MakeMatmulOp(
-      "addmm", "beta * bias + alpha * (a @ b) (inputs bias, a, b)", 3, 0,
-      {{"beta", ArgKind::kScalar, "1"}, {"alpha", ArgKind::kScalar, "1"}},
-      AddmmView, AddmmLocal, AddmmBackward));
+  static const OpDef* def = new OpDef(
+      MakeMatmulOp("addmm", "beta * bias + alpha * (a @ b) (inputs bias, a, b)",
+                   3, 0, kAddmmArgs, AddmmView, AddmmLocal, AddmmBackward));
   return *def;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <utility>
@@ -56,12 +57,15 @@ InferFn SameShapeInfer(absl::string_view op, LocalFn fn,
 
 // ---- softmax, log_softmax. ----
 
+constexpr ArgSpec kSoftmaxArgs[] = {{"dim", ArgKind::kInt}};
+constexpr auto kSoftmaxDim = KeyOf<ArgKind::kInt>(kSoftmaxArgs, "dim");
+
 // softmax: dx = y (g - sum(g y)); log_softmax: dx = g - e^y sum(g), the
 // sums along dim.
 absl::StatusOr<InputGrads> SoftmaxBackward(bool log, const BackwardCall& call) {
   const DTensor& y = call.outputs[0];
   const DTensor& g = call.grad_outputs[0];
-  const int64_t dims[] = {call.args.Int(0)};
+  const int64_t dims[] = {call.args.Get(kSoftmaxDim)};
   DTensor dx;
   if (log) {
     DT_ASSIGN_OR_RETURN(DTensor total, Sum(g, dims, /*keepdim=*/true));
@@ -79,13 +83,13 @@ absl::StatusOr<InputGrads> SoftmaxBackward(bool log, const BackwardCall& call) {
 
 OpDef MakeSoftmax(absl::string_view name, absl::string_view summary, bool log) {
   LocalFn fn = [log](absl::Span<const Tensor> in, const OpArgs& args) {
-    return log ? dtensor::LogSoftmax(in[0], args.Int(0))
-               : dtensor::Softmax(in[0], args.Int(0));
+    return log ? dtensor::LogSoftmax(in[0], args.Get(kSoftmaxDim))
+               : dtensor::Softmax(in[0], args.Get(kSoftmaxDim));
   };
   OpDef def;
   def.name = name;
   def.summary = summary;
-  def.args = {{"dim", ArgKind::kInt}};
+  def.args.assign(std::begin(kSoftmaxArgs), std::end(kSoftmaxArgs));
   def.infer = SameShapeInfer(name, fn);
   def.strategies = [](const StrategyContext& ctx) {
     const int64_t rank = ctx.inputs[0]->ndim();
@@ -94,7 +98,7 @@ OpDef MakeSoftmax(absl::string_view name, absl::string_view summary, bool log) {
     std::vector<int> loops;
     if (rank > 0) {
       // The probe in infer has checked the dim.
-      const int64_t dim = *NormalizeDim(ctx.args.Int(0), rank);
+      const int64_t dim = *NormalizeDim(ctx.args.Get(kSoftmaxDim), rank);
       loops = IdentityLoops(rank, {dim});
     }
     spec.loops = {{loops}, {loops}};
@@ -108,6 +112,17 @@ OpDef MakeSoftmax(absl::string_view name, absl::string_view summary, bool log) {
 }
 
 // ---- rms_norm, layer_norm. ----
+
+// The two differ in eps's default only.
+constexpr ArgSpec kRmsNormArgs[] = {{"eps", ArgKind::kScalar, "1e-6"}};
+constexpr ArgSpec kLayerNormArgs[] = {{"eps", ArgKind::kScalar, "1e-5"}};
+constexpr auto kRmsNormEps = KeyOf<ArgKind::kScalar>(kRmsNormArgs, "eps");
+constexpr auto kLayerNormEps = KeyOf<ArgKind::kScalar>(kLayerNormArgs, "eps");
+
+// The key of eps in the schema of the op `layer_norm` names.
+constexpr ArgKey<ArgKind::kScalar> NormEps(bool layer_norm) {
+  return layer_norm ? kLayerNormEps : kRmsNormEps;
+}
 
 // Weight and bias (inputs 1, 2) are [last dim of x].
 absl::Status CheckNormParams(absl::string_view op,
@@ -148,7 +163,7 @@ absl::StatusOr<InputGrads> NormBackward(bool layer_norm,
   }
   DT_ASSIGN_OR_RETURN(DTensor square, Mul(centered, centered));
   DT_ASSIGN_OR_RETURN(DTensor r, RowMean(square));
-  DT_ASSIGN_OR_RETURN(r, Add(r, call.args.Scalar(0)));
+  DT_ASSIGN_OR_RETURN(r, Add(r, call.args.Get(NormEps(layer_norm))));
   DT_ASSIGN_OR_RETURN(r, Rsqrt(r));
   DT_ASSIGN_OR_RETURN(DTensor xh, Mul(centered, r));
   InputGrads grads(call.inputs.size());
@@ -176,15 +191,20 @@ absl::StatusOr<InputGrads> NormBackward(bool layer_norm,
 OpDef MakeNorm(absl::string_view name, absl::string_view summary,
                bool layer_norm) {
   LocalFn fn = [layer_norm](absl::Span<const Tensor> in, const OpArgs& args) {
-    return layer_norm ? dtensor::LayerNorm(in[0], in[1], in[2], args.Scalar(0))
-                      : dtensor::RmsNorm(in[0], in[1], args.Scalar(0));
+    const double eps = args.Get(NormEps(layer_norm));
+    return layer_norm ? dtensor::LayerNorm(in[0], in[1], in[2], eps)
+                      : dtensor::RmsNorm(in[0], in[1], eps);
   };
   OpDef def;
   def.name = name;
   def.summary = summary;
   def.num_inputs = layer_norm ? 3 : 2;
   def.num_optional_inputs = def.num_inputs - 1;
-  def.args = {{"eps", ArgKind::kScalar, layer_norm ? "1e-5" : "1e-6"}};
+  if (layer_norm) {
+    def.args.assign(std::begin(kLayerNormArgs), std::end(kLayerNormArgs));
+  } else {
+    def.args.assign(std::begin(kRmsNormArgs), std::end(kRmsNormArgs));
+  }
   def.infer = SameShapeInfer(name, fn, CheckNormParams);
   def.strategies = [](const StrategyContext& ctx) {
     const int64_t rank = ctx.inputs[0]->ndim();
@@ -215,6 +235,12 @@ OpDef MakeNorm(absl::string_view name, absl::string_view summary,
 }
 
 // ---- scaled_dot_product_attention. ----
+
+// A scale of 0 is 1 / sqrt(head_dim).
+constexpr ArgSpec kAttentionArgs[] = {{"causal", ArgKind::kBool, "false"},
+                                      {"scale", ArgKind::kScalar, "0"}};
+constexpr auto kCausal = KeyOf<ArgKind::kBool>(kAttentionArgs, "causal");
+constexpr auto kScale = KeyOf<ArgKind::kScalar>(kAttentionArgs, "scale");
 
 // The output shape [batch..., Lq, Ev] of q, k, v (ranks >= 2, checked by the
 // probe); errors as the tensor layer's.
@@ -251,8 +277,8 @@ absl::StatusOr<Shape> AttentionShape(
 
 absl::StatusOr<Tensor> AttentionLocal(absl::Span<const Tensor> in,
                                       const OpArgs& args) {
-  return dtensor::ScaledDotProductAttention(in[0], in[1], in[2], args.Bool(0),
-                                            args.Scalar(1));
+  return dtensor::ScaledDotProductAttention(
+      in[0], in[1], in[2], args.Get(kCausal), args.Get(kScale));
 }
 
 // Loops: the output's batch dims, then Lq, Ev; E and Lk iterate none.
@@ -289,7 +315,7 @@ absl::StatusOr<OpLocals> AttentionKernel(const KernelContext& ctx,
                                          absl::Span<const Tensor> inputs) {
   Tensor k = inputs[1];
   Tensor v = inputs[2];
-  if (ctx.args().Bool(0)) {
+  if (ctx.args().Get(kCausal)) {
     const DTensorSpec& q_spec = *ctx.input(0);
     const int64_t lq_dim = q_spec.ndim() - 2;
     const int64_t lq = q_spec.shape()[lq_dim];
@@ -339,10 +365,10 @@ absl::StatusOr<InputGrads> AttentionBackward(const BackwardCall& call) {
   const DTensor& k = call.inputs[1];
   const DTensor& v = call.inputs[2];
   const DTensor& g = call.grad_outputs[0];
-  const bool causal = call.args.Bool(0);
+  const bool causal = call.args.Get(kCausal);
   const double scale =
-      call.args.Scalar(1) > 0
-          ? call.args.Scalar(1)
+      call.args.Get(kScale) > 0
+          ? call.args.Get(kScale)
           : 1.0 / std::sqrt(static_cast<double>(q.shape().back()));
   const int64_t last[] = {-1};
   DT_ASSIGN_OR_RETURN(DTensor k_t, Transpose(k, -2, -1));
@@ -387,8 +413,7 @@ OpDef MakeAttention() {
   def.name = "scaled_dot_product_attention";
   def.summary = "softmax(q k^T * scale [+ causal mask]) v";
   def.num_inputs = 3;
-  def.args = {{"causal", ArgKind::kBool, "false"},
-              {"scale", ArgKind::kScalar, "0"}};
+  def.args.assign(std::begin(kAttentionArgs), std::end(kAttentionArgs));
   def.infer =
       [](absl::Span<const DTensorSpec* const> inputs,
          const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -405,6 +430,9 @@ OpDef MakeAttention() {
 }
 
 // ---- rotary_embedding. ----
+
+constexpr ArgSpec kRotaryArgs[] = {{"theta", ArgKind::kScalar, "10000"}};
+constexpr auto kTheta = KeyOf<ArgKind::kScalar>(kRotaryArgs, "theta");
 
 // The tensor layer's checks, which a probe of size-1 dims cannot run (an odd
 // head_dim of 1).
@@ -424,9 +452,9 @@ absl::Status CheckRotary(absl::string_view op,
         "got shape ",
         ShapeToString(x.shape())));
   }
-  if (!(args.Scalar(0) > 0)) {
+  if (!(args.Get(kTheta) > 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(op, ": theta must be positive, got ", args.Scalar(0)));
+        absl::StrCat(op, ": theta must be positive, got ", args.Get(kTheta)));
   }
   const DTensorSpec* positions = inputs[1];
   if (positions == nullptr) return absl::OkStatus();
@@ -463,7 +491,7 @@ absl::StatusOr<OpLocals> RotaryKernel(const KernelContext& ctx,
   }
   DT_ASSIGN_OR_RETURN(
       Tensor out,
-      dtensor::RotaryEmbedding(inputs[0], positions, ctx.args().Scalar(0)));
+      dtensor::RotaryEmbedding(inputs[0], positions, ctx.args().Get(kTheta)));
   return OpLocals{std::move(out)};
 }
 
@@ -482,7 +510,7 @@ absl::StatusOr<InputGrads> RotaryBackward(const BackwardCall& call) {
   DT_ASSIGN_OR_RETURN(DTensor reversed, Neg(positions));
   DT_ASSIGN_OR_RETURN(
       DTensor dx,
-      RotaryEmbedding(call.grad_outputs[0], reversed, call.args.Scalar(0)));
+      RotaryEmbedding(call.grad_outputs[0], reversed, call.args.Get(kTheta)));
   return InputGrads{std::move(dx), DTensor()};
 }
 
@@ -492,7 +520,7 @@ OpDef MakeRotary() {
   def.summary = "rotate-half rotary embedding of x [..., seq, heads, head_dim]";
   def.num_inputs = 2;
   def.num_optional_inputs = 1;
-  def.args = {{"theta", ArgKind::kScalar, "10000"}};
+  def.args.assign(std::begin(kRotaryArgs), std::end(kRotaryArgs));
   def.infer =
       [](absl::Span<const DTensorSpec* const> inputs,
          const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {

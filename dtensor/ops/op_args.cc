@@ -1,5 +1,7 @@
 #include "dtensor/ops/op_args.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -10,6 +12,19 @@
 #include "absl/strings/str_split.h"
 
 namespace dtensor {
+namespace op_args_internal {
+
+void ArgNameNotInSchema() {
+  std::fputs("KeyOf: the schema has no argument of that name\n", stderr);
+  std::abort();
+}
+
+void ArgOfAnotherKind() {
+  std::fputs("KeyOf: the argument is of another kind\n", stderr);
+  std::abort();
+}
+
+}  // namespace op_args_internal
 
 absl::string_view ArgKindName(ArgKind kind) {
   switch (kind) {

@@ -1,6 +1,7 @@
 #ifndef DTENSOR_OPS_OP_ARGS_H_
 #define DTENSOR_OPS_OP_ARGS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -29,24 +30,89 @@ absl::string_view ArgKindName(ArgKind kind);
 
 // One argument of an op's schema. `default_value` is text in the syntax of
 // ParseOpArgs ("" is the empty list for kInts); nullptr marks a required
-// argument.
+// argument. A literal type, so that a schema is a constexpr array its keys
+// are looked up in at compile time (KeyOf).
 struct ArgSpec {
   absl::string_view name;
   ArgKind kind;
   const char* default_value = nullptr;
 };
 
+// Reads the argument at `index` of a call as kind K (OpArgs::Get). Made by
+// KeyOf from the op's schema, never by hand.
+template <ArgKind K>
+struct ArgKey {
+  size_t index;
+};
+
+namespace op_args_internal {
+
+// Not constexpr: KeyOf reaches one of them only for a bad name or kind, which
+// in a constant expression is a compile error naming the function (and,
+// evaluated at run time, aborts).
+[[noreturn]] void ArgNameNotInSchema();
+[[noreturn]] void ArgOfAnotherKind();
+
+// a == b in a constant expression (absl::string_view's operator== is not
+// constexpr in every Abseil build).
+constexpr bool SameName(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+// The position of `name` in `schema`; N when it has none.
+template <size_t N>
+constexpr size_t IndexOf(const ArgSpec (&schema)[N], absl::string_view name) {
+  for (size_t i = 0; i < N; ++i) {
+    if (SameName(schema[i].name, name)) return i;
+  }
+  return N;
+}
+
+}  // namespace op_args_internal
+
+// The key of the argument `name` of `schema`, which must be of kind K. It
+// initializes a constexpr key next to the schema (see OpArgs), where a name
+// `schema` lacks, or one of another kind, does not compile.
+template <ArgKind K, size_t N>
+constexpr ArgKey<K> KeyOf(const ArgSpec (&schema)[N], absl::string_view name) {
+  const size_t index = op_args_internal::IndexOf(schema, name);
+  if (index == N) op_args_internal::ArgNameNotInSchema();
+  if (schema[index].kind != K) op_args_internal::ArgOfAnotherKind();
+  return ArgKey<K>{index};
+}
+
+// Whether `schema` has an argument `name` of kind `kind`: what KeyOf requires
+// to compile, as a value (for a static_assert).
+template <size_t N>
+constexpr bool HasArg(const ArgSpec (&schema)[N], absl::string_view name,
+                      ArgKind kind) {
+  const size_t index = op_args_internal::IndexOf(schema, name);
+  return index < N && schema[index].kind == kind;
+}
+
 // The non-tensor arguments of one op call, in the order of the op's schema
 // (OpDef::args). Small and heap-free for the common cases (up to 4
 // arguments and 8 integers), because every dispatch builds one and hashes it.
 //
+// A caller adds the values in schema order; an op reads them by name, through
+// the keys of its schema (KeyOf), checked at compile time and as cheap as an
+// index:
+//
+//   constexpr ArgSpec kReduceArgs[] = {{"dims", ArgKind::kInts, ""},
+//                                      {"keepdim", ArgKind::kBool, "false"}};
+//   constexpr auto kDims = KeyOf<ArgKind::kInts>(kReduceArgs, "dims");
+//   constexpr auto kKeepdim = KeyOf<ArgKind::kBool>(kReduceArgs, "keepdim");
+//
 //   OpArgs args;
 //   args.AddInts(dims).AddBool(keepdim);
-//   args.Ints(0), args.Bool(1)
+//   args.Get(kDims), args.Get(kKeepdim)
 //
-// Accessors take the argument's position and require the kind it was added
-// with (the dispatcher checks a call's arguments against the op's schema
-// before its kernel reads them).
+// Get requires that the call's arguments match the schema the key came from
+// (the dispatcher checks them, CheckOpArgs, before the op's functions run).
 class OpArgs {
  public:
   OpArgs& AddInt(int64_t value);
@@ -58,14 +124,13 @@ class OpArgs {
   size_t size() const { return slots_.size(); }
   ArgKind kind(size_t i) const { return slots_[i].kind; }
 
-  int64_t Int(size_t i) const { return words_[slots_[i].offset]; }
-  absl::Span<const int64_t> Ints(size_t i) const {
-    return absl::MakeConstSpan(words_.data() + slots_[i].offset,
-                               slots_[i].length);
+  int64_t Get(ArgKey<ArgKind::kInt> key) const { return Int(key.index); }
+  absl::Span<const int64_t> Get(ArgKey<ArgKind::kInts> key) const {
+    return Ints(key.index);
   }
-  bool Bool(size_t i) const { return words_[slots_[i].offset] != 0; }
-  double Double(size_t i) const;
-  double Scalar(size_t i) const { return scalars_[slots_[i].offset]; }
+  bool Get(ArgKey<ArgKind::kBool> key) const { return Bool(key.index); }
+  double Get(ArgKey<ArgKind::kDouble> key) const { return Double(key.index); }
+  double Get(ArgKey<ArgKind::kScalar> key) const { return Scalar(key.index); }
 
   // "dims=[0, 1], keepdim=true" with the names of `schema` (positions past
   // the schema are named by their index).
@@ -87,6 +152,16 @@ class OpArgs {
   }
 
  private:
+  // The argument at position i, added as that kind.
+  int64_t Int(size_t i) const { return words_[slots_[i].offset]; }
+  absl::Span<const int64_t> Ints(size_t i) const {
+    return absl::MakeConstSpan(words_.data() + slots_[i].offset,
+                               slots_[i].length);
+  }
+  bool Bool(size_t i) const { return words_[slots_[i].offset] != 0; }
+  double Double(size_t i) const;
+  double Scalar(size_t i) const { return scalars_[slots_[i].offset]; }
+
   struct Slot {
     ArgKind kind;
     // Into words_ (attributes) or scalars_ (kScalar).

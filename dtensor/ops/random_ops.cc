@@ -1,6 +1,7 @@
 #include "dtensor/ops/random_ops.h"
 
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,19 +20,26 @@ namespace dtensor {
 namespace ops {
 namespace {
 
-// Arguments: p (0), seed (1), offset (2).
+// offset: the stream position of the tensor's first element.
+constexpr ArgSpec kDropoutArgs[] = {{"p", ArgKind::kScalar},
+                                    {"seed", ArgKind::kInt},
+                                    {"offset", ArgKind::kScalar, "0"}};
+constexpr auto kP = KeyOf<ArgKind::kScalar>(kDropoutArgs, "p");
+constexpr auto kSeed = KeyOf<ArgKind::kInt>(kDropoutArgs, "seed");
+constexpr auto kOffset = KeyOf<ArgKind::kScalar>(kDropoutArgs, "offset");
+
 absl::Status CheckDropout(const DTensorSpec& x, const OpArgs& args) {
   if (!IsFloatingPoint(x.dtype())) {
     return absl::InvalidArgumentError(
         absl::StrCat("dropout: x must have a floating dtype, got ",
                      std::string(DTypeName(x.dtype()))));
   }
-  const double p = args.Scalar(0);
+  const double p = args.Get(kP);
   if (!(p >= 0 && p <= 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("dropout: p ", p, " is outside [0, 1]"));
   }
-  const double offset = args.Scalar(2);
+  const double offset = args.Get(kOffset);
   if (!(offset >= 0 && offset < 0x1p53 && std::floor(offset) == offset)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dropout: offset ", offset, " is not a whole number in [0, 2^53)"));
@@ -45,10 +53,10 @@ absl::Status CheckDropout(const DTensorSpec& x, const OpArgs& args) {
 absl::StatusOr<Tensor> DropoutBlock(const Tensor& x, const OpArgs& args,
                                     const Shape& global_shape,
                                     absl::Span<const int64_t> block_offset) {
-  const double p = args.Scalar(0);
+  const double p = args.Get(kP);
   if (p == 1) return Tensor::Zeros(x.shape(), x.dtype(), x.device());
   const double scale = 1.0 / (1.0 - p);
-  const uint64_t offset = static_cast<uint64_t>(args.Scalar(2));
+  const uint64_t offset = static_cast<uint64_t>(args.Get(kOffset));
   const int64_t rank = x.dim();
   const Strides global_strides = ContiguousStrides(global_shape);
   if (cuda::OnCuda(x)) {
@@ -57,15 +65,15 @@ absl::StatusOr<Tensor> DropoutBlock(const Tensor& x, const OpArgs& args,
     for (int64_t d = 0; d < rank; ++d) {
       base += static_cast<uint64_t>(block_offset[d] * global_strides[d]);
     }
-    return cuda::DropoutOnDevice(x, p, static_cast<uint64_t>(args.Int(1)), base,
-                                 global_strides);
+    return cuda::DropoutOnDevice(x, p, static_cast<uint64_t>(args.Get(kSeed)),
+                                 base, global_strides);
   }
   const int64_t width = rank == 0 ? 1 : x.shape().back();
   const int64_t rows = width == 0 ? 0 : x.numel() / width;
   std::vector<double> mask(x.numel());
   // The local index of the current row's first element.
   std::vector<int64_t> index(rank, 0);
-  Generator generator(static_cast<uint64_t>(args.Int(1)));
+  Generator generator(static_cast<uint64_t>(args.Get(kSeed)));
   for (int64_t r = 0; r < rows; ++r) {
     uint64_t first = offset;
     for (int64_t d = 0; d < rank; ++d) {
@@ -93,9 +101,7 @@ const OpDef& DropoutDef() {
     auto* d = new OpDef;
     d->name = "dropout";
     d->summary = "zero elements with probability p (by global position)";
-    d->args = {{"p", ArgKind::kScalar},
-               {"seed", ArgKind::kInt},
-               {"offset", ArgKind::kScalar, "0"}};
+    d->args.assign(std::begin(kDropoutArgs), std::end(kDropoutArgs));
     d->infer =
         [](absl::Span<const DTensorSpec* const> inputs,
            const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -125,9 +131,9 @@ const OpDef& DropoutDef() {
     d->backward = [](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
       const OpArgs& args = call.args;
       DT_ASSIGN_OR_RETURN(DTensor dx,
-                          Dropout(call.grad_outputs[0], args.Scalar(0),
-                                  static_cast<uint64_t>(args.Int(1)),
-                                  static_cast<uint64_t>(args.Scalar(2))));
+                          Dropout(call.grad_outputs[0], args.Get(kP),
+                                  static_cast<uint64_t>(args.Get(kSeed)),
+                                  static_cast<uint64_t>(args.Get(kOffset))));
       return InputGrads{std::move(dx)};
     };
     return d;

@@ -1,5 +1,6 @@
 #include "dtensor/ops/reduction_ops.h"
 
+#include <iterator>
 #include <limits>
 #include <numeric>
 
@@ -23,9 +24,11 @@ namespace {
 
 enum class Kind { kSum, kMean, kMax, kMin, kMinMax, kSumSquares };
 
-// Arguments: dims (0), keepdim (1).
-const std::vector<ArgSpec> kArgs = {{"dims", ArgKind::kInts, ""},
-                                    {"keepdim", ArgKind::kBool, "false"}};
+// Every reduction's; empty dims reduce all.
+constexpr ArgSpec kReduceArgs[] = {{"dims", ArgKind::kInts, ""},
+                                   {"keepdim", ArgKind::kBool, "false"}};
+constexpr auto kDims = KeyOf<ArgKind::kInts>(kReduceArgs, "dims");
+constexpr auto kKeepdim = KeyOf<ArgKind::kBool>(kReduceArgs, "keepdim");
 
 // Which dims of a rank-`rank` tensor `dims` reduces (empty: all). Requires
 // dims the tensor layer accepts (the probe checked them); a 0-d tensor
@@ -107,15 +110,16 @@ LocalFn ProbeOf(Kind kind) {
                 const OpArgs& args) -> absl::StatusOr<Tensor> {
     switch (kind) {
       case Kind::kSum:
-        return dtensor::Sum(in[0], args.Ints(0), args.Bool(1));
+        return dtensor::Sum(in[0], args.Get(kDims), args.Get(kKeepdim));
       case Kind::kMean:
-        return dtensor::Mean(in[0], args.Ints(0), args.Bool(1));
+        return dtensor::Mean(in[0], args.Get(kDims), args.Get(kKeepdim));
       case Kind::kMax:
-        return dtensor::Max(in[0], args.Ints(0), args.Bool(1));
+        return dtensor::Max(in[0], args.Get(kDims), args.Get(kKeepdim));
       case Kind::kSumSquares:
-        return dtensor::SumOfSquares(in[0], args.Ints(0), args.Bool(1));
+        return dtensor::SumOfSquares(in[0], args.Get(kDims),
+                                     args.Get(kKeepdim));
       default:
-        return dtensor::Min(in[0], args.Ints(0), args.Bool(1));
+        return dtensor::Min(in[0], args.Get(kDims), args.Get(kKeepdim));
     }
   };
 }
@@ -154,8 +158,8 @@ std::vector<EinsumSpec::PartialRule> RulesOf(Kind kind) {
 
 absl::StatusOr<OpLocals> ReduceLocal(Kind kind, const KernelContext& ctx,
                                      const Tensor& x) {
-  const absl::Span<const int64_t> dims = ctx.args().Ints(0);
-  const bool keepdim = ctx.args().Bool(1);
+  const absl::Span<const int64_t> dims = ctx.args().Get(kDims);
+  const bool keepdim = ctx.args().Get(kKeepdim);
   switch (kind) {
     case Kind::kSum: {
       DT_ASSIGN_OR_RETURN(Tensor sum, dtensor::Sum(x, dims, keepdim));
@@ -202,8 +206,8 @@ absl::StatusOr<OpLocals> ReduceLocal(Kind kind, const KernelContext& ctx,
 // size 1 (the keepdim shape), so that it broadcasts against x.
 absl::StatusOr<DTensor> WithKeptDims(const DTensor& g, const DTensor& x,
                                      const OpArgs& args) {
-  if (args.Bool(1)) return g;
-  const std::vector<bool> mask = ReducedMask(args.Ints(0), x.spec().ndim());
+  if (args.Get(kKeepdim)) return g;
+  const std::vector<bool> mask = ReducedMask(args.Get(kDims), x.spec().ndim());
   return Reshape(g, ReducedShape(x.shape(), mask, /*keepdim=*/true));
 }
 
@@ -215,7 +219,8 @@ absl::StatusOr<DTensor> ExtremeGrad(const DTensor& x, const DTensor& out,
   DT_ASSIGN_OR_RETURN(DTensor kept_g, WithKeptDims(g, x, args));
   DT_ASSIGN_OR_RETURN(DTensor hit, Eq(x, kept_out));
   DT_ASSIGN_OR_RETURN(hit, To(hit, x.dtype()));
-  DT_ASSIGN_OR_RETURN(DTensor ties, Sum(hit, args.Ints(0), /*keepdim=*/true));
+  DT_ASSIGN_OR_RETURN(DTensor ties,
+                      Sum(hit, args.Get(kDims), /*keepdim=*/true));
   DT_ASSIGN_OR_RETURN(DTensor share, Div(kept_g, ties));
   return Mul(hit, share);
 }
@@ -253,7 +258,7 @@ absl::StatusOr<InputGrads> ReduceBackward(Kind kind, const BackwardCall& call) {
   }
   if (kind == Kind::kMean) {
     const int64_t count = ReducedCount(
-        x.shape(), ReducedMask(call.args.Ints(0), x.spec().ndim()));
+        x.shape(), ReducedMask(call.args.Get(kDims), x.spec().ndim()));
     DT_ASSIGN_OR_RETURN(kept, Div(kept, static_cast<double>(count)));
   }
   DT_ASSIGN_OR_RETURN(DTensor dx, Expand(kept, x.shape()));
@@ -267,29 +272,30 @@ OpDef MakeReduction(absl::string_view name, absl::string_view summary,
   def.summary = summary;
   def.num_inputs = 1;
   def.num_outputs = kind == Kind::kMinMax ? 2 : 1;
-  def.args = kArgs;
+  def.args.assign(std::begin(kReduceArgs), std::end(kReduceArgs));
   def.infer =
       [name, kind, probe = ProbeOf(kind)](
           absl::Span<const DTensorSpec* const> inputs,
           const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
     DT_ASSIGN_OR_RETURN(DType dtype, ProbeDType(name, probe, inputs, args));
     const Shape& shape = inputs[0]->shape();
-    const std::vector<bool> mask = ReducedMask(args.Ints(0), inputs[0]->ndim());
+    const std::vector<bool> mask =
+        ReducedMask(args.Get(kDims), inputs[0]->ndim());
     const bool extreme =
         kind == Kind::kMax || kind == Kind::kMin || kind == Kind::kMinMax;
     if (extreme && ReducedCount(shape, mask) == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, ": the reduced extent (dims [",
-                       absl::StrJoin(args.Ints(0), ", "), "] of shape ",
+                       absl::StrJoin(args.Get(kDims), ", "), "] of shape ",
                        ShapeToString(shape), ") is empty"));
     }
-    const TensorMeta out{ReducedShape(shape, mask, args.Bool(1)), dtype};
+    const TensorMeta out{ReducedShape(shape, mask, args.Get(kKeepdim)), dtype};
     return std::vector<TensorMeta>(kind == Kind::kMinMax ? 2 : 1, out);
   };
   def.strategies = [kind](const StrategyContext& ctx) {
     const int64_t rank = ctx.inputs[0]->ndim();
-    const std::vector<bool> mask = ReducedMask(ctx.args.Ints(0), rank);
-    const bool keepdim = ctx.args.Bool(1);
+    const std::vector<bool> mask = ReducedMask(ctx.args.Get(kDims), rank);
+    const bool keepdim = ctx.args.Get(kKeepdim);
     EinsumSpec spec;
     spec.num_loops = static_cast<int>(rank);
     std::vector<int> in_loops(rank);

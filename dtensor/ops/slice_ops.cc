@@ -1,6 +1,7 @@
 #include "dtensor/ops/slice_ops.h"
 
 #include <algorithm>
+#include <iterator>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -20,6 +21,22 @@
 namespace dtensor {
 namespace ops {
 namespace {
+
+constexpr ArgSpec kNarrowArgs[] = {{"dim", ArgKind::kInt},
+                                   {"start", ArgKind::kInt},
+                                   {"length", ArgKind::kInt}};
+constexpr auto kNarrowDim = KeyOf<ArgKind::kInt>(kNarrowArgs, "dim");
+constexpr auto kNarrowStart = KeyOf<ArgKind::kInt>(kNarrowArgs, "start");
+constexpr auto kNarrowLength = KeyOf<ArgKind::kInt>(kNarrowArgs, "length");
+
+constexpr ArgSpec kSliceArgs[] = {{"dim", ArgKind::kInt},
+                                  {"start", ArgKind::kInt},
+                                  {"end", ArgKind::kInt},
+                                  {"step", ArgKind::kInt, "1"}};
+constexpr auto kSliceDim = KeyOf<ArgKind::kInt>(kSliceArgs, "dim");
+constexpr auto kSliceStart = KeyOf<ArgKind::kInt>(kSliceArgs, "start");
+constexpr auto kSliceEnd = KeyOf<ArgKind::kInt>(kSliceArgs, "end");
+constexpr auto kSliceStep = KeyOf<ArgKind::kInt>(kSliceArgs, "step");
 
 // ---- Backward definitions. ----
 
@@ -56,9 +73,9 @@ absl::StatusOr<DTensor> PadAlong(const DTensor& part, int64_t dim,
 
 absl::StatusOr<InputGrads> NarrowBackward(const BackwardCall& call) {
   const DTensor& x = call.inputs[0];
-  const int64_t d = *NormalizeDim(call.args.Int(0), x.spec().ndim());
+  const int64_t d = *NormalizeDim(call.args.Get(kNarrowDim), x.spec().ndim());
   const int64_t size = x.shape()[d];
-  int64_t start = call.args.Int(1);
+  int64_t start = call.args.Get(kNarrowStart);
   if (start < 0) start += size;
   DT_ASSIGN_OR_RETURN(DTensor dx,
                       PadAlong(call.grad_outputs[0], d, start, size));
@@ -71,11 +88,11 @@ absl::StatusOr<InputGrads> NarrowBackward(const BackwardCall& call) {
 absl::StatusOr<InputGrads> SliceBackward(const BackwardCall& call) {
   const DTensor& x = call.inputs[0];
   const DTensor& g = call.grad_outputs[0];
-  const int64_t d = *NormalizeDim(call.args.Int(0), x.spec().ndim());
+  const int64_t d = *NormalizeDim(call.args.Get(kSliceDim), x.spec().ndim());
   const int64_t size = x.shape()[d];
-  const int64_t step = call.args.Int(3);
+  const int64_t step = call.args.Get(kSliceStep);
   // The tensor layer's clamping of start.
-  int64_t start = call.args.Int(1);
+  int64_t start = call.args.Get(kSliceStart);
   if (start < 0) start += size;
   start = std::clamp<int64_t>(start, 0, size);
   const int64_t count = g.shape()[d];
@@ -95,19 +112,20 @@ absl::StatusOr<InputGrads> SliceBackward(const BackwardCall& call) {
   return InputGrads{std::move(dx)};
 }
 
-// Both ops take the dim as argument 0.
+// `dim` is the key of the dim in `args`.
 OpDef MakeSliceOp(absl::string_view name, absl::string_view summary,
-                  std::vector<ArgSpec> args, LocalFn fn, BackwardFn backward) {
+                  absl::Span<const ArgSpec> args, ArgKey<ArgKind::kInt> dim,
+                  LocalFn fn, BackwardFn backward) {
   OpDef def;
   def.name = name;
   def.summary = summary;
-  def.args = std::move(args);
+  def.args.assign(args.begin(), args.end());
   def.infer = InferByShapeProbe(name, fn);
-  def.strategies = [](const StrategyContext& ctx) {
+  def.strategies = [dim](const StrategyContext& ctx) {
     const int64_t rank = ctx.inputs[0]->ndim();
     // Checked by infer.
     const std::vector<int> loops =
-        IdentityLoops(rank, {*NormalizeDim(ctx.args.Int(0), rank)});
+        IdentityLoops(rank, {*NormalizeDim(ctx.args.Get(dim), rank)});
     EinsumSpec spec;
     spec.num_loops = static_cast<int>(rank);
     spec.loops = {{loops}, {loops}};
@@ -121,12 +139,11 @@ OpDef MakeSliceOp(absl::string_view name, absl::string_view summary,
 
 const OpDef& NarrowDef() {
   static const OpDef* def = new OpDef(MakeSliceOp(
-      "narrow", "elements [start, start + length) of dim",
-      {{"dim", ArgKind::kInt},
-       {"start", ArgKind::kInt},
-       {"length", ArgKind::kInt}},
+      "narrow", "elements [start, start + length) of dim", kNarrowArgs,
+      kNarrowDim,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return in[0].Narrow(args.Int(0), args.Int(1), args.Int(2));
+        return in[0].Narrow(args.Get(kNarrowDim), args.Get(kNarrowStart),
+                            args.Get(kNarrowLength));
       },
       NarrowBackward));
   return *def;
@@ -134,13 +151,10 @@ const OpDef& NarrowDef() {
 
 const OpDef& SliceDef() {
   static const OpDef* def = new OpDef(MakeSliceOp(
-      "slice", "elements [start, end) of dim by step",
-      {{"dim", ArgKind::kInt},
-       {"start", ArgKind::kInt},
-       {"end", ArgKind::kInt},
-       {"step", ArgKind::kInt, "1"}},
+      "slice", "elements [start, end) of dim by step", kSliceArgs, kSliceDim,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return in[0].Slice(args.Int(0), args.Int(1), args.Int(2), args.Int(3));
+        return in[0].Slice(args.Get(kSliceDim), args.Get(kSliceStart),
+                           args.Get(kSliceEnd), args.Get(kSliceStep));
       },
       SliceBackward));
   return *def;

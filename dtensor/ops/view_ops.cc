@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,37 @@
 namespace dtensor {
 namespace ops {
 namespace {
+
+// ---- The schemas. ----
+
+// view, reshape and expand.
+constexpr ArgSpec kShapeArgs[] = {{"shape", ArgKind::kInts}};
+constexpr auto kShape = KeyOf<ArgKind::kInts>(kShapeArgs, "shape");
+
+constexpr ArgSpec kFlattenArgs[] = {{"start_dim", ArgKind::kInt, "0"},
+                                    {"end_dim", ArgKind::kInt, "-1"}};
+constexpr auto kStartDim = KeyOf<ArgKind::kInt>(kFlattenArgs, "start_dim");
+constexpr auto kEndDim = KeyOf<ArgKind::kInt>(kFlattenArgs, "end_dim");
+
+constexpr ArgSpec kUnflattenArgs[] = {{"dim", ArgKind::kInt},
+                                      {"sizes", ArgKind::kInts}};
+constexpr auto kUnflattenDim = KeyOf<ArgKind::kInt>(kUnflattenArgs, "dim");
+constexpr auto kSizes = KeyOf<ArgKind::kInts>(kUnflattenArgs, "sizes");
+
+// Empty dims squeeze every size-1 dim.
+constexpr ArgSpec kSqueezeArgs[] = {{"dims", ArgKind::kInts, ""}};
+constexpr auto kSqueezeDims = KeyOf<ArgKind::kInts>(kSqueezeArgs, "dims");
+
+constexpr ArgSpec kUnsqueezeArgs[] = {{"dim", ArgKind::kInt}};
+constexpr auto kUnsqueezeDim = KeyOf<ArgKind::kInt>(kUnsqueezeArgs, "dim");
+
+constexpr ArgSpec kTransposeArgs[] = {{"dim0", ArgKind::kInt},
+                                      {"dim1", ArgKind::kInt}};
+constexpr auto kDim0 = KeyOf<ArgKind::kInt>(kTransposeArgs, "dim0");
+constexpr auto kDim1 = KeyOf<ArgKind::kInt>(kTransposeArgs, "dim1");
+
+constexpr ArgSpec kPermuteArgs[] = {{"dims", ArgKind::kInts}};
+constexpr auto kPermuteDims = KeyOf<ArgKind::kInts>(kPermuteArgs, "dims");
 
 // ---- Reshapes. ----
 
@@ -134,11 +166,11 @@ KernelFn ToOutputBlock(bool expand) {
 }
 
 OpDef MakeReshape(absl::string_view name, absl::string_view summary,
-                  std::vector<ArgSpec> args, LocalFn fn) {
+                  absl::Span<const ArgSpec> args, LocalFn fn) {
   OpDef def;
   def.name = name;
   def.summary = summary;
-  def.args = std::move(args);
+  def.args.assign(args.begin(), args.end());
   def.infer = InferByShapeProbe(name, std::move(fn));
   def.strategies = ReshapeStrategies;
   def.kernel = ToOutputBlock(/*expand=*/false);
@@ -195,12 +227,12 @@ using PermutationFn =
     std::function<std::vector<int64_t>(int64_t rank, const OpArgs& args)>;
 
 OpDef MakePermutation(absl::string_view name, absl::string_view summary,
-                      std::vector<ArgSpec> args, LocalFn fn,
+                      absl::Span<const ArgSpec> args, LocalFn fn,
                       PermutationFn permutation) {
   OpDef def;
   def.name = name;
   def.summary = summary;
-  def.args = std::move(args);
+  def.args.assign(args.begin(), args.end());
   def.infer = InferByShapeProbe(name, fn);
   def.strategies = [permutation](const StrategyContext& ctx) {
     const int64_t rank = ctx.inputs[0]->ndim();
@@ -231,14 +263,15 @@ OpDef MakePermutation(absl::string_view name, absl::string_view summary,
 std::vector<int64_t> TransposePermutation(int64_t rank, const OpArgs& args) {
   std::vector<int64_t> dims(rank);
   for (int64_t d = 0; d < rank; ++d) dims[d] = d;
-  std::swap(dims[*NormalizeDim(args.Int(0), rank)],
-            dims[*NormalizeDim(args.Int(1), rank)]);
+  std::swap(dims[*NormalizeDim(args.Get(kDim0), rank)],
+            dims[*NormalizeDim(args.Get(kDim1), rank)]);
   return dims;
 }
 
 std::vector<int64_t> PermutePermutation(int64_t rank, const OpArgs& args) {
   std::vector<int64_t> dims;
-  for (int64_t d : args.Ints(0)) dims.push_back(*NormalizeDim(d, rank));
+  for (int64_t d : args.Get(kPermuteDims))
+    dims.push_back(*NormalizeDim(d, rank));
   return dims;
 }
 
@@ -271,10 +304,10 @@ OpDef MakeExpand() {
   OpDef def;
   def.name = "expand";
   def.summary = "broadcast size-1 dims (and new leading dims) to shape";
-  def.args = {{"shape", ArgKind::kInts}};
+  def.args.assign(std::begin(kShapeArgs), std::end(kShapeArgs));
   def.infer = InferByShapeProbe(
       "expand", [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return in[0].Expand(args.Ints(0));
+        return in[0].Expand(args.Get(kShape));
       });
   def.strategies = ExpandStrategies;
   def.kernel = ToOutputBlock(/*expand=*/true);
@@ -302,52 +335,46 @@ enum Id {
 
 std::vector<OpDef> BuildDefs() {
   std::vector<OpDef> defs;
-  defs.push_back(
-      MakeReshape("view", "the same elements in another shape (as reshape)",
-                  {{"shape", ArgKind::kInts}},
-                  [](absl::Span<const Tensor> in, const OpArgs& args) {
-                    return in[0].View(args.Ints(0));
-                  }));
+  defs.push_back(MakeReshape(
+      "view", "the same elements in another shape (as reshape)", kShapeArgs,
+      [](absl::Span<const Tensor> in, const OpArgs& args) {
+        return in[0].View(args.Get(kShape));
+      }));
   defs.push_back(MakeReshape(
       "reshape", "the same elements in another shape (one -1 inferred)",
-      {{"shape", ArgKind::kInts}},
-      [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return in[0].Reshape(args.Ints(0));
+      kShapeArgs, [](absl::Span<const Tensor> in, const OpArgs& args) {
+        return in[0].Reshape(args.Get(kShape));
       }));
   defs.push_back(MakeReshape(
-      "flatten", "merge dims start_dim..end_dim",
-      {{"start_dim", ArgKind::kInt, "0"}, {"end_dim", ArgKind::kInt, "-1"}},
+      "flatten", "merge dims start_dim..end_dim", kFlattenArgs,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return in[0].Flatten(args.Int(0), args.Int(1));
+        return in[0].Flatten(args.Get(kStartDim), args.Get(kEndDim));
+      }));
+  defs.push_back(MakeReshape(
+      "unflatten", "split dim into sizes", kUnflattenArgs,
+      [](absl::Span<const Tensor> in, const OpArgs& args) {
+        return UnflattenLocal(in[0], args.Get(kUnflattenDim), args.Get(kSizes));
+      }));
+  defs.push_back(MakeReshape(
+      "squeeze", "remove size-1 dims (all, or those listed)", kSqueezeArgs,
+      [](absl::Span<const Tensor> in, const OpArgs& args) {
+        return SqueezeLocal(in[0], args.Get(kSqueezeDims));
       }));
   defs.push_back(
-      MakeReshape("unflatten", "split dim into sizes",
-                  {{"dim", ArgKind::kInt}, {"sizes", ArgKind::kInts}},
+      MakeReshape("unsqueeze", "insert a size-1 dim", kUnsqueezeArgs,
                   [](absl::Span<const Tensor> in, const OpArgs& args) {
-                    return UnflattenLocal(in[0], args.Int(0), args.Ints(1));
-                  }));
-  defs.push_back(
-      MakeReshape("squeeze", "remove size-1 dims (all, or those listed)",
-                  {{"dims", ArgKind::kInts, ""}},
-                  [](absl::Span<const Tensor> in, const OpArgs& args) {
-                    return SqueezeLocal(in[0], args.Ints(0));
-                  }));
-  defs.push_back(
-      MakeReshape("unsqueeze", "insert a size-1 dim", {{"dim", ArgKind::kInt}},
-                  [](absl::Span<const Tensor> in, const OpArgs& args) {
-                    return in[0].Unsqueeze(args.Int(0));
+                    return in[0].Unsqueeze(args.Get(kUnsqueezeDim));
                   }));
   defs.push_back(MakePermutation(
-      "transpose", "swap two dims",
-      {{"dim0", ArgKind::kInt}, {"dim1", ArgKind::kInt}},
+      "transpose", "swap two dims", kTransposeArgs,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return in[0].Transpose(args.Int(0), args.Int(1));
+        return in[0].Transpose(args.Get(kDim0), args.Get(kDim1));
       },
       TransposePermutation));
   defs.push_back(MakePermutation(
-      "permute", "reorder dims", {{"dims", ArgKind::kInts}},
+      "permute", "reorder dims", kPermuteArgs,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return in[0].Permute(args.Ints(0));
+        return in[0].Permute(args.Get(kPermuteDims));
       },
       PermutePermutation));
   defs.push_back(MakeExpand());

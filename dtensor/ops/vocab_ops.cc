@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <string>
@@ -257,8 +258,16 @@ OpDef MakeEmbedding() {
 
 constexpr absl::string_view kCrossEntropy = "cross_entropy";
 
+// Both cross_entropy ops'; reduction is a Reduction's integer value (1 mean).
+constexpr ArgSpec kCrossEntropyArgs[] = {
+    {"reduction", ArgKind::kInt, "1"}, {"ignore_index", ArgKind::kInt, "-100"}};
+constexpr auto kReduction =
+    KeyOf<ArgKind::kInt>(kCrossEntropyArgs, "reduction");
+constexpr auto kIgnoreIndex =
+    KeyOf<ArgKind::kInt>(kCrossEntropyArgs, "ignore_index");
+
 Reduction ReductionOf(const OpArgs& args) {
-  return static_cast<Reduction>(args.Int(0));
+  return static_cast<Reduction>(args.Get(kReduction));
 }
 
 // Float for f32 and the 16-bit formats, double for f64: what the kernel
@@ -289,7 +298,7 @@ absl::StatusOr<std::vector<TensorMeta>> CrossEntropyInfer(
                      " and target ", ShapeToString(target.shape()),
                      " must be [N, C] and [N], or [C] and []"));
   }
-  const int64_t reduction = args.Int(0);
+  const int64_t reduction = args.Get(kReduction);
   if (reduction < 0 || reduction > 2) {
     return absl::InvalidArgumentError(
         absl::StrCat(kCrossEntropy, ": reduction ", reduction,
@@ -406,7 +415,7 @@ absl::StatusOr<RowResults> RowResultsOf(const KernelContext& ctx,
                                         const std::vector<int64_t>& targets,
                                         int64_t class_offset,
                                         const LossGroups& groups) {
-  const int64_t ignore_index = ctx.args().Int(1);
+  const int64_t ignore_index = ctx.args().Get(kIgnoreIndex);
   const int64_t n = logits.size(0);
   const int64_t c = logits.size(1);
   const C* x = logits.data<C>();
@@ -465,7 +474,8 @@ absl::StatusOr<RowResults> RowResultsOnLogitsDevice(
   if (cuda::OnCuda(logits) && groups.class_dims.empty()) {
     RowResults rows;
     DT_RETURN_IF_ERROR(cuda::CrossEntropyRowsOnDevice(
-        logits, targets, ctx.args().Int(1), rows.losses, rows.log_sum_exp));
+        logits, targets, ctx.args().Get(kIgnoreIndex), rows.losses,
+        rows.log_sum_exp));
     return rows;
   }
   const DType compute = ComputeDType(ctx.input(0)->dtype());
@@ -522,7 +532,7 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
   const DTensorSpec& spec = *ctx.input(0);
   const int64_t rank = spec.ndim();
   const int64_t classes = spec.shape()[rank - 1];
-  const int64_t ignore_index = ctx.args().Int(1);
+  const int64_t ignore_index = ctx.args().Get(kIgnoreIndex);
   DT_ASSIGN_OR_RETURN(const std::vector<int64_t> targets,
                       ReadIndices(inputs[1], kCrossEntropy, "target"));
   // Checked before any collective, so that every rank sharing these targets
@@ -584,8 +594,9 @@ absl::StatusOr<InputGrads> CrossEntropyBackward(const BackwardCall& call) {
   DT_ASSIGN_OR_RETURN(DTensor onehot,
                       OneHot(target, logits, logits.spec().ndim() - 1, dtype));
   DT_ASSIGN_OR_RETURN(DTensor dlogits, Sub(p, onehot));
-  DT_ASSIGN_OR_RETURN(DTensor counted,
-                      Ne(target, static_cast<double>(call.args.Int(1))));
+  DT_ASSIGN_OR_RETURN(
+      DTensor counted,
+      Ne(target, static_cast<double>(call.args.Get(kIgnoreIndex))));
   DT_ASSIGN_OR_RETURN(counted, To(counted, dtype));
   DT_ASSIGN_OR_RETURN(DTensor g, To(call.grad_outputs[0], dtype));
   DT_ASSIGN_OR_RETURN(DTensor weight, Mul(counted, g));
@@ -611,8 +622,7 @@ OpDef MakeCrossEntropy(bool loss_parallel) {
   def.num_inputs = 2;
   def.num_outputs = 3;
   def.num_saved_outputs = 2;
-  def.args = {{"reduction", ArgKind::kInt, "1"},
-              {"ignore_index", ArgKind::kInt, "-100"}};
+  def.args.assign(std::begin(kCrossEntropyArgs), std::end(kCrossEntropyArgs));
   def.infer = CrossEntropyInfer;
   def.strategies = [loss_parallel](const StrategyContext& ctx) {
     return CrossEntropyStrategies(ctx, loss_parallel);

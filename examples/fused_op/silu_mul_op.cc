@@ -68,6 +68,13 @@ absl::StatusOr<std::vector<DTensor>> Backward(const BackwardCall& call) {
   return std::vector<DTensor>{std::move(d_gate), std::move(d_up)};
 }
 
+// silu_mul takes no arguments. An op that does declares a constexpr schema
+// with one key per argument and reads them by key (dtensor/ops/op_args.h,
+// docs/ops.md):
+//   constexpr ArgSpec kScaleArgs[] = {{"alpha", ArgKind::kScalar, "1"}};
+//   constexpr auto kAlpha = KeyOf<ArgKind::kScalar>(kScaleArgs, "alpha");
+//   def.args.assign(std::begin(kScaleArgs), std::end(kScaleArgs));
+//   ... args.Get(kAlpha) ...
 OpDef MakeSiluMul() {
   OpDef def;
   def.name = kName;
