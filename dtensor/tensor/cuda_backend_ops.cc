@@ -278,6 +278,22 @@ Strides WithoutDim(const Strides& strides, int64_t dim) {
   return result;
 }
 
+// The dtype that the atomic-add kernels accumulate `dtype` in: float for the
+// 16-bit floats (no atomicAdd of their own, and one rounding at the end),
+// `dtype` otherwise.
+DType AccumulatorDType(DType dtype) {
+  return dtype == DType::kBF16 || dtype == DType::kF16 ? DType::kF32 : dtype;
+}
+
+// `acc` rounded to `dtype` (acc itself when it already has that dtype).
+absl::StatusOr<Tensor> RoundedTo(const Tensor& acc, DType dtype) {
+  if (acc.dtype() == dtype) return acc;
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty(acc.shape(), dtype, acc.device()));
+  DT_RETURN_IF_ERROR(CopyOnDevice(acc, out));
+  return out;
+}
+
 }  // namespace
 
 absl::Status CopyOnDevice(const Tensor& src, const Tensor& dst) {
@@ -464,18 +480,23 @@ absl::StatusOr<Tensor> ReduceOnDevice(ReduceOp op, bool mean,
                                       absl::Span<const int64_t> dims,
                                       bool keepdim) {
   DT_RETURN_IF_ERROR(internal::CheckOn(x, x.device(), name, "a"));
-  if (mean) DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, name, "a"));
+  if (mean || op == ReduceOp::kSumSquares) {
+    DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, name, "a"));
+  }
   DT_ASSIGN_OR_RETURN(const ReducePlan plan, PlanReduce(x, dims, name));
-  if (op != ReduceOp::kSum && plan.n == 0 && plan.rows > 0) {
+  if (!IsSum(op) && plan.n == 0 && plan.rows > 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": cannot reduce an empty extent of shape ",
                      ShapeToString(x.shape())));
   }
   DT_ASSIGN_OR_RETURN(const Tensor permuted, x.Permute(plan.permutation));
   DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(permuted));
-  const DType out_dtype = op == ReduceOp::kSum && !IsFloatingPoint(x.dtype())
-                              ? DType::kI64
-                              : x.dtype();
+  DType out_dtype = x.dtype();
+  if (op == ReduceOp::kSumSquares) {
+    out_dtype = DType::kF64;
+  } else if (op == ReduceOp::kSum && !IsFloatingPoint(x.dtype())) {
+    out_dtype = DType::kI64;
+  }
   DT_ASSIGN_OR_RETURN(
       Tensor out, Tensor::Empty(keepdim ? plan.keepdim_shape : plan.kept_shape,
                                 out_dtype, x.device()));
@@ -572,13 +593,10 @@ absl::StatusOr<Tensor> ScatterAddOnDevice(const Tensor& x, int64_t dim,
                                           const std::vector<int64_t>& targets,
                                           const Tensor& src) {
   DT_RETURN_IF_ERROR(internal::CheckOn(src, x.device(), "ScatterAdd", "src"));
-  const bool sixteen_bit =
-      x.dtype() == DType::kBF16 || x.dtype() == DType::kF16;
-  // The accumulator: a contiguous copy of x, in float for the 16-bit floats.
+  // The accumulator: a contiguous copy of x.
   DT_ASSIGN_OR_RETURN(
       Tensor acc,
-      Tensor::Empty(x.shape(), sixteen_bit ? DType::kF32 : x.dtype(),
-                    x.device()));
+      Tensor::Empty(x.shape(), AccumulatorDType(x.dtype()), x.device()));
   DT_RETURN_IF_ERROR(CopyOnDevice(x, acc));
   if (!targets.empty()) {
     const Strides acc_strides = WithoutDim(acc.strides(), dim);
@@ -595,11 +613,29 @@ absl::StatusOr<Tensor> ScatterAddOnDevice(const Tensor& x, int64_t dim,
                                   static_cast<int64_t>(targets.size()), stream),
                  "ScatterAdd"));
   }
-  if (!sixteen_bit) return acc;
-  DT_ASSIGN_OR_RETURN(Tensor out,
-                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
-  DT_RETURN_IF_ERROR(CopyOnDevice(acc, out));
-  return out;
+  return RoundedTo(acc, x.dtype());
+}
+
+absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(
+    const Tensor& grad, const std::vector<int64_t>& indices, int64_t first_row,
+    int64_t num_rows) {
+  const int64_t width = grad.size(-1);
+  DT_ASSIGN_OR_RETURN(
+      Tensor acc, Tensor::Zeros({num_rows, width},
+                                AccumulatorDType(grad.dtype()), grad.device()));
+  const int64_t count = static_cast<int64_t>(indices.size());
+  if (count > 0 && width > 0 && num_rows > 0) {
+    DT_ASSIGN_OR_RETURN(const Tensor source, ContiguousOnDevice(grad));
+    DT_ASSIGN_OR_RETURN(const Tensor device_indices,
+                        IndicesOnDevice(indices, grad.device()));
+    DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(grad));
+    DT_RETURN_IF_ERROR(Launched(
+        LaunchRowIndexAdd(ToScalarType(grad.dtype()), source.raw_data(),
+                          device_indices.data<int64_t>(), acc.raw_data(), count,
+                          width, first_row, num_rows, stream),
+        "EmbeddingBackward"));
+  }
+  return RoundedTo(acc, grad.dtype());
 }
 
 absl::StatusOr<Tensor> DropoutOnDevice(const Tensor& x, double p, uint64_t seed,

@@ -46,7 +46,9 @@ absl::StatusOr<Tensor> RmsNormOnDevice(const Tensor& x, const Tensor& weight,
 // `weight` and `bias` may be undefined (ones, zeros).
 absl::StatusOr<Tensor> LayerNormOnDevice(const Tensor& x, const Tensor& weight,
                                          const Tensor& bias, double eps);
-// Sum (mean when `mean`), max or min over `dims` (empty: all).
+// Sum (mean when `mean`), max, min or sum of squares (floating x, an f64
+// result as reduction.cc's SumOfSquares; one fused pass) over `dims` (empty:
+// all).
 absl::StatusOr<Tensor> ReduceOnDevice(ReduceOp op, bool mean,
                                       absl::string_view name, const Tensor& x,
                                       absl::Span<const int64_t> dims,
@@ -92,6 +94,17 @@ absl::StatusOr<Tensor> ScatterAddOnDevice(const Tensor& x, int64_t dim,
                                           const Shape& index_shape,
                                           const std::vector<int64_t>& targets,
                                           const Tensor& src);
+// EmbeddingBackward of a CUDA `grad` [indices..., width] (floating; checked
+// by the caller) for the table rows [first_row, first_row + num_rows): row r
+// of the [num_rows, width] result sums the rows i of grad with indices[i] ==
+// first_row + r; indices outside those rows are skipped on the device. The
+// indices, read and checked on the host by the caller, are copied to the
+// device as i64 (count values, not an index per gradient element). Duplicates
+// add up by atomicAdd in an order that varies from run to run; bf16/f16
+// accumulate in a float buffer rounded once at the end.
+absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(
+    const Tensor& grad, const std::vector<int64_t>& indices, int64_t first_row,
+    int64_t num_rows);
 // Dropout of a CUDA `x` (floating, 0 <= p < 1): x * (1 / (1 - p)) where the
 // uniform float draw of the element's stream position is >= p, else 0; the
 // position of the element with multi-index idx is base + idx . position_strides

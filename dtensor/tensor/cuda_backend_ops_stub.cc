@@ -69,6 +69,11 @@ absl::StatusOr<Tensor> ScatterAddOnDevice(const Tensor&, int64_t, const Shape&,
                                           const Tensor&) {
   return NotBuilt();
 }
+absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(const Tensor&,
+                                                 const std::vector<int64_t>&,
+                                                 int64_t, int64_t) {
+  return NotBuilt();
+}
 absl::StatusOr<Tensor> DropoutOnDevice(const Tensor&, double, uint64_t,
                                        uint64_t, const Strides&) {
   return NotBuilt();

@@ -12,7 +12,6 @@
 #include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/dispatch.h"
 #include "dtensor/tensor/elementwise.h"
-#include "dtensor/tensor/indexing.h"
 #include "dtensor/tensor/kernel_checks.h"
 #include "dtensor/tensor/matmul.h"
 #include "dtensor/tensor/vector_exp.h"
@@ -398,27 +397,6 @@ RowsInside SelectRows(const std::vector<int64_t>& rows, int64_t first,
   return inside;
 }
 
-// On a device: the selected rows of grad gathered, then scatter-added.
-absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(const Tensor& grad,
-                                                 const RowsInside& inside,
-                                                 int64_t num_rows,
-                                                 int64_t width) {
-  const Device device = grad.device();
-  DT_ASSIGN_OR_RETURN(Tensor out,
-                      Tensor::Zeros({num_rows, width}, grad.dtype(), device));
-  const int64_t m = static_cast<int64_t>(inside.rows.size());
-  if (m == 0 || width == 0) return out;
-  DT_ASSIGN_OR_RETURN(Tensor flat, grad.Reshape({grad.numel() / width, width}));
-  DT_ASSIGN_OR_RETURN(Tensor positions,
-                      Tensor::FromVector(inside.positions, {m}));
-  DT_ASSIGN_OR_RETURN(positions, positions.To(device));
-  DT_ASSIGN_OR_RETURN(Tensor selected, IndexSelect(flat, 0, positions));
-  DT_ASSIGN_OR_RETURN(Tensor rows, Tensor::FromVector(inside.rows, {m, 1}));
-  DT_ASSIGN_OR_RETURN(rows, rows.Expand({m, width}));
-  DT_ASSIGN_OR_RETURN(rows, rows.Contiguous().To(device));
-  return ScatterAdd(out, 0, rows, selected);
-}
-
 }  // namespace
 
 absl::StatusOr<Tensor> EmbeddingBackward(const Tensor& indices,
@@ -438,10 +416,10 @@ absl::StatusOr<Tensor> EmbeddingBackward(const Tensor& indices,
   for (const int64_t row : rows) {
     DT_RETURN_IF_ERROR(CheckIndexInRange(row, table_rows, "EmbeddingBackward"));
   }
-  const RowsInside inside = SelectRows(rows, first_row, num_rows);
   if (cuda::OnCuda(grad)) {
-    return EmbeddingBackwardOnDevice(grad, inside, num_rows, width);
+    return cuda::EmbeddingBackwardOnDevice(grad, rows, first_row, num_rows);
   }
+  const RowsInside inside = SelectRows(rows, first_row, num_rows);
   const Tensor source = grad.Contiguous();
   return internal::DispatchFloatingDType(
       grad.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {

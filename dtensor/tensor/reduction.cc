@@ -21,7 +21,6 @@
 #include "dtensor/tensor/convert.h"
 #include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/dispatch.h"
-#include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/kernel_checks.h"
 #include "dtensor/tensor/strided_loop.h"
 
@@ -448,11 +447,8 @@ absl::StatusOr<Tensor> SumOfSquares(const Tensor& a,
                                     absl::Span<const int64_t> dims,
                                     bool keepdim) {
   if (cuda::OnCuda(a)) {
-    DT_RETURN_IF_ERROR(
-        internal::CheckFloatingOn(a, a.device(), "SumOfSquares", "a"));
-    DT_ASSIGN_OR_RETURN(const Tensor wide, a.To(DType::kF64));
-    DT_ASSIGN_OR_RETURN(const Tensor squares, Mul(wide, wide));
-    return Sum(squares, dims, keepdim);
+    return cuda::ReduceOnDevice(cuda::ReduceOp::kSumSquares, false,
+                                "SumOfSquares", a, dims, keepdim);
   }
   DT_RETURN_IF_ERROR(internal::CheckFloatingCpu(a, "SumOfSquares", "a"));
   DT_ASSIGN_OR_RETURN(const ReductionPlan plan,

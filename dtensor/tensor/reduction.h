@@ -33,8 +33,8 @@ absl::StatusOr<Tensor> Var(const Tensor& a, absl::Span<const int64_t> dims = {},
                            int64_t correction = 1, bool keepdim = false);
 // The sum of the squares of the elements, in one pass with no temporaries
 // (f64 accumulation and result, whatever the floating input dtype): the
-// squared 2-norm that gradient clipping needs. On a CUDA device it runs as
-// a cast, a multiply and Sum there.
+// squared 2-norm that gradient clipping needs. On a CUDA device it is one
+// fused reduction pass (no temporaries).
 // Errors: a non-floating dtype; dims as Sum.
 absl::StatusOr<Tensor> SumOfSquares(const Tensor& a,
                                     absl::Span<const int64_t> dims = {},

@@ -130,8 +130,12 @@ TEST(CudaOpsTest, RowKernels) {
       ExpectMatches(Mean(ToGpu(x), {dim}, true), Mean(x, {dim}, true), "Mean");
       ExpectMatches(Max(ToGpu(x), {dim}), Max(x, {dim}), "Max");
       ExpectMatches(Min(ToGpu(x), {dim}), Min(x, {dim}), "Min");
+      ExpectMatches(SumOfSquares(ToGpu(x), {dim}, true),
+                    SumOfSquares(x, {dim}, true), "SumOfSquares", 16);
     }
     ExpectMatches(Sum(ToGpu(x)), Sum(x), "Sum all", 64);
+    ExpectMatches(SumOfSquares(ToGpu(x)), SumOfSquares(x), "SumOfSquares all",
+                  64);
     const Tensor w = RandomTensor({300}, dtype, Layout::kContiguous, rng);
     ExpectMatches(RmsNorm(ToGpu(x), ToGpu(w), 1e-5), RmsNorm(x, w, 1e-5),
                   "RmsNorm");
@@ -149,6 +153,17 @@ TEST(CudaOpsTest, RowKernels) {
     const Tensor indices = RandomIndices({3, 7}, 50, DType::kI64, rng);
     ExpectMatches(Embedding(ToGpu(indices), ToGpu(table)),
                   Embedding(indices, table), "Embedding", 0);
+    // 200 indices over 50 rows: repeated rows; the block [10, 40): rows
+    // outside it skipped. Atomic adds come in any order.
+    const Tensor many = RandomIndices({5, 40}, 50, DType::kI64, rng);
+    const Tensor grad =
+        RandomTensor({5, 40, 24}, dtype, Layout::kTransposed, rng);
+    ExpectMatches(EmbeddingBackward(ToGpu(many), ToGpu(grad), 50, 10, 30),
+                  EmbeddingBackward(many, grad, 50, 10, 30),
+                  "EmbeddingBackward", 8);
+    ExpectMatches(EmbeddingBackward(many, ToGpu(grad), 50),
+                  EmbeddingBackward(many, grad, 50),
+                  "EmbeddingBackward host indices", 8);
     const Tensor logits =
         RandomTensor({13, 301}, dtype, Layout::kContiguous, rng, -4, 4);
     const Tensor target = RandomIndices({13}, 301, DType::kI64, rng);

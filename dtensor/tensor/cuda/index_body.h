@@ -2,10 +2,11 @@
 #define DTENSOR_TENSOR_CUDA_INDEX_BODY_H_
 
 // Per-element bodies of the index kernels (dtensor/tensor/indexing.cc's
-// IndexSelect, Gather and ScatterAdd), shared by the CUDA launches and their
-// host forms. Indices are i64 and already checked to lie in range on the host;
-// element `i` is the row-major position in the index's shape (IndexSelect: in
-// the output's).
+// IndexSelect, Gather and ScatterAdd, nn_functional.cc's EmbeddingBackward),
+// shared by the CUDA launches and their host forms. Indices are i64 and
+// already checked to lie in range on the host; element `i` is the row-major
+// position in the index's shape (IndexSelect: in the output's;
+// EmbeddingBackward: in grad's).
 
 #include <stdint.h>
 
@@ -56,6 +57,25 @@ DT_HOST_DEVICE inline void ScatterAddElement(const T* src,
   OperandOffsetsAt(shape, i, offsets);
   add(acc + offsets[0] + targets[i] * target_stride,
       static_cast<A>(Load(src[offsets[1]])));
+}
+
+// EmbeddingBackward's row index-add (dtensor/tensor/nn_functional.cc): the
+// element e = i * width + j of contiguous grad [count, width] adds into
+// acc[(indices[i] - first_row) * width + j] by add(slot, value) (a plain +=
+// in the host form, an atomicAdd on the device) when indices[i] lies in
+// [first_row, first_row + num_rows), the rows of this table shard, and is
+// skipped otherwise. A is the accumulator's type as for ScatterAddElement.
+// Visiting e in increasing order adds into each slot in the CPU kernel's
+// order.
+template <typename A, typename T, typename AddFn>
+DT_HOST_DEVICE inline void RowIndexAddElement(const T* grad,
+                                              const int64_t* indices, A* acc,
+                                              int64_t first_row,
+                                              int64_t num_rows, int64_t width,
+                                              int64_t e, AddFn add) {
+  const int64_t row = indices[e / width] - first_row;
+  if (row < 0 || row >= num_rows) return;
+  add(acc + row * width + e % width, static_cast<A>(Load(grad[e])));
 }
 
 }  // namespace dtensor::cuda

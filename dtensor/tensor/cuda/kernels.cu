@@ -345,6 +345,18 @@ struct ScatterAddAt {
   }
 };
 
+template <typename A, typename T>
+struct RowIndexAddAt {
+  const T* grad;
+  const int64_t* indices;
+  A* acc;
+  int64_t first_row, num_rows, width;
+  __device__ void operator()(int64_t e) const {
+    RowIndexAddElement(grad, indices, acc, first_row, num_rows, width, e,
+                       AtomicAddFn());
+  }
+};
+
 template <typename T>
 struct DropoutAt {
   const T* x;
@@ -570,13 +582,16 @@ cudaError_t LaunchReduceRows(ReduceOp op, ScalarType in_type,
   return Dispatch(in_type, [&](auto tag) {
     using T = decltype(tag);
     using C = Compute<T>;
-    // Floating sums accumulate in double, integer sums in int64, max and min
-    // in the compute type.
+    // Floating sums and sums of squares accumulate in double, integer sums in
+    // int64, max and min in the compute type.
     using SumAcc =
         std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
+    if (op == ReduceOp::kSumSquares && !std::is_floating_point_v<C>) {
+      return cudaErrorInvalidValue;
+    }
     return Dispatch(out_type, [&](auto out_tag) {
       using Out = decltype(out_tag);
-      if (op == ReduceOp::kSum) {
+      if (IsSum(op)) {
         ReduceRowsKernel<SumAcc><<<rows, kThreads, 0, stream>>>(
             op, static_cast<const T*>(x), static_cast<Out*>(out), n, divisor);
       } else {
@@ -646,6 +661,21 @@ cudaError_t LaunchScatterAdd(ScalarType src_type, const void* src,
                              static_cast<A*>(acc), shape, target_stride},
           stream);
     }
+  });
+}
+
+cudaError_t LaunchRowIndexAdd(ScalarType grad_type, const void* grad,
+                              const int64_t* indices, void* acc, int64_t count,
+                              int64_t width, int64_t first_row,
+                              int64_t num_rows, cudaStream_t stream) {
+  return DispatchFloating(grad_type, [&](auto tag) {
+    using T = decltype(tag);
+    using A = Compute<T>;
+    return LaunchForEachIndex(
+        count * width,
+        RowIndexAddAt<A, T>{static_cast<const T*>(grad), indices,
+                            static_cast<A*>(acc), first_row, num_rows, width},
+        stream);
   });
 }
 

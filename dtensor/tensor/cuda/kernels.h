@@ -68,7 +68,8 @@ cudaError_t LaunchCrossEntropyRows(ScalarType type, const void* logits,
                                    int64_t classes, int64_t ignore_index,
                                    cudaStream_t stream);
 // out[r] = reduce(row r of contiguous x [rows, n]) / divisor (divisor 1 for
-// sum, max and min; n for mean), stored as `out_type`.
+// sum, max, min and sum of squares; n for mean), stored as `out_type`. A sum
+// of squares of a non-floating x is an invalid value.
 cudaError_t LaunchReduceRows(ReduceOp op, ScalarType in_type,
                              ScalarType out_type, const void* x, void* out,
                              int64_t rows, int64_t n, double divisor,
@@ -97,6 +98,16 @@ cudaError_t LaunchScatterAdd(ScalarType src_type, const void* src,
                              const StridedShape<2>& shape,
                              int64_t target_stride, int64_t count,
                              cudaStream_t stream);
+// EmbeddingBackward's row index-add by atomicAdd (index_body.h's
+// RowIndexAddElement) over contiguous grad [count, width] of a floating
+// `grad_type` into contiguous `acc` [num_rows, width], zero-filled by the
+// caller: float for bf16/f16 grad (rounded once by the caller), of grad's
+// type otherwise. Indices outside [first_row, first_row + num_rows) are
+// skipped.
+cudaError_t LaunchRowIndexAdd(ScalarType grad_type, const void* grad,
+                              const int64_t* indices, void* acc, int64_t count,
+                              int64_t width, int64_t first_row,
+                              int64_t num_rows, cudaStream_t stream);
 // Dropout of contiguous x into contiguous out, `numel` elements
 // (random_body.h's DropoutElement); scale = 1 / (1 - p).
 cudaError_t LaunchDropout(ScalarType type, const void* x, void* out,

@@ -177,10 +177,19 @@ DT_HOST_DEVICE inline double CrossEntropyLoss(Row<T> row, double max,
 
 // ---- Reductions (reduction.cc: floating sums in double). ----
 
-enum class ReduceOp { kSum, kMax, kMin };
+// kSumSquares is reduction.cc's SumOfSquares: the sum of x * x in double,
+// each element widened before it is squared (RMSNorm's SumSquaresPartial);
+// floating x only, the result is f64.
+enum class ReduceOp { kSum, kMax, kMin, kSumSquares };
+
+// True for the ops whose partials add up (kSum, kSumSquares).
+DT_HOST_DEVICE inline bool IsSum(ReduceOp op) {
+  return op == ReduceOp::kSum || op == ReduceOp::kSumSquares;
+}
 
 // The partial reduction of a row in accumulator type A (double for floating
-// sums, int64 for integer sums, the compute type for max/min).
+// sums and for sums of squares, int64 for integer sums, the compute type for
+// max/min).
 template <typename A, typename T>
 DT_HOST_DEVICE inline A ReducePartial(ReduceOp op, Row<T> row, int lane,
                                       int lanes) {
@@ -188,6 +197,9 @@ DT_HOST_DEVICE inline A ReducePartial(ReduceOp op, Row<T> row, int lane,
     A sum = 0;
     for (int64_t j = lane; j < row.n; j += lanes) sum += static_cast<A>(row[j]);
     return sum;
+  }
+  if (op == ReduceOp::kSumSquares) {
+    return static_cast<A>(SumSquaresPartial(row, lane, lanes));
   }
   A acc = static_cast<A>(row[lane < row.n ? lane : 0]);
   for (int64_t j = lane; j < row.n; j += lanes) {
@@ -202,6 +214,7 @@ template <typename A>
 DT_HOST_DEVICE inline A ReduceCombine(ReduceOp op, A a, A b) {
   switch (op) {
     case ReduceOp::kSum:
+    case ReduceOp::kSumSquares:
       return a + b;
     case ReduceOp::kMax:
       return MaxPropagatingNan(a, b);
