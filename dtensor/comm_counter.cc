@@ -11,6 +11,23 @@
 #include "nlohmann/json.hpp"
 
 namespace dtensor {
+CommCounter::Event CommCounter::Estimated(const CostModel& model, CommKind kind,
+                                          std::vector<int64_t> mesh_dims,
+                                          absl::Span<const int64_t> mesh_shape,
+                                          double local_bytes,
+                                          std::string label) {
+  int64_t group_size = 1;
+  for (int64_t m : mesh_dims) group_size *= mesh_shape[m];
+  Event event;
+  event.kind = kind;
+  event.bytes = CostModel::ReceivedBytes(kind, group_size, local_bytes);
+  event.estimated_us =
+      model.StepCostUs(kind, mesh_dims, mesh_shape, local_bytes);
+  event.mesh_dims = std::move(mesh_dims);
+  event.label = std::move(label);
+  return event;
+}
+
 void CommCounter::RecordOnThread(const Event& event) {
   if (Scope::Active().empty()) return;
   Event owned = event;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "dtensor/base/thread_scope.h"
 #include "dtensor/comm_owner.h"
 #include "dtensor/cost_model.h"
@@ -63,6 +64,16 @@ class CommCounter {
   // Records `event`, stamped with CommOwner::Current(), in every counter
   // active on this thread.
   static void RecordOnThread(const Event& event);
+
+  // The event of a `kind` collective over `mesh_dims` of a mesh of
+  // `mesh_shape` that a collective issued outside a redistribution plan (an
+  // op kernel's, a gradient bucket's, an FSDP gather's) records: the bytes a
+  // rank holding `local_bytes` receives and the time `model` estimates; no
+  // shares.
+  static Event Estimated(const CostModel& model, CommKind kind,
+                         std::vector<int64_t> mesh_dims,
+                         absl::Span<const int64_t> mesh_shape,
+                         double local_bytes, std::string label);
 
   // Collectives of `kind` (local steps are counted under kLocal).
   int64_t count(CommKind kind) const;

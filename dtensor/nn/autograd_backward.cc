@@ -128,10 +128,13 @@ class GradientTape::BackwardPass {
   // source's layout unless `options` keeps propagated layouts.
   absl::StatusOr<std::vector<DTensor>> FinishSourceGradients(
       const GradientOptions& options);
-  // `grad`, source s's gradient, in s's layout (Partials completed).
-  absl::StatusOr<DTensor> InSourceLayout(size_t s, const DTensor& grad) const;
 
  private:
+  // Hands `grad`, source s's final gradient, to on_gradient_ready; with
+  // release_handed_over, clears `grad` (the pass's reference).
+  absl::Status HandOver(size_t s, DTensor& grad);
+  // `grad`, source s's gradient, in s's layout (Partials completed).
+  absl::StatusOr<DTensor> InSourceLayout(size_t s, const DTensor& grad) const;
   // The slots of record r's inputs and outputs.
   const int32_t* InputSlots(size_t r) const {
     return slots_.data() + first_slot_[r];
@@ -292,10 +295,8 @@ absl::Status GradientTape::BackwardPass::ReportReady(size_t r) {
       DT_ASSIGN_OR_RETURN(grad, InSourceLayout(s, grad));
       continue;
     }
-    reported_[s] = true;
     handed_over = true;
-    DT_RETURN_IF_ERROR(on_ready_(s, grad));
-    if (release_handed_over_) grad = DTensor();
+    DT_RETURN_IF_ERROR(HandOver(s, grad));
   }
   if (!handed_over || !after_ready_) return absl::OkStatus();
   CommOwner::Scope owner(last_owner);
@@ -429,6 +430,13 @@ absl::Status GradientTape::BackwardPass::AccumulateInputGradients(
   return absl::OkStatus();
 }
 
+absl::Status GradientTape::BackwardPass::HandOver(size_t s, DTensor& grad) {
+  reported_[s] = true;
+  DT_RETURN_IF_ERROR(on_ready_(s, grad));
+  if (release_handed_over_) grad = DTensor();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DTensor> GradientTape::BackwardPass::InSourceLayout(
     size_t s, const DTensor& grad) const {
   const Sharding layout = sources_[s].sharding().WithoutPartials();
@@ -453,10 +461,9 @@ GradientTape::BackwardPass::FinishSourceGradients(
     }
     CommOwner::Scope owner(source_owner_[slot]);
     if (on_ready_ && !reported_[s]) {
-      reported_[s] = true;
       handed_over = true;
-      DT_RETURN_IF_ERROR(on_ready_(s, grad));
-      if (release_handed_over_) continue;
+      DT_RETURN_IF_ERROR(HandOver(s, grad));
+      if (!grad.defined()) continue;  // released
     }
     if (!options.keep_propagated_layouts) {
       DT_ASSIGN_OR_RETURN(grad, InSourceLayout(s, grad));

@@ -274,15 +274,9 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Build(
         std::make_shared<const DTensorSpec>(std::move(out)));
   }
   for (const KernelComm& comm : strategy.kernel_comms) {
-    int64_t group = 1;
-    for (int64_t m : comm.mesh_dims) group *= ctx.mesh_shape[m];
-    CommCounter::Event event;
-    event.kind = comm.kind;
-    event.mesh_dims = comm.mesh_dims;
-    event.bytes = CostModel::ReceivedBytes(comm.kind, group, comm.local_bytes);
-    event.estimated_us = model.StepCostUs(comm.kind, comm.mesh_dims,
-                                          ctx.mesh_shape, comm.local_bytes);
-    event.label = absl::StrCat(op.name, " kernel");
+    CommCounter::Event event = CommCounter::Estimated(
+        model, comm.kind, comm.mesh_dims, ctx.mesh_shape, comm.local_bytes,
+        absl::StrCat(op.name, " kernel"));
     result->cost_us += event.estimated_us;
     result->kernel_events.push_back(std::move(event));
   }

@@ -23,6 +23,7 @@
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/nn/autograd.h"
 #include "dtensor/nn/function.h"
+#include "dtensor/parallel/flat_buffer.h"
 #include "dtensor/shard_geometry.h"
 #include "dtensor/tensor/tensor.h"
 
@@ -77,10 +78,11 @@ class FlatGather {
 
   std::string label_;
   std::vector<DTensor> sharded_;
-  // Per parameter: the gathered spec, this rank's block of it, and the rows
-  // of that block each dp coordinate holds.
+  // Per parameter: the gathered spec, the shape of this rank's block of it,
+  // and the rows of that block each dp coordinate holds.
   std::vector<std::shared_ptr<const DTensorSpec>> specs_;
-  std::vector<InnermostRowSplit> splits_;
+  std::vector<std::vector<int64_t>> gathered_shapes_;
+  std::vector<std::vector<ChunkRange>> rows_;
   // Elements per dp rank, and this rank's dp coordinate.
   std::vector<int64_t> sizes_;
   int64_t me_ = 0;
@@ -130,26 +132,18 @@ absl::Status FlatGather::Plan(int64_t dp) {
         DTensorSpec::Create(mesh, param.sharding().WithReplicated({dp}),
                             param.shape(), param.dtype()));
     specs_.push_back(std::make_shared<const DTensorSpec>(std::move(spec)));
-    splits_.push_back(*std::move(split));
+    gathered_shapes_.push_back(std::move(split->whole.shape));
+    rows_.push_back(std::move(split->rows));
   }
   return absl::OkStatus();
 }
 
 void FlatGather::Count(int64_t dp) const {
   const DTensor& first = sharded_.front();
-  const int64_t group_size = first.mesh().shape()[dp];
-  const double local_bytes =
-      static_cast<double>(sizes_[me_] * ElementSize(first.dtype()));
-  CommCounter::Event event;
-  event.kind = CommKind::kAllGather;
-  event.mesh_dims = {dp};
-  event.bytes = CostModel::ReceivedBytes(event.kind, group_size, local_bytes);
-  event.estimated_us = first.runtime()
-                           ->CostModelFor(first.mesh())
-                           .StepCostUs(event.kind, event.mesh_dims,
-                                       first.mesh().shape(), local_bytes);
-  event.label = label_;
-  CommCounter::RecordOnThread(event);
+  CommCounter::RecordOnThread(CommCounter::Estimated(
+      first.runtime()->CostModelFor(first.mesh()), CommKind::kAllGather, {dp},
+      first.mesh().shape(),
+      static_cast<double>(sizes_[me_] * ElementSize(first.dtype())), label_));
 }
 
 absl::Status FlatGather::Launch(int64_t dp) {
@@ -160,14 +154,9 @@ absl::Status FlatGather::Launch(int64_t dp) {
   DT_ASSIGN_OR_RETURN(input_,
                       Tensor::Empty({sizes_[me_]}, first.dtype(), device));
   DT_ASSIGN_OR_RETURN(output_, Tensor::Empty({total}, first.dtype(), device));
-  int64_t offset = 0;
-  for (const DTensor& param : sharded_) {
-    const Tensor& local = param.ToLocal();
-    DT_ASSIGN_OR_RETURN(Tensor piece, input_.Narrow(0, offset, local.numel()));
-    DT_ASSIGN_OR_RETURN(piece, piece.View(local.shape()));
-    DT_RETURN_IF_ERROR(piece.CopyFrom(local));
-    offset += local.numel();
-  }
+  std::vector<Tensor> locals;
+  for (const DTensor& param : sharded_) locals.push_back(param.ToLocal());
+  DT_RETURN_IF_ERROR(PackInOrder(locals, input_));
   DT_ASSIGN_OR_RETURN(
       std::shared_ptr<Communicator> comm,
       first.runtime()->groups()->ForMeshDims(first.mesh(), {dp}));
@@ -190,34 +179,21 @@ absl::StatusOr<std::vector<DTensor>> FlatGather::Finish() {
     return absl::Status(done.code(),
                         absl::StrCat(label_, ": ", done.message()));
   }
-  // Rank r's buffer holds its rows of every parameter, in order.
-  std::vector<int64_t> rank_offset(sizes_.size(), 0);
-  for (size_t r = 1; r < sizes_.size(); ++r) {
-    rank_offset[r] = rank_offset[r - 1] + sizes_[r - 1];
-  }
+  // The ranks' buffers, concatenated: each holds its rows of every
+  // parameter, in order.
+  std::vector<Tensor> locals;
   for (size_t p = 0; p < sharded_.size(); ++p) {
-    const ShardBlock& whole = splits_[p].whole;
-    const int64_t row = RowElements(whole);
-    DT_ASSIGN_OR_RETURN(
-        Tensor local,
-        Tensor::Empty(whole.shape, sharded_[p].dtype(), output_.device()));
-    for (size_t r = 0; r < sizes_.size(); ++r) {
-      const ChunkRange rows = splits_[p].rows[r];
-      if (rows.size * row > 0) {
-        DT_ASSIGN_OR_RETURN(Tensor from,
-                            output_.Narrow(0, rank_offset[r], rows.size * row));
-        std::vector<int64_t> shape = whole.shape;
-        shape[0] = rows.size;
-        DT_ASSIGN_OR_RETURN(from, from.View(shape));
-        DT_ASSIGN_OR_RETURN(Tensor to, local.Narrow(0, rows.offset, rows.size));
-        DT_RETURN_IF_ERROR(to.CopyFrom(from));
-      }
-      rank_offset[r] += rows.size * row;
-    }
-    gathered.push_back(
-        DTensor::WrapUnchecked(runtime, specs_[p], std::move(local)));
+    DT_ASSIGN_OR_RETURN(Tensor local,
+                        Tensor::Empty(gathered_shapes_[p], sharded_[p].dtype(),
+                                      output_.device()));
+    locals.push_back(std::move(local));
   }
+  DT_RETURN_IF_ERROR(UnpackRowsByRank(output_, rows_, locals));
   output_ = Tensor();
+  for (size_t p = 0; p < sharded_.size(); ++p) {
+    gathered.push_back(
+        DTensor::WrapUnchecked(runtime, specs_[p], std::move(locals[p])));
+  }
   return gathered;
 }
 

@@ -15,6 +15,7 @@
 #include "dtensor/nn/autograd_accumulate.h"
 #include "dtensor/ops/backward_helpers.h"
 #include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/parallel/flat_buffer.h"
 #include "dtensor/runtime.h"
 #include "dtensor/shard_geometry.h"
 
@@ -27,7 +28,7 @@ struct GradientBuckets::Bucket {
   DeviceMesh mesh;
   Reduction reduction;
   DType dtype;
-  // The bytes at which the bucket starts its all-reduce.
+  // The bytes at which the bucket starts its collective.
   int64_t limit = 0;
   // The parameters' indices, their gradients' local values (until Start;
   // none under a metadata-only runtime), the local shapes of the results
@@ -51,22 +52,6 @@ struct GradientBuckets::Bucket {
   Tensor scatter_input;
   std::shared_ptr<Work> work;
 };
-
-namespace {
-
-// The gradients back to back into `flat` (an all-reduce's input).
-absl::Status PackInOrder(absl::Span<const Tensor> locals, Tensor& flat) {
-  int64_t offset = 0;
-  for (const Tensor& local : locals) {
-    DT_ASSIGN_OR_RETURN(Tensor piece, flat.Narrow(0, offset, local.numel()));
-    DT_ASSIGN_OR_RETURN(piece, piece.View(local.shape()));
-    DT_RETURN_IF_ERROR(piece.CopyFrom(local));
-    offset += local.numel();
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 GradientBuckets::GradientBuckets(std::vector<DTensor> params,
                                  int64_t bucket_bytes,
@@ -227,19 +212,18 @@ void GradientBuckets::Count(const Bucket& bucket) const {
   }
   const CostModel model =
       params_[bucket.indices.front()].runtime()->CostModelFor(bucket.mesh);
-  CommCounter::Event event;
-  event.kind = bucket.reduction.scatter ? CommKind::kReduceScatter
-                                        : CommKind::kAllReduce;
-  event.mesh_dims = bucket.reduction.mesh_dims;
+  CommCounter::Event event = CommCounter::Estimated(
+      model,
+      bucket.reduction.scatter ? CommKind::kReduceScatter
+                               : CommKind::kAllReduce,
+      bucket.reduction.mesh_dims, bucket.mesh.shape(),
+      static_cast<double>(bucket.bytes),
+      absl::StrCat("gradient bucket of ", bucket.indices.size(), " tensors, ",
+                   bucket.bytes, " bytes"));
   const auto cost_us = [&](double local_bytes) {
     return model.StepCostUs(event.kind, event.mesh_dims, bucket.mesh.shape(),
                             local_bytes);
   };
-  event.bytes = CostModel::ReceivedBytes(event.kind, group_size,
-                                         static_cast<double>(bucket.bytes));
-  event.estimated_us = cost_us(static_cast<double>(bucket.bytes));
-  event.label = absl::StrCat("gradient bucket of ", bucket.indices.size(),
-                             " tensors, ", bucket.bytes, " bytes");
   // Each parameter's part is its owner's (adjacent parts of one owner
   // merged), so that reports can attribute the bucket per module.
   for (size_t k = 0; k < bucket.indices.size(); ++k) {
@@ -280,7 +264,8 @@ absl::Status GradientBuckets::Start(Bucket& bucket) {
     bucket.work = comm->AllReduceAsync(bucket.flat, bucket.reduction.op);
     return absl::OkStatus();
   }
-  DT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, PackByRank(bucket, input));
+  DT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
+                      PackRowsByRank(bucket.locals, bucket.rows, input));
   bucket.locals.clear();
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
                       first.mesh().CoordinateOf(first.runtime()->rank()));
@@ -291,27 +276,6 @@ absl::Status GradientBuckets::Start(Bucket& bucket) {
   bucket.work = comm->ReduceScatterAsync(bucket.scatter_input, bucket.flat, 0,
                                          bucket.reduction.op, sizes);
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<int64_t>> GradientBuckets::PackByRank(
-    const Bucket& bucket, Tensor& flat) {
-  const size_t group_size = bucket.rows.front().size();
-  std::vector<int64_t> sizes(group_size, 0);
-  int64_t offset = 0;
-  for (size_t r = 0; r < group_size; ++r) {
-    for (size_t k = 0; k < bucket.locals.size(); ++k) {
-      const ChunkRange kept = bucket.rows[k][r];
-      if (kept.size == 0) continue;
-      DT_ASSIGN_OR_RETURN(Tensor rows,
-                          bucket.locals[k].Narrow(0, kept.offset, kept.size));
-      DT_ASSIGN_OR_RETURN(Tensor piece, flat.Narrow(0, offset, rows.numel()));
-      DT_ASSIGN_OR_RETURN(piece, piece.View(rows.shape()));
-      DT_RETURN_IF_ERROR(piece.CopyFrom(rows));
-      offset += rows.numel();
-      sizes[r] += rows.numel();
-    }
-  }
-  return sizes;
 }
 
 absl::Status GradientBuckets::Complete(Bucket& bucket,

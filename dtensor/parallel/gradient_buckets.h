@@ -149,10 +149,6 @@ class GradientBuckets {
   // Copies the bucket's gradients into one buffer and starts its all-reduce
   // or reduce-scatter.
   absl::Status Start(Bucket& bucket);
-  // Each rank's rows of every gradient, rank by rank, into `flat` (a
-  // reduce-scatter's input); the elements of each rank's part.
-  static absl::StatusOr<std::vector<int64_t>> PackByRank(const Bucket& bucket,
-                                                         Tensor& flat);
   // Waits for the bucket and writes its parameters' gradients into result.
   absl::Status Complete(Bucket& bucket, std::vector<DTensor>& result);
 
