@@ -25,12 +25,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
+#include "dtensor/base/enum_names.h"
 #include "dtensor/collectives/gloo/gloo_backend.h"
 #include "dtensor/collectives/gloo/gloo_store.h"
 #include "dtensor/collectives/multiprocess/store_client.h"
@@ -72,37 +74,8 @@ bool OneRank(Impl impl) {
   return impl == Impl::kBackendOneRank || impl == Impl::kGlooOneRank;
 }
 
-const char* OpName(Op op) {
-  switch (op) {
-    case Op::kAllReduce:
-      return "all_reduce";
-    case Op::kAllGather:
-      return "all_gather";
-    case Op::kReduceScatter:
-      return "reduce_scatter";
-    case Op::kAllToAll:
-      return "all_to_all";
-    case Op::kQuit:
-      break;
-  }
-  return "quit";
-}
-
-const char* ImplName(Impl impl) {
-  switch (impl) {
-    case Impl::kBackend:
-      return "backend";
-    case Impl::kGloo:
-      return "gloo";
-    case Impl::kGlooHalvingDoubling:
-      return "gloo_halving_doubling";
-    case Impl::kBackendOneRank:
-      return "backend_1rank";
-    case Impl::kGlooOneRank:
-      return "gloo_1rank";
-  }
-  return "?";
-}
+constexpr EnumNames<Impl, Impl::kGlooOneRank> kImplNames(
+    "backend", "gloo", "gloo_halving_doubling", "backend_1rank", "gloo_1rank");
 
 double BusFactor(Op op) {
   return op == Op::kAllReduce ? 2.0 * (kRanks - 1) / kRanks
@@ -250,22 +223,24 @@ std::function<void()> AllToAllStep(const StepSetup& s) {
   };
 }
 
-// One iteration of `op` by `impl` on `bytes`, with its buffers.
+// The collectives measured, in Op order (kQuit, which stops the mirror, is
+// none of them): the name and the maker of one iteration.
+struct OpInfo {
+  const char* name;
+  std::function<void()> (*make_step)(const StepSetup& setup);
+};
+constexpr OpInfo kOps[] = {{"all_reduce", AllReduceStep},
+                           {"all_gather", AllGatherStep},
+                           {"reduce_scatter", ReduceScatterStep},
+                           {"all_to_all", AllToAllStep}};
+static_assert(std::size(kOps) == static_cast<size_t>(Op::kQuit),
+              "one entry per collective");
+
+const OpInfo& InfoOf(Op op) { return kOps[static_cast<size_t>(op)]; }
+
+// One iteration of `op` (not kQuit) by `impl` on `bytes`, with its buffers.
 std::function<void()> MakeStep(Op op, Impl impl, int64_t bytes) {
-  const StepSetup setup = SetupFor(impl, bytes);
-  switch (op) {
-    case Op::kAllReduce:
-      return AllReduceStep(setup);
-    case Op::kAllGather:
-      return AllGatherStep(setup);
-    case Op::kReduceScatter:
-      return ReduceScatterStep(setup);
-    case Op::kAllToAll:
-      return AllToAllStep(setup);
-    case Op::kQuit:
-      break;
-  }
-  return [] {};
+  return InfoOf(op).make_step(SetupFor(impl, bytes));
 }
 
 // Rank 0 tells rank 1 what to run next.
@@ -305,30 +280,26 @@ void Mirror() {
   }
 }
 
+// Registers "<op>/<impl>", timed in real time.
+benchmark::internal::Benchmark* Register(Op op, Impl impl) {
+  return benchmark::RegisterBenchmark(
+             absl::StrCat(InfoOf(op).name, "/", kImplNames.Name(impl)).c_str(),
+             [op, impl](benchmark::State& state) {
+               BM_Collective(state, op, impl);
+             })
+      ->UseRealTime();
+}
+
 void RegisterAll() {
   for (Op op :
        {Op::kAllReduce, Op::kAllGather, Op::kReduceScatter, Op::kAllToAll}) {
     std::vector<Impl> impls = {Impl::kBackend, Impl::kGloo};
     if (op == Op::kReduceScatter) impls.push_back(Impl::kGlooHalvingDoubling);
     for (Impl impl : impls) {
-      benchmark::RegisterBenchmark(
-          absl::StrCat(OpName(op), "/", ImplName(impl)).c_str(),
-          [op, impl](benchmark::State& state) {
-            BM_Collective(state, op, impl);
-          })
-          ->RangeMultiplier(4)
-          ->Range(kMinBytes, kMaxBytes)
-          ->UseRealTime();
+      Register(op, impl)->RangeMultiplier(4)->Range(kMinBytes, kMaxBytes);
     }
     for (Impl impl : {Impl::kBackendOneRank, Impl::kGlooOneRank}) {
-      benchmark::RegisterBenchmark(
-          absl::StrCat(OpName(op), "/", ImplName(impl)).c_str(),
-          [op, impl](benchmark::State& state) {
-            BM_Collective(state, op, impl);
-          })
-          ->Arg(kMinBytes)
-          ->Arg(int64_t{1} << 20)
-          ->UseRealTime();
+      Register(op, impl)->Arg(kMinBytes)->Arg(int64_t{1} << 20);
     }
   }
 }

@@ -3,25 +3,16 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/enum_names.h"
 
 namespace dtensor {
 
+constexpr EnumNames<CommKind, CommKind::kLocal> kCommKindNames(
+    "all_gather", "all_reduce", "reduce_scatter", "all_to_all", "permute",
+    "local");
+
 absl::string_view CommKindName(CommKind kind) {
-  switch (kind) {
-    case CommKind::kAllGather:
-      return "all_gather";
-    case CommKind::kAllReduce:
-      return "all_reduce";
-    case CommKind::kReduceScatter:
-      return "reduce_scatter";
-    case CommKind::kAllToAll:
-      return "all_to_all";
-    case CommKind::kPermute:
-      return "permute";
-    case CommKind::kLocal:
-      return "local";
-  }
-  return "unknown";
+  return kCommKindNames.Name(kind);
 }
 
 absl::StatusOr<CostModel> CostModel::Create(std::vector<MeshDimLink> links,

@@ -1,20 +1,13 @@
 #include "dtensor/collectives/reduce_op.h"
 
+#include "dtensor/base/enum_names.h"
+
 namespace dtensor {
 
-absl::string_view ReduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kAvg:
-      return "avg";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kMin:
-      return "min";
-  }
-  return "unknown";
-}
+constexpr EnumNames<ReduceOp, ReduceOp::kMin> kReduceOpNames("sum", "avg",
+                                                             "max", "min");
+
+absl::string_view ReduceOpName(ReduceOp op) { return kReduceOpNames.Name(op); }
 
 std::ostream& operator<<(std::ostream& os, ReduceOp op) {
   return os << ReduceOpName(op);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "dtensor/base/enum_names.h"
 
 namespace dtensor {
 namespace op_args_internal {
@@ -26,21 +27,11 @@ void ArgOfAnotherKind() {
 
 }  // namespace op_args_internal
 
-absl::string_view ArgKindName(ArgKind kind) {
-  switch (kind) {
-    case ArgKind::kInt:
-      return "int";
-    case ArgKind::kInts:
-      return "ints";
-    case ArgKind::kBool:
-      return "bool";
-    case ArgKind::kDouble:
-      return "double";
-    case ArgKind::kScalar:
-      return "scalar";
-  }
-  return "unknown";
-}
+constexpr EnumNames<ArgKind, ArgKind::kScalar> kArgKindNames("int", "ints",
+                                                             "bool", "double",
+                                                             "scalar");
+
+absl::string_view ArgKindName(ArgKind kind) { return kArgKindNames.Name(kind); }
 
 OpArgs& OpArgs::AddInt(int64_t value) {
   slots_.push_back({ArgKind::kInt, static_cast<uint32_t>(words_.size()), 1});

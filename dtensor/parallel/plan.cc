@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "dtensor/base/enum_names.h"
 #include "dtensor/base/json_value.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/base/text_file.h"
@@ -18,6 +20,9 @@
 namespace dtensor {
 namespace parallel {
 namespace {
+
+constexpr EnumNames<DataParallel, DataParallel::kFsdp> kDataParallelNames(
+    "none", "replicate", "fsdp");
 
 absl::Status WrongType(absl::string_view where, absl::string_view expected,
                        const JsonValue& value) {
@@ -145,13 +150,13 @@ absl::StatusOr<absl::string_view> HfTpPlanKey(const JsonValue& root) {
 
 absl::StatusOr<DataParallel> ParseDataParallel(const JsonValue& value) {
   if (!value.is_string()) return WrongType("\"dp\"", "string", value);
-  for (DataParallel dp :
-       {DataParallel::kNone, DataParallel::kReplicate, DataParallel::kFsdp}) {
-    if (DataParallelName(dp) == value.string_value()) return dp;
+  if (std::optional<DataParallel> dp =
+          kDataParallelNames.Parse(value.string_value())) {
+    return *dp;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("plan: unknown dp mode \"", value.string_value(),
-                   "\" (known: none, replicate, fsdp)"));
+                   "\" (known: ", kDataParallelNames.List(), ")"));
 }
 
 // A list of module-name patterns (`key`): non-empty strings.
@@ -297,15 +302,7 @@ class PlanBinding {
 }  // namespace
 
 absl::string_view DataParallelName(DataParallel dp) {
-  switch (dp) {
-    case DataParallel::kNone:
-      return "none";
-    case DataParallel::kReplicate:
-      return "replicate";
-    case DataParallel::kFsdp:
-      return "fsdp";
-  }
-  return "unknown";
+  return kDataParallelNames.Name(dp);
 }
 
 absl::StatusOr<Plan> ParsePlan(absl::string_view json) {

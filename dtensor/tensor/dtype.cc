@@ -1,8 +1,10 @@
 #include "dtensor/tensor/dtype.h"
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "dtensor/base/enum_names.h"
 
 namespace dtensor {
 
@@ -25,34 +27,17 @@ size_t ElementSize(DType dtype) {
   return 0;  // Unreachable: every enumerator is handled above.
 }
 
-std::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF64:
-      return "f64";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kF16:
-      return "f16";
-    case DType::kI32:
-      return "i32";
-    case DType::kI64:
-      return "i64";
-    case DType::kBool:
-      return "bool";
-  }
-  return "unknown";  // Unreachable: every enumerator is handled above.
-}
+constexpr EnumNames<DType, DType::kBool> kDTypeNames("f32", "f64", "bf16",
+                                                     "f16", "i32", "i64",
+                                                     "bool");
+
+std::string_view DTypeName(DType dtype) { return kDTypeNames.Name(dtype); }
 
 absl::StatusOr<DType> ParseDType(std::string_view name) {
-  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16,
-                      DType::kI32, DType::kI64, DType::kBool}) {
-    if (DTypeName(dtype) == name) return dtype;
-  }
-  return absl::InvalidArgumentError(
-      "unknown dtype \"" + std::string(name) +
-      "\" (expected one of f32, f64, bf16, f16, i32, i64, bool)");
+  if (std::optional<DType> dtype = kDTypeNames.Parse(name)) return *dtype;
+  return absl::InvalidArgumentError("unknown dtype \"" + std::string(name) +
+                                    "\" (expected one of " +
+                                    kDTypeNames.List() + ")");
 }
 
 bool IsFloatingPoint(DType dtype) {
