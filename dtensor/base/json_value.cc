@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/enum_names.h"
 #include "dtensor/base/status_macros.h"
 
 namespace dtensor {
@@ -55,22 +56,11 @@ const JsonValue* JsonValue::Find(absl::string_view key) const {
   return nullptr;
 }
 
+constexpr EnumNames<JsonValue::Kind, JsonValue::Kind::kObject> kJsonKindNames(
+    "null", "boolean", "number", "string", "array", "object");
+
 absl::string_view JsonKindName(JsonValue::Kind kind) {
-  switch (kind) {
-    case JsonValue::Kind::kNull:
-      return "null";
-    case JsonValue::Kind::kBool:
-      return "boolean";
-    case JsonValue::Kind::kNumber:
-      return "number";
-    case JsonValue::Kind::kString:
-      return "string";
-    case JsonValue::Kind::kArray:
-      return "array";
-    case JsonValue::Kind::kObject:
-      return "object";
-  }
-  return "unknown";
+  return kJsonKindNames.Name(kind);
 }
 
 namespace {
