@@ -5,10 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/explain_command.h"
-#include "tools/layout_command.h"
-#include "tools/plan_command.h"
-#include "tools/propagate_command.h"
+#include "tools/commands.h"
 #include "tools/subcommand.h"
 
 namespace dtensor {

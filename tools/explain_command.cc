@@ -1,4 +1,3 @@
-#include "tools/explain_command.h"
 
 #include <optional>
 #include <string>
@@ -10,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "tools/arg_parser.h"
+#include "tools/commands.h"
 #include "tools/explain.h"
 #include "tools/explain_config.h"
 #include "tools/explain_format.h"
@@ -101,28 +101,22 @@ absl::StatusOr<ExplainRequest> RequestFromArgs(const ParsedArgs& args) {
   return request;
 }
 
+// Prints the report of the step `args` describe on `out`.
+absl::StatusOr<int> PrintReport(const ParsedArgs& args, std::ostream& out,
+                                std::ostream& /*err*/) {
+  DT_ASSIGN_OR_RETURN(ExplainRequest request, RequestFromArgs(args));
+  DT_ASSIGN_OR_RETURN(int64_t rank,
+                      PositiveInt(args.ValueOr("rank", "0"), "rank", 0));
+  DT_ASSIGN_OR_RETURN(ExplainReport report, ExplainLlamaStep(request, rank));
+  out << (args.Has("json") ? ExplainJson(report) : ExplainText(report));
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunExplainCommand(absl::Span<const std::string> args, std::ostream& out,
                       std::ostream& err) {
-  int exit = kExitOk;
-  const std::optional<ParsedArgs> parsed =
-      ParseSubcommandArgs(args, kFlags, "explain", kUsage, out, err, exit);
-  if (!parsed.has_value()) return exit;
-  absl::StatusOr<ExplainRequest> request = RequestFromArgs(*parsed);
-  if (!request.ok()) {
-    return ReportUsageError(err, "explain", request.status().message());
-  }
-  absl::StatusOr<int64_t> rank =
-      PositiveInt(parsed->ValueOr("rank", "0"), "rank", 0);
-  if (!rank.ok())
-    return ReportUsageError(err, "explain", rank.status().message());
-  absl::StatusOr<ExplainReport> report = ExplainLlamaStep(*request, *rank);
-  if (!report.ok()) {
-    return ReportUsageError(err, "explain", report.status().message());
-  }
-  out << (parsed->Has("json") ? ExplainJson(*report) : ExplainText(*report));
-  return kExitOk;
+  return RunSubcommand(args, kFlags, "explain", kUsage, out, err, PrintReport);
 }
 
 }  // namespace dtensor

@@ -1,4 +1,3 @@
-#include "tools/layout_command.h"
 
 #include <algorithm>
 #include <optional>
@@ -17,6 +16,7 @@
 #include "dtensor/tensor/dtype.h"
 #include "nlohmann/json.hpp"
 #include "tools/arg_parser.h"
+#include "tools/commands.h"
 #include "tools/mesh_flag.h"
 #include "tools/shard_picture.h"
 #include "tools/subcommand.h"
@@ -140,26 +140,25 @@ absl::StatusOr<std::string> LayoutText(const DTensorSpec& spec,
   return text;
 }
 
-absl::StatusOr<std::string> RenderLayout(const ParsedArgs& args) {
+// Prints the layout `args` describe on `out`.
+absl::StatusOr<int> PrintLayout(const ParsedArgs& args, std::ostream& out,
+                                std::ostream& /*err*/) {
   DT_ASSIGN_OR_RETURN(DTensorSpec spec, SpecFromArgs(args));
   DT_ASSIGN_OR_RETURN(std::vector<RankRow> rows, RankRows(spec));
-  if (args.Has("json")) return LayoutJson(spec, rows);
-  return LayoutText(spec, rows);
+  if (args.Has("json")) {
+    out << LayoutJson(spec, rows);
+  } else {
+    DT_ASSIGN_OR_RETURN(std::string text, LayoutText(spec, rows));
+    out << text;
+  }
+  return kExitOk;
 }
 
 }  // namespace
 
 int RunLayoutCommand(absl::Span<const std::string> args, std::ostream& out,
                      std::ostream& err) {
-  int exit = kExitOk;
-  const std::optional<ParsedArgs> parsed =
-      ParseSubcommandArgs(args, kFlags, "layout", kUsage, out, err, exit);
-  if (!parsed.has_value()) return exit;
-  absl::StatusOr<std::string> text = RenderLayout(*parsed);
-  if (!text.ok())
-    return ReportUsageError(err, "layout", text.status().message());
-  out << *text;
-  return kExitOk;
+  return RunSubcommand(args, kFlags, "layout", kUsage, out, err, PrintLayout);
 }
 
 }  // namespace dtensor

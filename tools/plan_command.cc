@@ -1,4 +1,3 @@
-#include "tools/plan_command.h"
 
 #include <algorithm>
 #include <optional>
@@ -20,6 +19,7 @@
 #include "dtensor/tensor/dtype.h"
 #include "nlohmann/json.hpp"
 #include "tools/arg_parser.h"
+#include "tools/commands.h"
 #include "tools/link_flags.h"
 #include "tools/mesh_flag.h"
 #include "tools/step_json.h"
@@ -191,37 +191,35 @@ std::string PlanText(const PlanRequest& request, const RedistributePlan& plan,
   return text;
 }
 
-}  // namespace
-
-int RunPlanCommand(absl::Span<const std::string> args, std::ostream& out,
-                   std::ostream& err) {
-  int exit = kExitOk;
-  const std::optional<ParsedArgs> parsed =
-      ParseSubcommandArgs(args, kFlags, "plan", kUsage, out, err, exit);
-  if (!parsed.has_value()) return exit;
-  absl::StatusOr<PlanRequest> request = RequestFromArgs(*parsed);
-  if (!request.ok()) {
-    return ReportUsageError(err, "plan", request.status().message());
-  }
-  absl::StatusOr<CostModel> model = CostModel::Create(request->links);
-  absl::StatusOr<RedistributePlan> plan =
-      PlanRedistribution(request->from, request->to, request->mesh.shape(),
-                         request->shape, request->dtype, *model);
-  if (!plan.ok()) return ReportUsageError(err, "plan", plan.status().message());
+// Prints the plan `args` ask for on `out`, verified with --verify: 1, after a
+// line on `err`, when the verification fails.
+absl::StatusOr<int> PrintPlan(const ParsedArgs& args, std::ostream& out,
+                              std::ostream& err) {
+  DT_ASSIGN_OR_RETURN(PlanRequest request, RequestFromArgs(args));
+  absl::StatusOr<CostModel> model = CostModel::Create(request.links);
+  DT_ASSIGN_OR_RETURN(
+      RedistributePlan plan,
+      PlanRedistribution(request.from, request.to, request.mesh.shape(),
+                         request.shape, request.dtype, *model));
   absl::Status verified;
-  const bool verify = parsed->Has("verify");
-  if (verify) verified = Verify(*request);
-  if (verify && absl::IsInvalidArgument(verified)) {
-    return ReportUsageError(err, "plan", verified.message());
-  }
-  out << (parsed->Has("json")
-              ? PlanJson(*plan, verify ? &verified : nullptr)
-              : PlanText(*request, *plan, verify ? &verified : nullptr));
+  const bool verify = args.Has("verify");
+  if (verify) verified = Verify(request);
+  if (verify && absl::IsInvalidArgument(verified)) return verified;
+  out << (args.Has("json")
+              ? PlanJson(plan, verify ? &verified : nullptr)
+              : PlanText(request, plan, verify ? &verified : nullptr));
   if (verify && !verified.ok()) {
     err << "dtensor plan: verification failed: " << verified.message() << "\n";
     return 1;
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int RunPlanCommand(absl::Span<const std::string> args, std::ostream& out,
+                   std::ostream& err) {
+  return RunSubcommand(args, kFlags, "plan", kUsage, out, err, PrintPlan);
 }
 
 }  // namespace dtensor

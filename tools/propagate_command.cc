@@ -1,4 +1,3 @@
-#include "tools/propagate_command.h"
 
 #include <functional>
 #include <map>
@@ -26,6 +25,7 @@
 #include "dtensor/tensor/dtype.h"
 #include "nlohmann/json.hpp"
 #include "tools/arg_parser.h"
+#include "tools/commands.h"
 #include "tools/mesh_flag.h"
 #include "tools/step_json.h"
 #include "tools/subcommand.h"
@@ -315,6 +315,27 @@ std::string OpList() {
   return text;
 }
 
+// Prints on `out` the propagation of the call `args` and `split` describe, or
+// with --list the ops.
+absl::StatusOr<int> PrintPropagation(const ParsedArgs& args,
+                                     const SplitArgs& split,
+                                     std::ostream& out) {
+  if (args.Has("list")) {
+    out << OpList();
+    return kExitOk;
+  }
+  DT_ASSIGN_OR_RETURN(Request request, RequestFromArgs(args, split));
+  std::vector<const DTensorSpec*> inputs;
+  for (const DTensorSpec& spec : request.inputs) inputs.push_back(&spec);
+  const std::shared_ptr<Runtime> runtime = Runtime::MetadataOnly(0);
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<const Propagation> propagation,
+                      Propagate(*request.op, inputs, request.args, *runtime));
+  out << (args.Has("json")
+              ? PropagationJson(*propagation)
+              : PropagationText(request.inputs[0].mesh(), *propagation));
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunPropagateCommand(absl::Span<const std::string> args, std::ostream& out,
@@ -323,30 +344,11 @@ int RunPropagateCommand(absl::Span<const std::string> args, std::ostream& out,
   if (!split.ok()) {
     return ReportUsageError(err, "propagate", split.status().message());
   }
-  int exit = kExitOk;
-  const std::optional<ParsedArgs> parsed = ParseSubcommandArgs(
-      split->rest, kFlags, "propagate", kUsage, out, err, exit);
-  if (!parsed.has_value()) return exit;
-  if (parsed->Has("list")) {
-    out << OpList();
-    return kExitOk;
-  }
-  absl::StatusOr<Request> request = RequestFromArgs(*parsed, *split);
-  if (!request.ok()) {
-    return ReportUsageError(err, "propagate", request.status().message());
-  }
-  std::vector<const DTensorSpec*> inputs;
-  for (const DTensorSpec& spec : request->inputs) inputs.push_back(&spec);
-  const std::shared_ptr<Runtime> runtime = Runtime::MetadataOnly(0);
-  absl::StatusOr<std::shared_ptr<const Propagation>> propagation =
-      Propagate(*request->op, inputs, request->args, *runtime);
-  if (!propagation.ok()) {
-    return ReportUsageError(err, "propagate", propagation.status().message());
-  }
-  out << (parsed->Has("json")
-              ? PropagationJson(**propagation)
-              : PropagationText(request->inputs[0].mesh(), **propagation));
-  return kExitOk;
+  return RunSubcommand(split->rest, kFlags, "propagate", kUsage, out, err,
+                       [&split](const ParsedArgs& parsed, std::ostream& results,
+                                std::ostream& /*err*/) {
+                         return PrintPropagation(parsed, *split, results);
+                       });
 }
 
 }  // namespace dtensor

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -18,14 +19,17 @@ namespace dtensor {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 2;
 
-// One `dtensor <name> ...` subcommand. `run` gets the arguments after the
-// name, writes its results to `out` and errors to `err`, and returns the exit
-// status.
+// A subcommand's entry point (tools/commands.h): gets the arguments after the
+// subcommand's name, writes its results to `out` and errors to `err`, and
+// returns the exit status.
+using SubcommandFn = int(absl::Span<const std::string> args, std::ostream& out,
+                         std::ostream& err);
+
+// One `dtensor <name> ...` subcommand.
 struct Subcommand {
   std::string_view name;
   std::string_view summary;
-  int (*run)(absl::Span<const std::string> args, std::ostream& out,
-             std::ostream& err);
+  SubcommandFn* run;
 };
 
 // Writes "dtensor <command>: <message>" as one line to `err` (line breaks in
@@ -56,6 +60,27 @@ inline std::optional<ParsedArgs> ParseSubcommandArgs(
     return std::nullopt;
   }
   return *std::move(parsed);
+}
+
+// The body of a subcommand's entry point: parses `args` against `flags`
+// (ParseSubcommandArgs: --help and bad arguments answered there), then
+// returns what `body(parsed, out, err)` returns, an absl::StatusOr<int> exit
+// status. `body` writes its results itself; an error it returns is reported
+// on `err` as a usage error (kExitUsage).
+template <typename Body>
+int RunSubcommand(absl::Span<const std::string> args,
+                  absl::Span<const FlagSpec> flags, std::string_view command,
+                  std::string_view usage, std::ostream& out, std::ostream& err,
+                  Body body) {
+  int exit = kExitOk;
+  const std::optional<ParsedArgs> parsed =
+      ParseSubcommandArgs(args, flags, command, usage, out, err, exit);
+  if (!parsed.has_value()) return exit;
+  const absl::StatusOr<int> result = body(*parsed, out, err);
+  if (!result.ok()) {
+    return ReportUsageError(err, command, result.status().message());
+  }
+  return *result;
 }
 
 }  // namespace dtensor

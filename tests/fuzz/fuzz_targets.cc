@@ -10,12 +10,9 @@
 #include "dtensor/parallel/checkpoint_metadata.h"
 #include "dtensor/parallel/plan.h"
 #include "dtensor/placement.h"
-#include "tools/explain_command.h"
+#include "tools/commands.h"
 #include "tools/explain_config.h"
-#include "tools/layout_command.h"
 #include "tools/mesh_flag.h"
-#include "tools/plan_command.h"
-#include "tools/propagate_command.h"
 
 namespace dtensor {
 namespace fuzz {

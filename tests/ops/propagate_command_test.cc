@@ -2,8 +2,6 @@
 // built binary too), redistributions and collective counts (also read back by
 // ParseJson), several outputs, op arguments, and one-line errors with exit
 // status 2.
-#include "tools/propagate_command.h"
-
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -17,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "dtensor/base/json_value.h"
 #include "gtest/gtest.h"
+#include "tools/commands.h"
 
 namespace dtensor {
 namespace {

@@ -1,8 +1,6 @@
 // `dtensor explain` on the command line: the text report, the --json object
 // (parsed, its totals consistent with its modules), and one-line errors with
 // exit status 2 for bad input.
-#include "tools/explain_command.h"
-
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -13,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/json_value.h"
 #include "gtest/gtest.h"
+#include "tools/commands.h"
 #include "tools/subcommand.h"
 
 namespace dtensor {

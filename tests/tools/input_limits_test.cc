@@ -13,9 +13,8 @@
 #include "dtensor/nn/llama_config.h"
 #include "dtensor/parallel/plan.h"
 #include "gtest/gtest.h"
-#include "tools/explain_command.h"
+#include "tools/commands.h"
 #include "tools/explain_config.h"
-#include "tools/plan_command.h"
 
 namespace dtensor {
 namespace {

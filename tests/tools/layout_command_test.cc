@@ -1,5 +1,3 @@
-#include "tools/layout_command.h"
-
 #include <sstream>
 #include <string>
 #include <vector>
@@ -7,6 +5,7 @@
 #include "absl/status/statusor.h"
 #include "dtensor/base/json_value.h"
 #include "gtest/gtest.h"
+#include "tools/commands.h"
 
 namespace dtensor {
 namespace {

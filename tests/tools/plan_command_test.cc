@@ -1,8 +1,6 @@
 // `dtensor plan`, run in-process: text and JSON output (also read back by
 // ParseJson), --verify, link flags, and bad arguments; the step JSON it
 // shares with `dtensor propagate`.
-#include "tools/plan_command.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
@@ -18,6 +16,7 @@
 #include "dtensor/redistribute_plan.h"
 #include "dtensor/sharding.h"
 #include "gtest/gtest.h"
+#include "tools/commands.h"
 #include "tools/step_json.h"
 
 namespace dtensor {
