@@ -34,12 +34,7 @@ absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::Create(
   // the failure path runs.
   ::signal(SIGPIPE, SIG_IGN);
   auto runtime = std::make_shared<GlooRuntime>();
-  runtime->rank = options.rank;
-  runtime->world_size = options.world_size;
-  runtime->options = options.communicator;
-  DT_ASSIGN_OR_RETURN(
-      runtime->session,
-      RendezvousSession::Join(RendezvousSession::OptionsFor(options)));
+  DT_RETURN_IF_ERROR(JoinJob(options, *runtime));
   gloo::transport::tcp::attr attr;
   attr.iface = options.iface;
   attr.hostname = options.hostname;
@@ -128,12 +123,11 @@ absl::StatusOr<GlooBackendOptions> GlooOptionsFromEnv(
     CommunicatorOptions communicator) {
   DT_ASSIGN_OR_RETURN(LaunchEnv env, LaunchEnvFromEnvironment());
   GlooBackendOptions options;
-  SetJobFromLaunchEnv(env, options);
+  SetJobFromLaunchEnv(env, std::move(communicator), options);
   if (const char* hostname = std::getenv(kGlooHostnameEnv)) {
     options.hostname = hostname;
   }
   if (const char* iface = std::getenv(kGlooIfaceEnv)) options.iface = iface;
-  options.communicator = std::move(communicator);
   return options;
 }
 

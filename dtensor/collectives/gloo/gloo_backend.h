@@ -13,6 +13,7 @@
 #include "dtensor/collectives/collective_options.h"
 #include "dtensor/collectives/gloo/gloo_runtime.h"
 #include "dtensor/collectives/multiprocess/group_instances.h"
+#include "dtensor/collectives/multiprocess/multiprocess_options.h"
 
 namespace dtensor {
 
@@ -22,27 +23,14 @@ namespace dtensor {
 inline constexpr char kGlooHostnameEnv[] = "DTENSOR_GLOO_HOSTNAME";
 inline constexpr char kGlooIfaceEnv[] = "DTENSOR_GLOO_IFACE";
 
-struct GlooBackendOptions {
-  int64_t rank = 0;
-  int64_t world_size = 1;
-  // The rendezvous store (store_server.h).
-  std::string master_addr = "127.0.0.1";
-  int master_port = 0;
-  // Whether this process hosts the store at master_addr:master_port (rank 0
-  // does unless a launcher hosts it). Port 0 picks a free port, which only a
-  // world of one can use.
-  bool host_store = false;
+// The job, the store and the communicators' options (MultiprocessOptions),
+// and Gloo's own.
+struct GlooBackendOptions : MultiprocessOptions {
   // The address Gloo listens on for its peers: by default 127.0.0.1 when the
   // store is on a loopback address, else this host's name. `iface` ("eth0")
   // takes the address of that interface instead.
   std::string hostname;
   std::string iface;
-  // Options of every communicator. Their default deadline also bounds how
-  // long Create waits for the store and a communicator for its members.
-  CommunicatorOptions communicator;
-  // How long a process that hosts the store waits, when it shuts down, for
-  // the other ranks to leave the store.
-  absl::Duration linger = absl::Seconds(30);
 };
 
 // The Gloo backend of one process (rank) of a multi-process job: one process

@@ -39,18 +39,6 @@ struct LaunchEnv {
 // WORLD_SIZE. Errors name the variable and its value.
 absl::StatusOr<LaunchEnv> LaunchEnvFromEnvironment();
 
-// Sets the job of a backend's options (GlooBackendOptions,
-// NcclBackendOptions) from `env`: rank, world size, the store's address, and
-// whether this process hosts the store (rank 0, unless the launcher does).
-template <typename BackendOptions>
-void SetJobFromLaunchEnv(const LaunchEnv& env, BackendOptions& options) {
-  options.rank = env.rank;
-  options.world_size = env.world_size;
-  options.master_addr = env.master_addr;
-  options.master_port = env.master_port;
-  options.host_store = !env.agent_store && env.rank == 0;
-}
-
 }  // namespace dtensor
 
 #endif  // DTENSOR_COLLECTIVES_MULTIPROCESS_LAUNCH_ENV_H_

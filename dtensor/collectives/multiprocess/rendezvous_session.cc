@@ -7,7 +7,7 @@
 namespace dtensor {
 namespace {
 
-absl::Status CheckOptions(const RendezvousSession::Options& options) {
+absl::Status CheckOptions(const MultiprocessOptions& options) {
   if (options.world_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the world size must be at least 1, got ", options.world_size));
@@ -32,7 +32,7 @@ absl::Status CheckOptions(const RendezvousSession::Options& options) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RendezvousSession>> RendezvousSession::Join(
-    const Options& options) {
+    const MultiprocessOptions& options) {
   absl::Status valid = CheckOptions(options);
   if (!valid.ok()) return valid;
   std::unique_ptr<RendezvousSession> session(new RendezvousSession());
@@ -45,8 +45,9 @@ absl::StatusOr<std::unique_ptr<RendezvousSession>> RendezvousSession::Join(
     session->server_ = *std::move(server);
     port = session->server_->port();
   }
-  absl::StatusOr<std::unique_ptr<StoreClient>> client = StoreClient::Connect(
-      options.master_addr, port, options.rank, options.join_timeout);
+  absl::StatusOr<std::unique_ptr<StoreClient>> client =
+      StoreClient::Connect(options.master_addr, port, options.rank,
+                           options.communicator.DeadlineOrDefault());
   if (!client.ok()) return client.status();
   session->client_ = *std::move(client);
   session->board_ = std::make_unique<ArrivalBoard>(session->client_.get());
@@ -57,6 +58,18 @@ RendezvousSession::~RendezvousSession() {
   board_.reset();
   client_.reset();
   if (server_ != nullptr) server_->WaitUntilRanksLeave(linger_);
+}
+
+absl::Status JoinJob(const MultiprocessOptions& options,
+                     MultiprocessRuntime& runtime) {
+  runtime.rank = options.rank;
+  runtime.world_size = options.world_size;
+  runtime.options = options.communicator;
+  absl::StatusOr<std::unique_ptr<RendezvousSession>> session =
+      RendezvousSession::Join(options);
+  if (!session.ok()) return session.status();
+  runtime.session = *std::move(session);
+  return absl::OkStatus();
 }
 
 }  // namespace dtensor

@@ -92,13 +92,8 @@ absl::StatusOr<std::shared_ptr<Backend>> CreateNcclBackend(
         "CUDA device ", device, " does not exist (", devices, " present)"));
   }
   auto runtime = std::make_shared<NcclRuntime>();
-  runtime->rank = options.rank;
-  runtime->world_size = options.world_size;
   runtime->device = device;
-  runtime->options = options.communicator;
-  DT_ASSIGN_OR_RETURN(
-      runtime->session,
-      RendezvousSession::Join(RendezvousSession::OptionsFor(options)));
+  DT_RETURN_IF_ERROR(JoinJob(options, *runtime));
   return std::shared_ptr<Backend>(
       std::make_shared<NcclBackend>(std::move(runtime)));
 }

@@ -3,35 +3,21 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "dtensor/collectives/backend.h"
 #include "dtensor/collectives/collective_options.h"
+#include "dtensor/collectives/multiprocess/multiprocess_options.h"
 
 namespace dtensor {
 
-struct NcclBackendOptions {
-  int64_t rank = 0;
-  int64_t world_size = 1;
-  // The rendezvous store (dtensor/collectives/multiprocess/store_server.h),
-  // through which the ranks exchange NCCL's unique ids.
-  std::string master_addr = "127.0.0.1";
-  int master_port = 0;
-  // Whether this process hosts the store (rank 0 does unless a launcher
-  // does). Port 0 picks a free port, which only a world of one can use.
-  bool host_store = false;
+// The job, the store (through which the ranks exchange NCCL's unique ids)
+// and the communicators' options (MultiprocessOptions), and the device.
+struct NcclBackendOptions : MultiprocessOptions {
   // This rank's CUDA device; -1 picks local_rank modulo the number of
   // devices.
   int device = -1;
   int64_t local_rank = 0;
-  // Options of every communicator; their default deadline also bounds the
-  // wait for the store and for a communicator's members.
-  CommunicatorOptions communicator;
-  // How long a process that hosts the store waits, when it shuts down, for
-  // the other ranks to leave it.
-  absl::Duration linger = absl::Seconds(30);
 };
 
 // The NCCL backend of one process (rank) of a multi-process job: one CUDA

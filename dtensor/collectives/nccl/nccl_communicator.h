@@ -28,12 +28,9 @@
 namespace dtensor {
 
 // What one process's NCCL backend and its communicators share.
-struct NcclRuntime {
-  int64_t rank = 0;
-  int64_t world_size = 1;
+struct NcclRuntime : MultiprocessRuntime {
+  // The CUDA device of this rank.
   int device = 0;
-  CommunicatorOptions options;
-  std::unique_ptr<RendezvousSession> session;
 };
 
 // A Communicator between processes over NCCL, on CUDA tensors of one device

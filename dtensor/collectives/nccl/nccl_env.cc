@@ -12,9 +12,8 @@ absl::StatusOr<NcclBackendOptions> NcclOptionsFromEnv(
     CommunicatorOptions communicator) {
   DT_ASSIGN_OR_RETURN(LaunchEnv env, LaunchEnvFromEnvironment());
   NcclBackendOptions options;
-  SetJobFromLaunchEnv(env, options);
+  SetJobFromLaunchEnv(env, std::move(communicator), options);
   options.local_rank = env.local_rank;
-  options.communicator = std::move(communicator);
   return options;
 }
 
