@@ -56,20 +56,18 @@ struct BroadcastArgs {
   Tensor tensor;
   int64_t root = 0;
 };
-struct ScatterArgs {
+// Scatter and gather take the same arguments (the root's pieces along `dim`)
+// and differ in direction; `Direction` makes them two types.
+template <typename Direction>
+struct RootedPiecesArgs {
   Tensor input;
   Tensor output;
   int64_t dim = 0;
   int64_t root = 0;
   std::vector<int64_t> sizes;
 };
-struct GatherArgs {
-  Tensor input;
-  Tensor output;
-  int64_t dim = 0;
-  int64_t root = 0;
-  std::vector<int64_t> sizes;
-};
+using ScatterArgs = RootedPiecesArgs<struct ScatterDirection>;
+using GatherArgs = RootedPiecesArgs<struct GatherDirection>;
 struct PermuteArgs {
   Tensor input;
   Tensor output;

@@ -72,129 +72,65 @@ absl::Status Communicator::Run(CollectiveArgs args,
 
 // ---- The named forms ----
 
-absl::Status Communicator::AllReduce(const Tensor& tensor, ReduceOp op,
-                                     const CollectiveOptions& options) {
-  return Run(AllReduceArgs{tensor, op}, options);
-}
-std::shared_ptr<Work> Communicator::AllReduceAsync(
-    const Tensor& tensor, ReduceOp op, const CollectiveOptions& options) {
-  return Issue(AllReduceArgs{tensor, op}, options);
-}
+// Defines the blocking form of collective `Name` (its call run and waited
+// for) and its Async form (the call issued), both on the parameters `...`
+// and building the call's arguments with `args`.
+#define DT_COLLECTIVE_FORMS(Name, args, ...)                          \
+  absl::Status Communicator::Name(__VA_ARGS__,                        \
+                                  const CollectiveOptions& options) { \
+    return Run(args, options);                                        \
+  }                                                                   \
+  std::shared_ptr<Work> Communicator::Name##Async(                    \
+      __VA_ARGS__, const CollectiveOptions& options) {                \
+    return Issue(args, options);                                      \
+  }
 
-absl::Status Communicator::AllGather(const Tensor& input, const Tensor& output,
-                                     int64_t dim,
-                                     absl::Span<const int64_t> sizes,
-                                     const CollectiveOptions& options) {
-  return Run(AllGatherArgs{input, output, dim, ToVector(sizes)}, options);
-}
-std::shared_ptr<Work> Communicator::AllGatherAsync(
-    const Tensor& input, const Tensor& output, int64_t dim,
-    absl::Span<const int64_t> sizes, const CollectiveOptions& options) {
-  return Issue(AllGatherArgs{input, output, dim, ToVector(sizes)}, options);
-}
+DT_COLLECTIVE_FORMS(AllReduce, (AllReduceArgs{tensor, op}),
+                    const Tensor& tensor, ReduceOp op)
+DT_COLLECTIVE_FORMS(AllGather,
+                    (AllGatherArgs{input, output, dim, ToVector(sizes)}),
+                    const Tensor& input, const Tensor& output, int64_t dim,
+                    absl::Span<const int64_t> sizes)
+DT_COLLECTIVE_FORMS(ReduceScatter,
+                    (ReduceScatterArgs{input, output, dim, op,
+                                       ToVector(sizes)}),
+                    const Tensor& input, const Tensor& output, int64_t dim,
+                    ReduceOp op, absl::Span<const int64_t> sizes)
+DT_COLLECTIVE_FORMS(AllToAll,
+                    (AllToAllArgs{input, output, split_dim, concat_dim,
+                                  ToVector(send_sizes), ToVector(recv_sizes)}),
+                    const Tensor& input, const Tensor& output,
+                    int64_t split_dim, int64_t concat_dim,
+                    absl::Span<const int64_t> send_sizes,
+                    absl::Span<const int64_t> recv_sizes)
+DT_COLLECTIVE_FORMS(Broadcast, (BroadcastArgs{tensor, root}),
+                    const Tensor& tensor, int64_t root)
+DT_COLLECTIVE_FORMS(Scatter,
+                    (ScatterArgs{input, output, dim, root, ToVector(sizes)}),
+                    const Tensor& input, const Tensor& output, int64_t dim,
+                    int64_t root, absl::Span<const int64_t> sizes)
+DT_COLLECTIVE_FORMS(Gather,
+                    (GatherArgs{input, output, dim, root, ToVector(sizes)}),
+                    const Tensor& input, const Tensor& output, int64_t dim,
+                    int64_t root, absl::Span<const int64_t> sizes)
+DT_COLLECTIVE_FORMS(Permute,
+                    (PermuteArgs{input, output, {pairs.begin(), pairs.end()}}),
+                    const Tensor& input, const Tensor& output,
+                    absl::Span<const PermutePair> pairs)
+DT_COLLECTIVE_FORMS(Send, (SendArgs{tensor, dst}), const Tensor& tensor,
+                    int64_t dst)
+DT_COLLECTIVE_FORMS(Recv, (RecvArgs{tensor, src}), const Tensor& tensor,
+                    int64_t src)
 
-absl::Status Communicator::ReduceScatter(const Tensor& input,
-                                         const Tensor& output, int64_t dim,
-                                         ReduceOp op,
-                                         absl::Span<const int64_t> sizes,
-                                         const CollectiveOptions& options) {
-  return Run(ReduceScatterArgs{input, output, dim, op, ToVector(sizes)},
-             options);
-}
-std::shared_ptr<Work> Communicator::ReduceScatterAsync(
-    const Tensor& input, const Tensor& output, int64_t dim, ReduceOp op,
-    absl::Span<const int64_t> sizes, const CollectiveOptions& options) {
-  return Issue(ReduceScatterArgs{input, output, dim, op, ToVector(sizes)},
-               options);
-}
+#undef DT_COLLECTIVE_FORMS
 
-absl::Status Communicator::AllToAll(const Tensor& input, const Tensor& output,
-                                    int64_t split_dim, int64_t concat_dim,
-                                    absl::Span<const int64_t> send_sizes,
-                                    absl::Span<const int64_t> recv_sizes,
-                                    const CollectiveOptions& options) {
-  return Run(AllToAllArgs{input, output, split_dim, concat_dim,
-                          ToVector(send_sizes), ToVector(recv_sizes)},
-             options);
-}
-std::shared_ptr<Work> Communicator::AllToAllAsync(
-    const Tensor& input, const Tensor& output, int64_t split_dim,
-    int64_t concat_dim, absl::Span<const int64_t> send_sizes,
-    absl::Span<const int64_t> recv_sizes, const CollectiveOptions& options) {
-  return Issue(AllToAllArgs{input, output, split_dim, concat_dim,
-                            ToVector(send_sizes), ToVector(recv_sizes)},
-               options);
-}
-
-absl::Status Communicator::Broadcast(const Tensor& tensor, int64_t root,
-                                     const CollectiveOptions& options) {
-  return Run(BroadcastArgs{tensor, root}, options);
-}
-std::shared_ptr<Work> Communicator::BroadcastAsync(
-    const Tensor& tensor, int64_t root, const CollectiveOptions& options) {
-  return Issue(BroadcastArgs{tensor, root}, options);
-}
-
-absl::Status Communicator::Scatter(const Tensor& input, const Tensor& output,
-                                   int64_t dim, int64_t root,
-                                   absl::Span<const int64_t> sizes,
-                                   const CollectiveOptions& options) {
-  return Run(ScatterArgs{input, output, dim, root, ToVector(sizes)}, options);
-}
-std::shared_ptr<Work> Communicator::ScatterAsync(
-    const Tensor& input, const Tensor& output, int64_t dim, int64_t root,
-    absl::Span<const int64_t> sizes, const CollectiveOptions& options) {
-  return Issue(ScatterArgs{input, output, dim, root, ToVector(sizes)}, options);
-}
-
-absl::Status Communicator::Gather(const Tensor& input, const Tensor& output,
-                                  int64_t dim, int64_t root,
-                                  absl::Span<const int64_t> sizes,
-                                  const CollectiveOptions& options) {
-  return Run(GatherArgs{input, output, dim, root, ToVector(sizes)}, options);
-}
-std::shared_ptr<Work> Communicator::GatherAsync(
-    const Tensor& input, const Tensor& output, int64_t dim, int64_t root,
-    absl::Span<const int64_t> sizes, const CollectiveOptions& options) {
-  return Issue(GatherArgs{input, output, dim, root, ToVector(sizes)}, options);
-}
-
-absl::Status Communicator::Permute(const Tensor& input, const Tensor& output,
-                                   absl::Span<const PermutePair> pairs,
-                                   const CollectiveOptions& options) {
-  return Run(PermuteArgs{input, output, {pairs.begin(), pairs.end()}}, options);
-}
-std::shared_ptr<Work> Communicator::PermuteAsync(
-    const Tensor& input, const Tensor& output,
-    absl::Span<const PermutePair> pairs, const CollectiveOptions& options) {
-  return Issue(PermuteArgs{input, output, {pairs.begin(), pairs.end()}},
-               options);
-}
-
+// Barrier has no parameters before the options.
 absl::Status Communicator::Barrier(const CollectiveOptions& options) {
   return Run(BarrierArgs{}, options);
 }
 std::shared_ptr<Work> Communicator::BarrierAsync(
     const CollectiveOptions& options) {
   return Issue(BarrierArgs{}, options);
-}
-
-absl::Status Communicator::Send(const Tensor& tensor, int64_t dst,
-                                const CollectiveOptions& options) {
-  return Run(SendArgs{tensor, dst}, options);
-}
-std::shared_ptr<Work> Communicator::SendAsync(
-    const Tensor& tensor, int64_t dst, const CollectiveOptions& options) {
-  return Issue(SendArgs{tensor, dst}, options);
-}
-
-absl::Status Communicator::Recv(const Tensor& tensor, int64_t src,
-                                const CollectiveOptions& options) {
-  return Run(RecvArgs{tensor, src}, options);
-}
-std::shared_ptr<Work> Communicator::RecvAsync(
-    const Tensor& tensor, int64_t src, const CollectiveOptions& options) {
-  return Issue(RecvArgs{tensor, src}, options);
 }
 
 }  // namespace dtensor
