@@ -67,14 +67,28 @@ absl::StatusOr<DType> DTypeFromCode(int64_t code, absl::string_view op) {
   return static_cast<DType>(code);
 }
 
+// `dim` of `input` normalized, once `input` is checked to be a tensor on the
+// communicator's device.
+absl::StatusOr<int64_t> InputDim(const Communicator& comm, const Tensor& input,
+                                 int64_t dim, absl::string_view op) {
+  DT_RETURN_IF_ERROR(CheckTensor(input, "input", comm.device(), op));
+  return NormalizeCollectiveDim(dim, input.dim(), op);
+}
+
+// An uninitialized output on the communicator's device: `shape` with `size`
+// along `dim`.
+absl::StatusOr<Tensor> EmptyOutput(const Communicator& comm, const Shape& shape,
+                                   int64_t dim, int64_t size, DType dtype) {
+  return Tensor::Empty(WithDimSize(shape, dim, size), dtype, comm.device());
+}
+
 }  // namespace
 
 absl::StatusOr<Tensor> AllGather(Communicator& comm, const Tensor& input,
                                  int64_t dim, absl::Span<const int64_t> sizes,
                                  const CollectiveOptions& options) {
   constexpr absl::string_view kOp = "all_gather";
-  DT_RETURN_IF_ERROR(CheckTensor(input, "input", comm.device(), kOp));
-  DT_ASSIGN_OR_RETURN(dim, NormalizeCollectiveDim(dim, input.dim(), kOp));
+  DT_ASSIGN_OR_RETURN(dim, InputDim(comm, input, dim, kOp));
   std::vector<int64_t> pieces(sizes.begin(), sizes.end());
   if (pieces.empty()) {
     DT_ASSIGN_OR_RETURN(pieces,
@@ -82,10 +96,8 @@ absl::StatusOr<Tensor> AllGather(Communicator& comm, const Tensor& input,
   } else {
     DT_ASSIGN_OR_RETURN(pieces, CompletePieceSizes(sizes, comm.size(), 0, kOp));
   }
-  DT_ASSIGN_OR_RETURN(
-      Tensor output,
-      Tensor::Empty(WithDimSize(input.shape(), dim, SumOf(pieces)),
-                    input.dtype(), comm.device()));
+  DT_ASSIGN_OR_RETURN(Tensor output, EmptyOutput(comm, input.shape(), dim,
+                                                 SumOf(pieces), input.dtype()));
   DT_RETURN_IF_ERROR(comm.AllGather(input, output, dim, pieces, options));
   return output;
 }
@@ -95,15 +107,13 @@ absl::StatusOr<Tensor> ReduceScatter(Communicator& comm, const Tensor& input,
                                      absl::Span<const int64_t> sizes,
                                      const CollectiveOptions& options) {
   constexpr absl::string_view kOp = "reduce_scatter";
-  DT_RETURN_IF_ERROR(CheckTensor(input, "input", comm.device(), kOp));
-  DT_ASSIGN_OR_RETURN(dim, NormalizeCollectiveDim(dim, input.dim(), kOp));
+  DT_ASSIGN_OR_RETURN(dim, InputDim(comm, input, dim, kOp));
   DT_ASSIGN_OR_RETURN(
       std::vector<int64_t> pieces,
       SplitPieceSizes(sizes, input.size(dim), comm.size(), kOp));
-  DT_ASSIGN_OR_RETURN(
-      Tensor output,
-      Tensor::Empty(WithDimSize(input.shape(), dim, pieces[comm.rank()]),
-                    input.dtype(), comm.device()));
+  DT_ASSIGN_OR_RETURN(Tensor output,
+                      EmptyOutput(comm, input.shape(), dim, pieces[comm.rank()],
+                                  input.dtype()));
   DT_RETURN_IF_ERROR(
       comm.ReduceScatter(input, output, dim, op, pieces, options));
   return output;
@@ -114,9 +124,7 @@ absl::StatusOr<Tensor> AllToAll(Communicator& comm, const Tensor& input,
                                 absl::Span<const int64_t> split_sizes,
                                 const CollectiveOptions& options) {
   constexpr absl::string_view kOp = "all_to_all";
-  DT_RETURN_IF_ERROR(CheckTensor(input, "input", comm.device(), kOp));
-  DT_ASSIGN_OR_RETURN(split_dim,
-                      NormalizeCollectiveDim(split_dim, input.dim(), kOp));
+  DT_ASSIGN_OR_RETURN(split_dim, InputDim(comm, input, split_dim, kOp));
   DT_ASSIGN_OR_RETURN(concat_dim,
                       NormalizeCollectiveDim(concat_dim, input.dim(), kOp));
   DT_ASSIGN_OR_RETURN(
@@ -160,9 +168,7 @@ absl::StatusOr<Tensor> Scatter(Communicator& comm, const Tensor& input,
   std::vector<int64_t> head(2, 0);
   std::vector<int64_t> body;
   if (is_root) {
-    DT_RETURN_IF_ERROR(CheckTensor(input, "input", comm.device(), kOp));
-    DT_ASSIGN_OR_RETURN(int64_t root_dim,
-                        NormalizeCollectiveDim(dim, input.dim(), kOp));
+    DT_ASSIGN_OR_RETURN(int64_t root_dim, InputDim(comm, input, dim, kOp));
     DT_ASSIGN_OR_RETURN(
         std::vector<int64_t> pieces,
         SplitPieceSizes(sizes, input.size(root_dim), comm.size(), kOp));
@@ -178,10 +184,8 @@ absl::StatusOr<Tensor> Scatter(Communicator& comm, const Tensor& input,
   const Shape root_shape(body.begin(), body.begin() + ndim);
   const std::vector<int64_t> pieces(body.begin() + ndim, body.end());
   DT_ASSIGN_OR_RETURN(dim, NormalizeCollectiveDim(dim, ndim, kOp));
-  DT_ASSIGN_OR_RETURN(
-      Tensor output,
-      Tensor::Empty(WithDimSize(root_shape, dim, pieces[comm.rank()]), dtype,
-                    comm.device()));
+  DT_ASSIGN_OR_RETURN(Tensor output, EmptyOutput(comm, root_shape, dim,
+                                                 pieces[comm.rank()], dtype));
   DT_RETURN_IF_ERROR(comm.Scatter(input, output, dim, root, pieces, options));
   return output;
 }
@@ -191,15 +195,13 @@ absl::StatusOr<Tensor> Gather(Communicator& comm, const Tensor& input,
                               const CollectiveOptions& options) {
   constexpr absl::string_view kOp = "gather";
   DT_RETURN_IF_ERROR(CheckGroupRank(root, comm.size(), "root", kOp));
-  DT_RETURN_IF_ERROR(CheckTensor(input, "input", comm.device(), kOp));
-  DT_ASSIGN_OR_RETURN(dim, NormalizeCollectiveDim(dim, input.dim(), kOp));
+  DT_ASSIGN_OR_RETURN(dim, InputDim(comm, input, dim, kOp));
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
                       AllGatherValues(comm, {input.size(dim)}, options));
   Tensor output;
   if (comm.rank() == root) {
-    DT_ASSIGN_OR_RETURN(
-        output, Tensor::Empty(WithDimSize(input.shape(), dim, SumOf(sizes)),
-                              input.dtype(), comm.device()));
+    DT_ASSIGN_OR_RETURN(output, EmptyOutput(comm, input.shape(), dim,
+                                            SumOf(sizes), input.dtype()));
   }
   DT_RETURN_IF_ERROR(comm.Gather(input, output, dim, root, sizes, options));
   return output;

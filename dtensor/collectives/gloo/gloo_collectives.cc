@@ -50,6 +50,14 @@ std::vector<size_t> AsSizes(absl::Span<const int64_t> values) {
 
 }  // namespace
 
+template <typename GlooOptions>
+GlooOptions GlooCommunicator::OptionsFor(const Running& running) const {
+  GlooOptions opts(context_);
+  opts.setTag(running.Tag(0));
+  opts.setTimeout(GlooTimeout(running.deadline));
+  return opts;
+}
+
 absl::Status GlooCommunicator::RunOp(const Running& running,
                                      const AllReduceArgs& args) {
   const Tensor& tensor = args.tensor;
@@ -59,7 +67,7 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
   const DType dtype = tensor.dtype();
   // Gloo combines two buffers at a time; the average divides the sum after.
   const ReduceOp pairwise = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-  gloo::AllreduceOptions opts(context_);
+  auto opts = OptionsFor<gloo::AllreduceOptions>(running);
   DispatchDType(dtype, [&](auto tag) {
     using T = decltype(tag);
     opts.setOutput<T>(buffer.data<T>(), buffer.numel());
@@ -69,8 +77,6 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
         const void* inputs[] = {a, b};
         ReduceInto(dtype, pairwise, inputs, out, static_cast<int64_t>(n));
       });
-  opts.setTag(running.Tag(0));
-  opts.setTimeout(GlooTimeout(running.deadline));
   gloo::allreduce(opts);
   bool in_place = buffer.storage() == tensor.storage();
   if (op == ReduceOp::kAvg) {
@@ -85,21 +91,14 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
 absl::Status GlooCommunicator::RunOp(const Running& running,
                                      const AllGatherArgs& args) {
   const auto& [input, output, dim, sizes] = args;
-  const std::vector<int64_t> bytes =
-      PieceBytes(output.shape(), dim, sizes, output.dtype());
+  const std::vector<int64_t> bytes = PieceBytes(output, dim, sizes);
   if (SumOf(bytes) == 0) return absl::OkStatus();
   DT_ASSIGN_OR_RETURN(Tensor sent, ContiguousInput(input));
   const bool direct = PiecesAreRanges(output, dim);
-  Tensor packed = output;
-  if (!direct) {
-    DT_ASSIGN_OR_RETURN(packed,
-                        Tensor::Empty({output.numel()}, output.dtype()));
-  }
-  gloo::AllgathervOptions opts(context_);
+  DT_ASSIGN_OR_RETURN(Tensor packed, PackedBuffer(output, dim));
+  auto opts = OptionsFor<gloo::AllgathervOptions>(running);
   opts.setInput<uint8_t>(Bytes(sent), sent.nbytes());
   opts.setOutput<uint8_t>(Bytes(packed), AsSizes(bytes));
-  opts.setTag(running.Tag(0));
-  opts.setTimeout(GlooTimeout(running.deadline));
   gloo::allgatherv(opts);
   if (direct) return absl::OkStatus();
   return UnpackPieces(packed, output, dim, sizes);
@@ -112,19 +111,16 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
   // rank receives its piece of every rank's input with Gloo's alltoallv,
   // then reduces the pieces in rank order (accumulating in double, as the
   // in-process backend does).
-  const std::vector<int64_t> bytes =
-      PieceBytes(input.shape(), dim, sizes, input.dtype());
+  const std::vector<int64_t> bytes = PieceBytes(input, dim, sizes);
   if (SumOf(bytes) == 0) return absl::OkStatus();
   const int64_t n = size();
   const int64_t mine = bytes[rank()];
   DT_ASSIGN_OR_RETURN(Tensor packed, PackPieces(input, dim, sizes));
   DT_ASSIGN_OR_RETURN(Tensor received,
                       Tensor::Empty({n * output.numel()}, input.dtype()));
-  gloo::AlltoallvOptions opts(context_);
+  auto opts = OptionsFor<gloo::AlltoallvOptions>(running);
   opts.setInput<uint8_t>(Bytes(packed), bytes);
   opts.setOutput<uint8_t>(Bytes(received), std::vector<int64_t>(n, mine));
-  opts.setTag(running.Tag(0));
-  opts.setTimeout(GlooTimeout(running.deadline));
   gloo::alltoallv(opts);
   if (output.numel() == 0) return absl::OkStatus();
   DT_ASSIGN_OR_RETURN(OutputStage stage, OutputStage::For(output));
@@ -143,19 +139,12 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
   // exchanges (empty) messages with every peer.
   DT_ASSIGN_OR_RETURN(Tensor packed, PackPieces(input, split_dim, send_sizes));
   const bool direct = PiecesAreRanges(output, concat_dim);
-  Tensor received = output;
-  if (!direct) {
-    DT_ASSIGN_OR_RETURN(received,
-                        Tensor::Empty({output.numel()}, output.dtype()));
-  }
-  gloo::AlltoallvOptions opts(context_);
-  opts.setInput<uint8_t>(Bytes(packed), PieceBytes(input.shape(), split_dim,
-                                                   send_sizes, input.dtype()));
-  opts.setOutput<uint8_t>(
-      Bytes(received),
-      PieceBytes(output.shape(), concat_dim, recv_sizes, output.dtype()));
-  opts.setTag(running.Tag(0));
-  opts.setTimeout(GlooTimeout(running.deadline));
+  DT_ASSIGN_OR_RETURN(Tensor received, PackedBuffer(output, concat_dim));
+  auto opts = OptionsFor<gloo::AlltoallvOptions>(running);
+  opts.setInput<uint8_t>(Bytes(packed),
+                         PieceBytes(input, split_dim, send_sizes));
+  opts.setOutput<uint8_t>(Bytes(received),
+                          PieceBytes(output, concat_dim, recv_sizes));
   gloo::alltoallv(opts);
   if (direct) return absl::OkStatus();
   return UnpackPieces(received, output, concat_dim, recv_sizes);
@@ -174,11 +163,9 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
     DT_ASSIGN_OR_RETURN(stage, OutputStage::For(tensor));
     buffer = stage->buffer();
   }
-  gloo::BroadcastOptions opts(context_);
+  auto opts = OptionsFor<gloo::BroadcastOptions>(running);
   opts.setOutput<uint8_t>(Bytes(buffer), buffer.nbytes());
   opts.setRoot(static_cast<int>(root));
-  opts.setTag(running.Tag(0));
-  opts.setTimeout(GlooTimeout(running.deadline));
   gloo::broadcast(opts);
   return is_root ? absl::OkStatus() : stage->Finish();
 }
@@ -186,8 +173,7 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
 absl::Status GlooCommunicator::RunOp(const Running& running,
                                      const ScatterArgs& args) {
   const auto& [input, output, dim, root, sizes] = args;
-  const std::vector<int64_t> bytes =
-      PieceBytes(output.shape(), dim, sizes, output.dtype());
+  const std::vector<int64_t> bytes = PieceBytes(output, dim, sizes);
   if (SumOf(bytes) == 0) return absl::OkStatus();
   const bool is_root = rank() == root;
   DT_ASSIGN_OR_RETURN(OutputStage stage, OutputStage::For(output));
@@ -200,7 +186,7 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
                                          bytes[r]);
   };
   if (AllEqual(bytes)) {
-    gloo::ScatterOptions opts(context_);
+    auto opts = OptionsFor<gloo::ScatterOptions>(running);
     if (is_root) {
       std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> pieces;
       for (int64_t r = 0; r < size(); ++r) pieces.push_back(piece(r));
@@ -208,8 +194,6 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
     }
     opts.setOutput<uint8_t>(Bytes(stage.buffer()), bytes[rank()]);
     opts.setRoot(static_cast<int>(root));
-    opts.setTag(running.Tag(0));
-    opts.setTimeout(GlooTimeout(running.deadline));
     gloo::scatter(opts);
     return stage.Finish();
   }
@@ -240,24 +224,18 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
 absl::Status GlooCommunicator::RunOp(const Running& running,
                                      const GatherArgs& args) {
   const auto& [input, output, dim, root, sizes] = args;
-  const std::vector<int64_t> bytes =
-      PieceBytes(input.shape(), dim, sizes, input.dtype());
+  const std::vector<int64_t> bytes = PieceBytes(input, dim, sizes);
   if (SumOf(bytes) == 0) return absl::OkStatus();
   const bool is_root = rank() == root;
   DT_ASSIGN_OR_RETURN(Tensor sent, ContiguousInput(input));
   const bool direct = is_root && PiecesAreRanges(output, dim);
-  Tensor packed = output;
-  if (is_root && !direct) {
-    DT_ASSIGN_OR_RETURN(packed,
-                        Tensor::Empty({output.numel()}, output.dtype()));
-  }
+  // Off the root, `output` is undefined and so is `packed`.
+  DT_ASSIGN_OR_RETURN(Tensor packed, PackedBuffer(output, dim));
   if (AllEqual(bytes)) {
-    gloo::GatherOptions opts(context_);
+    auto opts = OptionsFor<gloo::GatherOptions>(running);
     opts.setInput<uint8_t>(Bytes(sent), sent.nbytes());
     if (is_root) opts.setOutput<uint8_t>(Bytes(packed), packed.nbytes());
     opts.setRoot(static_cast<int>(root));
-    opts.setTag(running.Tag(0));
-    opts.setTimeout(GlooTimeout(running.deadline));
     gloo::gather(opts);
   } else {
     // Uneven pieces: Gloo 0.5 has no gatherv; the root receives each piece
@@ -364,9 +342,7 @@ absl::Status GlooCommunicator::RunTransfer(const Running& running,
 
 absl::Status GlooCommunicator::RunOp(const Running& running,
                                      const BarrierArgs&) {
-  gloo::BarrierOptions opts(context_);
-  opts.setTag(running.Tag(0));
-  opts.setTimeout(GlooTimeout(running.deadline));
+  auto opts = OptionsFor<gloo::BarrierOptions>(running);
   gloo::barrier(opts);
   return absl::OkStatus();
 }

@@ -101,6 +101,12 @@ class GlooCommunicator final : public Communicator {
   // closes the connections.
   absl::Status Break(absl::Status status, bool post, bool point_to_point);
 
+  // Gloo's options of type `GlooOptions` (gloo::AllreduceOptions, ...) on
+  // this communicator's context, tagged for `running`'s op and timing out at
+  // its deadline.
+  template <typename GlooOptions>
+  GlooOptions OptionsFor(const Running& running) const;
+
   // The ops, run by Start on the queues (gloo_collectives.cc).
   absl::Status RunOp(const Running& running, const AllReduceArgs& args);
   absl::Status RunOp(const Running& running, const AllGatherArgs& args);

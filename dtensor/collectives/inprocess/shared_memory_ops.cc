@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -51,28 +52,29 @@ absl::Status CheckAgree(const PhaseContext& c, absl::string_view what,
   return absl::OkStatus();
 }
 
-absl::Status CheckSameDim(const PhaseContext& c) {
+std::string ValueText(int64_t value) { return absl::StrCat(value); }
+std::string ValueText(const std::vector<int64_t>& sizes) {
+  return SizesText(sizes);
+}
+std::string ValueText(ReduceOp op) { return std::string(ReduceOpName(op)); }
+
+// Every rank passed the same posting field `member` (`what`) as rank 0.
+template <typename T>
+absl::Status CheckSame(const PhaseContext& c, absl::string_view what,
+                       T Posting::*member) {
   return CheckAgree(
-      c, "the dim", [](const Posting& p) { return p.dim; },
-      [](const Posting& p) { return absl::StrCat(p.dim); });
+      c, what, [member](const Posting& p) -> const T& { return p.*member; },
+      [member](const Posting& p) { return ValueText(p.*member); });
 }
 
-absl::Status CheckSameSizes(const PhaseContext& c) {
+// Every rank's input has rank 0's dtype and shape (`what`: "the input").
+absl::Status CheckSameInputs(const PhaseContext& c, absl::string_view what) {
   return CheckAgree(
-      c, "the piece sizes", [](const Posting& p) { return p.sizes; },
-      [](const Posting& p) { return SizesText(p.sizes); });
-}
-
-absl::Status CheckSameRoot(const PhaseContext& c) {
-  return CheckAgree(
-      c, "the root", [](const Posting& p) { return p.root; },
-      [](const Posting& p) { return absl::StrCat(p.root); });
-}
-
-absl::Status CheckSameReduce(const PhaseContext& c) {
-  return CheckAgree(
-      c, "the reduce op", [](const Posting& p) { return p.reduce; },
-      [](const Posting& p) { return std::string(ReduceOpName(p.reduce)); });
+      c, what,
+      [](const Posting& p) {
+        return std::make_pair(p.input.dtype(), p.input.shape());
+      },
+      [](const Posting& p) { return TensorText(p.input); });
 }
 
 // `tensor` of rank `a` matches `expected` derived from rank `b`'s posting.
@@ -116,15 +118,8 @@ absl::Status PhaseThenBarrier(const PhaseContext& c, Phase phase) {
 }  // namespace
 
 absl::Status RunAllReduce(const PhaseContext& c) {
-  const Tensor& first = Of(c, 0).input;
-  for (int64_t r = 1; r < Size(c); ++r) {
-    const Tensor& tensor = Of(c, r).input;
-    if (tensor.dtype() != first.dtype() || tensor.shape() != first.shape()) {
-      return Mismatch(c, 0, r, "the tensor", TensorText(first),
-                      TensorText(tensor));
-    }
-  }
-  DT_RETURN_IF_ERROR(CheckSameReduce(c));
+  DT_RETURN_IF_ERROR(CheckSameInputs(c, "the tensor"));
+  DT_RETURN_IF_ERROR(CheckSame(c, "the reduce op", &Posting::reduce));
   const Tensor& mine = Of(c, c.me).input;
   const int64_t count = mine.numel();
   const int64_t element_size = ElementSize(mine.dtype());
@@ -146,8 +141,8 @@ absl::Status RunAllReduce(const PhaseContext& c) {
 }
 
 absl::Status RunAllGather(const PhaseContext& c) {
-  DT_RETURN_IF_ERROR(CheckSameDim(c));
-  DT_RETURN_IF_ERROR(CheckSameSizes(c));
+  DT_RETURN_IF_ERROR(CheckSame(c, "the dim", &Posting::dim));
+  DT_RETURN_IF_ERROR(CheckSame(c, "the piece sizes", &Posting::sizes));
   const Posting& mine = Of(c, c.me);
   const std::vector<int64_t>& sizes = mine.sizes;
   for (int64_t r = 0; r < Size(c); ++r) {
@@ -168,17 +163,10 @@ absl::Status RunAllGather(const PhaseContext& c) {
 }
 
 absl::Status RunReduceScatter(const PhaseContext& c) {
-  DT_RETURN_IF_ERROR(CheckSameDim(c));
-  DT_RETURN_IF_ERROR(CheckSameSizes(c));
-  DT_RETURN_IF_ERROR(CheckSameReduce(c));
-  const Tensor& first = Of(c, 0).input;
-  for (int64_t r = 1; r < Size(c); ++r) {
-    const Tensor& input = Of(c, r).input;
-    if (input.dtype() != first.dtype() || input.shape() != first.shape()) {
-      return Mismatch(c, 0, r, "the input", TensorText(first),
-                      TensorText(input));
-    }
-  }
+  DT_RETURN_IF_ERROR(CheckSame(c, "the dim", &Posting::dim));
+  DT_RETURN_IF_ERROR(CheckSame(c, "the piece sizes", &Posting::sizes));
+  DT_RETURN_IF_ERROR(CheckSame(c, "the reduce op", &Posting::reduce));
+  DT_RETURN_IF_ERROR(CheckSameInputs(c, "the input"));
   const Posting& mine = Of(c, c.me);
   return PhaseThenBarrier(c, [&]() -> absl::Status {
     // My piece of every input, contiguous (in place where it already is).
@@ -211,10 +199,8 @@ absl::Status RunReduceScatter(const PhaseContext& c) {
 }
 
 absl::Status RunAllToAll(const PhaseContext& c) {
-  DT_RETURN_IF_ERROR(CheckSameDim(c));
-  DT_RETURN_IF_ERROR(CheckAgree(
-      c, "the concat dim", [](const Posting& p) { return p.concat_dim; },
-      [](const Posting& p) { return absl::StrCat(p.concat_dim); }));
+  DT_RETURN_IF_ERROR(CheckSame(c, "the dim", &Posting::dim));
+  DT_RETURN_IF_ERROR(CheckSame(c, "the concat dim", &Posting::concat_dim));
   for (int64_t i = 0; i < Size(c); ++i) {
     const Posting& src = Of(c, i);
     for (int64_t j = 0; j < Size(c); ++j) {
@@ -250,7 +236,7 @@ absl::Status RunAllToAll(const PhaseContext& c) {
 }
 
 absl::Status RunBroadcast(const PhaseContext& c) {
-  DT_RETURN_IF_ERROR(CheckSameRoot(c));
+  DT_RETURN_IF_ERROR(CheckSame(c, "the root", &Posting::root));
   const int64_t root = Of(c, 0).root;
   const Tensor& source = Of(c, root).input;
   for (int64_t r = 0; r < Size(c); ++r) {
@@ -271,9 +257,9 @@ namespace {
 // `scattering`, else its output). Returns the root's posting.
 absl::StatusOr<const Posting*> CheckRootedPieces(const PhaseContext& c,
                                                  bool scattering) {
-  DT_RETURN_IF_ERROR(CheckSameRoot(c));
-  DT_RETURN_IF_ERROR(CheckSameDim(c));
-  DT_RETURN_IF_ERROR(CheckSameSizes(c));
+  DT_RETURN_IF_ERROR(CheckSame(c, "the root", &Posting::root));
+  DT_RETURN_IF_ERROR(CheckSame(c, "the dim", &Posting::dim));
+  DT_RETURN_IF_ERROR(CheckSame(c, "the piece sizes", &Posting::sizes));
   const Posting& root = Of(c, Of(c, 0).root);
   const Tensor& whole = scattering ? root.input : root.output;
   for (int64_t r = 0; r < Size(c); ++r) {

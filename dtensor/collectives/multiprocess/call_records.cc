@@ -121,16 +121,13 @@ struct TrafficOfArgs {
   int64_t size;
 
   CallTraffic operator()(const AllToAllArgs& a) const {
-    return {
-        PieceBytes(a.input.shape(), a.split_dim, a.send_sizes, a.input.dtype()),
-        PieceBytes(a.output.shape(), a.concat_dim, a.recv_sizes,
-                   a.output.dtype())};
+    return {PieceBytes(a.input, a.split_dim, a.send_sizes),
+            PieceBytes(a.output, a.concat_dim, a.recv_sizes)};
   }
   CallTraffic operator()(const ScatterArgs& a) const {
     CallTraffic traffic = Nothing();
     if (rank == a.root) {
-      traffic.send_bytes =
-          PieceBytes(a.output.shape(), a.dim, a.sizes, a.output.dtype());
+      traffic.send_bytes = PieceBytes(a.output, a.dim, a.sizes);
     }
     traffic.recv_bytes[a.root] = a.output.nbytes();
     return traffic;
@@ -139,8 +136,7 @@ struct TrafficOfArgs {
     CallTraffic traffic = Nothing();
     traffic.send_bytes[a.root] = a.input.nbytes();
     if (rank == a.root) {
-      traffic.recv_bytes =
-          PieceBytes(a.input.shape(), a.dim, a.sizes, a.input.dtype());
+      traffic.recv_bytes = PieceBytes(a.input, a.dim, a.sizes);
     }
     return traffic;
   }

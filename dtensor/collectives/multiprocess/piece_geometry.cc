@@ -1,6 +1,7 @@
 #include "dtensor/collectives/multiprocess/piece_geometry.h"
 
 #include "dtensor/base/status_macros.h"
+#include "dtensor/tensor/dtype.h"
 
 namespace dtensor {
 
@@ -20,10 +21,16 @@ bool PiecesAreRanges(const Tensor& tensor, int64_t dim) {
   return true;
 }
 
-std::vector<int64_t> PieceBytes(absl::Span<const int64_t> shape, int64_t dim,
-                                absl::Span<const int64_t> sizes, DType dtype) {
-  const int64_t index_bytes =
-      ElementsPerIndex(shape, dim) * static_cast<int64_t>(ElementSize(dtype));
+absl::StatusOr<Tensor> PackedBuffer(const Tensor& tensor, int64_t dim) {
+  if (!tensor.defined()) return Tensor();
+  if (PiecesAreRanges(tensor, dim)) return tensor.View({tensor.numel()});
+  return Tensor::Empty({tensor.numel()}, tensor.dtype(), tensor.device());
+}
+
+std::vector<int64_t> PieceBytes(const Tensor& tensor, int64_t dim,
+                                absl::Span<const int64_t> sizes) {
+  const int64_t index_bytes = ElementsPerIndex(tensor.shape(), dim) *
+                              static_cast<int64_t>(ElementSize(tensor.dtype()));
   std::vector<int64_t> bytes;
   for (int64_t size : sizes) bytes.push_back(size * index_bytes);
   return bytes;

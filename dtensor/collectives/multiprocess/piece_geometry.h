@@ -6,8 +6,8 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "dtensor/tensor/dtype.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
@@ -24,10 +24,15 @@ int64_t ElementsPerIndex(absl::Span<const int64_t> shape, int64_t dim);
 // memory, in order.
 bool PiecesAreRanges(const Tensor& tensor, int64_t dim);
 
-// The byte size of each piece of `sizes` along `dim` of a tensor of `shape`
-// and `dtype`.
-std::vector<int64_t> PieceBytes(absl::Span<const int64_t> shape, int64_t dim,
-                                absl::Span<const int64_t> sizes, DType dtype);
+// A contiguous 1-d tensor for `tensor`'s pieces along `dim`, one after
+// another: `tensor` itself (a 1-d view) when they are ranges of its memory,
+// else a new scratch tensor on its device; undefined for an undefined
+// `tensor`.
+absl::StatusOr<Tensor> PackedBuffer(const Tensor& tensor, int64_t dim);
+
+// The byte size of each piece of `sizes` along `dim` of `tensor`.
+std::vector<int64_t> PieceBytes(const Tensor& tensor, int64_t dim,
+                                absl::Span<const int64_t> sizes);
 
 // Pairs each non-empty piece of `tensor` along `dim` (of `sizes`) with its
 // row-major view in `packed`, a 1-d tensor of the same dtype and device

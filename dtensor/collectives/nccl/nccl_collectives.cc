@@ -64,14 +64,6 @@ absl::StatusOr<Tensor> ContiguousBuffer(const Tensor& tensor) {
   return Tensor::Empty(tensor.shape(), tensor.dtype(), tensor.device());
 }
 
-// A contiguous 1-d tensor for `tensor`'s pieces along `dim`: `tensor`
-// itself when they are ranges of it, else scratch; undefined for undefined.
-absl::StatusOr<Tensor> PackedBuffer(const Tensor& tensor, int64_t dim) {
-  if (!tensor.defined()) return Tensor();
-  if (PiecesAreRanges(tensor, dim)) return tensor.View({tensor.numel()});
-  return Tensor::Empty({tensor.numel()}, tensor.dtype(), tensor.device());
-}
-
 // Copies view `from` into view `to` (same shape and dtype) on `stream`.
 absl::Status CopyView(const Tensor& to, const Tensor& from,
                       cudaStream_t stream) {
@@ -112,6 +104,37 @@ absl::Status DeviceCopy(char* dst, const char* src, int64_t bytes,
       "cudaMemcpyAsync");
 }
 
+// Enqueues a send (`send`) or a receive of `bytes` bytes at `buffer` with
+// group rank `peer`, inside an NCCL group (whose end reports errors).
+void Transfer(bool send, char* buffer, int64_t bytes, int64_t peer,
+              ncclComm_t comm, cudaStream_t stream) {
+  if (send) {
+    ncclSend(buffer, bytes, ncclUint8, static_cast<int>(peer), comm, stream);
+  } else {
+    ncclRecv(buffer, bytes, ncclUint8, static_cast<int>(peer), comm, stream);
+  }
+}
+
+// The transfers of scatter (`scatter`: the root sends piece r of `packed` to
+// rank r) or gather (the root receives piece r into `packed` from rank r), in
+// one NCCL group named `op`. `bytes` are the pieces' sizes; `mine` is this
+// rank's piece off the root. The root's own piece stays where it is.
+absl::Status ExchangeWithRoot(bool scatter, int64_t root, int64_t me,
+                              const std::vector<int64_t>& bytes, char* packed,
+                              char* mine, ncclComm_t comm,
+                              cudaStream_t stream) {
+  DT_RETURN_IF_ERROR(FromNccl(ncclGroupStart(), "ncclGroupStart"));
+  if (me == root) {
+    for (int64_t r = 0; r < static_cast<int64_t>(bytes.size()); ++r) {
+      if (r == me || bytes[r] == 0) continue;
+      Transfer(scatter, packed + OffsetOf(bytes, r), bytes[r], r, comm, stream);
+    }
+  } else if (bytes[me] > 0) {
+    Transfer(!scatter, mine, bytes[me], root, comm, stream);
+  }
+  return FromNccl(ncclGroupEnd(), scatter ? "scatter" : "gather");
+}
+
 }  // namespace
 
 absl::StatusOr<NcclCommunicator::Prepared> NcclCommunicator::Prepare(
@@ -135,8 +158,8 @@ absl::StatusOr<NcclCommunicator::Prepared> NcclCommunicator::Prepare(
     const AllGatherArgs& args) const {
   DT_ASSIGN_OR_RETURN(Tensor in, ContiguousBuffer(args.input));
   DT_ASSIGN_OR_RETURN(Tensor packed, PackedBuffer(args.output, args.dim));
-  const std::vector<int64_t> bytes = PieceBytes(
-      args.output.shape(), args.dim, args.sizes, args.output.dtype());
+  const std::vector<int64_t> bytes =
+      PieceBytes(args.output, args.dim, args.sizes);
   return Prepared{
       {args.input, args.output, in, packed},
       [args, bytes, me = rank(), in, packed](
@@ -212,11 +235,10 @@ absl::StatusOr<NcclCommunicator::Prepared> NcclCommunicator::Prepare(
   DT_ASSIGN_OR_RETURN(Tensor packed, PackedBuffer(args.input, args.split_dim));
   DT_ASSIGN_OR_RETURN(Tensor received,
                       PackedBuffer(args.output, args.concat_dim));
-  const std::vector<int64_t> sends = PieceBytes(
-      args.input.shape(), args.split_dim, args.send_sizes, args.input.dtype());
+  const std::vector<int64_t> sends =
+      PieceBytes(args.input, args.split_dim, args.send_sizes);
   const std::vector<int64_t> receives =
-      PieceBytes(args.output.shape(), args.concat_dim, args.recv_sizes,
-                 args.output.dtype());
+      PieceBytes(args.output, args.concat_dim, args.recv_sizes);
   return Prepared{
       {args.input, args.output, packed, received},
       [args, sends, receives, me = rank(), packed, received](
@@ -266,8 +288,8 @@ absl::StatusOr<NcclCommunicator::Prepared> NcclCommunicator::Prepare(
   // Off the root, `args.input` is undefined and so is `packed`.
   DT_ASSIGN_OR_RETURN(Tensor out, ContiguousBuffer(args.output));
   DT_ASSIGN_OR_RETURN(Tensor packed, PackedBuffer(args.input, args.dim));
-  const std::vector<int64_t> bytes = PieceBytes(
-      args.output.shape(), args.dim, args.sizes, args.output.dtype());
+  const std::vector<int64_t> bytes =
+      PieceBytes(args.output, args.dim, args.sizes);
   return Prepared{
       {args.input, args.output, out, packed},
       [args, bytes, me = rank(), out, packed](
@@ -277,18 +299,9 @@ absl::StatusOr<NcclCommunicator::Prepared> NcclCommunicator::Prepare(
           DT_RETURN_IF_ERROR(
               Pack(packed, args.input, args.dim, args.sizes, stream));
         }
-        DT_RETURN_IF_ERROR(FromNccl(ncclGroupStart(), "ncclGroupStart"));
-        if (is_root) {
-          for (int64_t r = 0; r < static_cast<int64_t>(bytes.size()); ++r) {
-            if (r == me || bytes[r] == 0) continue;
-            ncclSend(Ptr(packed) + OffsetOf(bytes, r), bytes[r], ncclUint8,
-                     static_cast<int>(r), comm, stream);
-          }
-        } else if (bytes[me] > 0) {
-          ncclRecv(Ptr(out), bytes[me], ncclUint8, static_cast<int>(args.root),
-                   comm, stream);
-        }
-        DT_RETURN_IF_ERROR(FromNccl(ncclGroupEnd(), "scatter"));
+        DT_RETURN_IF_ERROR(ExchangeWithRoot(/*scatter=*/true, args.root, me,
+                                            bytes, Ptr(packed), Ptr(out), comm,
+                                            stream));
         if (is_root) {
           DT_RETURN_IF_ERROR(DeviceCopy(
               Ptr(out), Ptr(packed) + OffsetOf(bytes, me), bytes[me], stream));
@@ -303,25 +316,16 @@ absl::StatusOr<NcclCommunicator::Prepared> NcclCommunicator::Prepare(
   DT_ASSIGN_OR_RETURN(Tensor in, ContiguousBuffer(args.input));
   DT_ASSIGN_OR_RETURN(Tensor packed, PackedBuffer(args.output, args.dim));
   const std::vector<int64_t> bytes =
-      PieceBytes(args.input.shape(), args.dim, args.sizes, args.input.dtype());
+      PieceBytes(args.input, args.dim, args.sizes);
   return Prepared{
       {args.input, args.output, in, packed},
       [args, bytes, me = rank(), in, packed](
           ncclComm_t comm, cudaStream_t stream) -> absl::Status {
         const bool is_root = me == args.root;
         DT_RETURN_IF_ERROR(Stage(in, args.input, stream));
-        DT_RETURN_IF_ERROR(FromNccl(ncclGroupStart(), "ncclGroupStart"));
-        if (is_root) {
-          for (int64_t r = 0; r < static_cast<int64_t>(bytes.size()); ++r) {
-            if (r == me || bytes[r] == 0) continue;
-            ncclRecv(Ptr(packed) + OffsetOf(bytes, r), bytes[r], ncclUint8,
-                     static_cast<int>(r), comm, stream);
-          }
-        } else if (bytes[me] > 0) {
-          ncclSend(Ptr(in), bytes[me], ncclUint8, static_cast<int>(args.root),
-                   comm, stream);
-        }
-        DT_RETURN_IF_ERROR(FromNccl(ncclGroupEnd(), "gather"));
+        DT_RETURN_IF_ERROR(ExchangeWithRoot(/*scatter=*/false, args.root, me,
+                                            bytes, Ptr(packed), Ptr(in), comm,
+                                            stream));
         if (!is_root) return absl::OkStatus();
         DT_RETURN_IF_ERROR(DeviceCopy(Ptr(packed) + OffsetOf(bytes, me),
                                       Ptr(in), bytes[me], stream));
