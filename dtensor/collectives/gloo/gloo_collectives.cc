@@ -48,6 +48,51 @@ std::vector<size_t> AsSizes(absl::Span<const int64_t> values) {
   return std::vector<size_t>(values.begin(), values.end());
 }
 
+// Scatter's (`scatter`) or gather's uneven pieces, which Gloo 0.5 has no
+// collective for (no scatterv, no gatherv): as gloo::scatter and
+// gloo::gather do, the root sends piece r of `packed` (pieces of `bytes`)
+// to rank r, or receives it from rank r, itself, on `slot`; `mine` is this
+// rank's piece, which the root copies locally. Throws Gloo's exceptions.
+void ExchangeWithRoot(gloo::Context& context, bool scatter, int64_t me,
+                      int64_t root, const std::vector<int64_t>& bytes,
+                      uint8_t* packed, uint8_t* mine, uint64_t slot,
+                      absl::Time deadline) {
+  using gloo::transport::UnboundBuffer;
+  auto post = [slot](UnboundBuffer& buffer, bool send, int64_t peer) {
+    if (send) {
+      buffer.send(static_cast<int>(peer), slot);
+    } else {
+      buffer.recv(static_cast<int>(peer), slot);
+    }
+  };
+  auto wait = [deadline](UnboundBuffer& buffer, bool send) {
+    if (send) {
+      buffer.waitSend(GlooTimeout(deadline));
+    } else {
+      buffer.waitRecv(GlooTimeout(deadline));
+    }
+  };
+  if (me != root) {
+    if (bytes[me] == 0) return;
+    std::unique_ptr<UnboundBuffer> buffer =
+        context.createUnboundBuffer(mine, bytes[me]);
+    post(*buffer, !scatter, root);
+    wait(*buffer, !scatter);
+    return;
+  }
+  std::vector<std::unique_ptr<UnboundBuffer>> pieces;
+  for (int64_t r = 0; r < static_cast<int64_t>(bytes.size()); ++r) {
+    if (r == root || bytes[r] == 0) continue;
+    pieces.push_back(
+        context.createUnboundBuffer(packed + OffsetOf(bytes, r), bytes[r]));
+    post(*pieces.back(), scatter, r);
+  }
+  uint8_t* root_piece = packed + OffsetOf(bytes, root);
+  if (bytes[root] > 0 && scatter) std::memcpy(mine, root_piece, bytes[root]);
+  if (bytes[root] > 0 && !scatter) std::memcpy(root_piece, mine, bytes[root]);
+  for (auto& piece : pieces) wait(*piece, scatter);
+}
+
 }  // namespace
 
 template <typename GlooOptions>
@@ -197,27 +242,10 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
     gloo::scatter(opts);
     return stage.Finish();
   }
-  // Uneven pieces: Gloo 0.5 has no scatterv; the root sends each piece
-  // itself, as gloo::scatter does.
-  const uint64_t slot = gloo::Slot::build(kScattervPrefix, running.Tag(0));
-  if (is_root) {
-    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends;
-    for (int64_t r = 0; r < size(); ++r) {
-      if (r == root || bytes[r] == 0) continue;
-      sends.push_back(piece(r));
-      sends.back()->send(static_cast<int>(r), slot);
-    }
-    if (bytes[root] > 0) {
-      std::memcpy(Bytes(stage.buffer()), Bytes(packed) + OffsetOf(bytes, root),
-                  bytes[root]);
-    }
-    for (auto& send : sends) send->waitSend(GlooTimeout(running.deadline));
-  } else if (bytes[rank()] > 0) {
-    auto receive =
-        context_->createUnboundBuffer(Bytes(stage.buffer()), bytes[rank()]);
-    receive->recv(static_cast<int>(root), slot);
-    receive->waitRecv(GlooTimeout(running.deadline));
-  }
+  ExchangeWithRoot(*context_, /*scatter=*/true, rank(), root, bytes,
+                   Bytes(packed), Bytes(stage.buffer()),
+                   gloo::Slot::build(kScattervPrefix, running.Tag(0)),
+                   running.deadline);
   return stage.Finish();
 }
 
@@ -238,29 +266,10 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
     opts.setRoot(static_cast<int>(root));
     gloo::gather(opts);
   } else {
-    // Uneven pieces: Gloo 0.5 has no gatherv; the root receives each piece
-    // itself, as gloo::gather does.
-    const uint64_t slot = gloo::Slot::build(kGathervPrefix, running.Tag(0));
-    if (is_root) {
-      std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> receives;
-      for (int64_t r = 0; r < size(); ++r) {
-        if (r == root || bytes[r] == 0) continue;
-        receives.push_back(context_->createUnboundBuffer(
-            Bytes(packed) + OffsetOf(bytes, r), bytes[r]));
-        receives.back()->recv(static_cast<int>(r), slot);
-      }
-      if (bytes[root] > 0) {
-        std::memcpy(Bytes(packed) + OffsetOf(bytes, root), Bytes(sent),
-                    bytes[root]);
-      }
-      for (auto& receive : receives) {
-        receive->waitRecv(GlooTimeout(running.deadline));
-      }
-    } else if (bytes[rank()] > 0) {
-      auto send = context_->createUnboundBuffer(Bytes(sent), bytes[rank()]);
-      send->send(static_cast<int>(root), slot);
-      send->waitSend(GlooTimeout(running.deadline));
-    }
+    ExchangeWithRoot(*context_, /*scatter=*/false, rank(), root, bytes,
+                     Bytes(packed), Bytes(sent),
+                     gloo::Slot::build(kGathervPrefix, running.Tag(0)),
+                     running.deadline);
   }
   if (!is_root || direct) return absl::OkStatus();
   return UnpackPieces(packed, output, dim, sizes);

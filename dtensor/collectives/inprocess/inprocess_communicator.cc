@@ -1,6 +1,7 @@
 #include "dtensor/collectives/inprocess/inprocess_communicator.h"
 
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -47,15 +48,12 @@ struct PostingFiller {
     p.root = a.root;
     return RunBroadcast;
   }
-  RunFn operator()(const ScatterArgs& a) const {
+  // Scatter and gather.
+  template <typename Direction>
+  RunFn operator()(const RootedPiecesArgs<Direction>& a) const {
     Pieces(a.input, a.output, a.dim, a.sizes);
     p.root = a.root;
-    return RunScatter;
-  }
-  RunFn operator()(const GatherArgs& a) const {
-    Pieces(a.input, a.output, a.dim, a.sizes);
-    p.root = a.root;
-    return RunGather;
+    return std::is_same_v<Direction, ScatterDirection> ? RunScatter : RunGather;
   }
   RunFn operator()(const PermuteArgs& a) const {
     p.input = a.input;
