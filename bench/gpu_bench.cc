@@ -37,29 +37,36 @@ DType DTypeArg(const benchmark::State& state) {
   return state.range(0) == 0 ? DType::kF32 : DType::kBF16;
 }
 
+// A kMatrix x kMatrix operand of `dtype` on the GPU, every element `value`.
+Tensor GpuMatrix(DType dtype, double value) {
+  return *Tensor::Full({kMatrix, kMatrix}, value, dtype, Device::CUDA(0));
+}
+
+// Reports `flops` per iteration as the rate "TFLOP/s".
+void SetTflops(benchmark::State& state, double flops) {
+  state.counters["TFLOP/s"] = benchmark::Counter(
+      flops * state.iterations() / 1e12, benchmark::Counter::kIsRate);
+}
+
+// The flops of one kMatrix^3 product.
+constexpr double kMatmulFlops = 2.0 * kMatrix * kMatrix * kMatrix;
+
 void BM_TensorMatmul(benchmark::State& state) {
   if (SkipWithoutGpu(state)) return;
-  const DType dtype = DTypeArg(state);
-  const Tensor a =
-      *Tensor::Full({kMatrix, kMatrix}, 0.5, dtype, Device::CUDA(0));
-  const Tensor b =
-      *Tensor::Full({kMatrix, kMatrix}, 0.25, dtype, Device::CUDA(0));
+  const Tensor a = GpuMatrix(DTypeArg(state), 0.5);
+  const Tensor b = GpuMatrix(DTypeArg(state), 0.25);
   for (auto _ : state) {
     benchmark::DoNotOptimize(Matmul(a, b));
     Sync(state);
   }
-  state.counters["TFLOP/s"] = benchmark::Counter(
-      2.0 * kMatrix * kMatrix * kMatrix * state.iterations() / 1e12,
-      benchmark::Counter::kIsRate);
+  SetTflops(state, kMatmulFlops);
 }
 
 void BM_CublasDirect(benchmark::State& state) {
   if (SkipWithoutGpu(state)) return;
   const DType dtype = DTypeArg(state);
-  const Tensor a =
-      *Tensor::Full({kMatrix, kMatrix}, 0.5, dtype, Device::CUDA(0));
-  const Tensor b =
-      *Tensor::Full({kMatrix, kMatrix}, 0.25, dtype, Device::CUDA(0));
+  const Tensor a = GpuMatrix(dtype, 0.5);
+  const Tensor b = GpuMatrix(dtype, 0.25);
   const Tensor c = *Tensor::Empty({kMatrix, kMatrix}, dtype, Device::CUDA(0));
   cuda::GemmArgs args;
   args.dtype = dtype;
@@ -72,9 +79,7 @@ void BM_CublasDirect(benchmark::State& state) {
     if (!cuda::Gemm(args, 0).ok()) state.SkipWithError("Gemm failed");
     Sync(state);
   }
-  state.counters["TFLOP/s"] = benchmark::Counter(
-      2.0 * kMatrix * kMatrix * kMatrix * state.iterations() / 1e12,
-      benchmark::Counter::kIsRate);
+  SetTflops(state, kMatmulFlops);
 }
 
 void BM_DeviceCopy(benchmark::State& state) {
@@ -131,9 +136,7 @@ void BM_AttentionForward(benchmark::State& state) {
     benchmark::DoNotOptimize(ScaledDotProductAttention(q, kv, kv, true, 0));
     Sync(state);
   }
-  const double flops = 2.0 * 2 * batch * kv_heads * group * seq * seq * dim / 2;
-  state.counters["TFLOP/s"] = benchmark::Counter(
-      flops * state.iterations() / 1e12, benchmark::Counter::kIsRate);
+  SetTflops(state, 2.0 * 2 * batch * kv_heads * group * seq * seq * dim / 2);
 }
 
 // The tensor-layer add of a tiny CUDA tensor [1, 8]: allocation and launch,

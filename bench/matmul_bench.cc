@@ -43,10 +43,14 @@ void BM_DirectSgemm(benchmark::State& state) {
   SetGflops(state, n);
 }
 
-void BM_DtensorMatmul(benchmark::State& state) {
+// dtensor's Matmul on the same operands, b contiguous or, when
+// `transposed_b`, a transposed view (which Matmul passes to sgemm as
+// CblasTrans).
+void TimeDtensorMatmul(benchmark::State& state, bool transposed_b) {
   const int64_t n = state.range(0);
   const Tensor a = RandomMatrix(n, 1);
-  const Tensor b = RandomMatrix(n, 2);
+  Tensor b = RandomMatrix(n, 2);
+  if (transposed_b) b = b.Transpose(0, 1).value();
   for (auto _ : state) {
     Tensor c = Matmul(a, b).value();
     benchmark::DoNotOptimize(c.raw_data());
@@ -55,17 +59,12 @@ void BM_DtensorMatmul(benchmark::State& state) {
   SetGflops(state, n);
 }
 
-// b given as a transposed view: Matmul passes it to sgemm as CblasTrans.
+void BM_DtensorMatmul(benchmark::State& state) {
+  TimeDtensorMatmul(state, /*transposed_b=*/false);
+}
+
 void BM_DtensorMatmulTransposedB(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  const Tensor a = RandomMatrix(n, 1);
-  const Tensor b_t = RandomMatrix(n, 2).Transpose(0, 1).value();
-  for (auto _ : state) {
-    Tensor c = Matmul(a, b_t).value();
-    benchmark::DoNotOptimize(c.raw_data());
-    benchmark::ClobberMemory();
-  }
-  SetGflops(state, n);
+  TimeDtensorMatmul(state, /*transposed_b=*/true);
 }
 
 BENCHMARK(BM_DirectSgemm)->Arg(256)->Arg(512)->Arg(1024)->UseRealTime();

@@ -520,37 +520,29 @@ class HandWrittenTrainer {
       df = dy.Clone();
       DT_RETURN_IF_ERROR(AllReduce(df));
     }
-    DT_ASSIGN_OR_RETURN(LinearGrads w2,
-                        LinearBackward(a.hidden, Param(l, kW2), df));
-    grads[BlockParamIndex(l, kW2)] = w2.dw;
-    DT_ASSIGN_OR_RETURN(Tensor dgate, Mul(w2.dx, a.up));
-    DT_ASSIGN_OR_RETURN(Tensor dup, Mul(w2.dx, a.gate));
-    DT_ASSIGN_OR_RETURN(LinearGrads w3,
-                        LinearBackward(a.n2, Param(l, kW3), dup));
-    grads[BlockParamIndex(l, kW3)] = w3.dw;
+    DT_ASSIGN_OR_RETURN(Tensor dhidden,
+                        LinearInputGrad(l, kW2, a.hidden, df, grads));
+    DT_ASSIGN_OR_RETURN(Tensor dgate, Mul(dhidden, a.up));
+    DT_ASSIGN_OR_RETURN(Tensor dup, Mul(dhidden, a.gate));
+    DT_ASSIGN_OR_RETURN(Tensor dn2_up,
+                        LinearInputGrad(l, kW3, a.n2, dup, grads));
     DT_ASSIGN_OR_RETURN(Tensor dgate_in, SiluBackward(dgate, a.gate_in));
-    DT_ASSIGN_OR_RETURN(LinearGrads w1,
-                        LinearBackward(a.n2, Param(l, kW1), dgate_in));
-    grads[BlockParamIndex(l, kW1)] = w1.dw;
-    DT_ASSIGN_OR_RETURN(Tensor dn2, Add(w3.dx, w1.dx));
-    DT_ASSIGN_OR_RETURN(
-        NormGrads ffn_norm,
-        RmsNormBackward(a.h, Param(l, kFfnNorm), dn2, config.norm_eps));
-    grads[BlockParamIndex(l, kFfnNorm)] = ffn_norm.dw;
+    DT_ASSIGN_OR_RETURN(Tensor dn2_gate,
+                        LinearInputGrad(l, kW1, a.n2, dgate_in, grads));
+    DT_ASSIGN_OR_RETURN(Tensor dn2, Add(dn2_up, dn2_gate));
     // dh = dy + the norm's partial gradient: a complete dy is counted once,
     // on rank 0.
-    Tensor dh = ffn_norm.dx;
+    DT_ASSIGN_OR_RETURN(Tensor dh, NormInputGrad(l, kFfnNorm, a.h, dn2, grads));
     if (partial || rank_ == 0) {
-      DT_ASSIGN_OR_RETURN(dh, Add(dy, ffn_norm.dx));
+      DT_ASSIGN_OR_RETURN(dh, Add(dy, dh));
     }
     // Attention: the rowwise wo's output gradient, completed.
     Tensor da = dh.Clone();
     DT_RETURN_IF_ERROR(AllReduce(da));
-    DT_ASSIGN_OR_RETURN(LinearGrads wo,
-                        LinearBackward(a.attended, Param(l, kWo), da));
-    grads[BlockParamIndex(l, kWo)] = wo.dw;
-    DT_ASSIGN_OR_RETURN(Tensor dout, wo.dx.Reshape({kBatch, kSeq, kv_heads,
-                                                    heads / kv_heads, hd}));
+    DT_ASSIGN_OR_RETURN(Tensor dattended,
+                        LinearInputGrad(l, kWo, a.attended, da, grads));
+    DT_ASSIGN_OR_RETURN(Tensor dout, dattended.Reshape({kBatch, kSeq, kv_heads,
+                                                        heads / kv_heads, hd}));
     DT_ASSIGN_OR_RETURN(dout, dout.Permute({0, 2, 3, 1, 4}));
     DT_ASSIGN_OR_RETURN(AttentionGrads attention,
                         AttentionBackward(a.q, a.k, a.v, dout, visible_));
@@ -563,28 +555,50 @@ class HandWrittenTrainer {
     DT_ASSIGN_OR_RETURN(Tensor dq, attention.dq.Permute({0, 3, 1, 2, 4}));
     DT_ASSIGN_OR_RETURN(dq, dq.Reshape({kBatch, kSeq, heads, hd}));
     DT_ASSIGN_OR_RETURN(dv, dv.Reshape({kBatch, kSeq, kv_heads * hd}));
-    DT_ASSIGN_OR_RETURN(LinearGrads wv,
-                        LinearBackward(a.n1, Param(l, kWv), dv));
-    grads[BlockParamIndex(l, kWv)] = wv.dw;
+    DT_ASSIGN_OR_RETURN(Tensor dn1_v, LinearInputGrad(l, kWv, a.n1, dv, grads));
+    DT_ASSIGN_OR_RETURN(Tensor dn1_k,
+                        RotaryProjectionInputGrad(l, kWk, a.n1, dk, grads));
+    DT_ASSIGN_OR_RETURN(Tensor dn1, Add(dn1_v, dn1_k));
+    DT_ASSIGN_OR_RETURN(Tensor dn1_q,
+                        RotaryProjectionInputGrad(l, kWq, a.n1, dq, grads));
+    DT_ASSIGN_OR_RETURN(dn1, Add(dn1, dn1_q));
+    DT_ASSIGN_OR_RETURN(Tensor dx,
+                        NormInputGrad(l, kAttentionNorm, a.x, dn1, grads));
+    return Add(dh, dx);
+  }
+
+  // Backward of block `l`'s linear `p` applied to `x`, from its output's
+  // gradient `g`: records the weight's gradient in `grads` and returns the
+  // input's.
+  absl::StatusOr<Tensor> LinearInputGrad(int64_t l, BlockParam p,
+                                         const Tensor& x, const Tensor& g,
+                                         std::vector<Tensor>& grads) const {
+    DT_ASSIGN_OR_RETURN(LinearGrads linear, LinearBackward(x, Param(l, p), g));
+    grads[BlockParamIndex(l, p)] = linear.dw;
+    return linear.dx;
+  }
+
+  // Backward of block `l`'s norm `p` applied to `x`, likewise.
+  absl::StatusOr<Tensor> NormInputGrad(int64_t l, BlockParam p, const Tensor& x,
+                                       const Tensor& g,
+                                       std::vector<Tensor>& grads) const {
     DT_ASSIGN_OR_RETURN(
-        dk, RotaryEmbedding(dk, reversed_positions_, config.rope_theta));
-    DT_ASSIGN_OR_RETURN(dk, dk.Reshape({kBatch, kSeq, kv_heads * hd}));
-    DT_ASSIGN_OR_RETURN(LinearGrads wk,
-                        LinearBackward(a.n1, Param(l, kWk), dk));
-    grads[BlockParamIndex(l, kWk)] = wk.dw;
-    DT_ASSIGN_OR_RETURN(Tensor dn1, Add(wv.dx, wk.dx));
-    DT_ASSIGN_OR_RETURN(
-        dq, RotaryEmbedding(dq, reversed_positions_, config.rope_theta));
-    DT_ASSIGN_OR_RETURN(dq, dq.Reshape({kBatch, kSeq, heads * hd}));
-    DT_ASSIGN_OR_RETURN(LinearGrads wq,
-                        LinearBackward(a.n1, Param(l, kWq), dq));
-    grads[BlockParamIndex(l, kWq)] = wq.dw;
-    DT_ASSIGN_OR_RETURN(dn1, Add(dn1, wq.dx));
-    DT_ASSIGN_OR_RETURN(
-        NormGrads attention_norm,
-        RmsNormBackward(a.x, Param(l, kAttentionNorm), dn1, config.norm_eps));
-    grads[BlockParamIndex(l, kAttentionNorm)] = attention_norm.dw;
-    return Add(dh, attention_norm.dx);
+        NormGrads norm,
+        RmsNormBackward(x, Param(l, p), g, ModelConfig().norm_eps));
+    grads[BlockParamIndex(l, p)] = norm.dw;
+    return norm.dx;
+  }
+
+  // Backward of block `l`'s q or k projection `p`, likewise; its output was
+  // rotated: `d`, the gradient of the rotated heads [batch, seq, heads,
+  // head_dim], is rotated back first.
+  absl::StatusOr<Tensor> RotaryProjectionInputGrad(
+      int64_t l, BlockParam p, const Tensor& x, const Tensor& d,
+      std::vector<Tensor>& grads) const {
+    DT_ASSIGN_OR_RETURN(Tensor g, RotaryEmbedding(d, reversed_positions_,
+                                                  ModelConfig().rope_theta));
+    DT_ASSIGN_OR_RETURN(g, g.Reshape({kBatch, kSeq, d.size(2) * d.size(3)}));
+    return LinearInputGrad(l, p, x, g, grads);
   }
 
   int64_t rank_;
