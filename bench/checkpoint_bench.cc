@@ -163,26 +163,16 @@ void BM_RawFile(benchmark::State& state, bool write) {
   state.SetBytesProcessed(state.iterations() * kBytes);
 }
 
-BENCHMARK_CAPTURE(BM_RawFile, write, true)
-    ->Arg(1)
-    ->Arg(4)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Checkpoint, save, Mode::kSave)
-    ->Arg(1)
-    ->Arg(4)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_RawFile, read, false)
-    ->Arg(1)
-    ->Arg(4)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Checkpoint, load, Mode::kLoad)
-    ->Arg(1)
-    ->Arg(4)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
+// Save, load and the raw file runs: on 1 and 4 ranks (threads), timed by
+// rank 0 (manual time).
+void OnOneAndFourRanks(benchmark::internal::Benchmark* b) {
+  b->Arg(1)->Arg(4)->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK_CAPTURE(BM_RawFile, write, true)->Apply(OnOneAndFourRanks);
+BENCHMARK_CAPTURE(BM_Checkpoint, save, Mode::kSave)->Apply(OnOneAndFourRanks);
+BENCHMARK_CAPTURE(BM_RawFile, read, false)->Apply(OnOneAndFourRanks);
+BENCHMARK_CAPTURE(BM_Checkpoint, load, Mode::kLoad)->Apply(OnOneAndFourRanks);
 BENCHMARK_CAPTURE(BM_Checkpoint, load_resharded, Mode::kLoadResharded)
     ->Arg(4)
     ->UseManualTime()

@@ -35,34 +35,43 @@ const Problem kProblems[] = {
     {{2, 2, 2}, {66, 64, 62}, "S(0),S(1),P", "R,S(2),S(1)"},
 };
 
+// Problem `number` (1-based, the benchmark's argument) with its layouts
+// parsed and the default cost model of its mesh; labels `state` with the
+// layout change.
+struct ParsedProblem {
+  ParsedProblem(int64_t number, benchmark::State& state)
+      : p(kProblems[number - 1]),
+        from(*Sharding::Parse(p.from, static_cast<int64_t>(p.shape.size()))),
+        to(*Sharding::Parse(p.to, static_cast<int64_t>(p.shape.size()))),
+        model(static_cast<int64_t>(p.mesh.size())) {
+    state.SetLabel(std::string(p.from) + " -> " + p.to);
+  }
+  const Problem& p;
+  const Sharding from;
+  const Sharding to;
+  const CostModel model;
+};
+
 void BM_PlanUncached(benchmark::State& state) {
-  const Problem& p = kProblems[state.range(0) - 1];
-  const int64_t rank = static_cast<int64_t>(p.shape.size());
-  const Sharding from = *Sharding::Parse(p.from, rank);
-  const Sharding to = *Sharding::Parse(p.to, rank);
-  const CostModel model(static_cast<int64_t>(p.mesh.size()));
+  const ParsedProblem q(state.range(0), state);
   for (auto _ : state) {
-    auto plan =
-        PlanRedistribution(from, to, p.mesh, p.shape, DType::kF32, model);
+    auto plan = PlanRedistribution(q.from, q.to, q.p.mesh, q.p.shape,
+                                   DType::kF32, q.model);
     benchmark::DoNotOptimize(plan);
   }
-  state.SetLabel(std::string(p.from) + " -> " + p.to);
 }
 BENCHMARK(BM_PlanUncached)->DenseRange(1, 7)->Unit(benchmark::kMicrosecond);
 
 void BM_PlanCached(benchmark::State& state) {
-  const Problem& p = kProblems[state.range(0) - 1];
-  const int64_t rank = static_cast<int64_t>(p.shape.size());
-  const Sharding from = *Sharding::Parse(p.from, rank);
-  const Sharding to = *Sharding::Parse(p.to, rank);
-  const CostModel model(static_cast<int64_t>(p.mesh.size()));
+  const ParsedProblem q(state.range(0), state);
   RedistributePlanner& planner = RedistributePlanner::Shared();
-  auto warm = planner.Plan(from, to, p.mesh, p.shape, DType::kF32, model);
+  auto warm =
+      planner.Plan(q.from, q.to, q.p.mesh, q.p.shape, DType::kF32, q.model);
   for (auto _ : state) {
-    auto plan = planner.Plan(from, to, p.mesh, p.shape, DType::kF32, model);
+    auto plan =
+        planner.Plan(q.from, q.to, q.p.mesh, q.p.shape, DType::kF32, q.model);
     benchmark::DoNotOptimize(plan);
   }
-  state.SetLabel(std::string(p.from) + " -> " + p.to);
 }
 BENCHMARK(BM_PlanCached)->DenseRange(1, 7)->Unit(benchmark::kNanosecond);
 
