@@ -27,7 +27,7 @@ benches=(//bench:gpu_bench //bench:overlap_bench)
 # layouts and strategies on CUDA DTensors (in-process ranks sharing the GPU).
 suites=(//tests/ops:cast_ops_test //tests/ops:elementwise_ops_test
   //tests/ops:join_ops_test //tests/ops:matmul_ops_test
-  //tests/ops:nn_ops_test //tests/ops:reduction_ops_test
+  //tests/ops:nn_ops_test //tests/ops:norm_ops_test //tests/ops:reduction_ops_test
   //tests/ops:slice_ops_test //tests/ops:view_ops_test
   //tests/ops:vocab_ops_test)
 targets=("${tests[@]}" "${suites[@]}" "${benches[@]}" //examples:train_llama

@@ -16,11 +16,6 @@ namespace ops {
 // kernels report; inputs on different meshes. None communicates itself; a dim a
 // rule needs whole is gathered (or moved to another dim) by the engine first:
 //   softmax, log_softmax   `dim` unsharded; every other dim keeps its shards.
-//   rms_norm, layer_norm   the normalized last dim unsharded, the other dims
-//                          keep their shards; weight and bias (over the last
-//                          dim) Replicate, or Partial(sum | avg) with x
-//                          Replicate (the output is linear in weight, and in
-//                          weight and bias jointly).
 //   scaled_dot_product_attention
 //                          q [..., Lq, E], k [..., Lk, E], v [..., Lk, Ev]:
 //                          the leading (batch, head) dims sharded alike in all
@@ -38,21 +33,12 @@ namespace ops {
 //                          Partial(sum | avg) passes through.
 //
 // Registry names and arguments: softmax, log_softmax ("dim", int);
-// rms_norm (x, weight?; "eps", scalar, 1e-6); layer_norm (x, weight?, bias?;
-// "eps", scalar, 1e-5); scaled_dot_product_attention (q, k, v; "causal",
-// bool, false; "scale", scalar, 0 = 1/sqrt(E)); rotary_embedding (x,
-// positions?; "theta", scalar, 10000).
+// scaled_dot_product_attention (q, k, v; "causal", bool, false; "scale",
+// scalar, 0 = 1/sqrt(E)); rotary_embedding (x, positions?; "theta", scalar,
+// 10000). The norms are dtensor/ops/norm_ops.h's.
 
 absl::StatusOr<DTensor> Softmax(const DTensor& x, int64_t dim);
 absl::StatusOr<DTensor> LogSoftmax(const DTensor& x, int64_t dim);
-// `weight` and `bias` are optional (undefined DTensors).
-absl::StatusOr<DTensor> RmsNorm(const DTensor& x,
-                                const DTensor& weight = DTensor(),
-                                double eps = 1e-6);
-absl::StatusOr<DTensor> LayerNorm(const DTensor& x,
-                                  const DTensor& weight = DTensor(),
-                                  const DTensor& bias = DTensor(),
-                                  double eps = 1e-5);
 absl::StatusOr<DTensor> ScaledDotProductAttention(const DTensor& q,
                                                   const DTensor& k,
                                                   const DTensor& v,

@@ -9,6 +9,7 @@
 #include "dtensor/ops/join_ops.h"
 #include "dtensor/ops/matmul_ops.h"
 #include "dtensor/ops/nn_ops.h"
+#include "dtensor/ops/norm_ops.h"
 #include "dtensor/ops/random_ops.h"
 #include "dtensor/ops/reduction_ops.h"
 #include "dtensor/ops/sharding_override.h"
@@ -25,8 +26,8 @@ void RegisterBuiltins(OpRegistry& registry) {
   // One line per op family; a new family adds its list here.
   for (const std::vector<const OpDef*>& family :
        {ops::MatmulOps(), ops::ElementwiseOps(), ops::ReductionOps(),
-        ops::NnOps(), ops::VocabOps(), ops::ViewOps(), ops::JoinOps(),
-        ops::SliceOps(), ops::CastOps(), ops::RandomOps()}) {
+        ops::NnOps(), ops::NormOps(), ops::VocabOps(), ops::ViewOps(),
+        ops::JoinOps(), ops::SliceOps(), ops::CastOps(), ops::RandomOps()}) {
     for (const OpDef* op : family) {
       // The built-in names are distinct (tests/ops/registry_test.cc).
       registry.Register(op).IgnoreError();

@@ -43,6 +43,17 @@ InferFn InferByShapeProbe(absl::string_view op, LocalFn fn) {
   };
 }
 
+InferFn SameShapeInfer(absl::string_view op, LocalFn fn,
+                       ShapeCheck check_shapes) {
+  return [op, fn = std::move(fn), check_shapes = std::move(check_shapes)](
+             absl::Span<const DTensorSpec* const> inputs,
+             const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
+    DT_ASSIGN_OR_RETURN(DType dtype, ProbeDType(op, fn, inputs, args));
+    if (check_shapes) DT_RETURN_IF_ERROR(check_shapes(op, inputs, args));
+    return std::vector<TensorMeta>{{inputs[0]->shape(), dtype}};
+  };
+}
+
 ChunkRange NestedChunk(int64_t extent, absl::Span<const int64_t> nesting,
                        absl::Span<const int64_t> mesh_shape,
                        absl::Span<const int64_t> coord) {

@@ -2,6 +2,7 @@
 #define DTENSOR_OPS_RULE_HELPERS_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -52,6 +53,17 @@ absl::StatusOr<Tensor> ShapeProbe(const Shape& shape, DType dtype);
 // specs) reach `fn` as undefined tensors.
 // Errors: `fn`'s (the real call's error on those shapes), prefixed with `op`.
 InferFn InferByShapeProbe(absl::string_view op, LocalFn fn);
+
+// Rejects the shapes that a probe of size-1 tensors cannot check; errors
+// name `op`.
+using ShapeCheck = std::function<absl::Status(
+    absl::string_view op, absl::Span<const DTensorSpec* const> inputs,
+    const OpArgs& args)>;
+
+// An InferFn for an op whose output has the shape of input 0 and the dtype
+// its local function gives (ProbeDType), after `check_shapes`.
+InferFn SameShapeInfer(absl::string_view op, LocalFn fn,
+                       ShapeCheck check_shapes = nullptr);
 
 // The range of [0, extent) that the rank at `coord` (one entry per mesh dim)
 // owns when the mesh dims `nesting` (outermost first) split it by the chunk

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/ops/nn_ops.h"
+#include "dtensor/ops/norm_ops.h"
 #include "dtensor/ops/vocab_ops.h"
 #include "dtensor/testing/grad_checks.h"
 #include "gtest/gtest.h"
@@ -158,6 +159,8 @@ std::vector<GradCase> VocabCases() {
 TEST(NnGradTest, EveryOpIsCovered) {
   std::vector<std::string> missing =
       testing_util::Uncovered(ops::NnOps(), NnCases());
+  EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
+  missing = testing_util::Uncovered(ops::NormOps(), NnCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
   missing = testing_util::Uncovered(ops::VocabOps(), VocabCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");

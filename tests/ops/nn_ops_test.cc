@@ -1,5 +1,5 @@
-// The nn ops on DTensors (softmax, log_softmax, rms_norm, layer_norm,
-// scaled_dot_product_attention, rotary_embedding): randomized property tests
+// The nn ops on DTensors (softmax, log_softmax, scaled_dot_product_attention,
+// rotary_embedding): randomized property tests
 // (random meshes, even and uneven shards, nested orders, Partial inputs)
 // against the tensor layer on the gathered inputs; and the layouts users
 // expect, with communication counted.
@@ -35,9 +35,7 @@ using testing_util::RunOnMeta;
 using In = std::vector<DTensor>;
 using Full = std::vector<Tensor>;
 
-// Well-conditioned ops; the norms divide by a spread that can be small.
 constexpr double kTol = 1e-4;
-constexpr double kNormTol = 1e-3;
 
 DType RandomFloat(std::mt19937& rng) {
   return rng() % 3 == 0 ? DType::kF64 : DType::kF32;
@@ -100,43 +98,6 @@ TEST(NnPropertyTest, SoftmaxMatchesTheTensorLayer) {
 TEST(NnPropertyTest, LogSoftmaxMatchesTheTensorLayer) {
   CheckOp(
       2, [](std::mt19937& rng) { return SoftmaxCall(true, rng); }, kTol);
-}
-
-OpCall NormCall(bool layer_norm, std::mt19937& rng) {
-  const Shape shape = RandomShape(1 + rng() % 3, 6, rng);
-  const DType dtype = RandomFloat(rng);
-  const Shape param = {shape.back()};
-  const double eps = rng() % 2 == 0 ? 1e-5 : 0.1;
-  OpCall c;
-  c.op = layer_norm ? "layer_norm" : "rms_norm";
-  c.description = absl::StrCat(c.op, " eps ", eps);
-  c.inputs = {
-      RandomTensor(shape, dtype, -3, 3, rng),
-      rng() % 3 != 0 ? RandomTensor(param, dtype, 0.5, 2, rng) : Tensor()};
-  if (layer_norm) {
-    c.inputs.push_back(rng() % 3 != 0 ? RandomTensor(param, dtype, -1, 1, rng)
-                                      : Tensor());
-  }
-  c.args.AddScalar(eps);
-  c.call = OneOutput([layer_norm, eps](const In& in) {
-    return layer_norm ? ops::LayerNorm(in[0], in[1], in[2], eps)
-                      : ops::RmsNorm(in[0], in[1], eps);
-  });
-  c.reference = OneReference([layer_norm, eps](const Full& in) {
-    return layer_norm ? LayerNorm(in[0], in[1], in[2], eps)
-                      : RmsNorm(in[0], in[1], eps);
-  });
-  return c;
-}
-
-TEST(NnPropertyTest, RmsNormMatchesTheTensorLayer) {
-  CheckOp(
-      3, [](std::mt19937& rng) { return NormCall(false, rng); }, kNormTol);
-}
-
-TEST(NnPropertyTest, LayerNormMatchesTheTensorLayer) {
-  CheckOp(
-      4, [](std::mt19937& rng) { return NormCall(true, rng); }, kNormTol);
 }
 
 OpCall AttentionCall(std::mt19937& rng) {
@@ -202,10 +163,7 @@ TEST(NnPropertyTest, RotaryEmbeddingMatchesTheTensorLayer) {
 }
 
 TEST(NnCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
-  const std::set<std::string> tested = {"softmax",
-                                        "log_softmax",
-                                        "rms_norm",
-                                        "layer_norm",
+  const std::set<std::string> tested = {"softmax", "log_softmax",
                                         "scaled_dot_product_attention",
                                         "rotary_embedding"};
   for (const OpDef* op : ops::NnOps()) {
@@ -241,29 +199,6 @@ TEST(NnLayoutTest, SoftmaxOverAShardedDimMovesItsShardsAway) {
     EXPECT_EQ(o.layout, "S(0)[1],S(0)[0]");
     EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
-}
-
-TEST(NnLayoutTest, NormsRunOnSequenceShardsWithReplicatedWeights) {
-  const auto layer_norm = [](const In& in) {
-    return ops::LayerNorm(in[0], in[1], in[2]);
-  };
-  MetaOutcome o = RunOnMeta(
-      {4}, {{{2, 8, 16}, "S(1)"}, {{16}, "R"}, {{16}, "R"}}, layer_norm);
-  ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "S(1)");
-  EXPECT_THAT(o.comms, IssuedNoCollectives());
-  // The normalized dim cannot stay sharded.
-  o = RunOnMeta({4}, {{{2, 8, 16}, "S(2)"}, {{16}, "R"}, {{16}, "R"}},
-                layer_norm);
-  ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_NE(o.layout, "S(2)");
-  EXPECT_GE(o.comms.total_collectives(), 1);
-  // A Partial weight with a replicated x gives a Partial output.
-  o = RunOnMeta({4}, {{{2, 8, 16}, "R"}, {{16}, "P"}},
-                [](const In& in) { return ops::RmsNorm(in[0], in[1]); });
-  ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "P(sum)");
-  EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
 TEST(NnLayoutTest, AttentionShardedOnHeadsOrBatchDoesNotCommunicate) {
@@ -322,10 +257,6 @@ TEST(NnErrorTest, BadInputsAreErrorsNamingTheOpAndValue) {
       RunOnMeta({2}, {{{4, 3}, "R", DType::kI64}},
                 [](const In& in) { return ops::Softmax(in[0], 0); }),
       "softmax");
-  ExpectErrorNaming(
-      RunOnMeta({2}, {{{4, 3}, "R"}, {{4}, "R"}},
-                [](const In& in) { return ops::RmsNorm(in[0], in[1]); }),
-      "[4]");
   ExpectErrorNaming(
       RunOnMeta({2}, {{{2, 5, 4}, "R"}, {{2, 6, 3}, "R"}, {{2, 6, 4}, "R"}},
                 [](const In& in) {
