@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/blocked_loop.h"
+#include "dtensor/tensor/body_storage.h"
 #include "dtensor/tensor/cuda/adamw_body.h"
 #include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/dispatch.h"
@@ -17,22 +18,6 @@ namespace dtensor {
 namespace {
 
 constexpr char kOp[] = "AdamWStep";
-
-// The storage type of the kernel bodies for T:
-// dtensor/tensor/cuda/host_device.h's Bf16 and F16 share the layout of BFloat16
-// and Half.
-template <typename T>
-struct BodyStorage {
-  using type = T;
-};
-template <>
-struct BodyStorage<BFloat16> {
-  using type = cuda::Bf16;
-};
-template <>
-struct BodyStorage<Half> {
-  using type = cuda::F16;
-};
 
 // The constants for bodies' storage type T.
 template <typename T>

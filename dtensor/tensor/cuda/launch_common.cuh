@@ -1,0 +1,100 @@
+#ifndef DTENSOR_TENSOR_CUDA_LAUNCH_COMMON_CUH_
+#define DTENSOR_TENSOR_CUDA_LAUNCH_COMMON_CUH_
+
+// What the launch files (kernels.cu, norm_kernels.cu) share: the block size,
+// the dispatch of a ScalarType to its storage type, and the reduction of a
+// block's values. CUDA only (nvcc).
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "dtensor/tensor/cuda/host_device.h"
+#include "dtensor/tensor/cuda/row_body.h"
+
+namespace dtensor::cuda {
+
+// Threads per block of every launch.
+inline constexpr int kThreads = 256;
+
+// Blocks for `count` elements spread over a grid-stride loop (at least 1, at
+// most 65535).
+inline int GridFor(int64_t count) {
+  const int64_t wanted = (count + kThreads - 1) / kThreads;
+  return static_cast<int>(wanted < 65535 ? (wanted < 1 ? 1 : wanted) : 65535);
+}
+
+// Calls fn(T{}) with T the storage type of `type`.
+template <typename Fn>
+cudaError_t Dispatch(ScalarType type, Fn&& fn) {
+  switch (type) {
+    case ScalarType::kF32:
+      return fn(float{});
+    case ScalarType::kF64:
+      return fn(double{});
+    case ScalarType::kBF16:
+      return fn(Bf16{});
+    case ScalarType::kF16:
+      return fn(F16{});
+    case ScalarType::kI32:
+      return fn(int32_t{});
+    case ScalarType::kI64:
+      return fn(int64_t{});
+    case ScalarType::kBool:
+      return fn(bool{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+// Dispatch over the floating types only; others are an invalid value.
+template <typename Fn>
+cudaError_t DispatchFloating(ScalarType type, Fn&& fn) {
+  return Dispatch(type, [&](auto tag) -> cudaError_t {
+    if constexpr (std::is_floating_point_v<Compute<decltype(tag)>>) {
+      return fn(tag);
+    } else {
+      return cudaErrorInvalidValue;
+    }
+  });
+}
+
+// Combines the values of a block's threads (blockDim.x == kThreads) with
+// `combine`; every thread gets the result.
+template <typename A, typename Combine>
+__device__ A BlockReduce(A value, Combine combine) {
+  __shared__ alignas(8) unsigned char raw[kThreads * sizeof(double)];
+  A* shared = reinterpret_cast<A*>(raw);
+  __syncthreads();  // The buffer may still be read by a previous call.
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) {
+      shared[threadIdx.x] =
+          combine(shared[threadIdx.x], shared[threadIdx.x + width]);
+    }
+    __syncthreads();
+  }
+  return shared[0];
+}
+
+struct AddCombine {
+  template <typename A>
+  __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
+};
+
+struct MaxCombine {
+  template <typename A>
+  __device__ A operator()(A a, A b) const {
+    return MaxKeepingFirst(a, b);
+  }
+};
+
+// Whether `rows` blocks fit in grid dimension x (one block per row).
+inline bool RowsFit(int64_t rows) { return rows <= 2147483647; }
+
+}  // namespace dtensor::cuda
+
+#endif  // DTENSOR_TENSOR_CUDA_LAUNCH_COMMON_CUH_
