@@ -39,6 +39,7 @@
 #include "dtensor/tensor/generator.h"
 #include "dtensor/tensor/matmul.h"
 #include "dtensor/tensor/nn_functional.h"
+#include "dtensor/tensor/norm_backward.h"
 #include "dtensor/tensor/reduction.h"
 
 namespace dtensor {
@@ -204,33 +205,6 @@ absl::StatusOr<LinearGrads> LinearBackward(const Tensor& x, const Tensor& w,
   DT_ASSIGN_OR_RETURN(Tensor x_rows, x.Flatten(0, x.dim() - 2));
   DT_ASSIGN_OR_RETURN(Tensor g_cols, g_rows.Transpose(0, 1));
   DT_ASSIGN_OR_RETURN(grads.dw, Matmul(g_cols, x_rows));
-  return grads;
-}
-
-// rms_norm: xh = x r, r = rsqrt(mean(x^2) + eps); dw = sum(g xh);
-// dx = r (g w - mean(g w xh) xh).
-struct NormGrads {
-  Tensor dx;
-  Tensor dw;
-};
-absl::StatusOr<NormGrads> RmsNormBackward(const Tensor& x, const Tensor& w,
-                                          const Tensor& g, double eps) {
-  const int64_t last[] = {-1};
-  const int64_t rows[] = {0, 1};
-  DT_ASSIGN_OR_RETURN(Tensor square, Mul(x, x));
-  DT_ASSIGN_OR_RETURN(Tensor r, Mean(square, last, /*keepdim=*/true));
-  DT_ASSIGN_OR_RETURN(r, Add(r, eps));
-  DT_ASSIGN_OR_RETURN(r, Rsqrt(r));
-  DT_ASSIGN_OR_RETURN(Tensor xh, Mul(x, r));
-  NormGrads grads;
-  DT_ASSIGN_OR_RETURN(Tensor g_xh, Mul(g, xh));
-  DT_ASSIGN_OR_RETURN(grads.dw, Sum(g_xh, rows));
-  DT_ASSIGN_OR_RETURN(Tensor gh, Mul(g, w));
-  DT_ASSIGN_OR_RETURN(Tensor gh_xh, Mul(gh, xh));
-  DT_ASSIGN_OR_RETURN(Tensor projection, Mean(gh_xh, last, /*keepdim=*/true));
-  DT_ASSIGN_OR_RETURN(projection, Mul(xh, projection));
-  DT_ASSIGN_OR_RETURN(Tensor inner, Sub(gh, projection));
-  DT_ASSIGN_OR_RETURN(grads.dx, Mul(r, inner));
   return grads;
 }
 
@@ -423,7 +397,7 @@ class HandWrittenTrainer {
     grads[OutputParamIndex()] = out.dw;
     DT_ASSIGN_OR_RETURN(NormGrads norm, RmsNormBackward(x, norm_weight, out.dx,
                                                         config.norm_eps));
-    grads[NormParamIndex()] = norm.dw;
+    grads[NormParamIndex()] = norm.dweight;
     Tensor dx = norm.dx;
     bool partial = false;
     for (int64_t l = layers; l-- > 0;) {
@@ -585,7 +559,7 @@ class HandWrittenTrainer {
     DT_ASSIGN_OR_RETURN(
         NormGrads norm,
         RmsNormBackward(x, Param(l, p), g, ModelConfig().norm_eps));
-    grads[BlockParamIndex(l, p)] = norm.dw;
+    grads[BlockParamIndex(l, p)] = norm.dweight;
     return norm.dx;
   }
 

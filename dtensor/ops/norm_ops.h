@@ -19,9 +19,22 @@ namespace ops {
 //                          bias (over the last dim) Replicate, or
 //                          Partial(sum | avg) with x Replicate (the output is
 //                          linear in weight, and in weight and bias jointly).
+//   rms_norm_backward, layer_norm_backward
+//                          (their gradients, one fused local kernel:
+//                          dtensor/tensor/norm_backward.h) x and grad sharded
+//                          alike on the leading dims (the last dim unsharded)
+//                          give dx sharded alike and dweight, dbias
+//                          Partial(sum) over those mesh dims (each rank sums
+//                          its rows); weight Replicate; grad Partial(sum | avg)
+//                          with x and weight Replicate gives Partial outputs
+//                          (they are linear in grad).
 //
 // Registry names and arguments: rms_norm (x, weight?; "eps", scalar, 1e-6);
-// layer_norm (x, weight?, bias?; "eps", scalar, 1e-5).
+// layer_norm (x, weight?, bias?; "eps", scalar, 1e-5); rms_norm_backward (x,
+// grad, weight?; "eps", scalar, 1e-6) -> (dx, dweight); layer_norm_backward
+// (x, grad, weight?; "eps", scalar, 1e-5; "bias", bool, false: whether the
+// forward had a bias) -> (dx, dweight, dbias). The registry ops give an absent
+// parameter's gradient as an empty [0] tensor.
 
 // `weight` and `bias` are optional (undefined DTensors).
 absl::StatusOr<DTensor> RmsNorm(const DTensor& x,
@@ -31,6 +44,25 @@ absl::StatusOr<DTensor> LayerNorm(const DTensor& x,
                                   const DTensor& weight = DTensor(),
                                   const DTensor& bias = DTensor(),
                                   double eps = 1e-5);
+
+// The gradients of rms_norm and layer_norm for the gradient `grad` of their
+// output (what their backward runs): dx laid out like x, dweight and dbias
+// [last dim of x], each undefined when its parameter is (layer_norm_backward
+// reads only the presence of `bias`).
+struct NormGradients {
+  DTensor dx;
+  DTensor dweight;
+  DTensor dbias;
+};
+absl::StatusOr<NormGradients> RmsNormBackward(const DTensor& x,
+                                              const DTensor& weight,
+                                              const DTensor& grad,
+                                              double eps = 1e-6);
+absl::StatusOr<NormGradients> LayerNormBackward(const DTensor& x,
+                                                const DTensor& weight,
+                                                const DTensor& bias,
+                                                const DTensor& grad,
+                                                double eps = 1e-5);
 
 // The OpDefs of this family, for the registry.
 std::vector<const OpDef*> NormOps();

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/cuda/kernels.h"
+#include "dtensor/tensor/cuda/norm_kernels.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/kernel_checks.h"
@@ -113,29 +114,12 @@ absl::StatusOr<Tensor> ContiguousOnDevice(const Tensor& t) {
 
 // ---- Normalization over the last dim. ----
 
-absl::Status CheckNormInput(const Tensor& x, absl::string_view op) {
-  DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, op, "x"));
-  if (x.dim() == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": x needs at least 1 dim, got shape []"));
-  }
-  return absl::OkStatus();
-}
-
 // `param` (undefined, or [size] of x's dtype on x's device) made contiguous;
 // undefined when `param` is.
 absl::StatusOr<Tensor> NormParam(const Tensor& x, const Tensor& param,
                                  absl::string_view op, absl::string_view arg) {
   if (!param.defined()) return Tensor();
-  DT_RETURN_IF_ERROR(internal::CheckOn(param, x.device(), op, arg));
-  if (param.dtype() != x.dtype() || param.dim() != 1 ||
-      param.size(0) != x.size(-1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": ", arg, " ", ShapeToString(param.shape()), " (",
-        std::string(DTypeName(param.dtype())),
-        ") does not match the last dim of x ", ShapeToString(x.shape()), " (",
-        std::string(DTypeName(x.dtype())), ")"));
-  }
+  DT_RETURN_IF_ERROR(internal::CheckNormParam(x, param, op, arg));
   return ContiguousOnDevice(param);
 }
 
@@ -443,7 +427,7 @@ absl::StatusOr<Tensor> SoftmaxOnDevice(const Tensor& x, int64_t dim, bool log) {
 
 absl::StatusOr<Tensor> RmsNormOnDevice(const Tensor& x, const Tensor& weight,
                                        double eps) {
-  DT_RETURN_IF_ERROR(CheckNormInput(x, "RmsNorm"));
+  DT_RETURN_IF_ERROR(internal::CheckNormInput(x, "RmsNorm"));
   DT_ASSIGN_OR_RETURN(const Tensor w,
                       NormParam(x, weight, "RmsNorm", "weight"));
   DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
@@ -459,7 +443,7 @@ absl::StatusOr<Tensor> RmsNormOnDevice(const Tensor& x, const Tensor& weight,
 
 absl::StatusOr<Tensor> LayerNormOnDevice(const Tensor& x, const Tensor& weight,
                                          const Tensor& bias, double eps) {
-  DT_RETURN_IF_ERROR(CheckNormInput(x, "LayerNorm"));
+  DT_RETURN_IF_ERROR(internal::CheckNormInput(x, "LayerNorm"));
   DT_ASSIGN_OR_RETURN(const Tensor w,
                       NormParam(x, weight, "LayerNorm", "weight"));
   DT_ASSIGN_OR_RETURN(const Tensor b, NormParam(x, bias, "LayerNorm", "bias"));
@@ -826,6 +810,61 @@ absl::Status CrossEntropyRowsOnDevice(const Tensor& logits,
   losses.assign(values, values + rows);
   log_sum_exp.assign(values + rows, values + 2 * rows);
   return absl::OkStatus();
+}
+
+absl::StatusOr<NormGrads> NormBackwardOnDevice(const Tensor& x,
+                                               const Tensor& weight,
+                                               const Tensor& grad, double eps,
+                                               bool layer_norm,
+                                               bool want_dbias) {
+  const char* op = layer_norm ? "LayerNormBackward" : "RmsNormBackward";
+  const int64_t width = x.size(-1);
+  const int64_t rows = NormRows(x);
+  // Sums over no rows are zeros; otherwise the kernels write every element.
+  const auto param_grad = [&] {
+    return rows == 0 ? Tensor::Zeros({width}, x.dtype(), x.device())
+                     : Tensor::Empty({width}, x.dtype(), x.device());
+  };
+  NormGrads grads;
+  DT_ASSIGN_OR_RETURN(grads.dx,
+                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
+  if (weight.defined()) {
+    DT_ASSIGN_OR_RETURN(grads.dweight, param_grad());
+  }
+  if (want_dbias) {
+    DT_ASSIGN_OR_RETURN(grads.dbias, param_grad());
+  }
+  if (rows == 0) return grads;
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
+  DT_ASSIGN_OR_RETURN(const Tensor g, ContiguousOnDevice(grad));
+  DT_ASSIGN_OR_RETURN(const Tensor w, NormParam(x, weight, op, "weight"));
+  // Scratch: each row's (mean, r), and the chunks' partial sums.
+  DT_ASSIGN_OR_RETURN(const Tensor stats,
+                      Tensor::Empty({rows, 2}, DType::kF64, x.device()));
+  Tensor partials;
+  if (weight.defined() || want_dbias) {
+    DT_ASSIGN_OR_RETURN(
+        partials, Tensor::Empty({2, NormParamChunks(rows), width}, DType::kF64,
+                                x.device()));
+  }
+  NormBackwardArgs args;
+  args.x = input.raw_data();
+  args.grad = g.raw_data();
+  args.weight = DataOrNull(w);
+  args.dx = grads.dx.raw_data();
+  args.dweight = grads.dweight.defined() ? grads.dweight.raw_data() : nullptr;
+  args.dbias = grads.dbias.defined() ? grads.dbias.raw_data() : nullptr;
+  args.stats = static_cast<NormStats*>(stats.raw_data());
+  args.partials =
+      partials.defined() ? static_cast<double*>(partials.raw_data()) : nullptr;
+  args.rows = rows;
+  args.width = width;
+  args.eps = eps;
+  args.layer_norm = layer_norm;
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
+  DT_RETURN_IF_ERROR(
+      Launched(LaunchNormBackward(ToScalarType(x.dtype()), args, stream), op));
+  return grads;
 }
 
 }  // namespace dtensor::cuda

@@ -11,6 +11,7 @@
 #include "dtensor/tensor/cuda/elementwise_body.h"
 #include "dtensor/tensor/cuda/row_body.h"
 #include "dtensor/tensor/nn_functional.h"
+#include "dtensor/tensor/norm_backward.h"
 #include "dtensor/tensor/tensor.h"
 
 // The tensor kernels on CUDA tensors: what the CPU entry points of
@@ -122,6 +123,14 @@ absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
                                             const Tensor& target,
                                             Reduction reduction,
                                             int64_t ignore_index);
+// NormBackward (dtensor/tensor/norm_backward.h) of a CUDA `x`, its operands
+// checked by the caller: dweight when `weight` is defined, dbias when
+// `want_dbias` (LayerNorm only).
+absl::StatusOr<NormGrads> NormBackwardOnDevice(const Tensor& x,
+                                               const Tensor& weight,
+                                               const Tensor& grad, double eps,
+                                               bool layer_norm,
+                                               bool want_dbias);
 
 }  // namespace dtensor::cuda
 

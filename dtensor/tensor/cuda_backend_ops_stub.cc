@@ -87,5 +87,10 @@ absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor&, const Tensor&,
                                             Reduction, int64_t) {
   return NotBuilt();
 }
+absl::StatusOr<NormGrads> NormBackwardOnDevice(const Tensor&, const Tensor&,
+                                               const Tensor&, double, bool,
+                                               bool) {
+  return NotBuilt();
+}
 
 }  // namespace dtensor::cuda

@@ -65,6 +65,29 @@ absl::Status CheckSameDType(const Tensor& a, const Tensor& b,
       " (", std::string(DTypeName(b.dtype())), ") differ in dtype"));
 }
 
+absl::Status CheckNormInput(const Tensor& x, absl::string_view op) {
+  DT_RETURN_IF_ERROR(
+      CheckFloatingOn(x, x.defined() ? x.device() : Device::CPU(), op, "x"));
+  if (x.dim() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": x needs at least 1 dim, got shape []"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNormParam(const Tensor& x, const Tensor& param,
+                            absl::string_view op, absl::string_view arg) {
+  if (!param.defined()) return absl::OkStatus();
+  DT_RETURN_IF_ERROR(CheckFloatingOn(param, x.device(), op, arg));
+  DT_RETURN_IF_ERROR(CheckSameDType(x, param, op, "x", arg));
+  if (param.dim() != 1 || param.size(0) != x.size(-1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", arg, " ", ShapeToString(param.shape()),
+        " does not match the last dim of x ", ShapeToString(x.shape())));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<int64_t>> ReadIndices(const Tensor& index,
                                                  absl::string_view op,
                                                  absl::string_view arg) {

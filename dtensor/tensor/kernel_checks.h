@@ -49,6 +49,13 @@ absl::Status CheckIndexInRange(int64_t index, int64_t bound,
 // [C] with a 0-d `target`.
 absl::Status CheckCrossEntropyShapes(const Tensor& logits,
                                      const Tensor& target);
+// The input of a normalization over the last dim (any device): a defined
+// floating `x` of at least 1 dim.
+absl::Status CheckNormInput(const Tensor& x, absl::string_view op);
+// A norm's optional per-feature `param`: undefined, or [last dim of x] of x's
+// dtype on x's device.
+absl::Status CheckNormParam(const Tensor& x, const Tensor& param,
+                            absl::string_view op, absl::string_view arg);
 // Every target is `ignore_index` or a class in [0, classes).
 absl::Status CheckCrossEntropyTargets(absl::Span<const int64_t> targets,
                                       int64_t classes, int64_t ignore_index);

@@ -23,6 +23,8 @@ using internal::CheckCpu;
 using internal::CheckFloatingCpu;
 using internal::CheckFloatingOn;
 using internal::CheckIndexInRange;
+using internal::CheckNormInput;
+using internal::CheckNormParam;
 using internal::CheckSameDType;
 using internal::DispatchFloatingDType;
 using internal::ReadIndices;
@@ -118,29 +120,6 @@ double LogSumExp(const T* row, int64_t n) {
 }
 
 // ---- Normalization over the last dim. ----
-
-// `param` (undefined, or [size] of x's dtype) fits the last dim of `x`.
-absl::Status CheckNormParam(const Tensor& x, const Tensor& param,
-                            const char* op, const char* arg) {
-  if (!param.defined()) return absl::OkStatus();
-  DT_RETURN_IF_ERROR(CheckFloatingCpu(param, op, arg));
-  DT_RETURN_IF_ERROR(CheckSameDType(x, param, op, "x", arg));
-  if (param.dim() != 1 || param.size(0) != x.size(-1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": ", arg, " ", ShapeToString(param.shape()),
-        " does not match the last dim of x ", ShapeToString(x.shape())));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckNormInput(const Tensor& x, const char* op) {
-  DT_RETURN_IF_ERROR(CheckFloatingCpu(x, op, "x"));
-  if (x.dim() == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": x needs at least 1 dim, got shape []"));
-  }
-  return absl::OkStatus();
-}
 
 // The values of an optional per-feature parameter as V; `fill` for every
 // feature when it is undefined.

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_join.h"
 #include "dtensor/base/status_macros.h"
+#include "dtensor/ops/elementwise_ops.h"
 #include "dtensor/ops/nn_ops.h"
 #include "dtensor/ops/norm_ops.h"
 #include "dtensor/ops/vocab_ops.h"
@@ -102,6 +103,55 @@ std::vector<GradCase> NnCases() {
                    {Random64({4, 1, 6}, -1, 1, rng),
                     RandomIndices({4}, 30, DType::kI32, rng)},
                    rotary});
+  // The backward ops' own gradients, through dx and the parameter gradients
+  // at once (dweight and dbias broadcast over the rows of dx).
+  const auto rms_backward = [](const In& in) -> absl::StatusOr<DTensor> {
+    DT_ASSIGN_OR_RETURN(ops::NormGradients grads,
+                        ops::RmsNormBackward(in[0], in[2], in[1], 1e-3));
+    if (!grads.dweight.defined()) return grads.dx;
+    return ops::Add(grads.dx, grads.dweight);
+  };
+  cases.push_back(
+      {"rms_norm_backward",
+       "with weight",
+       {Random64({2, 3, 4}, -2, 2, rng), Random64({2, 3, 4}, -1, 1, rng),
+        Random64({4}, 0.5, 2, rng)},
+       rms_backward});
+  cases.push_back(
+      {"rms_norm_backward",
+       "no weight",
+       {Random64({3, 5}, -2, 2, rng), Random64({3, 5}, -1, 1, rng), Tensor()},
+       rms_backward});
+  for (bool with_bias : {false, true}) {
+    const auto layer_backward =
+        [with_bias](const In& in) -> absl::StatusOr<DTensor> {
+      // Only the presence of the bias matters: x stands for it.
+      DT_ASSIGN_OR_RETURN(
+          ops::NormGradients grads,
+          ops::LayerNormBackward(in[0], in[2], with_bias ? in[0] : DTensor(),
+                                 in[1], 1e-3));
+      DTensor out = grads.dx;
+      if (grads.dweight.defined()) {
+        DT_ASSIGN_OR_RETURN(out, ops::Add(out, grads.dweight));
+      }
+      if (grads.dbias.defined()) {
+        DT_ASSIGN_OR_RETURN(DTensor scaled, ops::Mul(grads.dbias, 0.5));
+        DT_ASSIGN_OR_RETURN(out, ops::Add(out, scaled));
+      }
+      return out;
+    };
+    cases.push_back(
+        {"layer_norm_backward",
+         with_bias ? "weight and bias" : "weight",
+         {Random64({2, 3, 4}, -2, 2, rng), Random64({2, 3, 4}, -1, 1, rng),
+          Random64({4}, 0.5, 2, rng)},
+         layer_backward});
+    cases.push_back(
+        {"layer_norm_backward",
+         with_bias ? "bias only" : "no parameters",
+         {Random64({3, 5}, -2, 2, rng), Random64({3, 5}, -1, 1, rng), Tensor()},
+         layer_backward});
+  }
   return cases;
 }
 

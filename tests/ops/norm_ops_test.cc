@@ -4,6 +4,7 @@
 // expect, with communication counted.
 #include "dtensor/ops/norm_ops.h"
 
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/tensor/nn_functional.h"
+#include "dtensor/tensor/norm_backward.h"
 #include "dtensor/testing/comm_matchers.h"
 #include "dtensor/testing/op_cases.h"
 #include "dtensor/testing/op_checks.h"
@@ -83,8 +85,130 @@ TEST(NormPropertyTest, LayerNormMatchesTheTensorLayer) {
   CheckNormOp(4, [](std::mt19937& rng) { return NormCall(true, rng); });
 }
 
+// The backward ops: through the typed functions (`registry` false: the
+// outputs of the present parameters) or the registry op (every output, an
+// absent parameter's gradient [0]), against the tensor layer's fused kernel.
+OpCall NormBackwardCall(bool layer_norm, bool registry, std::mt19937& rng) {
+  const Shape shape = RandomShape(1 + rng() % 3, 6, rng);
+  const DType dtype = rng() % 3 == 0 ? DType::kF64 : DType::kF32;
+  const Shape param = {shape.back()};
+  const double eps = rng() % 2 == 0 ? 1e-5 : 0.1;
+  const bool with_weight = rng() % 3 != 0;
+  const bool with_bias = layer_norm && rng() % 2 == 0;
+  OpCall c;
+  c.op = layer_norm ? "layer_norm_backward" : "rms_norm_backward";
+  c.description = absl::StrCat(c.op, " eps ", eps, with_weight ? " weight" : "",
+                               with_bias ? " bias" : "");
+  c.inputs = {RandomTensor(shape, dtype, -3, 3, rng),
+              RandomTensor(shape, dtype, -1, 1, rng),
+              with_weight ? RandomTensor(param, dtype, 0.5, 2, rng) : Tensor()};
+  c.args.AddScalar(eps);
+  if (layer_norm) c.args.AddBool(with_bias);
+  c.call = [=](const In& in) -> absl::StatusOr<std::vector<DTensor>> {
+    // layer_norm_backward reads only whether there is a bias: the weight's
+    // place stands for it.
+    absl::StatusOr<ops::NormGradients> grads =
+        layer_norm
+            ? ops::LayerNormBackward(in[0], in[2],
+                                     with_bias ? in[0] : DTensor(), in[1], eps)
+            : ops::RmsNormBackward(in[0], in[2], in[1], eps);
+    if (!grads.ok()) return grads.status();
+    std::vector<DTensor> out = {grads->dx};
+    if (with_weight) out.push_back(grads->dweight);
+    if (with_bias) out.push_back(grads->dbias);
+    return out;
+  };
+  c.reference = [=](const Full& in) -> absl::StatusOr<std::vector<Tensor>> {
+    absl::StatusOr<NormGrads> grads =
+        NormBackward(in[0], in[2], in[1], eps, layer_norm, with_bias);
+    if (!grads.ok()) return grads.status();
+    const Tensor empty = *Tensor::Empty({0}, in[0].dtype());
+    std::vector<Tensor> out = {grads->dx};
+    if (with_weight || registry) {
+      out.push_back(with_weight ? grads->dweight : empty);
+    }
+    if (with_bias || (registry && layer_norm)) {
+      out.push_back(with_bias ? grads->dbias : empty);
+    }
+    return out;
+  };
+  return c;
+}
+
+TEST(NormPropertyTest, RmsNormBackwardMatchesTheTensorLayer) {
+  absl::Status status = CheckOnRandomLayouts(
+      7, 4, 10,
+      [](std::mt19937& rng) { return NormBackwardCall(false, false, rng); },
+      kNormTol, kNormTol);
+  EXPECT_TRUE(status.ok()) << status;
+  status = CheckRandomStrategies(
+      1007, 12, 24,
+      [](std::mt19937& rng) { return NormBackwardCall(false, true, rng); },
+      kNormTol, kNormTol);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST(NormPropertyTest, LayerNormBackwardMatchesTheTensorLayer) {
+  absl::Status status = CheckOnRandomLayouts(
+      8, 4, 10,
+      [](std::mt19937& rng) { return NormBackwardCall(true, false, rng); },
+      kNormTol, kNormTol);
+  EXPECT_TRUE(status.ok()) << status;
+  status = CheckRandomStrategies(
+      1008, 12, 24,
+      [](std::mt19937& rng) { return NormBackwardCall(true, true, rng); },
+      kNormTol, kNormTol);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// The gradients with x and grad sharded on their leading dims (uneven
+// blocks, nested mesh dims), against the tensor layer on one rank.
+TEST(NormPropertyTest, BackwardOnLeadingDimShardsMatchesOneRank) {
+  std::mt19937 rng(9);
+  const Placement r = Placement::Replicate();
+  const testing_util::TestLayout rows_by_both = {
+      {Placement::Shard(0), Placement::Shard(1)}, {}};
+  const testing_util::TestLayout batch_nested = {
+      {Placement::Shard(0), Placement::Shard(0)}, {{1, 0}, {}, {}}};
+  const testing_util::TestLayout replicate = {{r, r}, {}};
+  for (bool layer_norm : {false, true}) {
+    for (const testing_util::TestLayout& rows : {rows_by_both, batch_nested}) {
+      testing_util::OpCase c;
+      c.description = absl::StrCat(layer_norm ? "layer_norm" : "rms_norm",
+                                   " rows ", rows.ToString());
+      c.inputs = {RandomTensor({5, 3, 8}, DType::kF64, -3, 3, rng),
+                  RandomTensor({5, 3, 8}, DType::kF64, -1, 1, rng),
+                  RandomTensor({8}, DType::kF64, 0.5, 2, rng)};
+      c.layouts = {rows, rows, replicate};
+      const absl::Status status = testing_util::CheckCases(
+          {2, 2}, {c},
+          [layer_norm](const In& in) -> absl::StatusOr<std::vector<DTensor>> {
+            absl::StatusOr<ops::NormGradients> grads =
+                layer_norm ? ops::LayerNormBackward(in[0], in[2], in[2], in[1])
+                           : ops::RmsNormBackward(in[0], in[2], in[1]);
+            if (!grads.ok()) return grads.status();
+            std::vector<DTensor> out = {grads->dx, grads->dweight};
+            if (layer_norm) out.push_back(grads->dbias);
+            return out;
+          },
+          [layer_norm](const Full& in) -> absl::StatusOr<std::vector<Tensor>> {
+            absl::StatusOr<NormGrads> grads =
+                layer_norm ? LayerNormBackward(in[0], in[2], in[2], in[1])
+                           : RmsNormBackward(in[0], in[2], in[1]);
+            if (!grads.ok()) return grads.status();
+            std::vector<Tensor> out = {grads->dx, grads->dweight};
+            if (layer_norm) out.push_back(grads->dbias);
+            return out;
+          },
+          1e-12, 1e-12);
+      EXPECT_TRUE(status.ok()) << status;
+    }
+  }
+}
+
 TEST(NormCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
-  const std::set<std::string> tested = {"rms_norm", "layer_norm"};
+  const std::set<std::string> tested = {
+      "rms_norm", "layer_norm", "rms_norm_backward", "layer_norm_backward"};
   for (const OpDef* op : ops::NormOps()) {
     EXPECT_TRUE(tested.count(std::string(op->name))) << op->name;
   }
@@ -115,6 +239,57 @@ TEST(NormLayoutTest, NormsRunOnSequenceShardsWithReplicatedWeights) {
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
+// Output `output` (0 dx, 1 dweight, 2 dbias) of the typed backward function;
+// inputs x, grad, weight (which also stands for layer_norm's bias).
+std::function<absl::StatusOr<DTensor>(const In&)> BackwardOutput(
+    bool layer_norm, int output) {
+  return [=](const In& in) -> absl::StatusOr<DTensor> {
+    absl::StatusOr<ops::NormGradients> grads =
+        layer_norm ? ops::LayerNormBackward(in[0], in[2], in[2], in[1])
+                   : ops::RmsNormBackward(in[0], in[2], in[1]);
+    if (!grads.ok()) return grads.status();
+    return output == 0   ? grads->dx
+           : output == 1 ? grads->dweight
+                         : grads->dbias;
+  };
+}
+
+TEST(NormLayoutTest, BackwardOnRowShardsGivesPartialParameterGradients) {
+  for (bool layer_norm : {false, true}) {
+    SCOPED_TRACE(layer_norm ? "layer_norm" : "rms_norm");
+    // Sequence parallel: [batch, seq, hidden] sharded on seq.
+    const std::vector<testing_util::MetaInput> sequence = {
+        {{2, 8, 16}, "S(1)"}, {{2, 8, 16}, "S(1)"}, {{16}, "R"}};
+    MetaOutcome o = RunOnMeta({4}, sequence, BackwardOutput(layer_norm, 0));
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.layout, "S(1)");
+    EXPECT_THAT(o.comms, IssuedNoCollectives());
+    for (int param = 1; param <= (layer_norm ? 2 : 1); ++param) {
+      o = RunOnMeta({4}, sequence, BackwardOutput(layer_norm, param));
+      ASSERT_TRUE(o.status.ok()) << o.status;
+      EXPECT_EQ(o.layout, "P(sum)");
+      EXPECT_THAT(o.comms, IssuedNoCollectives());
+    }
+    // dp x tp: rows sharded by batch and sequence.
+    const std::vector<testing_util::MetaInput> both = {
+        {{4, 8, 16}, "S(0),S(1)"}, {{4, 8, 16}, "S(0),S(1)"}, {{16}, "R,R"}};
+    o = RunOnMeta({2, 2}, both, BackwardOutput(layer_norm, 0));
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.layout, "S(0),S(1)");
+    EXPECT_THAT(o.comms, IssuedNoCollectives());
+    o = RunOnMeta({2, 2}, both, BackwardOutput(layer_norm, 1));
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.layout, "P(sum),P(sum)");
+    // The normalized dim cannot stay sharded.
+    o = RunOnMeta({4},
+                  {{{2, 8, 16}, "S(2)"}, {{2, 8, 16}, "S(2)"}, {{16}, "R"}},
+                  BackwardOutput(layer_norm, 0));
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_NE(o.layout, "S(2)");
+    EXPECT_GE(o.comms.total_collectives(), 1);
+  }
+}
+
 // ---- Errors. ----
 
 TEST(NormErrorTest, BadInputsAreErrorsNamingTheValue) {
@@ -123,6 +298,17 @@ TEST(NormErrorTest, BadInputsAreErrorsNamingTheValue) {
                 [](const In& in) { return ops::RmsNorm(in[0], in[1]); });
   ASSERT_FALSE(o.status.ok());
   EXPECT_NE(o.status.message().find("[4]"), std::string::npos) << o.status;
+  for (bool layer_norm : {false, true}) {
+    const MetaOutcome bad_grad =
+        RunOnMeta({2}, {{{4, 3}, "R"}, {{4, 2}, "R"}, {{3}, "-"}},
+                  BackwardOutput(layer_norm, 0));
+    ASSERT_FALSE(bad_grad.status.ok());
+    EXPECT_NE(bad_grad.status.message().find("[4, 2]"), std::string::npos)
+        << bad_grad.status;
+    EXPECT_NE(bad_grad.status.message().find("norm_backward"),
+              std::string::npos)
+        << bad_grad.status;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,110 @@
+#include "dtensor/tensor/cuda/launch_common.cuh"
+#include "dtensor/tensor/cuda/norm_kernels.h"
+
+namespace dtensor::cuda {
+namespace {
+
+// One block per row: the row's statistics (the forward's passes: the mean for
+// LayerNorm, then the squares around it), the sums of gh xhat and gh, then
+// dx; thread 0 keeps the statistics for the parameter gradients.
+template <typename T>
+__global__ void NormBackwardRowsKernel(const T* x, const T* grad,
+                                       const T* weight, T* dx, NormStats* stats,
+                                       int64_t width, double eps,
+                                       bool layer_norm) {
+  const int64_t base = blockIdx.x * width;
+  const Row<T> x_row{x + base, width, 1};
+  const Row<T> g_row{grad + base, width, 1};
+  const int lane = threadIdx.x;
+  double mean = 0;
+  if (layer_norm) {
+    mean = BlockReduce(
+               ReducePartial<double>(ReduceOp::kSum, x_row, lane, kThreads),
+               AddCombine()) /
+           width;
+  }
+  const double squares = BlockReduce(
+      CenteredSquaresPartial(x_row, mean, lane, kThreads), AddCombine());
+  const NormStats s = NormStatsOf(mean, squares, width, eps);
+  const NormDots partial =
+      NormDotsPartial(x_row, g_row, weight, s, lane, kThreads);
+  NormDots dots;
+  dots.gh_xhat = BlockReduce(partial.gh_xhat, AddCombine());
+  if (layer_norm) dots.gh = BlockReduce(partial.gh, AddCombine());
+  NormBackwardWrite(x_row, g_row, weight, s, dots, layer_norm, dx + base, lane,
+                    kThreads);
+  if (lane == 0) stats[blockIdx.x] = s;
+}
+
+// Grid (columns / kThreads, chunks): column j's partial sums over chunk
+// blockIdx.y's rows.
+template <typename T>
+__global__ void NormParamPartialsKernel(const T* x, const T* grad,
+                                        const NormStats* stats,
+                                        double* partials, int64_t rows,
+                                        int64_t width, int64_t chunk_rows,
+                                        bool want_dweight, bool want_dbias) {
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j >= width) return;
+  const int64_t chunk = blockIdx.y;
+  const int64_t begin = chunk * chunk_rows;
+  const int64_t end = begin + chunk_rows < rows ? begin + chunk_rows : rows;
+  const NormParamSums sums =
+      NormParamColumnPartial(x, grad, stats, width, begin, end, j);
+  const int64_t chunks = gridDim.y;
+  if (want_dweight) partials[chunk * width + j] = sums.dweight;
+  if (want_dbias) partials[(chunks + chunk) * width + j] = sums.dbias;
+}
+
+// out[j] = the sum of column j of partials [chunks, width], rounded to T.
+template <typename T>
+__global__ void ColumnSumKernel(const double* partials, int64_t chunks,
+                                int64_t width, T* out) {
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j < width) out[j] = Store<T>(ColumnSum(partials, chunks, width, j));
+}
+
+template <typename T>
+cudaError_t LaunchParamGrads(const NormBackwardArgs& a, cudaStream_t stream) {
+  const int64_t chunks = NormParamChunks(a.rows);
+  const int64_t chunk_rows = (a.rows + chunks - 1) / chunks;
+  const int64_t column_blocks = (a.width + kThreads - 1) / kThreads;
+  if (column_blocks > 2147483647) return cudaErrorInvalidConfiguration;
+  const dim3 grid(static_cast<unsigned>(column_blocks),
+                  static_cast<unsigned>(chunks));
+  NormParamPartialsKernel<<<grid, kThreads, 0, stream>>>(
+      static_cast<const T*>(a.x), static_cast<const T*>(a.grad), a.stats,
+      a.partials, a.rows, a.width, chunk_rows, a.dweight != nullptr,
+      a.dbias != nullptr);
+  if (a.dweight != nullptr) {
+    ColumnSumKernel<<<column_blocks, kThreads, 0, stream>>>(
+        a.partials, chunks, a.width, static_cast<T*>(a.dweight));
+  }
+  if (a.dbias != nullptr) {
+    ColumnSumKernel<<<column_blocks, kThreads, 0, stream>>>(
+        a.partials + chunks * a.width, chunks, a.width,
+        static_cast<T*>(a.dbias));
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchNormBackward(ScalarType type, const NormBackwardArgs& args,
+                               cudaStream_t stream) {
+  if (args.rows <= 0 || args.width <= 0) return cudaErrorInvalidValue;
+  if (!RowsFit(args.rows)) return cudaErrorInvalidConfiguration;
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    NormBackwardRowsKernel<<<args.rows, kThreads, 0, stream>>>(
+        static_cast<const T*>(args.x), static_cast<const T*>(args.grad),
+        static_cast<const T*>(args.weight), static_cast<T*>(args.dx),
+        args.stats, args.width, args.eps, args.layer_norm);
+    const cudaError_t error = cudaGetLastError();
+    if (error != cudaSuccess) return error;
+    if (args.dweight == nullptr && args.dbias == nullptr) return cudaSuccess;
+    return LaunchParamGrads<T>(args, stream);
+  });
+}
+
+}  // namespace dtensor::cuda
