@@ -22,9 +22,12 @@
 #include "dtensor/ops/matmul_ops.h"
 #include "dtensor/ops/rule_helpers.h"
 #include "dtensor/ops/view_ops.h"
+#include "dtensor/tensor/cuda/loss_body.h"
+#include "dtensor/tensor/cuda/row_body.h"
 #include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/kernel_checks.h"
+#include "dtensor/tensor/reduction.h"
 #include "dtensor/tensor/vector_exp.h"
 
 namespace dtensor {
@@ -401,40 +404,32 @@ absl::StatusOr<std::vector<OpStrategy>> CrossEntropyStrategies(
   return strategies;
 }
 
-// What the kernel computes per row of this rank, complete over the classes:
-// the loss (0 for an ignored target) and the log-sum-exp of the logits (for
-// every row, ignored or not: the backward's softmax is exp(logit - lse)).
-struct RowResults {
-  std::vector<double> losses;
-  std::vector<double> log_sum_exp;
-};
-
+// What the kernel computes per row of this rank, complete over the classes,
+// as f64 [2, rows] on the logits' device: row 0 the losses (0 for an ignored
+// target), row 1 the log-sum-exps of the logits (for every row, ignored or
+// not: the backward's softmax is exp(logit - lse)).
+//
+// The host loop over CPU logits, in the compute dtype C, with the class
+// group's all-reduces of C tensors; the finish is dtensor/tensor/cuda/
+// loss_body.h's, which the device path shares.
 template <typename C>
-absl::StatusOr<RowResults> RowResultsOf(const KernelContext& ctx,
-                                        const Tensor& logits,
-                                        const std::vector<int64_t>& targets,
-                                        int64_t class_offset,
-                                        const LossGroups& groups) {
+absl::StatusOr<Tensor> RowResultsOf(
+    const KernelContext& ctx, const Tensor& logits,
+    const std::vector<int64_t>& targets, int64_t class_offset,
+    const std::shared_ptr<Communicator>& group) {
   const int64_t ignore_index = ctx.args().Get(kIgnoreIndex);
   const int64_t n = logits.size(0);
   const int64_t c = logits.size(1);
   const C* x = logits.data<C>();
   const DType dtype = CppToDType<C>();
-  std::shared_ptr<Communicator> class_group;
-  if (!groups.class_dims.empty()) {
-    DT_ASSIGN_OR_RETURN(
-        class_group, ctx.runtime().groups()->ForMeshDims(ctx.input(0)->mesh(),
-                                                         groups.class_dims));
-  }
   DT_ASSIGN_OR_RETURN(Tensor row_max, Tensor::Empty({n}, dtype));
   C* max = row_max.data<C>();
   for (int64_t i = 0; i < n; ++i) {
     max[i] = -std::numeric_limits<C>::infinity();
     for (int64_t j = 0; j < c; ++j) max[i] = std::max(max[i], x[i * c + j]);
   }
-  if (class_group != nullptr) {
-    DT_RETURN_IF_ERROR(
-        AllReduceAnywhere(*class_group, row_max, ReduceOp::kMax));
+  if (group != nullptr) {
+    DT_RETURN_IF_ERROR(AllReduceAnywhere(*group, row_max, ReduceOp::kMax));
   }
   // Row 0: sum of exp(logit - max) over this rank's classes; row 1: the
   // target logit where this rank owns the target class, else 0.
@@ -447,44 +442,70 @@ absl::StatusOr<RowResults> RowResultsOf(const KernelContext& ctx,
     double sum = 0;
     for (int64_t j = 0; j < c; ++j) sum += exps[j];
     sum_exp[i] = static_cast<C>(sum);
-    const int64_t local = targets[i] - class_offset;
-    if (local >= 0 && local < c) picked[i] = x[i * c + local];
+    picked[i] = cuda::TargetLogitInBlock(cuda::Row<C>{x + i * c, c, 1},
+                                         targets[i], class_offset);
   }
-  if (class_group != nullptr) {
-    DT_RETURN_IF_ERROR(AllReduceAnywhere(*class_group, sums, ReduceOp::kSum));
+  if (group != nullptr) {
+    DT_RETURN_IF_ERROR(AllReduceAnywhere(*group, sums, ReduceOp::kSum));
   }
-  RowResults rows{std::vector<double>(n, 0.0), std::vector<double>(n)};
+  DT_ASSIGN_OR_RETURN(Tensor rows, Tensor::Empty({2, n}, DType::kF64));
+  double* out = rows.data<double>();
   for (int64_t i = 0; i < n; ++i) {
-    rows.log_sum_exp[i] =
-        static_cast<double>(max[i]) + std::log(static_cast<double>(sum_exp[i]));
-    if (targets[i] != ignore_index) {
-      rows.losses[i] = rows.log_sum_exp[i] - static_cast<double>(picked[i]);
-    }
+    const cuda::RowLoss loss = cuda::RowLossOf(max[i], sum_exp[i], picked[i],
+                                               targets[i] == ignore_index);
+    out[i] = loss.loss;
+    out[n + i] = loss.log_sum_exp;
   }
   return rows;
 }
 
-// RowResultsOf on the device of `logits` [rows, classes]: the CUDA row kernel
-// when they live on a CUDA device and this rank holds every class; otherwise
-// the host loop, in the compute dtype, with the class group's all-reduces.
-absl::StatusOr<RowResults> RowResultsOnLogitsDevice(
-    const KernelContext& ctx, const Tensor& logits,
+// The device path over CUDA logits: the row kernel when this rank holds every
+// class; else loss_body.h's steps (the row max, then the sums of exp and the
+// target logits), each all-reduced over the class group in the compute dtype
+// on the device, as the host loop's. `targets` is i64 [rows] on the logits'
+// device. No logit leaves the device.
+absl::StatusOr<Tensor> RowResultsOnDevice(
+    const KernelContext& ctx, const Tensor& logits, const Tensor& targets,
+    int64_t class_offset, const std::shared_ptr<Communicator>& group) {
+  const int64_t ignore_index = ctx.args().Get(kIgnoreIndex);
+  if (group == nullptr) {
+    return cuda::CrossEntropyRowsOnDevice(logits, targets, ignore_index);
+  }
+  DT_ASSIGN_OR_RETURN(Tensor row_max, cuda::LossShardMaxOnDevice(logits));
+  DT_RETURN_IF_ERROR(AllReduceAnywhere(*group, row_max, ReduceOp::kMax));
+  DT_ASSIGN_OR_RETURN(Tensor sums, cuda::LossShardSumsOnDevice(
+                                       logits, targets, row_max, class_offset));
+  DT_RETURN_IF_ERROR(AllReduceAnywhere(*group, sums, ReduceOp::kSum));
+  return cuda::LossShardFinishOnDevice(row_max, sums, targets, ignore_index);
+}
+
+// The rows' results on the logits' device ([rows, classes]; `target` the
+// local target tensor, `targets` its values read on the host).
+absl::StatusOr<Tensor> RowResultsOnLogitsDevice(
+    const KernelContext& ctx, const Tensor& logits, const Tensor& target,
     const std::vector<int64_t>& targets, int64_t class_offset,
     const LossGroups& groups) {
-  if (cuda::OnCuda(logits) && groups.class_dims.empty()) {
-    RowResults rows;
-    DT_RETURN_IF_ERROR(cuda::CrossEntropyRowsOnDevice(
-        logits, targets, ctx.args().Get(kIgnoreIndex), rows.losses,
-        rows.log_sum_exp));
-    return rows;
+  std::shared_ptr<Communicator> class_group;
+  if (!groups.class_dims.empty()) {
+    DT_ASSIGN_OR_RETURN(
+        class_group, ctx.runtime().groups()->ForMeshDims(ctx.input(0)->mesh(),
+                                                         groups.class_dims));
+  }
+  if (cuda::OnCuda(logits)) {
+    DT_ASSIGN_OR_RETURN(Tensor on_device, target.To(logits.device()));
+    DT_ASSIGN_OR_RETURN(on_device, on_device.To(DType::kI64));
+    DT_ASSIGN_OR_RETURN(on_device, on_device.Reshape({logits.size(0)}));
+    return RowResultsOnDevice(ctx, logits, on_device, class_offset,
+                              class_group);
   }
   const DType compute = ComputeDType(ctx.input(0)->dtype());
-  DT_ASSIGN_OR_RETURN(Tensor host, logits.To(Device::CPU()));
-  DT_ASSIGN_OR_RETURN(host, host.To(compute));
+  DT_ASSIGN_OR_RETURN(Tensor host, logits.To(compute));
   host = host.Contiguous();
   return compute == DType::kF64
-             ? RowResultsOf<double>(ctx, host, targets, class_offset, groups)
-             : RowResultsOf<float>(ctx, host, targets, class_offset, groups);
+             ? RowResultsOf<double>(ctx, host, targets, class_offset,
+                                    class_group)
+             : RowResultsOf<float>(ctx, host, targets, class_offset,
+                                   class_group);
 }
 
 // The number of non-ignored targets of the whole batch, from this rank's
@@ -500,28 +521,35 @@ absl::StatusOr<int64_t> GlobalCount(const KernelContext& ctx, int64_t count,
   return total.data<int64_t>()[0];
 }
 
-// The loss as the reduction makes it, of this rank's rows.
-absl::StatusOr<Tensor> ReducedLoss(const std::vector<double>& losses,
-                                   Reduction reduction, int64_t count,
-                                   const Shape& target_shape, DType dtype) {
+// The sum of this rank's losses (f64 [rows]) as an f64 scalar on their
+// device: in row order on the CPU (as the tensor layer's CrossEntropy), by
+// the reduction kernel on a device.
+absl::StatusOr<Tensor> TotalLoss(const Tensor& losses) {
+  if (cuda::OnCuda(losses)) return dtensor::Sum(losses);
   double total = 0;
-  for (double loss : losses) total += loss;
-  switch (reduction) {
-    case Reduction::kNone: {
-      DT_ASSIGN_OR_RETURN(Tensor out,
-                          Tensor::FromVector<double>(losses, target_shape));
-      return out.To(dtype);
-    }
-    case Reduction::kSum:
-      return Tensor::Scalar(total, dtype);
-    case Reduction::kMean:
-      // This rank's share of the mean (`count` is global); 0 / 0 is NaN, like
-      // the tensor layer.
-      return Tensor::Scalar(
-          count == 0 ? std::nan("") : total / static_cast<double>(count),
-          dtype);
+  for (double loss : losses.ToVector<double>()) total += loss;
+  return Tensor::Scalar(total, DType::kF64);
+}
+
+// The loss as the reduction makes it, of this rank's losses (f64 [rows]), on
+// their device.
+absl::StatusOr<Tensor> ReducedLoss(const Tensor& losses, Reduction reduction,
+                                   int64_t count, const Shape& target_shape,
+                                   DType dtype) {
+  if (reduction == Reduction::kNone) {
+    DT_ASSIGN_OR_RETURN(const Tensor shaped, losses.Reshape(target_shape));
+    return shaped.To(dtype);
   }
-  return absl::InternalError("cross_entropy: unknown reduction");
+  if (reduction == Reduction::kMean && count == 0) {
+    // 0 / 0 is NaN, like the tensor layer.
+    return Tensor::Scalar(std::nan(""), dtype).To(losses.device());
+  }
+  DT_ASSIGN_OR_RETURN(Tensor total, TotalLoss(losses));
+  if (reduction == Reduction::kMean) {
+    // This rank's share of the mean (`count` is global).
+    DT_ASSIGN_OR_RETURN(total, dtensor::Div(total, static_cast<double>(count)));
+  }
+  return total.To(dtype);
 }
 
 // Outputs: the loss; the count of non-ignored targets (global for a mean,
@@ -549,8 +577,8 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
   }
   const DType compute = ComputeDType(spec.dtype());
   const LossGroups groups = LossGroupsOf(spec.sharding());
-  DT_ASSIGN_OR_RETURN(const RowResults rows,
-                      RowResultsOnLogitsDevice(ctx, logits, targets,
+  DT_ASSIGN_OR_RETURN(const Tensor rows,
+                      RowResultsOnLogitsDevice(ctx, logits, inputs[1], targets,
                                                block.offset[rank - 1], groups));
   const Reduction reduction = ReductionOf(ctx.args());
   int64_t count =
@@ -560,18 +588,18 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
     DT_ASSIGN_OR_RETURN(count, GlobalCount(ctx, count, groups));
   }
   const Shape& target_shape = inputs[1].shape();
-  DT_ASSIGN_OR_RETURN(Tensor loss, ReducedLoss(rows.losses, reduction, count,
+  DT_ASSIGN_OR_RETURN(const Tensor losses, rows.Select(0, 0));
+  DT_ASSIGN_OR_RETURN(Tensor loss, ReducedLoss(losses, reduction, count,
                                                target_shape, spec.dtype()));
-  DT_ASSIGN_OR_RETURN(Tensor log_sum_exp, Tensor::FromVector<double>(
-                                              rows.log_sum_exp, target_shape));
+  DT_ASSIGN_OR_RETURN(Tensor log_sum_exp, rows.Select(0, 1));
+  DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.Reshape(target_shape));
   DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.To(compute));
-  // The outputs live with the logits: a Partial count or loss is reduced
-  // over the communicator of the logits' device.
-  const Device device = inputs[0].device();
-  DT_ASSIGN_OR_RETURN(loss, loss.To(device));
-  DT_ASSIGN_OR_RETURN(Tensor count_tensor,
-                      Tensor::Scalar(count, DType::kI64).To(device));
-  DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.To(device));
+  // The outputs live with the logits (the loss and log-sum-exp already do):
+  // a Partial count or loss is reduced over the communicator of the logits'
+  // device.
+  DT_ASSIGN_OR_RETURN(
+      Tensor count_tensor,
+      Tensor::Scalar(count, DType::kI64).To(inputs[0].device()));
   return OpLocals{std::move(loss), std::move(count_tensor),
                   std::move(log_sum_exp)};
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/cuda/kernels.h"
+#include "dtensor/tensor/cuda/loss_kernels.h"
 #include "dtensor/tensor/cuda/norm_kernels.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/elementwise.h"
@@ -781,35 +782,26 @@ absl::StatusOr<Tensor> RotaryOnDevice(const Tensor& x,
   return out;
 }
 
-absl::Status CrossEntropyRowsOnDevice(const Tensor& logits,
-                                      const std::vector<int64_t>& targets,
-                                      int64_t ignore_index,
-                                      std::vector<double>& losses,
-                                      std::vector<double>& log_sum_exp) {
+absl::StatusOr<Tensor> CrossEntropyRowsOnDevice(const Tensor& logits,
+                                                const Tensor& targets,
+                                                int64_t ignore_index) {
   DT_RETURN_IF_ERROR(
       internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
+  DT_RETURN_IF_ERROR(
+      internal::CheckOn(targets, logits.device(), "cross_entropy", "targets"));
   const int64_t rows = logits.size(0);
-  const int64_t classes = logits.size(1);
-  DT_ASSIGN_OR_RETURN(const Tensor host_targets,
-                      Tensor::FromVector<int64_t>(targets, {rows}));
-  DT_ASSIGN_OR_RETURN(const Tensor device_targets,
-                      host_targets.To(logits.device()));
   DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
+  DT_ASSIGN_OR_RETURN(const Tensor picks, ContiguousOnDevice(targets));
   DT_ASSIGN_OR_RETURN(Tensor results,
                       Tensor::Empty({2, rows}, DType::kF64, logits.device()));
   DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
   double* const loss_rows = results.data<double>();
   DT_RETURN_IF_ERROR(Launched(
       LaunchCrossEntropyRows(ToScalarType(logits.dtype()), input.raw_data(),
-                             device_targets.data<int64_t>(), loss_rows,
-                             loss_rows + rows, rows, classes, ignore_index,
-                             stream),
+                             picks.data<int64_t>(), loss_rows, loss_rows + rows,
+                             rows, logits.size(1), ignore_index, stream),
       "cross_entropy"));
-  DT_ASSIGN_OR_RETURN(const Tensor host, results.To(Device::CPU()));
-  const double* values = host.data<double>();
-  losses.assign(values, values + rows);
-  log_sum_exp.assign(values + rows, values + 2 * rows);
-  return absl::OkStatus();
+  return results;
 }
 
 absl::StatusOr<NormGrads> NormBackwardOnDevice(const Tensor& x,
@@ -865,6 +857,81 @@ absl::StatusOr<NormGrads> NormBackwardOnDevice(const Tensor& x,
   DT_RETURN_IF_ERROR(
       Launched(LaunchNormBackward(ToScalarType(x.dtype()), args, stream), op));
   return grads;
+}
+
+namespace {
+
+// The compute dtype of floating `dtype`: f64 for f64, else f32.
+DType ComputeDTypeOf(DType dtype) {
+  return dtype == DType::kF64 ? DType::kF64 : DType::kF32;
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> LossShardMaxOnDevice(const Tensor& logits) {
+  DT_RETURN_IF_ERROR(
+      internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
+  const int64_t rows = logits.size(0);
+  DT_ASSIGN_OR_RETURN(
+      Tensor row_max,
+      Tensor::Empty({rows}, ComputeDTypeOf(logits.dtype()), logits.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
+  DT_RETURN_IF_ERROR(Launched(
+      LaunchLossShardMax(ToScalarType(logits.dtype()), input.raw_data(),
+                         row_max.raw_data(), rows, logits.size(1), stream),
+      "cross_entropy"));
+  return row_max;
+}
+
+absl::StatusOr<Tensor> LossShardSumsOnDevice(const Tensor& logits,
+                                             const Tensor& targets,
+                                             const Tensor& row_max,
+                                             int64_t class_offset) {
+  DT_RETURN_IF_ERROR(
+      internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
+  DT_RETURN_IF_ERROR(
+      internal::CheckOn(targets, logits.device(), "cross_entropy", "targets"));
+  DT_RETURN_IF_ERROR(
+      internal::CheckOn(row_max, logits.device(), "cross_entropy", "row_max"));
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
+  DT_ASSIGN_OR_RETURN(const Tensor picks, ContiguousOnDevice(targets));
+  DT_ASSIGN_OR_RETURN(const Tensor max, ContiguousOnDevice(row_max));
+  const int64_t rows = logits.size(0);
+  DT_ASSIGN_OR_RETURN(Tensor sums,
+                      Tensor::Empty({2, rows}, ComputeDTypeOf(logits.dtype()),
+                                    logits.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
+  DT_RETURN_IF_ERROR(
+      Launched(LaunchLossShardSums(ToScalarType(logits.dtype()),
+                                   input.raw_data(), picks.data<int64_t>(),
+                                   max.raw_data(), sums.raw_data(), rows,
+                                   logits.size(1), class_offset, stream),
+               "cross_entropy"));
+  return sums;
+}
+
+absl::StatusOr<Tensor> LossShardFinishOnDevice(const Tensor& row_max,
+                                               const Tensor& sums,
+                                               const Tensor& targets,
+                                               int64_t ignore_index) {
+  DT_RETURN_IF_ERROR(
+      internal::CheckOn(sums, row_max.device(), "cross_entropy", "sums"));
+  DT_RETURN_IF_ERROR(
+      internal::CheckOn(targets, row_max.device(), "cross_entropy", "targets"));
+  DT_ASSIGN_OR_RETURN(const Tensor max, ContiguousOnDevice(row_max));
+  DT_ASSIGN_OR_RETURN(const Tensor both, ContiguousOnDevice(sums));
+  DT_ASSIGN_OR_RETURN(const Tensor picks, ContiguousOnDevice(targets));
+  const int64_t rows = row_max.size(0);
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty({2, rows}, DType::kF64, row_max.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(row_max));
+  DT_RETURN_IF_ERROR(Launched(
+      LaunchLossShardFinish(ToScalarType(row_max.dtype()), max.raw_data(),
+                            both.raw_data(), picks.data<int64_t>(),
+                            out.data<double>(), rows, ignore_index, stream),
+      "cross_entropy"));
+  return out;
 }
 
 }  // namespace dtensor::cuda

@@ -71,14 +71,13 @@ absl::Status MaskedSoftmaxOnDevice(const Tensor& scores, int64_t lq, int64_t lk,
 absl::StatusOr<Tensor> RotaryOnDevice(const Tensor& x,
                                       const std::vector<double>& cos_table,
                                       const std::vector<double>& sin_table);
-// Per row of logits [rows, classes] on a CUDA device, in double: `losses`
-// (logsumexp - the target's logit; 0 where the target is ignore_index) and
-// `log_sum_exp` (every row). Targets other than ignore_index are in range.
-absl::Status CrossEntropyRowsOnDevice(const Tensor& logits,
-                                      const std::vector<int64_t>& targets,
-                                      int64_t ignore_index,
-                                      std::vector<double>& losses,
-                                      std::vector<double>& log_sum_exp);
+// Per row of logits [rows, classes] on a CUDA device, with i64 `targets`
+// [rows] on the same device (other than ignore_index, in range): f64
+// [2, rows] on the device, row 0 the losses (logsumexp - the target's logit;
+// 0 where the target is ignore_index), row 1 every row's logsumexp.
+absl::StatusOr<Tensor> CrossEntropyRowsOnDevice(const Tensor& logits,
+                                                const Tensor& targets,
+                                                int64_t ignore_index);
 // The index ops of dtensor/tensor/indexing.h on a CUDA `x`, given the
 // normalized `dim` and the index values, read and checked to lie in range on
 // the host by the caller (so errors name them as on the CPU); they are copied
@@ -131,6 +130,24 @@ absl::StatusOr<NormGrads> NormBackwardOnDevice(const Tensor& x,
                                                const Tensor& grad, double eps,
                                                bool layer_norm,
                                                bool want_dbias);
+// Loss parallel's cross entropy steps (dtensor/tensor/cuda/loss_kernels.h)
+// over CUDA logits [rows, classes], this rank's class block starting at class
+// `class_offset`, and i64 `targets` [rows] on their device; values in the
+// compute dtype (f32, or f64 for f64 logits), which the caller all-reduces
+// over the class group between the steps (dtensor/ops/vocab_ops.cc):
+// each row's max [rows]; the sums [2, rows] of exp(logit - row_max) and of
+// the target's logit (0 where the block lacks it); and from the all-reduced
+// two, f64 [2, rows]: the losses (0 where the target is ignore_index) and the
+// log-sum-exps.
+absl::StatusOr<Tensor> LossShardMaxOnDevice(const Tensor& logits);
+absl::StatusOr<Tensor> LossShardSumsOnDevice(const Tensor& logits,
+                                             const Tensor& targets,
+                                             const Tensor& row_max,
+                                             int64_t class_offset);
+absl::StatusOr<Tensor> LossShardFinishOnDevice(const Tensor& row_max,
+                                               const Tensor& sums,
+                                               const Tensor& targets,
+                                               int64_t ignore_index);
 
 }  // namespace dtensor::cuda
 

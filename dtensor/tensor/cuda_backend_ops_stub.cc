@@ -50,10 +50,8 @@ absl::StatusOr<Tensor> RotaryOnDevice(const Tensor&, const std::vector<double>&,
                                       const std::vector<double>&) {
   return NotBuilt();
 }
-absl::Status CrossEntropyRowsOnDevice(const Tensor&,
-                                      const std::vector<int64_t>&, int64_t,
-                                      std::vector<double>&,
-                                      std::vector<double>&) {
+absl::StatusOr<Tensor> CrossEntropyRowsOnDevice(const Tensor&, const Tensor&,
+                                                int64_t) {
   return NotBuilt();
 }
 absl::StatusOr<Tensor> IndexSelectOnDevice(const Tensor&, int64_t,
@@ -90,6 +88,17 @@ absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor&, const Tensor&,
 absl::StatusOr<NormGrads> NormBackwardOnDevice(const Tensor&, const Tensor&,
                                                const Tensor&, double, bool,
                                                bool) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> LossShardMaxOnDevice(const Tensor&) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> LossShardSumsOnDevice(const Tensor&, const Tensor&,
+                                             const Tensor&, int64_t) {
+  return NotBuilt();
+}
+absl::StatusOr<Tensor> LossShardFinishOnDevice(const Tensor&, const Tensor&,
+                                               const Tensor&, int64_t) {
   return NotBuilt();
 }
 

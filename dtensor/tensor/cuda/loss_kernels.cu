@@ -1,0 +1,96 @@
+#include "dtensor/tensor/cuda/launch_common.cuh"
+#include "dtensor/tensor/cuda/loss_body.h"
+#include "dtensor/tensor/cuda/loss_kernels.h"
+#include "dtensor/tensor/cuda/row_body.h"
+
+namespace dtensor::cuda {
+namespace {
+
+// One block per row.
+template <typename T>
+__global__ void LossShardMaxKernel(const T* logits, Compute<T>* row_max,
+                                   int64_t classes) {
+  const Row<T> row{logits + blockIdx.x * classes, classes, 1};
+  const double max = BlockReduce(
+      LogSumExpMaxPartial(row, threadIdx.x, kThreads), MaxCombine());
+  if (threadIdx.x == 0) row_max[blockIdx.x] = static_cast<Compute<T>>(max);
+}
+
+// One block per row.
+template <typename T>
+__global__ void LossShardSumsKernel(const T* logits, const int64_t* targets,
+                                    const Compute<T>* row_max, Compute<T>* sums,
+                                    int64_t rows, int64_t classes,
+                                    int64_t class_offset) {
+  const int64_t r = blockIdx.x;
+  const Row<T> row{logits + r * classes, classes, 1};
+  const double sum =
+      BlockReduce(LogSumExpSumPartial(row, row_max[r], threadIdx.x, kThreads),
+                  AddCombine());
+  if (threadIdx.x != 0) return;
+  sums[r] = static_cast<Compute<T>>(sum);
+  sums[rows + r] = TargetLogitInBlock(row, targets[r], class_offset);
+}
+
+// A grid-stride loop over the rows.
+template <typename C>
+__global__ void LossShardFinishKernel(const C* row_max, const C* sums,
+                                      const int64_t* targets, double* out,
+                                      int64_t rows, int64_t ignore_index) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       r < rows; r += step) {
+    const RowLoss loss = RowLossOf(row_max[r], sums[r], sums[rows + r],
+                                   targets[r] == ignore_index);
+    out[r] = loss.loss;
+    out[rows + r] = loss.log_sum_exp;
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchLossShardMax(ScalarType type, const void* logits,
+                               void* row_max, int64_t rows, int64_t classes,
+                               cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    LossShardMaxKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<const T*>(logits), static_cast<Compute<T>*>(row_max),
+        classes);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchLossShardSums(ScalarType type, const void* logits,
+                                const int64_t* targets, const void* row_max,
+                                void* sums, int64_t rows, int64_t classes,
+                                int64_t class_offset, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    LossShardSumsKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<const T*>(logits), targets,
+        static_cast<const Compute<T>*>(row_max), static_cast<Compute<T>*>(sums),
+        rows, classes, class_offset);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchLossShardFinish(ScalarType type, const void* row_max,
+                                  const void* sums, const int64_t* targets,
+                                  double* out, int64_t rows,
+                                  int64_t ignore_index, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  return DispatchFloating(type, [&](auto tag) {
+    using C = Compute<decltype(tag)>;
+    LossShardFinishKernel<<<GridFor(rows), kThreads, 0, stream>>>(
+        static_cast<const C*>(row_max), static_cast<const C*>(sums), targets,
+        out, rows, ignore_index);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace dtensor::cuda

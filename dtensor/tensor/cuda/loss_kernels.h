@@ -1,0 +1,38 @@
+#ifndef DTENSOR_TENSOR_CUDA_LOSS_KERNELS_H_
+#define DTENSOR_TENSOR_CUDA_LOSS_KERNELS_H_
+
+// Launches of loss parallel's cross entropy steps (loss_body.h) on a stream,
+// over contiguous logits [rows, classes] of `type` (floating): this rank's
+// class block, starting at class `class_offset`. Values are in the compute
+// type C of `type` (float for f32, bf16 and f16; double for f64), the type
+// the caller all-reduces between the steps. Pointers are device pointers;
+// each returns the launch error.
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "dtensor/tensor/cuda/host_device.h"
+
+namespace dtensor::cuda {
+
+// row_max [rows] (C): each row's largest logit (-inf for no classes).
+cudaError_t LaunchLossShardMax(ScalarType type, const void* logits,
+                               void* row_max, int64_t rows, int64_t classes,
+                               cudaStream_t stream);
+// sums [2, rows] (C): row 0 the sum of exp(logit - row_max[r]) over the block,
+// row 1 the logit of targets[r] where the block holds it, else 0.
+cudaError_t LaunchLossShardSums(ScalarType type, const void* logits,
+                                const int64_t* targets, const void* row_max,
+                                void* sums, int64_t rows, int64_t classes,
+                                int64_t class_offset, cudaStream_t stream);
+// out [2, rows] (f64) from the all-reduced row_max and sums (C of `type`):
+// row 0 the losses (0 where targets[r] == ignore_index), row 1 the
+// log-sum-exps.
+cudaError_t LaunchLossShardFinish(ScalarType type, const void* row_max,
+                                  const void* sums, const int64_t* targets,
+                                  double* out, int64_t rows,
+                                  int64_t ignore_index, cudaStream_t stream);
+
+}  // namespace dtensor::cuda
+
+#endif  // DTENSOR_TENSOR_CUDA_LOSS_KERNELS_H_
