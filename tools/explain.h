@@ -139,6 +139,10 @@ struct ExplainReport {
   CommTotals optimizer;
   CommTotals step;
   MemoryEstimate memory;
+  // The rank's memory against one device's capacity, when one was given
+  // (--device-memory); absent, the report's text and JSON are those without
+  // it.
+  std::optional<DeviceFit> device;
   // Large gathers and uneven shards, one line each (repeats over layers
   // merged: "layers.*.attention.wq ... (x80)").
   std::vector<std::string> warnings;

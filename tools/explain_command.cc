@@ -1,4 +1,4 @@
-
+#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,7 +27,8 @@ constexpr char kUsage[] =
     "                       --mesh dp=64,tp=8 [--batch B] [--seq S] [--dtype "
     "bf16]\n"
     "                       [--bandwidth GBps,...] [--latency us,...] "
-    "[--rank R] [--json]\n"
+    "[--rank R]\n"
+    "                       [--device-memory GiB] [--json]\n"
     "Runs one training step (forward, backward, AdamW update) without data "
     "and prints\n"
     "per module the parameter and activation layouts and the collectives "
@@ -45,6 +46,13 @@ constexpr char kUsage[] =
     "  --bandwidth  link bandwidth of each mesh dim in GB/s (default 87.7)\n"
     "  --latency    per-hop latency of each mesh dim in us (default 0.6)\n"
     "  --rank       whose view (default 0; rank 0 holds the largest shards)\n"
+    "  --device-memory\n"
+    "               one device's memory in GiB (each rank is one device): "
+    "adds the\n"
+    "               rank's peak against it, the headroom and whether it fits\n"
+    "               (\"Memory per device\"; with --json the key "
+    "\"memory_per_device\":\n"
+    "               {\"capacity\",\"peak\",\"headroom\",\"fits\"}, bytes)\n"
     "  --json       print the report as one JSON object:\n"
     "               {\"model\",\"config\",\"mesh\",\"plan\",\"batch\",\"seq\","
     "\"dtype\",\"rank\",\n"
@@ -54,9 +62,10 @@ constexpr char kUsage[] =
     "\"step\"},\"memory_per_rank\",\"warnings\"}\n";
 
 constexpr FlagSpec kFlags[] = {
-    {"model"},     {"config"},  {"plan"},        {"mesh"},
-    {"batch"},     {"seq"},     {"dtype"},       {"rank"},
-    {"bandwidth"}, {"latency"}, {"json", false}, {"help", false},
+    {"model"},       {"config"},  {"plan"},          {"mesh"},
+    {"batch"},       {"seq"},     {"dtype"},         {"rank"},
+    {"bandwidth"},   {"latency"}, {"device-memory"}, {"json", false},
+    {"help", false},
 };
 
 absl::StatusOr<int64_t> PositiveInt(const std::string& text,
@@ -67,6 +76,18 @@ absl::StatusOr<int64_t> PositiveInt(const std::string& text,
         absl::StrCat("--", flag, " '", text, "' must be an integer >= ", min));
   }
   return value;
+}
+
+// --device-memory: GiB (positive, finite) as bytes.
+absl::StatusOr<int64_t> DeviceMemoryBytes(const std::string& text) {
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  double gib = 0;
+  if (!absl::SimpleAtod(text, &gib) || !(gib > 0) || !std::isfinite(gib) ||
+      gib * kGiB < 1 || gib * kGiB > 9.0e18) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device-memory '", text, "' must be a positive number of GiB"));
+  }
+  return static_cast<int64_t>(std::llround(gib * kGiB));
 }
 
 absl::StatusOr<ExplainRequest> RequestFromArgs(const ParsedArgs& args) {
@@ -107,7 +128,15 @@ absl::StatusOr<int> PrintReport(const ParsedArgs& args, std::ostream& out,
   DT_ASSIGN_OR_RETURN(ExplainRequest request, RequestFromArgs(args));
   DT_ASSIGN_OR_RETURN(int64_t rank,
                       PositiveInt(args.ValueOr("rank", "0"), "rank", 0));
+  std::optional<int64_t> device_memory;
+  if (args.Has("device-memory")) {
+    DT_ASSIGN_OR_RETURN(device_memory,
+                        DeviceMemoryBytes(args.ValueOr("device-memory", "")));
+  }
   DT_ASSIGN_OR_RETURN(ExplainReport report, ExplainLlamaStep(request, rank));
+  if (device_memory.has_value()) {
+    report.device = DeviceFit{*device_memory, report.memory.total()};
+  }
   out << (args.Has("json") ? ExplainJson(report) : ExplainText(report));
   return kExitOk;
 }

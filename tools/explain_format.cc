@@ -76,6 +76,13 @@ ordered_json MeshJson(const DeviceMesh& mesh) {
   return {{"shape", mesh.shape()}, {"dim_names", mesh.dim_names()}};
 }
 
+ordered_json DeviceJson(const DeviceFit& d) {
+  return {{"capacity", d.capacity},
+          {"peak", d.peak},
+          {"headroom", d.headroom()},
+          {"fits", d.fits()}};
+}
+
 // ---- Text ----
 
 std::string Bytes(double bytes) {
@@ -85,6 +92,11 @@ std::string Bytes(double bytes) {
     return absl::StrFormat("%.1f MiB", bytes / (1024.0 * 1024));
   }
   return absl::StrFormat("%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+}
+
+// Bytes with a minus sign for a negative count.
+std::string SignedBytes(double bytes) {
+  return bytes < 0 ? absl::StrCat("-", Bytes(-bytes)) : Bytes(bytes);
 }
 
 std::string Time(double us) {
@@ -130,6 +142,21 @@ void AppendTotalsTable(const ExplainReport& r, std::string& out) {
   }
 }
 
+// The rank's peak against one device's capacity (--device-memory).
+void AppendDeviceFit(const ExplainReport& r, std::string& out) {
+  const DeviceFit& d = *r.device;
+  absl::StrAppend(&out, "\nMemory per device (one device per rank; rank ",
+                  r.rank, "'s peak, docs/explain.md):\n");
+  absl::StrAppendFormat(&out, "  %-17s %12s\n", "capacity", Bytes(d.capacity));
+  absl::StrAppendFormat(
+      &out, "  %-17s %12s  (%.1f%% of capacity)\n", "peak", Bytes(d.peak),
+      100.0 * static_cast<double>(d.peak) / static_cast<double>(d.capacity));
+  absl::StrAppendFormat(&out, "  %-17s %12s\n", "headroom",
+                        SignedBytes(static_cast<double>(d.headroom())));
+  absl::StrAppendFormat(&out, "  %-17s %12s\n", "fits",
+                        d.fits() ? "yes" : "no");
+}
+
 void AppendCollectives(const DeviceMesh& mesh, const char* phase,
                        const std::vector<CollectiveSummary>& list,
                        std::string& out) {
@@ -148,27 +175,30 @@ std::string ExplainJson(const ExplainReport& r) {
   ordered_json modules = ordered_json::array();
   for (const ModuleReport& m : r.modules) modules.push_back(ModuleJson(m));
   const MemoryEstimate& mem = r.memory;
-  const ordered_json report = {{"model", "llama"},
-                               {"config", r.config_name},
-                               {"mesh", MeshJson(r.mesh)},
-                               {"plan", r.plan_name},
-                               {"batch", r.batch},
-                               {"seq", r.seq},
-                               {"dtype", std::string(DTypeName(r.dtype))},
-                               {"rank", r.rank},
-                               {"modules", std::move(modules)},
-                               {"totals",
-                                {{"forward", TotalsJson(r.forward)},
-                                 {"backward", TotalsJson(r.backward)},
-                                 {"optimizer", TotalsJson(r.optimizer)},
-                                 {"step", TotalsJson(r.step)}}},
-                               {"memory_per_rank",
-                                {{"parameters", mem.parameters},
-                                 {"gradients", mem.gradients},
-                                 {"optimizer_state", mem.optimizer_state},
-                                 {"peak_activations", mem.peak_activations},
-                                 {"total", mem.total()}}},
-                               {"warnings", r.warnings}};
+  ordered_json report = {{"model", "llama"},
+                         {"config", r.config_name},
+                         {"mesh", MeshJson(r.mesh)},
+                         {"plan", r.plan_name},
+                         {"batch", r.batch},
+                         {"seq", r.seq},
+                         {"dtype", std::string(DTypeName(r.dtype))},
+                         {"rank", r.rank},
+                         {"modules", std::move(modules)},
+                         {"totals",
+                          {{"forward", TotalsJson(r.forward)},
+                           {"backward", TotalsJson(r.backward)},
+                           {"optimizer", TotalsJson(r.optimizer)},
+                           {"step", TotalsJson(r.step)}}},
+                         {"memory_per_rank",
+                          {{"parameters", mem.parameters},
+                           {"gradients", mem.gradients},
+                           {"optimizer_state", mem.optimizer_state},
+                           {"peak_activations", mem.peak_activations},
+                           {"total", mem.total()}}}};
+  // A key of its own, only with --device-memory: the output without it stays
+  // what scripts read.
+  if (r.device.has_value()) report["memory_per_device"] = DeviceJson(*r.device);
+  report["warnings"] = r.warnings;
   return DumpJson(report) + "\n";
 }
 
@@ -189,6 +219,7 @@ std::string ExplainText(const ExplainReport& r) {
            {"total", mem.total()}}) {
     absl::StrAppendFormat(&out, "  %-17s %12s\n", name, Bytes(bytes));
   }
+  if (r.device.has_value()) AppendDeviceFit(r, out);
   absl::StrAppend(&out, "\nWarnings:", r.warnings.empty() ? " none\n" : "\n");
   for (const std::string& w : r.warnings) absl::StrAppend(&out, "  ", w, "\n");
   absl::StrAppend(&out, "\nModules:\n");

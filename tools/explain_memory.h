@@ -34,6 +34,18 @@ struct MemoryEstimate {
   }
 };
 
+// One device's memory against its capacity (`dtensor explain
+// --device-memory`): each rank is one device, whose peak is the rank's
+// MemoryEstimate::total().
+struct DeviceFit {
+  int64_t capacity = 0;
+  int64_t peak = 0;
+
+  // Negative when the peak exceeds the capacity.
+  int64_t headroom() const { return capacity - peak; }
+  bool fits() const { return peak <= capacity; }
+};
+
 // The bytes of x's local block on its runtime's rank (metadata-only too).
 absl::StatusOr<int64_t> LocalBytes(const DTensor& x);
 

@@ -133,6 +133,18 @@ TEST(ExplainCommandTest, BadInputIsAOneLineUsageError) {
         "--bandwidth", "0"},
        "bandwidth"},
       {{"--config", "tiny", "--plan", Plan("tp_dp")}, "--mesh"},
+      {{"--config", "tiny", "--plan", Plan("tp_dp"), "--mesh", "dp=2,tp=2",
+        "--device-memory", "0"},
+       "--device-memory '0'"},
+      {{"--config", "tiny", "--plan", Plan("tp_dp"), "--mesh", "dp=2,tp=2",
+        "--device-memory", "-80"},
+       "--device-memory '-80'"},
+      {{"--config", "tiny", "--plan", Plan("tp_dp"), "--mesh", "dp=2,tp=2",
+        "--device-memory", "80GB"},
+       "--device-memory '80GB'"},
+      {{"--config", "tiny", "--plan", Plan("tp_dp"), "--mesh", "dp=2,tp=2",
+        "--device-memory", "inf"},
+       "--device-memory 'inf'"},
   };
   for (const Case& c : cases) {
     Result r = Explain(c.args);
@@ -148,6 +160,74 @@ TEST(ExplainCommandTest, HelpDescribesTheJsonFormat) {
   Result r = Explain({"--help"});
   EXPECT_EQ(r.status, kExitOk);
   EXPECT_TRUE(absl::StrContains(r.out, "memory_per_rank"));
+  EXPECT_TRUE(absl::StrContains(r.out, "--device-memory"));
+  EXPECT_TRUE(absl::StrContains(r.out, "memory_per_device"));
+}
+
+// `text` without the part from `begin` up to (not including) `end`; the
+// whole text when `begin` is absent.
+std::string Without(const std::string& text, const std::string& begin,
+                    const std::string& end) {
+  const size_t first = text.find(begin);
+  if (first == std::string::npos) return text;
+  const size_t last = text.find(end, first + begin.size());
+  if (last == std::string::npos) return text;
+  return text.substr(0, first) + text.substr(last);
+}
+
+TEST(ExplainCommandTest, DeviceMemoryAddsItsOwnLinesAndKeyOnly) {
+  const std::vector<std::string> base = {
+      "--config", "tiny",      "--plan", Plan("tp_sp_fsdp"),
+      "--mesh",   "dp=2,tp=2", "--seq",  "16"};
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Explain(args);
+  };
+  const Result text = with({});
+  const Result device_text = with({"--device-memory", "80"});
+  ASSERT_EQ(text.status, kExitOk) << text.err;
+  ASSERT_EQ(device_text.status, kExitOk) << device_text.err;
+  EXPECT_FALSE(absl::StrContains(text.out, "Memory per device"));
+  for (const char* line :
+       {"Memory per device", "capacity             80.00 GiB", "% of capacity)",
+        "headroom", "fits"}) {
+    EXPECT_TRUE(absl::StrContains(device_text.out, line)) << line;
+  }
+  EXPECT_EQ(Without(device_text.out, "\nMemory per device", "\nWarnings:"),
+            text.out);
+
+  const Result json = with({"--json"});
+  const Result device_json = with({"--json", "--device-memory", "80"});
+  ASSERT_EQ(json.status, kExitOk) << json.err;
+  ASSERT_EQ(device_json.status, kExitOk) << device_json.err;
+  EXPECT_FALSE(absl::StrContains(json.out, "memory_per_device"));
+  EXPECT_EQ(Without(device_json.out, ",\"memory_per_device\"", ",\"warnings\""),
+            json.out);
+  absl::StatusOr<JsonValue> parsed = ParseJson(device_json.out);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const JsonValue& device = *parsed->Find("memory_per_device");
+  const double peak = Number(*parsed->Find("memory_per_rank"), "total");
+  EXPECT_EQ(Number(device, "capacity"), 80.0 * (1 << 30));
+  EXPECT_EQ(Number(device, "peak"), peak);
+  EXPECT_EQ(Number(device, "headroom"), 80.0 * (1 << 30) - peak);
+  EXPECT_TRUE(device.Find("fits")->bool_value());
+
+  // A device smaller than the peak: it does not fit, by a negative headroom.
+  const Result small = with({"--json", "--device-memory", "0.0001"});
+  ASSERT_EQ(small.status, kExitOk) << small.err;
+  parsed = ParseJson(small.out);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const JsonValue& tight = *parsed->Find("memory_per_device");
+  EXPECT_FALSE(tight.Find("fits")->bool_value());
+  EXPECT_LT(Number(tight, "headroom"), 0);
+  const Result small_text = with({"--device-memory", "0.0001"});
+  const size_t headroom = small_text.out.find("  headroom ");
+  ASSERT_NE(headroom, std::string::npos) << small_text.out;
+  const std::string line = small_text.out.substr(
+      headroom, small_text.out.find('\n', headroom) - headroom);
+  EXPECT_TRUE(absl::StrContains(line, " -")) << line;
+  EXPECT_TRUE(absl::StrContains(small_text.out, "no\n")) << small_text.out;
 }
 
 }  // namespace

@@ -113,5 +113,42 @@ TEST(ExplainJsonTest, ReadsBackWithEveryValue) {
   EXPECT_EQ(At(memory, "total").number_value(), 1099511627776.0);
 }
 
+TEST(ExplainJsonTest, DeviceMemoryIsAKeyBeforeTheWarnings) {
+  ExplainReport r = HandMadeReport();
+  r.device = DeviceFit{int64_t{80} << 30, (int64_t{80} << 30) + 1024};
+  absl::StatusOr<JsonValue> json = ParseJson(ExplainJson(r));
+  ASSERT_TRUE(json.ok()) << json.status();
+  const std::vector<std::string> keys = Keys(*json);
+  ASSERT_EQ(keys.size(), 13u);
+  EXPECT_EQ(keys[11], "memory_per_device");
+  EXPECT_EQ(keys[12], "warnings");
+  const JsonValue& device = At(*json, "memory_per_device");
+  EXPECT_EQ(Keys(device),
+            (std::vector<std::string>{"capacity", "peak", "headroom", "fits"}));
+  EXPECT_EQ(At(device, "capacity").number_value(), 85899345920.0);
+  EXPECT_EQ(At(device, "peak").number_value(), 85899345920.0 + 1024);
+  EXPECT_EQ(At(device, "headroom").number_value(), -1024);
+  EXPECT_FALSE(At(device, "fits").bool_value());
+}
+
+TEST(ExplainTextTest, DeviceMemoryLinesOnlyWithACapacity) {
+  ExplainReport r = HandMadeReport();
+  EXPECT_EQ(ExplainText(r).find("Memory per device"), std::string::npos);
+  r.device = DeviceFit{int64_t{80} << 30, int64_t{20} << 30};
+  const std::string text = ExplainText(r);
+  for (const char* line :
+       {"Memory per device (one device per rank; rank 3's peak",
+        "  capacity             80.00 GiB\n",
+        "  peak                 20.00 GiB  (25.0% of capacity)\n",
+        "  headroom             60.00 GiB\n",
+        "  fits                       yes\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  r.device->peak = int64_t{81} << 30;
+  EXPECT_NE(ExplainText(r).find("  headroom             -1.00 GiB\n"),
+            std::string::npos)
+      << ExplainText(r);
+}
+
 }  // namespace
 }  // namespace dtensor
