@@ -3,9 +3,9 @@
 
 // What the kernel bodies shared by the CUDA launches (nvcc) and their host
 // forms (any C++17 compiler) need: the DT_HOST_DEVICE marker, the 16-bit
-// float storage types and their conversions, bit-exact with
-// dtensor/tensor/half.h. Includes nothing of the project, so that nvcc can
-// compile it alone.
+// float storage types and their conversions (which dtensor/tensor/half.h's
+// BFloat16 and Half convert with). Includes nothing of the project, so that
+// nvcc can compile it alone.
 
 #include <stdint.h>
 #include <string.h>
