@@ -18,20 +18,11 @@ namespace dtensor {
 template <typename Fn>
 decltype(auto) DispatchDType(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::kF32:
-      return fn(float{});
-    case DType::kF64:
-      return fn(double{});
-    case DType::kBF16:
-      return fn(BFloat16{});
-    case DType::kF16:
-      return fn(Half{});
-    case DType::kI32:
-      return fn(int32_t{});
-    case DType::kI64:
-      return fn(int64_t{});
-    case DType::kBool:
-      return fn(bool{});
+#define DTENSOR_DISPATCH_CASE(enumerator, cpp_type) \
+  case DType::enumerator:                           \
+    return fn(cpp_type{});
+    DTENSOR_FOR_EACH_DTYPE(DTENSOR_DISPATCH_CASE)
+#undef DTENSOR_DISPATCH_CASE
   }
   return fn(float{});  // Unreachable: every enumerator is handled above.
 }

@@ -29,68 +29,35 @@ bool IsFloatingPoint(DType dtype);
 
 std::ostream& operator<<(std::ostream& os, DType dtype);
 
-// The C++ type stored for a DType, and back.
+// Every DType with the C++ type stored for it, as X(enumerator, type): the
+// one table that DTypeToCpp, CppToDType and DispatchDType (dispatch.h) are
+// written from.
+#define DTENSOR_FOR_EACH_DTYPE(X) \
+  X(kF32, float)                  \
+  X(kF64, double)                 \
+  X(kBF16, BFloat16)              \
+  X(kF16, Half)                   \
+  X(kI32, int32_t)                \
+  X(kI64, int64_t)                \
+  X(kBool, bool)
+
+// The C++ type stored for a DType (DTypeToCpp<D>::type), and back.
 template <DType D>
 struct DTypeToCpp;
-template <>
-struct DTypeToCpp<DType::kF32> {
-  using type = float;
-};
-template <>
-struct DTypeToCpp<DType::kF64> {
-  using type = double;
-};
-template <>
-struct DTypeToCpp<DType::kBF16> {
-  using type = BFloat16;
-};
-template <>
-struct DTypeToCpp<DType::kF16> {
-  using type = Half;
-};
-template <>
-struct DTypeToCpp<DType::kI32> {
-  using type = int32_t;
-};
-template <>
-struct DTypeToCpp<DType::kI64> {
-  using type = int64_t;
-};
-template <>
-struct DTypeToCpp<DType::kBool> {
-  using type = bool;
-};
-
 template <typename T>
 constexpr DType CppToDType();
-template <>
-constexpr DType CppToDType<float>() {
-  return DType::kF32;
-}
-template <>
-constexpr DType CppToDType<double>() {
-  return DType::kF64;
-}
-template <>
-constexpr DType CppToDType<BFloat16>() {
-  return DType::kBF16;
-}
-template <>
-constexpr DType CppToDType<Half>() {
-  return DType::kF16;
-}
-template <>
-constexpr DType CppToDType<int32_t>() {
-  return DType::kI32;
-}
-template <>
-constexpr DType CppToDType<int64_t>() {
-  return DType::kI64;
-}
-template <>
-constexpr DType CppToDType<bool>() {
-  return DType::kBool;
-}
+
+#define DTENSOR_DTYPE_AND_CPP(enumerator, cpp_type) \
+  template <>                                       \
+  struct DTypeToCpp<DType::enumerator> {            \
+    using type = cpp_type;                          \
+  };                                                \
+  template <>                                       \
+  constexpr DType CppToDType<cpp_type>() {          \
+    return DType::enumerator;                       \
+  }
+DTENSOR_FOR_EACH_DTYPE(DTENSOR_DTYPE_AND_CPP)
+#undef DTENSOR_DTYPE_AND_CPP
 
 }  // namespace dtensor
 
