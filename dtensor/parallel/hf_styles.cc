@@ -3,21 +3,6 @@
 namespace dtensor {
 namespace parallel {
 
-absl::Status LocalParallel::CheckFits(const nn::Module& module,
-                                      absl::string_view fqn) const {
-  return CheckModuleType(module, fqn, {});
-}
-
-std::optional<Placement> LocalParallel::ParameterPlacement(
-    const nn::Module& module, absl::string_view slot) const {
-  return std::nullopt;
-}
-
-absl::StatusOr<StyleHooks> LocalParallel::Hooks(const nn::Module& module,
-                                                absl::string_view fqn) const {
-  return StyleHooks{};
-}
-
 absl::StatusOr<StyleHooks> GatherParallel::Hooks(const nn::Module& module,
                                                  absl::string_view fqn) const {
   StyleHooks hooks;

@@ -29,12 +29,17 @@ namespace parallel {
 class LocalParallel : public ParallelStyle {
  public:
   std::string name() const override { return "local"; }
-  absl::Status CheckFits(const nn::Module& module,
-                         absl::string_view fqn) const override;
+  absl::Status CheckFits(const nn::Module&, absl::string_view) const override {
+    return absl::OkStatus();
+  }
   std::optional<Placement> ParameterPlacement(
-      const nn::Module& module, absl::string_view slot) const override;
-  absl::StatusOr<StyleHooks> Hooks(const nn::Module& module,
-                                   absl::string_view fqn) const override;
+      const nn::Module&, absl::string_view) const override {
+    return std::nullopt;
+  }
+  absl::StatusOr<StyleHooks> Hooks(const nn::Module&,
+                                   absl::string_view) const override {
+    return StyleHooks{};
+  }
 };
 
 // "gather" (HF's GatherParallel, which all-reduces a module's local output):

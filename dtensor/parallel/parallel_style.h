@@ -127,87 +127,51 @@ class StyleWithOptions : public ParallelStyle {
   StyleOptions options_;
 };
 
-// Linear: weight [out, in] S(0), bias S(0); input to R; output as
-// output_layouts, else the propagated S(-1). Embedding: weight S(1).
-class ColwiseParallel : public StyleWithOptions {
- public:
-  explicit ColwiseParallel(StyleOptions options = {},
-                           std::string name = "colwise")
-      : StyleWithOptions(std::move(name), std::move(options)) {}
-  absl::Status CheckFits(const nn::Module& module,
-                         absl::string_view fqn) const override;
-  std::optional<Placement> ParameterPlacement(
-      const nn::Module& module, absl::string_view slot) const override;
-  absl::StatusOr<StyleHooks> Hooks(const nn::Module& module,
-                                   absl::string_view fqn) const override;
-};
+// PyTorch's styles, as X(class, default name). Each is a StyleWithOptions
+// constructed from (options = {}, name = default name), declaring the three
+// per-module calls of ParallelStyle (parallel_style.cc defines them):
+//   ColwiseParallel: Linear: weight [out, in] S(0), bias S(0); input to R;
+//     output as output_layouts, else the propagated S(-1). Embedding: weight
+//     S(1).
+//   RowwiseParallel: Linear: weight S(1), bias R; input to S(-1); output
+//     (partial) to output_layouts, default R (all-reduce; S(1):
+//     reduce-scatter). Embedding: weight S(0), output to output_layouts
+//     (default R).
+//   SequenceParallel: RMSNorm, LayerNorm, Dropout: parameters R; input to
+//     input_layouts, default S(1) (the sequence dim of [batch, seq, hidden]).
+//   PrepareModuleInput: any module: parameters R; input to input_layouts and
+//     output to output_layouts, each when given.
+//   LossParallel: the final Linear: as colwise, the output kept S(-1)
+//     (vocab-sharded logits; a loss computed under ops::LossParallelScope keeps
+//     them so).
+#define DTENSOR_TORCH_STYLES(X)            \
+  X(ColwiseParallel, "colwise")            \
+  X(RowwiseParallel, "rowwise")            \
+  X(SequenceParallel, "sequence_parallel") \
+  X(PrepareModuleInput, "prepare_input")   \
+  X(LossParallel, "loss_parallel")
 
-// Linear: weight S(1), bias R; input to S(-1); output (partial) to
-// output_layouts, default R (all-reduce; S(1): reduce-scatter). Embedding:
-// weight S(0), output to output_layouts (default R).
-class RowwiseParallel : public StyleWithOptions {
- public:
-  explicit RowwiseParallel(StyleOptions options = {},
-                           std::string name = "rowwise")
-      : StyleWithOptions(std::move(name), std::move(options)) {}
-  absl::Status CheckFits(const nn::Module& module,
-                         absl::string_view fqn) const override;
-  std::optional<Placement> ParameterPlacement(
-      const nn::Module& module, absl::string_view slot) const override;
-  absl::StatusOr<StyleHooks> Hooks(const nn::Module& module,
-                                   absl::string_view fqn) const override;
-};
+#define DTENSOR_DECLARE_TORCH_STYLE(Style, default_name)                       \
+  class Style : public StyleWithOptions {                                      \
+   public:                                                                     \
+    explicit Style(StyleOptions options = {}, std::string name = default_name) \
+        : StyleWithOptions(std::move(name), std::move(options)) {}             \
+    absl::Status CheckFits(const nn::Module& module,                           \
+                           absl::string_view fqn) const override;              \
+    std::optional<Placement> ParameterPlacement(                               \
+        const nn::Module& module, absl::string_view slot) const override;      \
+    absl::StatusOr<StyleHooks> Hooks(const nn::Module& module,                 \
+                                     absl::string_view fqn) const override;    \
+  };
+DTENSOR_TORCH_STYLES(DTENSOR_DECLARE_TORCH_STYLE)
+#undef DTENSOR_DECLARE_TORCH_STYLE
 
-// RMSNorm, LayerNorm, Dropout: parameters R; input to input_layouts,
-// default S(1) (the sequence dim of [batch, seq, hidden]).
-class SequenceParallel : public StyleWithOptions {
- public:
-  explicit SequenceParallel(StyleOptions options = {},
-                            std::string name = "sequence_parallel")
-      : StyleWithOptions(std::move(name), std::move(options)) {}
-  absl::Status CheckFits(const nn::Module& module,
-                         absl::string_view fqn) const override;
-  std::optional<Placement> ParameterPlacement(
-      const nn::Module& module, absl::string_view slot) const override;
-  absl::StatusOr<StyleHooks> Hooks(const nn::Module& module,
-                                   absl::string_view fqn) const override;
-};
-
-// Any module: parameters R; input to input_layouts and output to
-// output_layouts, each when given. PrepareModuleInput and
-// PrepareModuleOutput differ in name only: both options apply to both.
-class PrepareModuleInput : public StyleWithOptions {
- public:
-  explicit PrepareModuleInput(StyleOptions options = {},
-                              std::string name = "prepare_input")
-      : StyleWithOptions(std::move(name), std::move(options)) {}
-  absl::Status CheckFits(const nn::Module& module,
-                         absl::string_view fqn) const override;
-  std::optional<Placement> ParameterPlacement(
-      const nn::Module& module, absl::string_view slot) const override;
-  absl::StatusOr<StyleHooks> Hooks(const nn::Module& module,
-                                   absl::string_view fqn) const override;
-};
-
+// PrepareModuleOutput differs from PrepareModuleInput in name only: both
+// options apply to both.
 class PrepareModuleOutput : public PrepareModuleInput {
  public:
   explicit PrepareModuleOutput(StyleOptions options = {})
       : PrepareModuleInput(std::move(options), "prepare_output") {}
-};
-
-// The final Linear: as colwise, the output kept S(-1) (vocab-sharded logits;
-// a loss computed under ops::LossParallelScope keeps them so).
-class LossParallel : public StyleWithOptions {
- public:
-  explicit LossParallel(StyleOptions options = {},
-                        std::string name = "loss_parallel")
-      : StyleWithOptions(std::move(name), std::move(options)) {}
-  absl::Status CheckFits(const nn::Module& module,
-                         absl::string_view fqn) const override;
-  std::optional<Placement> ParameterPlacement(
-      const nn::Module& module, absl::string_view slot) const override;
-  absl::StatusOr<StyleHooks> Hooks(const nn::Module& module,
-                                   absl::string_view fqn) const override;
 };
 
 }  // namespace parallel
