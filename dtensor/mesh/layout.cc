@@ -282,6 +282,17 @@ absl::Status WithContext(const absl::Status& status,
                       absl::StrCat(context, ": ", status.message()));
 }
 
+// OutOfRange "<what> <index> is out of range for layout <layout> of <bound
+// name> <bound>" unless 0 <= index < bound.
+absl::Status CheckIndex(const Layout& layout, absl::string_view what,
+                        int64_t index, absl::string_view bound_name,
+                        int64_t bound) {
+  if (index >= 0 && index < bound) return absl::OkStatus();
+  return absl::OutOfRangeError(
+      absl::StrCat(what, " ", index, " is out of range for layout ",
+                   layout.ToString(), " of ", bound_name, " ", bound));
+}
+
 }  // namespace
 
 absl::StatusOr<Layout> Layout::Create(IntTuple shape, IntTuple stride) {
@@ -350,11 +361,7 @@ int64_t Layout::cosize() const {
 }
 
 absl::StatusOr<Layout> Layout::Mode(int64_t i) const {
-  if (i < 0 || i >= rank()) {
-    return absl::OutOfRangeError(absl::StrCat("mode ", i,
-                                              " is out of range for layout ",
-                                              ToString(), " of rank ", rank()));
-  }
+  DT_RETURN_IF_ERROR(CheckIndex(*this, "mode", i, "rank", rank()));
   if (shape_.is_int()) return *this;
   return Layout(shape_.elements()[i], stride_.elements()[i]);
 }
@@ -379,11 +386,8 @@ absl::StatusOr<int64_t> Layout::Index(const IntTuple& coordinate) const {
 }
 
 absl::StatusOr<IntTuple> Layout::Coordinate(int64_t linear) const {
-  if (linear < 0 || linear >= size()) {
-    return absl::OutOfRangeError(absl::StrCat("linear coordinate ", linear,
-                                              " is out of range for layout ",
-                                              ToString(), " of size ", size()));
-  }
+  DT_RETURN_IF_ERROR(
+      CheckIndex(*this, "linear coordinate", linear, "size", size()));
   return CoordinateIn(shape_, linear);
 }
 

@@ -105,6 +105,14 @@ absl::StatusOr<std::vector<int64_t>> IntegerArrayField(
   return values;
 }
 
+absl::StatusOr<std::string> StringField(const JsonValue& object,
+                                        absl::string_view name,
+                                        absl::string_view where) {
+  DT_ASSIGN_OR_RETURN(const JsonValue* field,
+                      Field(object, name, JsonValue::Kind::kString, where));
+  return field->string_value();
+}
+
 // The bytes of a tensor of `shape`, `element_size` bytes an element; nullopt
 // above kMaxBytes. Sizes must be >= 0.
 std::optional<int64_t> BytesOf(const Shape& shape, int64_t element_size) {
@@ -164,9 +172,7 @@ absl::StatusOr<StoredBlock> ParseBlock(const JsonValue& json,
                                        absl::string_view where) {
   if (!json.is_object()) return Corrupt(where, "not an object");
   StoredBlock block;
-  DT_ASSIGN_OR_RETURN(const JsonValue* file,
-                      Field(json, "file", JsonValue::Kind::kString, where));
-  block.file = file->string_value();
+  DT_ASSIGN_OR_RETURN(block.file, StringField(json, "file", where));
   if (block.file.empty() || block.file.find('/') != std::string::npos) {
     return Corrupt(where, absl::StrCat("bad file name \"", block.file, "\""));
   }
@@ -211,9 +217,9 @@ absl::StatusOr<StoredTensor> ParseTensor(const JsonValue& json,
                                          absl::string_view where) {
   if (!json.is_object()) return Corrupt(where, "not an object");
   StoredTensor tensor;
-  DT_ASSIGN_OR_RETURN(const JsonValue* dtype,
-                      Field(json, "dtype", JsonValue::Kind::kString, where));
-  absl::StatusOr<DType> parsed = ParseDType(dtype->string_value());
+  DT_ASSIGN_OR_RETURN(const std::string dtype,
+                      StringField(json, "dtype", where));
+  absl::StatusOr<DType> parsed = ParseDType(dtype);
   if (!parsed.ok()) return Corrupt(where, parsed.status().message());
   tensor.dtype = *parsed;
   DT_ASSIGN_OR_RETURN(
@@ -227,9 +233,7 @@ absl::StatusOr<StoredTensor> ParseTensor(const JsonValue& json,
   DT_ASSIGN_OR_RETURN(
       tensor.mesh_shape,
       IntegerArrayField(json, "mesh_shape", kMaxExactInteger, where));
-  DT_ASSIGN_OR_RETURN(const JsonValue* layout,
-                      Field(json, "layout", JsonValue::Kind::kString, where));
-  tensor.layout = layout->string_value();
+  DT_ASSIGN_OR_RETURN(tensor.layout, StringField(json, "layout", where));
   DT_ASSIGN_OR_RETURN(const JsonValue* blocks,
                       Field(json, "blocks", JsonValue::Kind::kArray, where));
   for (size_t i = 0; i < blocks->items().size(); ++i) {
@@ -277,16 +281,14 @@ absl::StatusOr<CheckpointMetadata> ParseMetadata(absl::string_view text,
     return Corrupt("invalid or truncated JSON", json.status().message());
   }
   if (!json->is_object()) return Corrupt("document", "not an object");
-  DT_ASSIGN_OR_RETURN(
-      const JsonValue* format,
-      Field(*json, "format", JsonValue::Kind::kString, "document"));
+  DT_ASSIGN_OR_RETURN(const std::string format,
+                      StringField(*json, "format", "document"));
   DT_ASSIGN_OR_RETURN(int64_t version,
                       IntegerField(*json, "version", "document"));
-  if (format->string_value() != kFormat || version != kVersion) {
-    return Corrupt("document",
-                   absl::StrCat("format \"", format->string_value(),
-                                "\" version ", version, ", expected \"",
-                                kFormat, "\" version ", kVersion));
+  if (format != kFormat || version != kVersion) {
+    return Corrupt("document", absl::StrCat("format \"", format, "\" version ",
+                                            version, ", expected \"", kFormat,
+                                            "\" version ", kVersion));
   }
   CheckpointMetadata metadata;
   DT_ASSIGN_OR_RETURN(metadata.chunk_bytes,

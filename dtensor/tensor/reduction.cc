@@ -86,6 +86,14 @@ absl::StatusOr<ReductionPlan> PlanReduction(absl::string_view op,
   return plan;
 }
 
+// PlanReduction for a reduction of floating dtypes only (on the CPU).
+absl::StatusOr<ReductionPlan> PlanFloatingReduction(
+    absl::string_view op, const Tensor& a, absl::Span<const int64_t> dims,
+    bool keepdim) {
+  DT_RETURN_IF_ERROR(internal::CheckFloatingCpu(a, op, "a"));
+  return PlanReduction(op, a, dims, keepdim);
+}
+
 // Max, min and argmax have no value for an empty extent.
 absl::Status CheckNonEmptyExtent(absl::string_view op, const Tensor& a,
                                  absl::Span<const int64_t> dims,
@@ -423,9 +431,8 @@ absl::StatusOr<Tensor> Mean(const Tensor& a, absl::Span<const int64_t> dims,
     return cuda::ReduceOnDevice(cuda::ReduceOp::kSum, true, "Mean", a, dims,
                                 keepdim);
   }
-  DT_RETURN_IF_ERROR(internal::CheckFloatingCpu(a, "Mean", "a"));
   DT_ASSIGN_OR_RETURN(const ReductionPlan plan,
-                      PlanReduction("Mean", a, dims, keepdim));
+                      PlanFloatingReduction("Mean", a, dims, keepdim));
   return internal::DispatchFloatingDType(
       a.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
         using T = decltype(tag);
@@ -450,9 +457,8 @@ absl::StatusOr<Tensor> SumOfSquares(const Tensor& a,
     return cuda::ReduceOnDevice(cuda::ReduceOp::kSumSquares, false,
                                 "SumOfSquares", a, dims, keepdim);
   }
-  DT_RETURN_IF_ERROR(internal::CheckFloatingCpu(a, "SumOfSquares", "a"));
   DT_ASSIGN_OR_RETURN(const ReductionPlan plan,
-                      PlanReduction("SumOfSquares", a, dims, keepdim));
+                      PlanFloatingReduction("SumOfSquares", a, dims, keepdim));
   return internal::DispatchFloatingDType(
       a.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
         using T = decltype(tag);
@@ -462,9 +468,8 @@ absl::StatusOr<Tensor> SumOfSquares(const Tensor& a,
 
 absl::StatusOr<Tensor> Var(const Tensor& a, absl::Span<const int64_t> dims,
                            int64_t correction, bool keepdim) {
-  DT_RETURN_IF_ERROR(internal::CheckFloatingCpu(a, "Var", "a"));
   DT_ASSIGN_OR_RETURN(const ReductionPlan plan,
-                      PlanReduction("Var", a, dims, keepdim));
+                      PlanFloatingReduction("Var", a, dims, keepdim));
   return internal::DispatchFloatingDType(
       a.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
         using T = decltype(tag);

@@ -83,6 +83,14 @@ std::optional<Strides> ViewStrides(absl::Span<const int64_t> old_shape,
   return new_strides;
 }
 
+// InvalidArgument "<op>: <name> <value> must be positive" unless value > 0.
+absl::Status CheckPositive(absl::string_view op, absl::string_view name,
+                           int64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", name, " ", value, " must be positive"));
+}
+
 }  // namespace
 
 using internal::CheckedNumElements;
@@ -123,10 +131,7 @@ absl::StatusOr<Tensor> Tensor::Narrow(int64_t dim, int64_t start,
 absl::StatusOr<Tensor> Tensor::Slice(int64_t dim, int64_t start, int64_t end,
                                      int64_t step) const {
   DT_ASSIGN_OR_RETURN(const int64_t d, NormalizeDim(dim, this->dim()));
-  if (step <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Slice: step ", step, " must be positive"));
-  }
+  DT_RETURN_IF_ERROR(CheckPositive("Slice", "step", step));
   const int64_t size = shape_[d];
   auto clamp = [size](int64_t index) {
     if (index < 0) index += size;
@@ -314,10 +319,7 @@ absl::StatusOr<Tensor> Tensor::Flatten(int64_t start_dim,
 absl::StatusOr<std::vector<Tensor>> Tensor::Chunk(int64_t chunks,
                                                   int64_t dim) const {
   DT_ASSIGN_OR_RETURN(const int64_t d, NormalizeDim(dim, this->dim()));
-  if (chunks <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Chunk: chunks ", chunks, " must be positive"));
-  }
+  DT_RETURN_IF_ERROR(CheckPositive("Chunk", "chunks", chunks));
   // Like torch.chunk, an empty dim still gives `chunks` (empty) pieces.
   if (shape_[d] == 0) return ChunkExact(chunks, d);
   return Split((shape_[d] + chunks - 1) / chunks, d);
@@ -326,10 +328,7 @@ absl::StatusOr<std::vector<Tensor>> Tensor::Chunk(int64_t chunks,
 absl::StatusOr<std::vector<Tensor>> Tensor::ChunkExact(int64_t chunks,
                                                        int64_t dim) const {
   DT_ASSIGN_OR_RETURN(const int64_t d, NormalizeDim(dim, this->dim()));
-  if (chunks <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ChunkExact: chunks ", chunks, " must be positive"));
-  }
+  DT_RETURN_IF_ERROR(CheckPositive("ChunkExact", "chunks", chunks));
   const int64_t size = shape_[d];
   const int64_t chunk_size = (size + chunks - 1) / chunks;
   std::vector<Tensor> pieces;
