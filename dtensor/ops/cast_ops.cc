@@ -50,10 +50,7 @@ absl::StatusOr<DType> TargetDType(const OpArgs& args) {
 
 const OpDef& ToDef() {
   static const OpDef* def = [] {
-    auto* d = new OpDef;
-    d->name = "to";
-    d->summary = "convert to another dtype";
-    d->args.assign(std::begin(kToArgs), std::end(kToArgs));
+    auto* d = new OpDef(NamedOpDef("to", "convert to another dtype", kToArgs));
     d->infer =
         [](absl::Span<const DTensorSpec* const> inputs,
            const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {

@@ -79,11 +79,8 @@ absl::StatusOr<Shape> BroadcastAll(
 OpDef MakeElementwise(absl::string_view name, absl::string_view summary,
                       int arity, absl::Span<const ArgSpec> args, LocalFn fn,
                       Linearity linearity, BackwardFn backward) {
-  OpDef def;
-  def.name = name;
-  def.summary = summary;
+  OpDef def = NamedOpDef(name, summary, args);
   def.num_inputs = arity;
-  def.args.assign(args.begin(), args.end());
   def.infer =
       [name, fn](
           absl::Span<const DTensorSpec* const> inputs,

@@ -116,12 +116,9 @@ absl::StatusOr<InputGrads> JoinBackward(bool stack, const BackwardCall& call) {
 }
 
 OpDef MakeJoin(absl::string_view name, absl::string_view summary, bool stack) {
-  OpDef def;
-  def.name = name;
-  def.summary = summary;
+  OpDef def = NamedOpDef(name, summary, kJoinArgs);
   def.num_inputs = kMaxJoinInputs;
   def.num_optional_inputs = kMaxJoinInputs - 1;
-  def.args.assign(std::begin(kJoinArgs), std::end(kJoinArgs));
   def.infer = [name, stack](absl::Span<const DTensorSpec* const> inputs,
                             const OpArgs& args) {
     return JoinInfer(name, stack, inputs, args);

@@ -280,12 +280,9 @@ OpDef MakeMatmulOp(absl::string_view name, absl::string_view summary,
                    int num_inputs, int num_optional,
                    absl::Span<const ArgSpec> args, ViewFn view_fn, LocalFn fn,
                    BackwardFn backward) {
-  OpDef def;
-  def.name = name;
-  def.summary = summary;
+  OpDef def = NamedOpDef(name, summary, args);
   def.num_inputs = num_inputs;
   def.num_optional_inputs = num_optional;
-  def.args.assign(args.begin(), args.end());
   def.infer =
       [name, view_fn, fn](
           absl::Span<const DTensorSpec* const> inputs,

@@ -124,6 +124,18 @@ struct OpDef {
   BackwardFn backward;
 };
 
+// An OpDef named `name`, listed with `summary`, taking the non-tensor
+// arguments `args`, the other fields at their defaults: what each family's
+// definitions start from.
+inline OpDef NamedOpDef(absl::string_view name, absl::string_view summary,
+                        absl::Span<const ArgSpec> args = {}) {
+  OpDef def;
+  def.name = name;
+  def.summary = summary;
+  def.args.assign(args.begin(), args.end());
+  return def;
+}
+
 // Pointers to each of `defs`, in order: the list a family of ops built as one
 // vector of definitions hands to the registry.
 inline std::vector<const OpDef*> PointersTo(absl::Span<const OpDef> defs) {

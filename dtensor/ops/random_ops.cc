@@ -98,10 +98,9 @@ absl::StatusOr<Tensor> DropoutBlock(const Tensor& x, const OpArgs& args,
 
 const OpDef& DropoutDef() {
   static const OpDef* def = [] {
-    auto* d = new OpDef;
-    d->name = "dropout";
-    d->summary = "zero elements with probability p (by global position)";
-    d->args.assign(std::begin(kDropoutArgs), std::end(kDropoutArgs));
+    auto* d = new OpDef(NamedOpDef(
+        "dropout", "zero elements with probability p (by global position)",
+        kDropoutArgs));
     d->infer =
         [](absl::Span<const DTensorSpec* const> inputs,
            const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {

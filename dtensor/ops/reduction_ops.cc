@@ -267,12 +267,9 @@ absl::StatusOr<InputGrads> ReduceBackward(Kind kind, const BackwardCall& call) {
 
 OpDef MakeReduction(absl::string_view name, absl::string_view summary,
                     Kind kind) {
-  OpDef def;
-  def.name = name;
-  def.summary = summary;
+  OpDef def = NamedOpDef(name, summary, kReduceArgs);
   def.num_inputs = 1;
   def.num_outputs = kind == Kind::kMinMax ? 2 : 1;
-  def.args.assign(std::begin(kReduceArgs), std::end(kReduceArgs));
   def.infer =
       [name, kind, probe = ProbeOf(kind)](
           absl::Span<const DTensorSpec* const> inputs,

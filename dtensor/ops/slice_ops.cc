@@ -116,10 +116,7 @@ absl::StatusOr<InputGrads> SliceBackward(const BackwardCall& call) {
 OpDef MakeSliceOp(absl::string_view name, absl::string_view summary,
                   absl::Span<const ArgSpec> args, ArgKey<ArgKind::kInt> dim,
                   LocalFn fn, BackwardFn backward) {
-  OpDef def;
-  def.name = name;
-  def.summary = summary;
-  def.args.assign(args.begin(), args.end());
+  OpDef def = NamedOpDef(name, summary, args);
   def.infer = InferByShapeProbe(name, fn);
   def.strategies = [dim](const StrategyContext& ctx) {
     const int64_t rank = ctx.inputs[0]->ndim();

@@ -167,10 +167,7 @@ KernelFn ToOutputBlock(bool expand) {
 
 OpDef MakeReshape(absl::string_view name, absl::string_view summary,
                   absl::Span<const ArgSpec> args, LocalFn fn) {
-  OpDef def;
-  def.name = name;
-  def.summary = summary;
-  def.args.assign(args.begin(), args.end());
+  OpDef def = NamedOpDef(name, summary, args);
   def.infer = InferByShapeProbe(name, std::move(fn));
   def.strategies = ReshapeStrategies;
   def.kernel = ToOutputBlock(/*expand=*/false);
@@ -229,10 +226,7 @@ using PermutationFn =
 OpDef MakePermutation(absl::string_view name, absl::string_view summary,
                       absl::Span<const ArgSpec> args, LocalFn fn,
                       PermutationFn permutation) {
-  OpDef def;
-  def.name = name;
-  def.summary = summary;
-  def.args.assign(args.begin(), args.end());
+  OpDef def = NamedOpDef(name, summary, args);
   def.infer = InferByShapeProbe(name, fn);
   def.strategies = [permutation](const StrategyContext& ctx) {
     const int64_t rank = ctx.inputs[0]->ndim();
@@ -301,10 +295,9 @@ absl::StatusOr<std::vector<OpStrategy>> ExpandStrategies(
 }
 
 OpDef MakeExpand() {
-  OpDef def;
-  def.name = "expand";
-  def.summary = "broadcast size-1 dims (and new leading dims) to shape";
-  def.args.assign(std::begin(kShapeArgs), std::end(kShapeArgs));
+  OpDef def = NamedOpDef(
+      "expand", "broadcast size-1 dims (and new leading dims) to shape",
+      kShapeArgs);
   def.infer = InferByShapeProbe(
       "expand", [](absl::Span<const Tensor> in, const OpArgs& args) {
         return in[0].Expand(args.Get(kShape));

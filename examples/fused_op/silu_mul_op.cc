@@ -73,12 +73,11 @@ absl::StatusOr<std::vector<DTensor>> Backward(const BackwardCall& call) {
 // docs/ops.md):
 //   constexpr ArgSpec kScaleArgs[] = {{"alpha", ArgKind::kScalar, "1"}};
 //   constexpr auto kAlpha = KeyOf<ArgKind::kScalar>(kScaleArgs, "alpha");
-//   def.args.assign(std::begin(kScaleArgs), std::end(kScaleArgs));
+//   OpDef def = NamedOpDef(kName, "...", kScaleArgs);
 //   ... args.Get(kAlpha) ...
 OpDef MakeSiluMul() {
-  OpDef def;
-  def.name = kName;
-  def.summary = "silu(gate) * up (a fused SwiGLU activation; an example)";
+  OpDef def = NamedOpDef(
+      kName, "silu(gate) * up (a fused SwiGLU activation; an example)");
   def.num_inputs = 2;
   def.infer = Infer;
   def.strategies = Strategies;
