@@ -11,7 +11,9 @@ namespace dtensor {
 namespace nn {
 namespace {
 
-absl::Status CheckEps(absl::string_view layer, double eps) {
+// dim >= 1 and a positive, finite eps.
+absl::Status CheckNorm(absl::string_view layer, int64_t dim, double eps) {
+  DT_RETURN_IF_ERROR(CheckPositive(layer, "dim", dim));
   if (eps > 0 && std::isfinite(eps)) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(layer, ": eps ", eps, " must be positive and finite"));
@@ -19,50 +21,48 @@ absl::Status CheckEps(absl::string_view layer, double eps) {
 
 }  // namespace
 
+absl::Status Norm::AddAffine(bool with_bias) {
+  DT_ASSIGN_OR_RETURN(weight_,
+                      AddParameter("weight", {dim_}, Initializer::Ones()));
+  if (with_bias) {
+    DT_ASSIGN_OR_RETURN(bias_,
+                        AddParameter("bias", {dim_}, Initializer::Zeros()));
+  }
+  return absl::OkStatus();
+}
+
+std::string Norm::ExtraRepr() const {
+  return absl::StrCat(dim_, ", eps=", eps_);
+}
+
 absl::StatusOr<std::unique_ptr<RMSNorm>> RMSNorm::Create(int64_t dim,
                                                          double eps) {
-  DT_RETURN_IF_ERROR(CheckPositive("RMSNorm", "dim", dim));
-  DT_RETURN_IF_ERROR(CheckEps("RMSNorm", eps));
+  DT_RETURN_IF_ERROR(CheckNorm("RMSNorm", dim, eps));
   std::unique_ptr<RMSNorm> norm(new RMSNorm(dim, eps));
-  DT_ASSIGN_OR_RETURN(norm->weight_,
-                      norm->AddParameter("weight", {dim}, Initializer::Ones()));
+  DT_RETURN_IF_ERROR(norm->AddAffine(/*with_bias=*/false));
   return norm;
 }
 
 absl::StatusOr<DTensor> RMSNorm::Forward(const DTensor& x) {
-  return ops::RmsNorm(x, weight(), eps_);
-}
-
-std::string RMSNorm::ExtraRepr() const {
-  return absl::StrCat(dim_, ", eps=", eps_);
+  return ops::RmsNorm(x, weight(), eps());
 }
 
 absl::StatusOr<std::unique_ptr<LayerNorm>> LayerNorm::Create(
     int64_t dim, double eps, bool elementwise_affine, bool bias) {
-  DT_RETURN_IF_ERROR(CheckPositive("LayerNorm", "dim", dim));
-  DT_RETURN_IF_ERROR(CheckEps("LayerNorm", eps));
+  DT_RETURN_IF_ERROR(CheckNorm("LayerNorm", dim, eps));
   std::unique_ptr<LayerNorm> norm(new LayerNorm(dim, eps));
-  if (elementwise_affine) {
-    DT_ASSIGN_OR_RETURN(norm->weight_, norm->AddParameter("weight", {dim},
-                                                          Initializer::Ones()));
-    if (bias) {
-      DT_ASSIGN_OR_RETURN(
-          norm->bias_, norm->AddParameter("bias", {dim}, Initializer::Zeros()));
-    }
-  }
+  if (elementwise_affine) DT_RETURN_IF_ERROR(norm->AddAffine(bias));
   return norm;
 }
 
 absl::StatusOr<DTensor> LayerNorm::Forward(const DTensor& x) {
-  const DTensor none;
-  return ops::LayerNorm(x, weight_ >= 0 ? value(weight_) : none,
-                        bias_ >= 0 ? value(bias_) : none, eps_);
+  return ops::LayerNorm(x, weight(), bias(), eps());
 }
 
 std::string LayerNorm::ExtraRepr() const {
-  return absl::StrCat(dim_, ", eps=", eps_,
-                      ", elementwise_affine=", weight_ >= 0 ? "true" : "false",
-                      ", bias=", bias_ >= 0 ? "true" : "false");
+  return absl::StrCat(Norm::ExtraRepr(), ", elementwise_affine=",
+                      weight().defined() ? "true" : "false",
+                      ", bias=", bias().defined() ? "true" : "false");
 }
 
 }  // namespace nn

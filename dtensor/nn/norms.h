@@ -13,36 +13,52 @@
 namespace dtensor {
 namespace nn {
 
-// Normalization over the last dim, of size `dim`.
+// Normalization over the last dim, of size `dim`. What RMSNorm and
+// LayerNorm share: dim, eps, and their optional parameters "weight" [dim]
+// (starting at ones) and "bias" [dim] (at zeros).
+class Norm : public Module {
+ public:
+  int64_t dim() const { return dim_; }
+  double eps() const { return eps_; }
+  // Undefined DTensors when the norm has none.
+  DTensor weight() const { return weight_ >= 0 ? value(weight_) : DTensor(); }
+  DTensor bias() const { return bias_ >= 0 ? value(bias_) : DTensor(); }
 
-// x / sqrt(mean(x^2) + eps) * weight; "weight" [dim] starts at ones.
-class RMSNorm : public Module {
+ protected:
+  Norm(int64_t dim, double eps) : dim_(dim), eps_(eps) {}
+
+  // Registers the weight and, with `with_bias`, the bias.
+  absl::Status AddAffine(bool with_bias);
+  // "<dim>, eps=<eps>".
+  std::string ExtraRepr() const override;
+
+ private:
+  int64_t dim_;
+  double eps_;
+  int weight_ = -1;
+  int bias_ = -1;
+};
+
+// x / sqrt(mean(x^2) + eps) * weight.
+class RMSNorm : public Norm {
  public:
   // Errors: dim < 1, eps not positive and finite.
   static absl::StatusOr<std::unique_ptr<RMSNorm>> Create(int64_t dim,
                                                          double eps = 1e-6);
 
   absl::string_view type_name() const override { return "RMSNorm"; }
-  int64_t dim() const { return dim_; }
-  double eps() const { return eps_; }
-  const DTensor& weight() const { return value(weight_); }
 
  protected:
   absl::StatusOr<DTensor> Forward(const DTensor& x) override;
-  std::string ExtraRepr() const override;
 
  private:
-  RMSNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {}
-
-  int64_t dim_;
-  double eps_;
-  int weight_ = -1;
+  using Norm::Norm;
 };
 
 // (x - mean) / sqrt(var + eps) * weight + bias (population variance). With
-// `elementwise_affine`, "weight" [dim] starts at ones and, with `bias`,
-// "bias" [dim] at zeros; without, there are no parameters.
-class LayerNorm : public Module {
+// `elementwise_affine` it has the weight and, with `bias`, the bias; without,
+// there are no parameters.
+class LayerNorm : public Norm {
  public:
   // Errors: dim < 1, eps not positive and finite.
   static absl::StatusOr<std::unique_ptr<LayerNorm>> Create(
@@ -50,20 +66,14 @@ class LayerNorm : public Module {
       bool bias = true);
 
   absl::string_view type_name() const override { return "LayerNorm"; }
-  int64_t dim() const { return dim_; }
-  double eps() const { return eps_; }
 
  protected:
   absl::StatusOr<DTensor> Forward(const DTensor& x) override;
+  // Norm's, then the affine flags.
   std::string ExtraRepr() const override;
 
  private:
-  LayerNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {}
-
-  int64_t dim_;
-  double eps_;
-  int weight_ = -1;
-  int bias_ = -1;
+  using Norm::Norm;
 };
 
 }  // namespace nn
