@@ -365,35 +365,21 @@ absl::StatusOr<DTensor> CallOne(Id id, const DTensor& x,
 
 }  // namespace
 
-absl::StatusOr<DTensor> Sum(const DTensor& x, absl::Span<const int64_t> dims,
-                            bool keepdim) {
-  return CallOne(kSumOp, x, dims, keepdim);
-}
-absl::StatusOr<DTensor> SumOfSquares(const DTensor& x,
-                                     absl::Span<const int64_t> dims,
-                                     bool keepdim) {
-  return CallOne(kSumSquaresOp, x, dims, keepdim);
-}
-absl::StatusOr<DTensor> Mean(const DTensor& x, absl::Span<const int64_t> dims,
-                             bool keepdim) {
-  return CallOne(kMeanOp, x, dims, keepdim);
-}
-absl::StatusOr<DTensor> Amax(const DTensor& x, absl::Span<const int64_t> dims,
-                             bool keepdim) {
-  return CallOne(kAmaxOp, x, dims, keepdim);
-}
-absl::StatusOr<DTensor> Amin(const DTensor& x, absl::Span<const int64_t> dims,
-                             bool keepdim) {
-  return CallOne(kAminOp, x, dims, keepdim);
-}
-absl::StatusOr<DTensor> Max(const DTensor& x, absl::Span<const int64_t> dims,
-                            bool keepdim) {
-  return CallOne(kMaxOp, x, dims, keepdim);
-}
-absl::StatusOr<DTensor> Min(const DTensor& x, absl::Span<const int64_t> dims,
-                            bool keepdim) {
-  return CallOne(kMinOp, x, dims, keepdim);
-}
+// The single-output reductions call their op by Id.
+#define DTENSOR_DEFINE_REDUCTION(Name, id)                                     \
+  absl::StatusOr<DTensor> Name(const DTensor& x,                               \
+                               absl::Span<const int64_t> dims, bool keepdim) { \
+    return CallOne(id, x, dims, keepdim);                                      \
+  }
+DTENSOR_DEFINE_REDUCTION(Sum, kSumOp)
+DTENSOR_DEFINE_REDUCTION(SumOfSquares, kSumSquaresOp)
+DTENSOR_DEFINE_REDUCTION(Mean, kMeanOp)
+DTENSOR_DEFINE_REDUCTION(Amax, kAmaxOp)
+DTENSOR_DEFINE_REDUCTION(Amin, kAminOp)
+DTENSOR_DEFINE_REDUCTION(Max, kMaxOp)
+DTENSOR_DEFINE_REDUCTION(Min, kMinOp)
+#undef DTENSOR_DEFINE_REDUCTION
+
 absl::StatusOr<std::pair<DTensor, DTensor>> Aminmax(
     const DTensor& x, absl::Span<const int64_t> dims, bool keepdim) {
   DT_ASSIGN_OR_RETURN(OpOutputs out, Call(kAminmaxOp, x, dims, keepdim));

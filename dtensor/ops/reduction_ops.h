@@ -32,24 +32,19 @@ namespace ops {
 // sum_squares. Arguments: "dims" (kInts, default all) and "keepdim" (kBool,
 // default false).
 
-absl::StatusOr<DTensor> Sum(const DTensor& x,
-                            absl::Span<const int64_t> dims = {},
-                            bool keepdim = false);
-absl::StatusOr<DTensor> Mean(const DTensor& x,
-                             absl::Span<const int64_t> dims = {},
-                             bool keepdim = false);
-absl::StatusOr<DTensor> Amax(const DTensor& x,
-                             absl::Span<const int64_t> dims = {},
-                             bool keepdim = false);
-absl::StatusOr<DTensor> Amin(const DTensor& x,
-                             absl::Span<const int64_t> dims = {},
-                             bool keepdim = false);
-absl::StatusOr<DTensor> Max(const DTensor& x,
-                            absl::Span<const int64_t> dims = {},
-                            bool keepdim = false);
-absl::StatusOr<DTensor> Min(const DTensor& x,
-                            absl::Span<const int64_t> dims = {},
-                            bool keepdim = false);
+// Sum, Mean, Amax, Amin, Max and Min, all of one signature.
+#define DTENSOR_DECLARE_REDUCTION(Name)                             \
+  absl::StatusOr<DTensor> Name(const DTensor& x,                    \
+                               absl::Span<const int64_t> dims = {}, \
+                               bool keepdim = false);
+DTENSOR_DECLARE_REDUCTION(Sum)
+DTENSOR_DECLARE_REDUCTION(Mean)
+DTENSOR_DECLARE_REDUCTION(Amax)
+DTENSOR_DECLARE_REDUCTION(Amin)
+DTENSOR_DECLARE_REDUCTION(Max)
+DTENSOR_DECLARE_REDUCTION(Min)
+#undef DTENSOR_DECLARE_REDUCTION
+
 // The sum of x^2 in f64, one pass over each shard (dtensor/tensor/reduction.h's
 // SumOfSquares): sharded dims give Partial(sum); a Partial input is
 // completed first, since squares of terms do not add up. Errors: a
