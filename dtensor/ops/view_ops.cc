@@ -386,66 +386,36 @@ absl::StatusOr<DTensor> Call(Id id, const DTensor& x, const OpArgs& args) {
 
 }  // namespace
 
-absl::StatusOr<DTensor> View(const DTensor& x,
-                             absl::Span<const int64_t> shape) {
-  OpArgs args;
-  args.AddInts(shape);
-  return Call(kView, x, args);
-}
-
-absl::StatusOr<DTensor> Reshape(const DTensor& x,
-                                absl::Span<const int64_t> shape) {
-  OpArgs args;
-  args.AddInts(shape);
-  return Call(kReshape, x, args);
-}
+// The views that take one list of sizes or dims.
+#define DTENSOR_DEFINE_LIST_VIEW(Name, list, id)                 \
+  absl::StatusOr<DTensor> Name(const DTensor& x,                 \
+                               absl::Span<const int64_t> list) { \
+    return Call(id, x, OpArgs().AddInts(list));                  \
+  }
+DTENSOR_DEFINE_LIST_VIEW(View, shape, kView)
+DTENSOR_DEFINE_LIST_VIEW(Reshape, shape, kReshape)
+DTENSOR_DEFINE_LIST_VIEW(Permute, dims, kPermute)
+DTENSOR_DEFINE_LIST_VIEW(Squeeze, dims, kSqueeze)
+DTENSOR_DEFINE_LIST_VIEW(Expand, shape, kExpand)
+#undef DTENSOR_DEFINE_LIST_VIEW
 
 absl::StatusOr<DTensor> Flatten(const DTensor& x, int64_t start_dim,
                                 int64_t end_dim) {
-  OpArgs args;
-  args.AddInt(start_dim).AddInt(end_dim);
-  return Call(kFlatten, x, args);
+  return Call(kFlatten, x, OpArgs().AddInt(start_dim).AddInt(end_dim));
 }
 
 absl::StatusOr<DTensor> Unflatten(const DTensor& x, int64_t dim,
                                   absl::Span<const int64_t> sizes) {
-  OpArgs args;
-  args.AddInt(dim).AddInts(sizes);
-  return Call(kUnflatten, x, args);
+  return Call(kUnflatten, x, OpArgs().AddInt(dim).AddInts(sizes));
 }
 
 absl::StatusOr<DTensor> Transpose(const DTensor& x, int64_t dim0,
                                   int64_t dim1) {
-  OpArgs args;
-  args.AddInt(dim0).AddInt(dim1);
-  return Call(kTranspose, x, args);
-}
-
-absl::StatusOr<DTensor> Permute(const DTensor& x,
-                                absl::Span<const int64_t> dims) {
-  OpArgs args;
-  args.AddInts(dims);
-  return Call(kPermute, x, args);
-}
-
-absl::StatusOr<DTensor> Squeeze(const DTensor& x,
-                                absl::Span<const int64_t> dims) {
-  OpArgs args;
-  args.AddInts(dims);
-  return Call(kSqueeze, x, args);
+  return Call(kTranspose, x, OpArgs().AddInt(dim0).AddInt(dim1));
 }
 
 absl::StatusOr<DTensor> Unsqueeze(const DTensor& x, int64_t dim) {
-  OpArgs args;
-  args.AddInt(dim);
-  return Call(kUnsqueeze, x, args);
-}
-
-absl::StatusOr<DTensor> Expand(const DTensor& x,
-                               absl::Span<const int64_t> shape) {
-  OpArgs args;
-  args.AddInts(shape);
-  return Call(kExpand, x, args);
+  return Call(kUnsqueeze, x, OpArgs().AddInt(dim));
 }
 
 std::vector<const OpDef*> ViewOps() { return PointersTo(Defs()); }
