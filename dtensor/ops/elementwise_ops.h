@@ -31,50 +31,18 @@ namespace ops {
 // the kScalar argument "other"); neg abs exp log sqrt rsqrt relu gelu (bool
 // argument "tanh") silu sigmoid tanh; where (cond, a, b).
 
-absl::StatusOr<DTensor> Add(const DTensor& a, const DTensor& b);
-absl::StatusOr<DTensor> Sub(const DTensor& a, const DTensor& b);
-absl::StatusOr<DTensor> Mul(const DTensor& a, const DTensor& b);
-absl::StatusOr<DTensor> Div(const DTensor& a, const DTensor& b);
-absl::StatusOr<DTensor> Pow(const DTensor& a, const DTensor& b);
-absl::StatusOr<DTensor> Maximum(const DTensor& a, const DTensor& b);
-absl::StatusOr<DTensor> Minimum(const DTensor& a, const DTensor& b);
+// Add, Sub, Mul, Div, Pow, Maximum, Minimum; the comparisons Eq, Ne, Lt, Le,
+// Gt, Ge (giving kBool); the scalar forms (a, double b) of Add, Sub, Mul, Div,
+// Pow and the comparisons; the unary Neg, Abs, Exp, Log, Sqrt, Rsqrt, Relu,
+// Silu, Sigmoid, Tanh: the lists of dtensor/tensor/elementwise.h, on DTensor.
+DTENSOR_DECLARE_ELEMENTWISE(DTensor)
 
-absl::StatusOr<DTensor> Add(const DTensor& a, double b);
-absl::StatusOr<DTensor> Sub(const DTensor& a, double b);
-absl::StatusOr<DTensor> Mul(const DTensor& a, double b);
-absl::StatusOr<DTensor> Div(const DTensor& a, double b);
-absl::StatusOr<DTensor> Pow(const DTensor& a, double exponent);
-
-absl::StatusOr<DTensor> Neg(const DTensor& a);
-absl::StatusOr<DTensor> Abs(const DTensor& a);
-absl::StatusOr<DTensor> Exp(const DTensor& a);
-absl::StatusOr<DTensor> Log(const DTensor& a);
-absl::StatusOr<DTensor> Sqrt(const DTensor& a);
-absl::StatusOr<DTensor> Rsqrt(const DTensor& a);
-absl::StatusOr<DTensor> Relu(const DTensor& a);
 absl::StatusOr<DTensor> Gelu(const DTensor& a, GeluApproximation approximation =
                                                    GeluApproximation::kNone);
-absl::StatusOr<DTensor> Silu(const DTensor& a);
 // grad * silu'(x) in one pass (registry name silu_backward, PyTorch's
 // silu_backward): what Silu's backward runs. Linear in `grad`, so a Partial
 // gradient stays Partial.
 absl::StatusOr<DTensor> SiluBackward(const DTensor& grad, const DTensor& x);
-absl::StatusOr<DTensor> Sigmoid(const DTensor& a);
-absl::StatusOr<DTensor> Tanh(const DTensor& a);
-
-// Comparisons give kBool.
-absl::StatusOr<DTensor> Eq(const DTensor& a, const DTensor& b);
-absl::StatusOr<DTensor> Ne(const DTensor& a, const DTensor& b);
-absl::StatusOr<DTensor> Lt(const DTensor& a, const DTensor& b);
-absl::StatusOr<DTensor> Le(const DTensor& a, const DTensor& b);
-absl::StatusOr<DTensor> Gt(const DTensor& a, const DTensor& b);
-absl::StatusOr<DTensor> Ge(const DTensor& a, const DTensor& b);
-absl::StatusOr<DTensor> Eq(const DTensor& a, double b);
-absl::StatusOr<DTensor> Ne(const DTensor& a, double b);
-absl::StatusOr<DTensor> Lt(const DTensor& a, double b);
-absl::StatusOr<DTensor> Le(const DTensor& a, double b);
-absl::StatusOr<DTensor> Gt(const DTensor& a, double b);
-absl::StatusOr<DTensor> Ge(const DTensor& a, double b);
 
 // cond ? a : b, all three broadcast together.
 // Errors: `cond` not kBool; what the binary ops report.

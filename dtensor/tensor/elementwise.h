@@ -26,59 +26,75 @@ namespace dtensor {
 absl::StatusOr<Shape> BroadcastShapes(absl::Span<const int64_t> a,
                                       absl::Span<const int64_t> b);
 
-absl::StatusOr<Tensor> Add(const Tensor& a, const Tensor& b);
-absl::StatusOr<Tensor> Sub(const Tensor& a, const Tensor& b);
-absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b);
-absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b);
-absl::StatusOr<Tensor> Pow(const Tensor& a, const Tensor& b);
-absl::StatusOr<Tensor> Maximum(const Tensor& a, const Tensor& b);
-absl::StatusOr<Tensor> Minimum(const Tensor& a, const Tensor& b);
+// The elementwise functions, by signature, as X(T, Name) lists; each is
+// declared on Tensor here and on DTensor in dtensor/ops/elementwise_ops.h
+// (DTENSOR_DECLARE_ELEMENTWISE below).
+// f(a, b), broadcasting a and b:
+#define DTENSOR_ELEMENTWISE_BINARY(X, T) \
+  X(T, Add)                              \
+  X(T, Sub)                              \
+  X(T, Mul)                              \
+  X(T, Div)                              \
+  X(T, Pow)                              \
+  X(T, Maximum)                          \
+  X(T, Minimum)
+// Comparisons f(a, b), giving kBool:
+#define DTENSOR_ELEMENTWISE_COMPARISONS(X, T) \
+  X(T, Eq)                                    \
+  X(T, Ne)                                    \
+  X(T, Lt)                                    \
+  X(T, Le)                                    \
+  X(T, Gt)                                    \
+  X(T, Ge)
+// Scalar forms f(a, double b): the scalar takes the tensor's dtype (converted
+// as Tensor::Scalar does: 2.7 becomes 2 for an integer tensor). Pow's scalar
+// is the exponent.
+#define DTENSOR_ELEMENTWISE_WITH_SCALAR(X, T) \
+  X(T, Add)                                   \
+  X(T, Sub)                                   \
+  X(T, Mul)                                   \
+  X(T, Div)                                   \
+  X(T, Pow)                                   \
+  DTENSOR_ELEMENTWISE_COMPARISONS(X, T)
+// f(a). Exp, and the exp inside Silu and Sigmoid (and Softmax,
+// nn_functional.h), is vectorized for f32, bf16 and f16 (cuda::FastExp,
+// dtensor/tensor/cuda/fast_exp.h): within 2 ulp of the correctly rounded f32
+// exp (1 ulp measured over the whole range), exact at 0, +-inf and nan; f64
+// uses std::exp.
+#define DTENSOR_ELEMENTWISE_UNARY(X, T) \
+  X(T, Neg)                             \
+  X(T, Abs)                             \
+  X(T, Exp)                             \
+  X(T, Log)                             \
+  X(T, Sqrt)                            \
+  X(T, Rsqrt)                           \
+  X(T, Relu)                            \
+  X(T, Silu)                            \
+  X(T, Sigmoid)                         \
+  X(T, Tanh)
+
+#define DTENSOR_DECLARE_BINARY(T, Name) \
+  absl::StatusOr<T> Name(const T& a, const T& b);
+#define DTENSOR_DECLARE_WITH_SCALAR(T, Name) \
+  absl::StatusOr<T> Name(const T& a, double b);
+#define DTENSOR_DECLARE_UNARY(T, Name) absl::StatusOr<T> Name(const T& a);
+// Declares every function of the four lists on tensor type T.
+#define DTENSOR_DECLARE_ELEMENTWISE(T)                            \
+  DTENSOR_ELEMENTWISE_BINARY(DTENSOR_DECLARE_BINARY, T)           \
+  DTENSOR_ELEMENTWISE_COMPARISONS(DTENSOR_DECLARE_BINARY, T)      \
+  DTENSOR_ELEMENTWISE_WITH_SCALAR(DTENSOR_DECLARE_WITH_SCALAR, T) \
+  DTENSOR_ELEMENTWISE_UNARY(DTENSOR_DECLARE_UNARY, T)
+
+DTENSOR_DECLARE_ELEMENTWISE(Tensor)
+
 // grad * silu'(x) = grad s (1 + x (1 - s)), s = sigmoid(x): SiLU's backward
 // in one pass (PyTorch's silu_backward). Floating dtypes; broadcasts as Mul.
 absl::StatusOr<Tensor> SiluBackward(const Tensor& grad, const Tensor& x);
 
-// Scalar forms: the scalar takes the tensor's dtype (converted as
-// Tensor::Scalar does: 2.7 becomes 2 for an integer tensor). This holds for
-// the comparison scalar forms below as well.
-absl::StatusOr<Tensor> Add(const Tensor& a, double b);
-absl::StatusOr<Tensor> Sub(const Tensor& a, double b);
-absl::StatusOr<Tensor> Mul(const Tensor& a, double b);
-absl::StatusOr<Tensor> Div(const Tensor& a, double b);
-absl::StatusOr<Tensor> Pow(const Tensor& a, double exponent);
-
-absl::StatusOr<Tensor> Neg(const Tensor& a);
-absl::StatusOr<Tensor> Abs(const Tensor& a);
-// Exp, and the exp inside Silu and Sigmoid (and Softmax, nn_functional.h),
-// is vectorized for f32, bf16 and f16 (cuda::FastExp,
-// dtensor/tensor/cuda/fast_exp.h): within 2 ulp of the correctly rounded f32
-// exp (1 ulp measured over the whole range), exact at 0, +-inf and nan; f64
-// uses std::exp.
-absl::StatusOr<Tensor> Exp(const Tensor& a);
-absl::StatusOr<Tensor> Log(const Tensor& a);
-absl::StatusOr<Tensor> Sqrt(const Tensor& a);
-absl::StatusOr<Tensor> Rsqrt(const Tensor& a);
-absl::StatusOr<Tensor> Relu(const Tensor& a);
 enum class GeluApproximation { kNone, kTanh };
 // kNone: x·Φ(x) with erf; kTanh: the tanh approximation.
 absl::StatusOr<Tensor> Gelu(const Tensor& a, GeluApproximation approximation =
                                                  GeluApproximation::kNone);
-absl::StatusOr<Tensor> Silu(const Tensor& a);
-absl::StatusOr<Tensor> Sigmoid(const Tensor& a);
-absl::StatusOr<Tensor> Tanh(const Tensor& a);
-
-// Comparisons give kBool.
-absl::StatusOr<Tensor> Eq(const Tensor& a, const Tensor& b);
-absl::StatusOr<Tensor> Ne(const Tensor& a, const Tensor& b);
-absl::StatusOr<Tensor> Lt(const Tensor& a, const Tensor& b);
-absl::StatusOr<Tensor> Le(const Tensor& a, const Tensor& b);
-absl::StatusOr<Tensor> Gt(const Tensor& a, const Tensor& b);
-absl::StatusOr<Tensor> Ge(const Tensor& a, const Tensor& b);
-absl::StatusOr<Tensor> Eq(const Tensor& a, double b);
-absl::StatusOr<Tensor> Ne(const Tensor& a, double b);
-absl::StatusOr<Tensor> Lt(const Tensor& a, double b);
-absl::StatusOr<Tensor> Le(const Tensor& a, double b);
-absl::StatusOr<Tensor> Gt(const Tensor& a, double b);
-absl::StatusOr<Tensor> Ge(const Tensor& a, double b);
 
 // cond ? a : b, all three broadcast together.
 // Errors: `cond` not kBool; what the binary ops report.
