@@ -387,16 +387,16 @@ absl::StatusOr<DTensor> Call(Id id, const DTensor& x, const OpArgs& args) {
 }  // namespace
 
 // The views that take one list of sizes or dims.
-#define DTENSOR_DEFINE_LIST_VIEW(Name, list, id)                 \
+#define DTENSOR_DEFINE_LIST_VIEW(Name, id)                       \
   absl::StatusOr<DTensor> Name(const DTensor& x,                 \
                                absl::Span<const int64_t> list) { \
     return Call(id, x, OpArgs().AddInts(list));                  \
   }
-DTENSOR_DEFINE_LIST_VIEW(View, shape, kView)
-DTENSOR_DEFINE_LIST_VIEW(Reshape, shape, kReshape)
-DTENSOR_DEFINE_LIST_VIEW(Permute, dims, kPermute)
-DTENSOR_DEFINE_LIST_VIEW(Squeeze, dims, kSqueeze)
-DTENSOR_DEFINE_LIST_VIEW(Expand, shape, kExpand)
+DTENSOR_DEFINE_LIST_VIEW(View, kView)
+DTENSOR_DEFINE_LIST_VIEW(Reshape, kReshape)
+DTENSOR_DEFINE_LIST_VIEW(Permute, kPermute)
+DTENSOR_DEFINE_LIST_VIEW(Squeeze, kSqueeze)
+DTENSOR_DEFINE_LIST_VIEW(Expand, kExpand)
 #undef DTENSOR_DEFINE_LIST_VIEW
 
 absl::StatusOr<DTensor> Flatten(const DTensor& x, int64_t start_dim,
