@@ -57,20 +57,19 @@ DT_HOST_DEVICE inline bool IsComparison(BinaryOp op) {
 // Float and double forms of the math functions, so that a body names one
 // function for both (the host forms call the same libm functions as the CPU
 // kernels).
-DT_HOST_DEVICE inline float Exp(float x) { return expf(x); }
-DT_HOST_DEVICE inline double Exp(double x) { return exp(x); }
-DT_HOST_DEVICE inline float Log(float x) { return logf(x); }
-DT_HOST_DEVICE inline double Log(double x) { return log(x); }
-DT_HOST_DEVICE inline float Sqrt(float x) { return sqrtf(x); }
-DT_HOST_DEVICE inline double Sqrt(double x) { return sqrt(x); }
+// Name(float) calls libm's `fn` with the C suffix f (expf), Name(double) `fn`.
+#define DT_FLOAT_AND_DOUBLE(Name, fn)                            \
+  DT_HOST_DEVICE inline float Name(float x) { return fn##f(x); } \
+  DT_HOST_DEVICE inline double Name(double x) { return fn(x); }
+DT_FLOAT_AND_DOUBLE(Exp, exp)
+DT_FLOAT_AND_DOUBLE(Log, log)
+DT_FLOAT_AND_DOUBLE(Sqrt, sqrt)
+DT_FLOAT_AND_DOUBLE(Erf, erf)
+DT_FLOAT_AND_DOUBLE(Tanh, tanh)
+DT_FLOAT_AND_DOUBLE(Fabs, fabs)
+#undef DT_FLOAT_AND_DOUBLE
 DT_HOST_DEVICE inline float Pow(float x, float y) { return powf(x, y); }
 DT_HOST_DEVICE inline double Pow(double x, double y) { return pow(x, y); }
-DT_HOST_DEVICE inline float Erf(float x) { return erff(x); }
-DT_HOST_DEVICE inline double Erf(double x) { return erf(x); }
-DT_HOST_DEVICE inline float Tanh(float x) { return tanhf(x); }
-DT_HOST_DEVICE inline double Tanh(double x) { return tanh(x); }
-DT_HOST_DEVICE inline float Fabs(float x) { return fabsf(x); }
-DT_HOST_DEVICE inline double Fabs(double x) { return fabs(x); }
 
 // grad * silu'(x) = grad s (1 + x (1 - s)) with s = sigmoid(x): SiLU's
 // backward in one pass (floating C).
