@@ -387,41 +387,28 @@ const OpDef& MinimumDef() {
   return *def;
 }
 
-const OpDef& EqDef() {
-  static const OpDef* def = new OpDef(BinaryOp(
-      "eq", "a == b (bool)", kEqFn, Linearity::kNone, BackwardFn(NoGradient)));
-  return *def;
-}
-
-const OpDef& NeDef() {
-  static const OpDef* def = new OpDef(BinaryOp(
-      "ne", "a != b (bool)", kNeFn, Linearity::kNone, BackwardFn(NoGradient)));
-  return *def;
-}
-
-const OpDef& LtDef() {
-  static const OpDef* def = new OpDef(BinaryOp(
-      "lt", "a < b (bool)", kLtFn, Linearity::kNone, BackwardFn(NoGradient)));
-  return *def;
-}
-
-const OpDef& LeDef() {
-  static const OpDef* def = new OpDef(BinaryOp(
-      "le", "a <= b (bool)", kLeFn, Linearity::kNone, BackwardFn(NoGradient)));
-  return *def;
-}
-
-const OpDef& GtDef() {
-  static const OpDef* def = new OpDef(BinaryOp(
-      "gt", "a > b (bool)", kGtFn, Linearity::kNone, BackwardFn(NoGradient)));
-  return *def;
-}
-
-const OpDef& GeDef() {
-  static const OpDef* def = new OpDef(BinaryOp(
-      "ge", "a >= b (bool)", kGeFn, Linearity::kNone, BackwardFn(NoGradient)));
-  return *def;
-}
+// A comparison (piecewise constant: no gradient) and its scalar form:
+// NameDef() and NameScalarDef(), registered as `name` and `name`_scalar.
+#define DT_COMPARISON_DEFS(Name, name, symbol)                            \
+  const OpDef& Name##Def() {                                              \
+    static const OpDef* def =                                             \
+        new OpDef(BinaryOp(name, "a " symbol " b (bool)", k##Name##Fn,    \
+                           Linearity::kNone, BackwardFn(NoGradient)));    \
+    return *def;                                                          \
+  }                                                                       \
+  const OpDef& Name##ScalarDef() {                                        \
+    static const OpDef* def = new OpDef(                                  \
+        ScalarOp(name "_scalar", "a " symbol " other", k##Name##ScalarFn, \
+                 Linearity::kNone, BackwardFn(NoGradient)));              \
+    return *def;                                                          \
+  }
+DT_COMPARISON_DEFS(Eq, "eq", "==")
+DT_COMPARISON_DEFS(Ne, "ne", "!=")
+DT_COMPARISON_DEFS(Lt, "lt", "<")
+DT_COMPARISON_DEFS(Le, "le", "<=")
+DT_COMPARISON_DEFS(Gt, "gt", ">")
+DT_COMPARISON_DEFS(Ge, "ge", ">=")
+#undef DT_COMPARISON_DEFS
 
 const OpDef& AddScalarDef() {
   static const OpDef* def =
@@ -470,48 +457,6 @@ const OpDef& PowScalarDef() {
                  DT_ASSIGN_OR_RETURN(d, Mul(d, exponent));
                  return Mul(g, d);
                })));
-  return *def;
-}
-
-const OpDef& EqScalarDef() {
-  static const OpDef* def =
-      new OpDef(ScalarOp("eq_scalar", "a == other", kEqScalarFn,
-                         Linearity::kNone, BackwardFn(NoGradient)));
-  return *def;
-}
-
-const OpDef& NeScalarDef() {
-  static const OpDef* def =
-      new OpDef(ScalarOp("ne_scalar", "a != other", kNeScalarFn,
-                         Linearity::kNone, BackwardFn(NoGradient)));
-  return *def;
-}
-
-const OpDef& LtScalarDef() {
-  static const OpDef* def =
-      new OpDef(ScalarOp("lt_scalar", "a < other", kLtScalarFn,
-                         Linearity::kNone, BackwardFn(NoGradient)));
-  return *def;
-}
-
-const OpDef& LeScalarDef() {
-  static const OpDef* def =
-      new OpDef(ScalarOp("le_scalar", "a <= other", kLeScalarFn,
-                         Linearity::kNone, BackwardFn(NoGradient)));
-  return *def;
-}
-
-const OpDef& GtScalarDef() {
-  static const OpDef* def =
-      new OpDef(ScalarOp("gt_scalar", "a > other", kGtScalarFn,
-                         Linearity::kNone, BackwardFn(NoGradient)));
-  return *def;
-}
-
-const OpDef& GeScalarDef() {
-  static const OpDef* def =
-      new OpDef(ScalarOp("ge_scalar", "a >= other", kGeScalarFn,
-                         Linearity::kNone, BackwardFn(NoGradient)));
   return *def;
 }
 
@@ -670,103 +615,34 @@ absl::StatusOr<DTensor> CallScalar(const OpDef& def, const DTensor& a,
 
 }  // namespace
 
-absl::StatusOr<DTensor> Add(const DTensor& a, const DTensor& b) {
-  return Call(AddDef(), {&a, &b});
-}
-absl::StatusOr<DTensor> Sub(const DTensor& a, const DTensor& b) {
-  return Call(SubDef(), {&a, &b});
-}
-absl::StatusOr<DTensor> Mul(const DTensor& a, const DTensor& b) {
-  return Call(MulDef(), {&a, &b});
-}
-absl::StatusOr<DTensor> Div(const DTensor& a, const DTensor& b) {
-  return Call(DivDef(), {&a, &b});
-}
-absl::StatusOr<DTensor> Pow(const DTensor& a, const DTensor& b) {
-  return Call(PowDef(), {&a, &b});
-}
-absl::StatusOr<DTensor> Maximum(const DTensor& a, const DTensor& b) {
-  return Call(MaximumDef(), {&a, &b});
-}
-absl::StatusOr<DTensor> Minimum(const DTensor& a, const DTensor& b) {
-  return Call(MinimumDef(), {&a, &b});
-}
+// The functions of elementwise.h's lists call their op (XDef, or XScalarDef
+// for a scalar form).
+#define DT_DEFINE_BINARY(T, Name)                  \
+  absl::StatusOr<T> Name(const T& a, const T& b) { \
+    return Call(Name##Def(), {&a, &b});            \
+  }
+#define DT_DEFINE_WITH_SCALAR(T, Name)           \
+  absl::StatusOr<T> Name(const T& a, double b) { \
+    return CallScalar(Name##ScalarDef(), a, b);  \
+  }
+#define DT_DEFINE_UNARY(T, Name) \
+  absl::StatusOr<T> Name(const T& a) { return Call(Name##Def(), {&a}); }
+DTENSOR_ELEMENTWISE_BINARY(DT_DEFINE_BINARY, DTensor)
+DTENSOR_ELEMENTWISE_COMPARISONS(DT_DEFINE_BINARY, DTensor)
+DTENSOR_ELEMENTWISE_WITH_SCALAR(DT_DEFINE_WITH_SCALAR, DTensor)
+DTENSOR_ELEMENTWISE_UNARY(DT_DEFINE_UNARY, DTensor)
+#undef DT_DEFINE_UNARY
+#undef DT_DEFINE_WITH_SCALAR
+#undef DT_DEFINE_BINARY
 
-absl::StatusOr<DTensor> Add(const DTensor& a, double b) {
-  return CallScalar(AddScalarDef(), a, b);
-}
-absl::StatusOr<DTensor> Sub(const DTensor& a, double b) {
-  return CallScalar(SubScalarDef(), a, b);
-}
-absl::StatusOr<DTensor> Mul(const DTensor& a, double b) {
-  return CallScalar(MulScalarDef(), a, b);
-}
-absl::StatusOr<DTensor> Div(const DTensor& a, double b) {
-  return CallScalar(DivScalarDef(), a, b);
-}
-absl::StatusOr<DTensor> Pow(const DTensor& a, double exponent) {
-  return CallScalar(PowScalarDef(), a, exponent);
-}
-
-absl::StatusOr<DTensor> Neg(const DTensor& a) { return Call(NegDef(), {&a}); }
-absl::StatusOr<DTensor> Abs(const DTensor& a) { return Call(AbsDef(), {&a}); }
-absl::StatusOr<DTensor> Exp(const DTensor& a) { return Call(ExpDef(), {&a}); }
-absl::StatusOr<DTensor> Log(const DTensor& a) { return Call(LogDef(), {&a}); }
-absl::StatusOr<DTensor> Sqrt(const DTensor& a) { return Call(SqrtDef(), {&a}); }
-absl::StatusOr<DTensor> Rsqrt(const DTensor& a) {
-  return Call(RsqrtDef(), {&a});
-}
-absl::StatusOr<DTensor> Relu(const DTensor& a) { return Call(ReluDef(), {&a}); }
 absl::StatusOr<DTensor> Gelu(const DTensor& a,
                              GeluApproximation approximation) {
   OpArgs args;
   args.AddBool(approximation == GeluApproximation::kTanh);
   return Call(GeluDef(), {&a}, args);
 }
-absl::StatusOr<DTensor> Silu(const DTensor& a) { return Call(SiluDef(), {&a}); }
 absl::StatusOr<DTensor> SiluBackward(const DTensor& grad, const DTensor& x) {
   return Call(SiluBackwardDef(), {&grad, &x});
-}
-absl::StatusOr<DTensor> Sigmoid(const DTensor& a) {
-  return Call(SigmoidDef(), {&a});
-}
-absl::StatusOr<DTensor> Tanh(const DTensor& a) { return Call(TanhDef(), {&a}); }
-
-absl::StatusOr<DTensor> Eq(const DTensor& a, const DTensor& b) {
-  return Call(EqDef(), {&a, &b});
-}
-absl::StatusOr<DTensor> Ne(const DTensor& a, const DTensor& b) {
-  return Call(NeDef(), {&a, &b});
-}
-absl::StatusOr<DTensor> Lt(const DTensor& a, const DTensor& b) {
-  return Call(LtDef(), {&a, &b});
-}
-absl::StatusOr<DTensor> Le(const DTensor& a, const DTensor& b) {
-  return Call(LeDef(), {&a, &b});
-}
-absl::StatusOr<DTensor> Gt(const DTensor& a, const DTensor& b) {
-  return Call(GtDef(), {&a, &b});
-}
-absl::StatusOr<DTensor> Ge(const DTensor& a, const DTensor& b) {
-  return Call(GeDef(), {&a, &b});
-}
-absl::StatusOr<DTensor> Eq(const DTensor& a, double b) {
-  return CallScalar(EqScalarDef(), a, b);
-}
-absl::StatusOr<DTensor> Ne(const DTensor& a, double b) {
-  return CallScalar(NeScalarDef(), a, b);
-}
-absl::StatusOr<DTensor> Lt(const DTensor& a, double b) {
-  return CallScalar(LtScalarDef(), a, b);
-}
-absl::StatusOr<DTensor> Le(const DTensor& a, double b) {
-  return CallScalar(LeScalarDef(), a, b);
-}
-absl::StatusOr<DTensor> Gt(const DTensor& a, double b) {
-  return CallScalar(GtScalarDef(), a, b);
-}
-absl::StatusOr<DTensor> Ge(const DTensor& a, double b) {
-  return CallScalar(GeScalarDef(), a, b);
 }
 
 absl::StatusOr<DTensor> Where(const DTensor& cond, const DTensor& a,

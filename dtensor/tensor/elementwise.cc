@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <type_traits>
 
@@ -86,43 +87,51 @@ C Negate(C x) {
   }
 }
 
-struct AddOp {
-  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kAdd;
-  static constexpr Domain kDomain = Domain::kNumeric;
-  template <typename C>
-  C operator()(C x, C y) const {
-    if constexpr (std::is_integral_v<C>) {
-      using U = std::make_unsigned_t<C>;
-      return static_cast<C>(static_cast<U>(x) + static_cast<U>(y));
-    } else {
-      return x + y;
-    }
+// x op y, with op on the unsigned type for integers so that they wrap around.
+template <typename C, typename Op>
+C WrapAround(C x, C y, Op op) {
+  if constexpr (std::is_integral_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(op(static_cast<U>(x), static_cast<U>(y)));
+  } else {
+    return op(x, y);
   }
-};
+}
 
-struct SubOp {
-  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kSub;
-  static constexpr Domain kDomain = Domain::kNumeric;
-  template <typename C>
-  C operator()(C x, C y) const {
-    return AddOp()(x, Negate(y));
-  }
-};
+// An op whose value is one expression of x (unary) or of x and y (binary) in
+// the compute type C, run on the device as `device_op`, for the dtypes of
+// Domain::`domain`.
+#define DT_UNARY_OP(Name, device_op, domain, expr)                       \
+  struct Name {                                                          \
+    static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::device_op; \
+    static constexpr Domain kDomain = Domain::domain;                    \
+    template <typename C>                                                \
+    C operator()(C x) const {                                            \
+      return expr;                                                       \
+    }                                                                    \
+  };
+// Binary ops give `Result`: C, or bool for the comparisons.
+#define DT_BINARY_OP_TO(Result, Name, device_op, domain, expr)             \
+  struct Name {                                                            \
+    static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::device_op; \
+    static constexpr Domain kDomain = Domain::domain;                      \
+    template <typename C>                                                  \
+    Result operator()(C x, C y) const {                                    \
+      return expr;                                                         \
+    }                                                                      \
+  };
+#define DT_BINARY_OP(Name, device_op, domain, expr) \
+  DT_BINARY_OP_TO(C, Name, device_op, domain, expr)
+// Comparisons accept every dtype.
+#define DT_COMPARISON_OP(Name, device_op, expr) \
+  DT_BINARY_OP_TO(bool, Name, device_op, kAny, expr)
 
-struct MulOp {
-  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kMul;
-  static constexpr Domain kDomain = Domain::kNumeric;
-  template <typename C>
-  C operator()(C x, C y) const {
-    if constexpr (std::is_integral_v<C>) {
-      using U = std::make_unsigned_t<C>;
-      return static_cast<C>(static_cast<U>(x) * static_cast<U>(y));
-    } else {
-      return x * y;
-    }
-  }
-};
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
 
+DT_BINARY_OP(AddOp, kAdd, kNumeric, WrapAround(x, y, std::plus<>()))
+DT_BINARY_OP(SubOp, kSub, kNumeric, AddOp()(x, Negate(y)))
+DT_BINARY_OP(MulOp, kMul, kNumeric, WrapAround(x, y, std::multiplies<>()))
 // Integer divisors are checked to be non-zero before this runs.
 struct DivOp {
   static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kDiv;
@@ -137,52 +146,15 @@ struct DivOp {
   }
 };
 
-struct PowOp {
-  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kPow;
-  static constexpr Domain kDomain = Domain::kFloating;
-  template <typename C>
-  C operator()(C x, C y) const {
-    return std::pow(x, y);
-  }
-};
-
-struct SiluBackwardOp {
-  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kSiluBackward;
-  static constexpr Domain kDomain = Domain::kFloating;
-  template <typename C>
-  C operator()(C grad, C x) const {
-    return cuda::SiluBackwardOf(grad, x);
-  }
-};
-
+DT_BINARY_OP(PowOp, kPow, kFloating, std::pow(x, y))
+// x: the gradient, y: SiLU's input.
+DT_BINARY_OP(SiluBackwardOp, kSiluBackward, kFloating,
+             cuda::SiluBackwardOf(x, y))
 // Maximum and Minimum propagate NaN, like torch.maximum.
-struct MaximumOp {
-  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kMaximum;
-  static constexpr Domain kDomain = Domain::kAny;
-  template <typename C>
-  C operator()(C x, C y) const {
-    return (x > y || x != x) ? x : y;
-  }
-};
+DT_BINARY_OP(MaximumOp, kMaximum, kAny, (x > y || x != x) ? x : y)
+DT_BINARY_OP(MinimumOp, kMinimum, kAny, (x < y || x != x) ? x : y)
 
-struct MinimumOp {
-  static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::kMinimum;
-  static constexpr Domain kDomain = Domain::kAny;
-  template <typename C>
-  C operator()(C x, C y) const {
-    return (x < y || x != x) ? x : y;
-  }
-};
-
-struct NegOp {
-  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kNeg;
-  static constexpr Domain kDomain = Domain::kNumeric;
-  template <typename C>
-  C operator()(C x) const {
-    return Negate(x);
-  }
-};
-
+DT_UNARY_OP(NegOp, kNeg, kNumeric, Negate(x))
 struct AbsOp {
   static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kAbs;
   static constexpr Domain kDomain = Domain::kNumeric;
@@ -196,110 +168,22 @@ struct AbsOp {
   }
 };
 
-struct ExpOp {
-  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kExp;
-  static constexpr Domain kDomain = Domain::kFloating;
-  template <typename C>
-  C operator()(C x) const {
-    return cuda::FastExpOf(x);
-  }
-};
-
-struct LogOp {
-  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kLog;
-  static constexpr Domain kDomain = Domain::kFloating;
-  template <typename C>
-  C operator()(C x) const {
-    return cuda::FastLogOf(x);
-  }
-};
-
-struct SqrtOp {
-  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kSqrt;
-  static constexpr Domain kDomain = Domain::kFloating;
-  template <typename C>
-  C operator()(C x) const {
-    return std::sqrt(x);
-  }
-};
-
-struct RsqrtOp {
-  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kRsqrt;
-  static constexpr Domain kDomain = Domain::kFloating;
-  template <typename C>
-  C operator()(C x) const {
-    return C(1) / std::sqrt(x);
-  }
-};
-
+DT_UNARY_OP(ExpOp, kExp, kFloating, cuda::FastExpOf(x))
+DT_UNARY_OP(LogOp, kLog, kFloating, cuda::FastLogOf(x))
+DT_UNARY_OP(SqrtOp, kSqrt, kFloating, std::sqrt(x))
+DT_UNARY_OP(RsqrtOp, kRsqrt, kFloating, C(1) / std::sqrt(x))
 // NaN stays NaN, like torch.relu.
-struct ReluOp {
-  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kRelu;
-  static constexpr Domain kDomain = Domain::kNumeric;
-  template <typename C>
-  C operator()(C x) const {
-    return x < C(0) ? C(0) : x;
-  }
-};
+DT_UNARY_OP(ReluOp, kRelu, kNumeric, x < C(0) ? C(0) : x)
+DT_UNARY_OP(GeluErfOp, kGeluErf, kFloating,
+            C(0.5) * x * (C(1) + std::erf(x * C(kSqrtHalf))))
+DT_UNARY_OP(GeluTanhOp, kGeluTanh, kFloating,
+            C(0.5) * x *
+                (C(1) +
+                 std::tanh(C(kSqrtTwoOverPi) * (x + C(0.044715) * x * x * x))))
+DT_UNARY_OP(SigmoidOp, kSigmoid, kFloating, C(1) / (C(1) + cuda::FastExpOf(-x)))
+DT_UNARY_OP(SiluOp, kSilu, kFloating, x / (C(1) + cuda::FastExpOf(-x)))
+DT_UNARY_OP(TanhOp, kTanh, kFloating, std::tanh(x))
 
-struct GeluErfOp {
-  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kGeluErf;
-  static constexpr Domain kDomain = Domain::kFloating;
-  template <typename C>
-  C operator()(C x) const {
-    constexpr double kSqrtHalf = 0.70710678118654752440;
-    return C(0.5) * x * (C(1) + std::erf(x * C(kSqrtHalf)));
-  }
-};
-
-struct GeluTanhOp {
-  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kGeluTanh;
-  static constexpr Domain kDomain = Domain::kFloating;
-  template <typename C>
-  C operator()(C x) const {
-    constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
-    const C inner = C(kSqrtTwoOverPi) * (x + C(0.044715) * x * x * x);
-    return C(0.5) * x * (C(1) + std::tanh(inner));
-  }
-};
-
-struct SigmoidOp {
-  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kSigmoid;
-  static constexpr Domain kDomain = Domain::kFloating;
-  template <typename C>
-  C operator()(C x) const {
-    return C(1) / (C(1) + cuda::FastExpOf(-x));
-  }
-};
-
-struct SiluOp {
-  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kSilu;
-  static constexpr Domain kDomain = Domain::kFloating;
-  template <typename C>
-  C operator()(C x) const {
-    return x / (C(1) + cuda::FastExpOf(-x));
-  }
-};
-
-struct TanhOp {
-  static constexpr cuda::UnaryOp kDeviceOp = cuda::UnaryOp::kTanh;
-  static constexpr Domain kDomain = Domain::kFloating;
-  template <typename C>
-  C operator()(C x) const {
-    return std::tanh(x);
-  }
-};
-
-// Comparisons give bool and accept every dtype.
-#define DT_COMPARISON_OP(Name, device_op, expr)                            \
-  struct Name {                                                            \
-    static constexpr cuda::BinaryOp kDeviceOp = cuda::BinaryOp::device_op; \
-    static constexpr Domain kDomain = Domain::kAny;                        \
-    template <typename C>                                                  \
-    bool operator()(C x, C y) const {                                      \
-      return expr;                                                         \
-    }                                                                      \
-  };
 DT_COMPARISON_OP(EqOp, kEq, x == y)
 DT_COMPARISON_OP(NeOp, kNe, x != y)
 DT_COMPARISON_OP(LtOp, kLt, x < y)
@@ -307,6 +191,9 @@ DT_COMPARISON_OP(LeOp, kLe, x <= y)
 DT_COMPARISON_OP(GtOp, kGt, x > y)
 DT_COMPARISON_OP(GeOp, kGe, x >= y)
 #undef DT_COMPARISON_OP
+#undef DT_BINARY_OP
+#undef DT_BINARY_OP_TO
+#undef DT_UNARY_OP
 
 // The storage type an op writes for inputs of storage type T: bool for
 // comparisons, T otherwise.
@@ -544,18 +431,32 @@ absl::StatusOr<Shape> BroadcastShapes(absl::Span<const int64_t> a,
   return shape;
 }
 
-absl::StatusOr<Tensor> Add(const Tensor& a, const Tensor& b) {
-  return Binary("Add", a, b, AddOp());
-}
-absl::StatusOr<Tensor> Sub(const Tensor& a, const Tensor& b) {
-  return Binary("Sub", a, b, SubOp());
-}
-absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b) {
-  return Binary("Mul", a, b, MulOp());
-}
-absl::StatusOr<Tensor> SiluBackward(const Tensor& grad, const Tensor& x) {
-  return Binary("SiluBackward", grad, x, SiluBackwardOp());
-}
+// The functions of elementwise.h's lists run their op (XOp for X) under
+// their own name.
+#define DT_DEFINE_BINARY(T, Name)                  \
+  absl::StatusOr<T> Name(const T& a, const T& b) { \
+    return Binary(#Name, a, b, Name##Op());        \
+  }
+#define DT_DEFINE_WITH_SCALAR(T, Name)           \
+  absl::StatusOr<T> Name(const T& a, double b) { \
+    return Name(a, T::Scalar(b, a.dtype()));     \
+  }
+#define DT_DEFINE_UNARY(T, Name) \
+  absl::StatusOr<T> Name(const T& a) { return Unary(#Name, a, Name##Op()); }
+DT_DEFINE_BINARY(Tensor, Add)
+DT_DEFINE_BINARY(Tensor, Sub)
+DT_DEFINE_BINARY(Tensor, Mul)
+DT_DEFINE_BINARY(Tensor, Pow)
+DT_DEFINE_BINARY(Tensor, Maximum)
+DT_DEFINE_BINARY(Tensor, Minimum)
+DTENSOR_ELEMENTWISE_COMPARISONS(DT_DEFINE_BINARY, Tensor)
+DTENSOR_ELEMENTWISE_WITH_SCALAR(DT_DEFINE_WITH_SCALAR, Tensor)
+DTENSOR_ELEMENTWISE_UNARY(DT_DEFINE_UNARY, Tensor)
+#undef DT_DEFINE_UNARY
+#undef DT_DEFINE_WITH_SCALAR
+#undef DT_DEFINE_BINARY
+
+// Integer division checks its divisors for zeros first.
 absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b) {
   if (cuda::OnCuda(a) || cuda::OnCuda(b)) {
     return cuda::BinaryOnDevice(cuda::BinaryOp::kDiv, "Div", a, b);
@@ -570,96 +471,16 @@ absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b) {
   }
   return RunBinary(a, b, shape, DivOp());
 }
-absl::StatusOr<Tensor> Pow(const Tensor& a, const Tensor& b) {
-  return Binary("Pow", a, b, PowOp());
-}
-absl::StatusOr<Tensor> Maximum(const Tensor& a, const Tensor& b) {
-  return Binary("Maximum", a, b, MaximumOp());
-}
-absl::StatusOr<Tensor> Minimum(const Tensor& a, const Tensor& b) {
-  return Binary("Minimum", a, b, MinimumOp());
+
+absl::StatusOr<Tensor> SiluBackward(const Tensor& grad, const Tensor& x) {
+  return Binary("SiluBackward", grad, x, SiluBackwardOp());
 }
 
-absl::StatusOr<Tensor> Add(const Tensor& a, double b) {
-  return Add(a, Tensor::Scalar(b, a.dtype()));
-}
-absl::StatusOr<Tensor> Sub(const Tensor& a, double b) {
-  return Sub(a, Tensor::Scalar(b, a.dtype()));
-}
-absl::StatusOr<Tensor> Mul(const Tensor& a, double b) {
-  return Mul(a, Tensor::Scalar(b, a.dtype()));
-}
-absl::StatusOr<Tensor> Div(const Tensor& a, double b) {
-  return Div(a, Tensor::Scalar(b, a.dtype()));
-}
-absl::StatusOr<Tensor> Pow(const Tensor& a, double exponent) {
-  return Pow(a, Tensor::Scalar(exponent, a.dtype()));
-}
-
-absl::StatusOr<Tensor> Neg(const Tensor& a) { return Unary("Neg", a, NegOp()); }
-absl::StatusOr<Tensor> Abs(const Tensor& a) { return Unary("Abs", a, AbsOp()); }
-absl::StatusOr<Tensor> Exp(const Tensor& a) { return Unary("Exp", a, ExpOp()); }
-absl::StatusOr<Tensor> Log(const Tensor& a) { return Unary("Log", a, LogOp()); }
-absl::StatusOr<Tensor> Sqrt(const Tensor& a) {
-  return Unary("Sqrt", a, SqrtOp());
-}
-absl::StatusOr<Tensor> Rsqrt(const Tensor& a) {
-  return Unary("Rsqrt", a, RsqrtOp());
-}
-absl::StatusOr<Tensor> Relu(const Tensor& a) {
-  return Unary("Relu", a, ReluOp());
-}
 absl::StatusOr<Tensor> Gelu(const Tensor& a, GeluApproximation approximation) {
   if (approximation == GeluApproximation::kTanh) {
     return Unary("Gelu", a, GeluTanhOp());
   }
   return Unary("Gelu", a, GeluErfOp());
-}
-absl::StatusOr<Tensor> Silu(const Tensor& a) {
-  return Unary("Silu", a, SiluOp());
-}
-absl::StatusOr<Tensor> Sigmoid(const Tensor& a) {
-  return Unary("Sigmoid", a, SigmoidOp());
-}
-absl::StatusOr<Tensor> Tanh(const Tensor& a) {
-  return Unary("Tanh", a, TanhOp());
-}
-
-absl::StatusOr<Tensor> Eq(const Tensor& a, const Tensor& b) {
-  return Binary("Eq", a, b, EqOp());
-}
-absl::StatusOr<Tensor> Ne(const Tensor& a, const Tensor& b) {
-  return Binary("Ne", a, b, NeOp());
-}
-absl::StatusOr<Tensor> Lt(const Tensor& a, const Tensor& b) {
-  return Binary("Lt", a, b, LtOp());
-}
-absl::StatusOr<Tensor> Le(const Tensor& a, const Tensor& b) {
-  return Binary("Le", a, b, LeOp());
-}
-absl::StatusOr<Tensor> Gt(const Tensor& a, const Tensor& b) {
-  return Binary("Gt", a, b, GtOp());
-}
-absl::StatusOr<Tensor> Ge(const Tensor& a, const Tensor& b) {
-  return Binary("Ge", a, b, GeOp());
-}
-absl::StatusOr<Tensor> Eq(const Tensor& a, double b) {
-  return Eq(a, Tensor::Scalar(b, a.dtype()));
-}
-absl::StatusOr<Tensor> Ne(const Tensor& a, double b) {
-  return Ne(a, Tensor::Scalar(b, a.dtype()));
-}
-absl::StatusOr<Tensor> Lt(const Tensor& a, double b) {
-  return Lt(a, Tensor::Scalar(b, a.dtype()));
-}
-absl::StatusOr<Tensor> Le(const Tensor& a, double b) {
-  return Le(a, Tensor::Scalar(b, a.dtype()));
-}
-absl::StatusOr<Tensor> Gt(const Tensor& a, double b) {
-  return Gt(a, Tensor::Scalar(b, a.dtype()));
-}
-absl::StatusOr<Tensor> Ge(const Tensor& a, double b) {
-  return Ge(a, Tensor::Scalar(b, a.dtype()));
 }
 
 absl::StatusOr<Tensor> Where(const Tensor& cond, const Tensor& a,
