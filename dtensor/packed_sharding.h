@@ -127,6 +127,23 @@ class ShardOrders {
   std::array<int64_t, PackedSharding::kMaxTensorRank> count_;
 };
 
+// The mesh and tensor shapes a redistribution is planned for, with their
+// ranks: what the planner's search, moves and permute classes all read.
+// Views: the shapes must outlive it.
+struct PlanShapes {
+  PlanShapes(absl::Span<const int64_t> mesh_shape,
+             absl::Span<const int64_t> global_shape)
+      : mesh_shape(mesh_shape),
+        global_shape(global_shape),
+        mesh_ndim(static_cast<int64_t>(mesh_shape.size())),
+        tensor_rank(static_cast<int64_t>(global_shape.size())) {}
+
+  absl::Span<const int64_t> mesh_shape;
+  absl::Span<const int64_t> global_shape;
+  int64_t mesh_ndim;
+  int64_t tensor_rank;
+};
+
 }  // namespace dtensor
 
 #endif  // DTENSOR_DTENSOR_PACKED_SHARDING_H_

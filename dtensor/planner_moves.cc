@@ -27,10 +27,7 @@ PlannerMoves::PlannerMoves(PackedSharding to,
                            absl::Span<const int64_t> mesh_shape,
                            absl::Span<const int64_t> global_shape, DType dtype,
                            const CostModel& cost_model)
-    : mesh_ndim_(static_cast<int64_t>(mesh_shape.size())),
-      tensor_rank_(static_cast<int64_t>(global_shape.size())),
-      mesh_shape_(mesh_shape),
-      global_shape_(global_shape),
+    : shapes_(mesh_shape, global_shape),
       dtype_(dtype),
       cost_model_(cost_model),
       to_(to),
@@ -42,13 +39,13 @@ PlannerMoves::PlannerMoves(PackedSharding to,
 PackedSharding PlannerMoves::EffectiveWithUnitMeshDims(
     PackedSharding layout) const {
   PackedSharding effective = layout;
-  for (int64_t m = 0; m < mesh_ndim_; ++m) {
-    if (mesh_shape_[m] == 1) {
+  for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
+    if (shapes_.mesh_shape[m] == 1) {
       effective = effective.WithCode(m, PackedSharding::kReplicateCode);
     } else if (layout.is_shard(m)) {
       int64_t depth = 0;
-      for (int64_t other = 0; other < mesh_ndim_; ++other) {
-        if (mesh_shape_[other] > 1 && layout.is_shard(other) &&
+      for (int64_t other = 0; other < shapes_.mesh_ndim; ++other) {
+        if (shapes_.mesh_shape[other] > 1 && layout.is_shard(other) &&
             layout.shard_dim(other) == layout.shard_dim(m) &&
             layout.position(other) < layout.position(m)) {
           ++depth;
@@ -64,10 +61,10 @@ PackedSharding PlannerMoves::EffectiveWithUnitMeshDims(
 double PlannerMoves::LocalBytes(const ShardOrders& orders) const {
   // As PaddedLocalBytes, on the decoded layout.
   double elements = 1;
-  for (int64_t d = 0; d < tensor_rank_; ++d) {
-    int64_t extent = global_shape_[d];
+  for (int64_t d = 0; d < shapes_.tensor_rank; ++d) {
+    int64_t extent = shapes_.global_shape[d];
     for (int64_t m : orders.of(d)) {
-      extent = (extent + mesh_shape_[m] - 1) / mesh_shape_[m];
+      extent = (extent + shapes_.mesh_shape[m] - 1) / shapes_.mesh_shape[m];
     }
     elements *= static_cast<double>(extent);
   }
@@ -76,7 +73,7 @@ double PlannerMoves::LocalBytes(const ShardOrders& orders) const {
 
 void PlannerMoves::GatherMoves(PackedSharding state, const ShardOrders& orders,
                                Visitor visit) const {
-  for (int64_t d = 0; d < tensor_rank_; ++d) {
+  for (int64_t d = 0; d < shapes_.tensor_rank; ++d) {
     const absl::Span<const int64_t> order = orders.of(d);
     for (size_t start = 0; start < order.size(); ++start) {
       const absl::Span<const int64_t> suffix = order.subspan(start);
@@ -89,13 +86,13 @@ void PlannerMoves::GatherMoves(PackedSharding state, const ShardOrders& orders,
 void PlannerMoves::AllToAllMoves(PackedSharding state,
                                  const ShardOrders& orders,
                                  Visitor visit) const {
-  for (int64_t from = 0; from < tensor_rank_; ++from) {
+  for (int64_t from = 0; from < shapes_.tensor_rank; ++from) {
     const absl::Span<const int64_t> order = orders.of(from);
     for (size_t start = 0; start < order.size(); ++start) {
       const absl::Span<const int64_t> suffix = order.subspan(start);
       const PackedSharding gathered = state.WithReplicated(suffix);
       const Step step = MakeStep(CommKind::kAllToAll, suffix);
-      for (int64_t to = 0; to < tensor_rank_; ++to) {
+      for (int64_t to = 0; to < shapes_.tensor_rank; ++to) {
         if (to == from) continue;
         // The moved mesh dims may land in any order: the same exchange.
         MeshDimList landing(suffix.begin(), suffix.end());
@@ -113,7 +110,7 @@ void PlannerMoves::PartialMoves(PackedSharding state, const ShardOrders& orders,
                                 Visitor visit) const {
   for (int op = 0; op < 4; ++op) {
     MeshDimList same_op;
-    for (int64_t m = 0; m < mesh_ndim_; ++m) {
+    for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
       if (state.code(m) ==
           PackedSharding::PartialCode(static_cast<ReduceOp>(op))) {
         same_op.push_back(m);
@@ -131,7 +128,7 @@ void PlannerMoves::PartialMoves(PackedSharding state, const ShardOrders& orders,
       visit(reduced, MakeStep(CommKind::kAllReduce, group), group, {});
       const Step reduce_scatter = MakeStep(CommKind::kReduceScatter, group);
       do {
-        for (int64_t d = 0; d < tensor_rank_; ++d) {
+        for (int64_t d = 0; d < shapes_.tensor_rank; ++d) {
           visit(reduced.WithShardsAppended(group, d, orders.count(d)),
                 reduce_scatter, group, {d});
         }
@@ -142,11 +139,11 @@ void PlannerMoves::PartialMoves(PackedSharding state, const ShardOrders& orders,
 
 void PlannerMoves::LocalMoves(PackedSharding state, const ShardOrders& orders,
                               Visitor visit) const {
-  for (int64_t m = 0; m < mesh_ndim_; ++m) {
+  for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
     if (!state.is_replicate(m)) continue;
     const int64_t slice[] = {m};
     const Step local = {CommKind::kLocal, 0};
-    for (int64_t d = 0; d < tensor_rank_; ++d) {
+    for (int64_t d = 0; d < shapes_.tensor_rank; ++d) {
       visit(state.WithShardsAppended(slice, d, orders.count(d)), local, slice,
             {d});
     }
@@ -168,8 +165,8 @@ MeshDimList PlannerMoves::MovedMeshDims(PackedSharding from,
   const PackedSharding effective_from = Effective(from);
   const PackedSharding effective_to = Effective(to);
   MeshDimList moved;
-  for (int64_t m = 0; m < mesh_ndim_; ++m) {
-    if (mesh_shape_[m] == 1 || from.is_partial(m)) continue;
+  for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
+    if (shapes_.mesh_shape[m] == 1 || from.is_partial(m)) continue;
     if (effective_from.code(m) != effective_to.code(m)) moved.push_back(m);
   }
   return moved;
@@ -202,7 +199,7 @@ void PlannerMoves::ForEachNeighbor(PackedSharding state, double cost,
                                    Visitor visit) {
   partial_ops_ = {ReduceOp::kSum};
   for (PackedSharding layout : {state, to_}) {
-    for (int64_t m = 0; m < mesh_ndim_; ++m) {
+    for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
       if (layout.is_partial(m) &&
           std::find(partial_ops_.begin(), partial_ops_.end(),
                     layout.reduce_op(m)) == partial_ops_.end()) {
@@ -210,7 +207,7 @@ void PlannerMoves::ForEachNeighbor(PackedSharding state, double cost,
       }
     }
   }
-  const ShardOrders orders(state, mesh_ndim_, tensor_rank_);
+  const ShardOrders orders(state, shapes_.mesh_ndim, shapes_.tensor_rank);
   local_bytes_ = LocalBytes(orders);
   GatherMoves(state, orders, visit);
   AllToAllMoves(state, orders, visit);

@@ -67,21 +67,19 @@ class PlannerMoves {
   // the group has one rank (it moves nothing). The moves compute it once for
   // all the layouts the same collective can reach.
   Step MakeStep(CommKind kind, absl::Span<const int64_t> mesh_dims) const {
-    if (kind != CommKind::kLocal && GroupSize(mesh_dims, mesh_shape_) == 1) {
+    if (kind != CommKind::kLocal &&
+        GroupSize(mesh_dims, shapes_.mesh_shape) == 1) {
       kind = CommKind::kLocal;
     }
-    return {kind,
-            cost_model_.StepCostUs(kind, mesh_dims, mesh_shape_, local_bytes_)};
+    return {kind, cost_model_.StepCostUs(kind, mesh_dims, shapes_.mesh_shape,
+                                         local_bytes_)};
   }
   // The mesh dims along which a permute from `from` to `to` moves data.
   MeshDimList MovedMeshDims(PackedSharding from, PackedSharding to) const;
   // Padded local bytes of a layout with shard orders `orders`.
   double LocalBytes(const ShardOrders& orders) const;
 
-  const int64_t mesh_ndim_;
-  const int64_t tensor_rank_;
-  absl::Span<const int64_t> mesh_shape_;
-  absl::Span<const int64_t> global_shape_;
+  const PlanShapes shapes_;
   DType dtype_;
   const CostModel& cost_model_;
   const PackedSharding to_;

@@ -35,11 +35,7 @@ std::vector<std::pair<int64_t, int64_t>> NonEmptyChunks(
 
 PermuteClasses::PermuteClasses(absl::Span<const int64_t> mesh_shape,
                                absl::Span<const int64_t> global_shape)
-    : mesh_ndim_(static_cast<int64_t>(mesh_shape.size())),
-      tensor_rank_(static_cast<int64_t>(global_shape.size())),
-      mesh_shape_(mesh_shape),
-      global_shape_(global_shape),
-      by_dim_(tensor_rank_) {}
+    : shapes_(mesh_shape, global_shape), by_dim_(shapes_.tensor_rank) {}
 
 bool PermuteClasses::HoldsSameBlocks(const ShardOrders& from_orders,
                                      PackedSharding to) const {
@@ -48,14 +44,14 @@ bool PermuteClasses::HoldsSameBlocks(const ShardOrders& from_orders,
   // by equally many ranks at every Partial coordinate. A permute can deliver
   // every non-empty block `to` needs when, per tensor dim, its non-empty
   // ranges are among those of `from`.
-  const ShardOrders to_orders(to, mesh_ndim_, tensor_rank_);
-  for (int64_t d = 0; d < tensor_rank_; ++d) {
-    const int64_t parts = GroupSize(to_orders.of(d), mesh_shape_);
-    if (global_shape_[d] % parts == 0) continue;  // Same equal blocks.
-    const auto needed =
-        NonEmptyChunks(global_shape_[d], to_orders.of(d), mesh_shape_);
-    const auto held =
-        NonEmptyChunks(global_shape_[d], from_orders.of(d), mesh_shape_);
+  const ShardOrders to_orders(to, shapes_.mesh_ndim, shapes_.tensor_rank);
+  for (int64_t d = 0; d < shapes_.tensor_rank; ++d) {
+    const int64_t parts = GroupSize(to_orders.of(d), shapes_.mesh_shape);
+    if (shapes_.global_shape[d] % parts == 0) continue;  // Same equal blocks.
+    const auto needed = NonEmptyChunks(shapes_.global_shape[d], to_orders.of(d),
+                                       shapes_.mesh_shape);
+    const auto held = NonEmptyChunks(shapes_.global_shape[d], from_orders.of(d),
+                                     shapes_.mesh_shape);
     if (!std::includes(held.begin(), held.end(), needed.begin(),
                        needed.end())) {
       return false;
@@ -87,7 +83,7 @@ void PermuteClasses::AddAssignments(const MeshDimList& free_dims, size_t j,
   int64_t blocks_left = 1;
   for (int64_t parts : parts_left) blocks_left *= parts;
   int64_t capacity = 1;
-  for (size_t i = 0; i < j; ++i) capacity *= mesh_shape_[free_dims[i]];
+  for (size_t i = 0; i < j; ++i) capacity *= shapes_.mesh_shape[free_dims[i]];
   if (blocks_left > capacity) return;
   if (j == 0) {
     std::vector<MeshDimList>& by_dim = by_dim_;
@@ -100,10 +96,10 @@ void PermuteClasses::AddAssignments(const MeshDimList& free_dims, size_t j,
   }
   // A mesh dim may split a tensor dim only if its size divides the blocks
   // still to make there (the product must come out exact).
-  const int64_t size = mesh_shape_[free_dims[j - 1]];
+  const int64_t size = shapes_.mesh_shape[free_dims[j - 1]];
   assignment[j - 1] = -1;
   AddAssignments(free_dims, j - 1, assignment, parts_left, partials, members);
-  for (int64_t d = 0; d < tensor_rank_; ++d) {
+  for (int64_t d = 0; d < shapes_.tensor_rank; ++d) {
     if (parts_left[d] % size != 0) continue;
     assignment[j - 1] = d;
     parts_left[d] /= size;
@@ -117,28 +113,28 @@ PermuteClass& PermuteClasses::Of(PackedSharding state,
   // The key: the Partial mesh dims with their ops, then the number of blocks
   // of every tensor dim.
   PackedSharding partials = state;
-  for (int64_t m = 0; m < mesh_ndim_; ++m) {
+  for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
     if (!state.is_partial(m)) {
       partials = partials.WithCode(m, PackedSharding::kReplicateCode);
     }
   }
   absl::InlinedVector<int64_t, 8> key = {static_cast<int64_t>(partials.bits())};
-  for (int64_t d = 0; d < tensor_rank_; ++d) {
-    key.push_back(GroupSize(orders.of(d), mesh_shape_));
+  for (int64_t d = 0; d < shapes_.tensor_rank; ++d) {
+    key.push_back(GroupSize(orders.of(d), shapes_.mesh_shape));
   }
   auto [it, inserted] = classes_.try_emplace(key);
   PermuteClass& members = it->second;
   if (!inserted) return members;
   members.layouts.reserve(16);
   absl::InlinedVector<int64_t, 8> parts_left(key.begin() + 1, key.end());
-  for (int64_t d = 0; d < tensor_rank_; ++d) {
-    if (global_shape_[d] % parts_left[d] != 0) members.uneven = true;
+  for (int64_t d = 0; d < shapes_.tensor_rank; ++d) {
+    if (shapes_.global_shape[d] % parts_left[d] != 0) members.uneven = true;
   }
   // Every assignment of the non-Partial mesh dims to a tensor dim or to
   // Replicate (-1) that splits each tensor dim into as many blocks as
   // `state`, in every nesting order.
   MeshDimList free_dims;
-  for (int64_t m = 0; m < mesh_ndim_; ++m) {
+  for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
     if (!state.is_partial(m)) free_dims.push_back(m);
   }
   MeshDimList assignment(free_dims.size());

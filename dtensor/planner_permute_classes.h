@@ -64,10 +64,7 @@ class PermuteClasses {
                         PackedSharding layout,
                         std::vector<PackedSharding>* members);
 
-  const int64_t mesh_ndim_;
-  const int64_t tensor_rank_;
-  absl::Span<const int64_t> mesh_shape_;
-  absl::Span<const int64_t> global_shape_;
+  const PlanShapes shapes_;
   // Keyed by the Partial mesh dims with their ops, then the number of blocks
   // of every tensor dim.
   absl::flat_hash_map<absl::InlinedVector<int64_t, 8>, PermuteClass> classes_;

@@ -109,10 +109,7 @@ class PlanSearch {
   // time the target is settled its path is optimal.
   double Heuristic(PackedSharding state) const;
 
-  const int64_t mesh_ndim_;
-  const int64_t tensor_rank_;
-  absl::Span<const int64_t> mesh_shape_;
-  absl::Span<const int64_t> global_shape_;
+  const PlanShapes shapes_;
   DType dtype_;
   const PackedSharding to_;
   PlannerMoves moves_;
@@ -137,10 +134,7 @@ class PlanSearch {
 PlanSearch::PlanSearch(const Sharding& to, absl::Span<const int64_t> mesh_shape,
                        absl::Span<const int64_t> global_shape, DType dtype,
                        const CostModel& cost_model)
-    : mesh_ndim_(static_cast<int64_t>(mesh_shape.size())),
-      tensor_rank_(static_cast<int64_t>(global_shape.size())),
-      mesh_shape_(mesh_shape),
-      global_shape_(global_shape),
+    : shapes_(mesh_shape, global_shape),
       dtype_(dtype),
       to_(PackedSharding::Pack(to)),
       moves_(to_, mesh_shape, global_shape, dtype, cost_model),
@@ -153,9 +147,9 @@ PlanSearch::PlanSearch(const Sharding& to, absl::Span<const int64_t> mesh_shape,
 
 double PlanSearch::ValueBytes(PackedSharding layout) const {
   int64_t blocks = 1;
-  for (int64_t m = 0; m < mesh_ndim_; ++m) {
-    if (layout.is_partial(m) && mesh_shape_[m] > 1) return 0;
-    if (layout.is_shard(m)) blocks *= mesh_shape_[m];
+  for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
+    if (layout.is_partial(m) && shapes_.mesh_shape[m] > 1) return 0;
+    if (layout.is_shard(m)) blocks *= shapes_.mesh_shape[m];
   }
   return total_bytes_ / static_cast<double>(blocks);
 }
@@ -170,7 +164,7 @@ double PlanSearch::Heuristic(PackedSharding state) const {
   const PackedSharding effective = moves_.Effective(state);
   bool needs_reduction = false;
   bool needs_move = false;
-  for (int64_t m = 0; m < mesh_ndim_; ++m) {
+  for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
     const uint8_t code = effective.code(m);
     if (code == PackedSharding::kReplicateCode ||
         code == effective_to_.code(m)) {
@@ -258,11 +252,11 @@ absl::StatusOr<RedistributePlan> PlanSearch::Run(const Sharding& from) {
   if (goal < 0) {
     return absl::InternalError(absl::StrCat(
         "the redistribution planner found no path from ", from.ToString(),
-        " to ", to_.Unpack(mesh_ndim_, tensor_rank_).ToString(),
+        " to ", to_.Unpack(shapes_.mesh_ndim, shapes_.tensor_rank).ToString(),
         " although CheckRedistribution admitted them"));
   }
   RedistributePlan plan;
-  Sharding after = to_.Unpack(mesh_ndim_, tensor_rank_);
+  Sharding after = to_.Unpack(shapes_.mesh_ndim, shapes_.tensor_rank);
   for (int n = goal; nodes_[n].parent >= 0; n = nodes_[n].parent) {
     const Node& to = nodes_[n];
     RedistributeStep step;
@@ -271,12 +265,14 @@ absl::StatusOr<RedistributePlan> PlanSearch::Run(const Sharding& from) {
                           to.mesh_dims.begin() + to.num_mesh_dims);
     step.tensor_dims.assign(to.tensor_dims.begin(),
                             to.tensor_dims.begin() + to.num_tensor_dims);
-    step.before = nodes_[to.parent].state.Unpack(mesh_ndim_, tensor_rank_);
+    step.before =
+        nodes_[to.parent].state.Unpack(shapes_.mesh_ndim, shapes_.tensor_rank);
     step.after = std::move(after);
     after = step.before;
     step.bytes_per_rank = CostModel::ReceivedBytes(
-        to.kind, GroupSize(step.mesh_dims, mesh_shape_),
-        PaddedLocalBytes(step.before, mesh_shape_, global_shape_, dtype_));
+        to.kind, GroupSize(step.mesh_dims, shapes_.mesh_shape),
+        PaddedLocalBytes(step.before, shapes_.mesh_shape, shapes_.global_shape,
+                         dtype_));
     step.cost_us = to.step_cost;
     plan.steps.push_back(std::move(step));
   }
