@@ -15,49 +15,66 @@
 namespace dtensor {
 namespace testing_util {
 
-absl::Status CheckOnRandomLayouts(uint32_t seed, int rounds, int calls_per_mesh,
-                                  const OpCallMaker& make, double rtol,
-                                  double atol) {
+namespace {
+
+// Runs `check` on calls drawn from `make`: `meshes` random mesh shapes
+// (RandomMeshShape), `calls_per_mesh` calls on each, all drawn from `seed`
+// in that order (check may draw more from the generator it gets). Stops at
+// the first error.
+absl::Status ForRandomCalls(
+    uint32_t seed, int meshes, int calls_per_mesh, const OpCallMaker& make,
+    const std::function<absl::Status(const std::vector<int64_t>& mesh_shape,
+                                     const OpCall& call, std::mt19937& rng)>&
+        check) {
   std::mt19937 rng(seed);
-  for (int round = 0; round < rounds; ++round) {
+  for (int m = 0; m < meshes; ++m) {
     const std::vector<int64_t> mesh_shape = RandomMeshShape(rng);
-    const int64_t mesh_ndim = static_cast<int64_t>(mesh_shape.size());
     for (int k = 0; k < calls_per_mesh; ++k) {
-      const OpCall call = make(rng);
-      OpCase c;
-      c.description = call.description;
-      for (const Tensor& full : call.inputs) {
-        c.layouts.push_back(
-            RandomLayout(mesh_ndim, full.defined() ? full.dim() : 0,
-                         full.defined() ? PartialOpsFor(full.dtype())
-                                        : std::vector<ReduceOp>{},
-                         rng));
-        c.inputs.push_back(full);
-      }
-      absl::Status status =
-          CheckCases(mesh_shape, {c}, call.call, call.reference, rtol, atol);
-      if (!status.ok()) return status;
+      DT_RETURN_IF_ERROR(check(mesh_shape, make(rng), rng));
     }
   }
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status CheckOnRandomLayouts(uint32_t seed, int rounds, int calls_per_mesh,
+                                  const OpCallMaker& make, double rtol,
+                                  double atol) {
+  return ForRandomCalls(seed, rounds, calls_per_mesh, make,
+                        [&](const std::vector<int64_t>& mesh_shape,
+                            const OpCall& call, std::mt19937& rng) {
+                          const int64_t mesh_ndim =
+                              static_cast<int64_t>(mesh_shape.size());
+                          OpCase c;
+                          c.description = call.description;
+                          for (const Tensor& full : call.inputs) {
+                            c.layouts.push_back(RandomLayout(
+                                mesh_ndim, full.defined() ? full.dim() : 0,
+                                full.defined() ? PartialOpsFor(full.dtype())
+                                               : std::vector<ReduceOp>{},
+                                rng));
+                            c.inputs.push_back(full);
+                          }
+                          return CheckCases(mesh_shape, {c}, call.call,
+                                            call.reference, rtol, atol);
+                        });
+}
+
 absl::Status CheckRandomStrategies(uint32_t seed, int calls, int max_strategies,
                                    const OpCallMaker& make, double rtol,
                                    double atol) {
-  std::mt19937 rng(seed);
-  for (int k = 0; k < calls; ++k) {
-    const std::vector<int64_t> mesh_shape = RandomMeshShape(rng);
-    const OpCall call = make(rng);
-    absl::StatusOr<const OpDef*> op = OpRegistry::Builtin().Find(call.op);
-    if (!op.ok()) return op.status();
-    StrategyCase c{*op, call.inputs, call.args, call.reference,
-                   call.description};
-    absl::Status status =
-        CheckEveryStrategy(mesh_shape, c, max_strategies, rng(), rtol, atol);
-    if (!status.ok()) return status;
-  }
-  return absl::OkStatus();
+  return ForRandomCalls(
+      seed, calls, /*calls_per_mesh=*/1, make,
+      [&](const std::vector<int64_t>& mesh_shape, const OpCall& call,
+          std::mt19937& rng) -> absl::Status {
+        DT_ASSIGN_OR_RETURN(const OpDef* op,
+                            OpRegistry::Builtin().Find(call.op));
+        StrategyCase c{op, call.inputs, call.args, call.reference,
+                       call.description};
+        return CheckEveryStrategy(mesh_shape, c, max_strategies, rng(), rtol,
+                                  atol);
+      });
 }
 
 namespace {
@@ -204,24 +221,30 @@ absl::Status CheckEveryStrategy(const std::vector<int64_t>& mesh_shape,
   });
 }
 
+namespace {
+
+// `call` as a call returning the vector of its one output.
+template <typename T>
+std::function<absl::StatusOr<std::vector<T>>(const std::vector<T>&)>
+OneOutputOf(std::function<absl::StatusOr<T>(const std::vector<T>&)> call) {
+  return [call = std::move(call)](
+             const std::vector<T>& in) -> absl::StatusOr<std::vector<T>> {
+    absl::StatusOr<T> out = call(in);
+    if (!out.ok()) return out.status();
+    return std::vector<T>{*std::move(out)};
+  };
+}
+
+}  // namespace
+
 DTensorCall OneOutput(
     std::function<absl::StatusOr<DTensor>(const std::vector<DTensor>&)> call) {
-  return [call = std::move(call)](const std::vector<DTensor>& in)
-             -> absl::StatusOr<std::vector<DTensor>> {
-    absl::StatusOr<DTensor> out = call(in);
-    if (!out.ok()) return out.status();
-    return std::vector<DTensor>{*std::move(out)};
-  };
+  return OneOutputOf<DTensor>(std::move(call));
 }
 
 ReferenceCall OneReference(
     std::function<absl::StatusOr<Tensor>(const std::vector<Tensor>&)> call) {
-  return [call = std::move(call)](const std::vector<Tensor>& in)
-             -> absl::StatusOr<std::vector<Tensor>> {
-    absl::StatusOr<Tensor> out = call(in);
-    if (!out.ok()) return out.status();
-    return std::vector<Tensor>{*std::move(out)};
-  };
+  return OneOutputOf<Tensor>(std::move(call));
 }
 
 MetaOutcome RunOnMeta(
