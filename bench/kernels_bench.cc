@@ -238,12 +238,13 @@ AdamWTensors MakeAdamW(int64_t n) {
           *Tensor::Zeros({n}, DType::kF32), Random({n}, 6)};
 }
 
-constexpr AdamWStepArgs kArgs{1e-3, 0.9, 0.999, 1e-8, 1e-2, 1};
+constexpr AdamWOptions kArgs{1e-3, 0.9, 0.999, 1e-8, 1e-2};
 
 void BM_AdamWFused(benchmark::State& state) {
   AdamWTensors t = MakeAdamW(state.range(0));
   for (auto _ : state) {
-    benchmark::DoNotOptimize(AdamWStep(t.p, t.m, t.v, t.g, kArgs).ok());
+    benchmark::DoNotOptimize(
+        AdamWStep(t.p, t.m, t.v, t.g, kArgs, /*step=*/1).ok());
     benchmark::ClobberMemory();
   }
   SetElements(state, state.range(0));

@@ -105,9 +105,9 @@ absl::Status AdamW::Update(size_t i, const Tensor& grad) {
   const Tensor& m = exp_avg_[i].ToLocal();
   const Tensor& v = exp_avg_sq_[i].ToLocal();
   const int64_t step = ++steps_[i].data<int64_t>()[0];
-  return AdamWStep(p, m, v, grad,
-                   {learning_rate(), options_.beta1, options_.beta2,
-                    options_.eps, options_.weight_decay, step});
+  AdamWOptions now = options_;
+  now.learning_rate = learning_rate();
+  return AdamWStep(p, m, v, grad, now, step);
 }
 
 }  // namespace nn

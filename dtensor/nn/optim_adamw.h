@@ -13,18 +13,13 @@
 #include "absl/types/span.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/nn/optim.h"
+#include "dtensor/tensor/adamw_kernel.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 namespace nn {
 
-struct AdamWOptions {
-  double learning_rate = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 1e-2;
-};
+using AdamWOptions = ::dtensor::AdamWOptions;
 
 // Adam with decoupled weight decay, as torch.optim.AdamW: at step t of a
 // parameter, p *= 1 - lr * weight_decay; m = beta1 m + (1 - beta1) g;

@@ -93,7 +93,7 @@ absl::Status CheckOperand(const Tensor& t, const Tensor& param,
 
 absl::Status AdamWStep(const Tensor& param, const Tensor& exp_avg,
                        const Tensor& exp_avg_sq, const Tensor& grad,
-                       const AdamWStepArgs& args) {
+                       const AdamWOptions& options, int64_t step) {
   DT_RETURN_IF_ERROR(CheckOperand(param, param, "param"));
   DT_RETURN_IF_ERROR(CheckOperand(exp_avg, param, "exp_avg"));
   DT_RETURN_IF_ERROR(CheckOperand(exp_avg_sq, param, "exp_avg_sq"));
@@ -104,13 +104,13 @@ absl::Status AdamWStep(const Tensor& param, const Tensor& exp_avg,
     return absl::InvalidArgumentError(absl::StrCat(
         kOp, ": param, exp_avg and exp_avg_sq must be distinct buffers"));
   }
-  if (args.step < 1) {
+  if (step < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": step ", args.step, " must be >= 1"));
+        absl::StrCat(kOp, ": step ", step, " must be >= 1"));
   }
-  const cuda::AdamWCoefficients<double> k =
-      cuda::AdamWCoefficientsOf(args.learning_rate, args.beta1, args.beta2,
-                                args.eps, args.weight_decay, args.step);
+  const cuda::AdamWCoefficients<double> k = cuda::AdamWCoefficientsOf(
+      options.learning_rate, options.beta1, options.beta2, options.eps,
+      options.weight_decay, step);
   if (cuda::OnCuda(param)) {
     return cuda::AdamWStepOnDevice(param, exp_avg, exp_avg_sq, grad, k);
   }

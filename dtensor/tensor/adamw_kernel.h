@@ -8,20 +8,20 @@
 
 namespace dtensor {
 
-// The coefficients of one AdamW step (dtensor/nn/optim_adamw.h) at step `step`
-// >= 1.
-struct AdamWStepArgs {
-  double learning_rate = 0;
-  double beta1 = 0;
-  double beta2 = 0;
-  double eps = 0;
-  double weight_decay = 0;
-  int64_t step = 1;
+// AdamW's hyperparameters, torch.optim.AdamW's defaults; the optimizer
+// (dtensor/nn/optim_adamw.h, as nn::AdamWOptions) and its fused step share
+// them.
+struct AdamWOptions {
+  double learning_rate = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
 };
 
-// One AdamW step in one pass over the elements, in place, with no
-// temporaries (torch.optim.AdamW's formula, as the fused CPU kernel of
-// PyTorch computes it):
+// AdamW step `step` (t, >= 1) of `options` in one pass over the elements, in
+// place, with no temporaries (torch.optim.AdamW's formula, as the fused CPU
+// kernel of PyTorch computes it):
 //   m = beta1 m + (1 - beta1) g
 //   v = beta2 v + (1 - beta2) g^2
 //   p = p (1 - lr wd) - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 -
@@ -39,7 +39,7 @@ struct AdamWStepArgs {
 // parameter's, the parameter and moments not three distinct buffers, step < 1.
 absl::Status AdamWStep(const Tensor& param, const Tensor& exp_avg,
                        const Tensor& exp_avg_sq, const Tensor& grad,
-                       const AdamWStepArgs& args);
+                       const AdamWOptions& options, int64_t step);
 
 }  // namespace dtensor
 

@@ -32,8 +32,8 @@ struct State {
 // m, ...): a rounding error is relative to them, not to a result they cancel
 // to.
 void ReferenceStep(State& s, State& scale, const std::vector<double>& g,
-                   const AdamWStepArgs& a) {
-  const double t = static_cast<double>(a.step);
+                   const AdamWOptions& a, int64_t step) {
+  const double t = static_cast<double>(step);
   scale = s;
   for (size_t i = 0; i < g.size(); ++i) {
     const double decayed = s.p[i] * (1 - a.learning_rate * a.weight_decay);
@@ -81,12 +81,12 @@ TEST(AdamWKernelTest, EqualsTheUnfusedFormulaOverSteps) {
       Tensor m = *Tensor::Zeros(shape, c.dtype);
       Tensor v = *Tensor::Zeros(shape, c.dtype);
       State s{p.ToVector<double>(), m.ToVector<double>(), v.ToVector<double>()};
-      AdamWStepArgs args{3e-3, 0.9, 0.95, 1e-5, 0.1, 1};
-      for (args.step = 1; args.step <= 4; ++args.step) {
+      const AdamWOptions args{3e-3, 0.9, 0.95, 1e-5, 0.1};
+      for (int64_t step = 1; step <= 4; ++step) {
         const Tensor g = RandomTensor(shape, c.dtype, layout, rng, -2, 2);
-        ASSERT_TRUE(AdamWStep(p, m, v, g, args).ok());
+        ASSERT_TRUE(AdamWStep(p, m, v, g, args, step).ok());
         State scale;
-        ReferenceStep(s, scale, g.ToVector<double>(), args);
+        ReferenceStep(s, scale, g.ToVector<double>(), args, step);
         ExpectNear(m, s.m, scale.m, c.rtol, c.atol, "exp_avg");
         ExpectNear(v, s.v, scale.v, c.rtol, c.atol, "exp_avg_sq");
         ExpectNear(p, s.p, scale.p, c.rtol, c.atol, "param");
@@ -102,18 +102,20 @@ TEST(AdamWKernelTest, ErrorsNameTheArgument) {
   const Tensor m = *Tensor::Zeros({4, 3}, DType::kF32);
   const Tensor v = *Tensor::Zeros({4, 3}, DType::kF32);
   const Tensor g = *Tensor::Zeros({4, 3}, DType::kF32);
-  const AdamWStepArgs args{1e-3, 0.9, 0.999, 1e-8, 0, 1};
+  const AdamWOptions args{1e-3, 0.9, 0.999, 1e-8, 0};
   struct Case {
     absl::Status status;
     const char* needle;
   };
   const Case cases[] = {
-      {AdamWStep(p, m, v, *Tensor::Zeros({3, 4}, DType::kF32), args),
+      {AdamWStep(p, m, v, *Tensor::Zeros({3, 4}, DType::kF32), args, 1),
        "grad has shape [3, 4]"},
-      {AdamWStep(p, m, v, *Tensor::Zeros({4, 3}, DType::kF64), args), "grad"},
-      {AdamWStep(p, m, m, g, args), "distinct"},
-      {AdamWStep(*Tensor::Zeros({4, 3}, DType::kI32), m, v, g, args), "param"},
-      {AdamWStep(p, m, v, g, {1e-3, 0.9, 0.999, 1e-8, 0, 0}), "step 0"},
+      {AdamWStep(p, m, v, *Tensor::Zeros({4, 3}, DType::kF64), args, 1),
+       "grad"},
+      {AdamWStep(p, m, m, g, args, 1), "distinct"},
+      {AdamWStep(*Tensor::Zeros({4, 3}, DType::kI32), m, v, g, args, 1),
+       "param"},
+      {AdamWStep(p, m, v, g, args, 0), "step 0"},
   };
   for (const Case& c : cases) {
     EXPECT_FALSE(c.status.ok()) << c.needle;

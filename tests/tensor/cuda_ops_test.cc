@@ -391,9 +391,9 @@ TEST(CudaOpsTest, AdamWStepMatchesTheCpuKernel) {
     for (int64_t step = 1; step <= 3; ++step) {
       const Tensor g =
           RandomTensor(shape, dtype, testing::Pick(layouts, rng), rng, -1, 1);
-      const AdamWStepArgs args = {1e-2, 0.9, 0.999, 1e-8, 0.01, step};
-      ASSERT_TRUE(AdamWStep(gpu_p, gpu_m, gpu_v, ToGpu(g), args).ok());
-      ASSERT_TRUE(AdamWStep(cpu_p, cpu_m, cpu_v, g, args).ok());
+      const AdamWOptions args = {1e-2, 0.9, 0.999, 1e-8, 0.01};
+      ASSERT_TRUE(AdamWStep(gpu_p, gpu_m, gpu_v, ToGpu(g), args, step).ok());
+      ASSERT_TRUE(AdamWStep(cpu_p, cpu_m, cpu_v, g, args, step).ok());
     }
     const std::string what =
         absl::StrCat("AdamW ", std::string(DTypeName(dtype)), " ",
@@ -406,7 +406,7 @@ TEST(CudaOpsTest, AdamWStepMatchesTheCpuKernel) {
   const Tensor m = *Tensor::Zeros({4}, DType::kF32, kGpu);
   const Tensor v = *Tensor::Zeros({4}, DType::kF32, kGpu);
   const Tensor cpu_grad = *Tensor::Zeros({4}, DType::kF32);
-  const absl::Status mixed = AdamWStep(p, m, v, cpu_grad, {});
+  const absl::Status mixed = AdamWStep(p, m, v, cpu_grad, {}, 1);
   EXPECT_FALSE(mixed.ok());
   EXPECT_NE(mixed.message().find("grad"), std::string::npos) << mixed;
 }
