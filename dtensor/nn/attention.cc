@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/nn/layer_checks.h"
+#include "dtensor/ops/attention_ops.h"
 #include "dtensor/ops/nn_ops.h"
 #include "dtensor/ops/view_ops.h"
 

@@ -16,15 +16,6 @@ namespace ops {
 // kernels report; inputs on different meshes. None communicates itself; a dim a
 // rule needs whole is gathered (or moved to another dim) by the engine first:
 //   softmax, log_softmax   `dim` unsharded; every other dim keeps its shards.
-//   scaled_dot_product_attention
-//                          q [..., Lq, E], k [..., Lk, E], v [..., Lk, Ev]:
-//                          the leading (batch, head) dims sharded alike in all
-//                          three (Replicate where broadcast); Lq sharded in q
-//                          and the output with k and v Replicate (causal
-//                          included: each rank masks by its queries' global
-//                          positions); Ev sharded in v and the output; v
-//                          Partial(sum | avg) with q, k Replicate. E and Lk
-//                          are never sharded.
 //   rotary_embedding       x [..., seq, heads, head_dim]: every dim but
 //                          head_dim may stay sharded; with seq sharded and no
 //                          positions given, each rank rotates by the GLOBAL
@@ -33,17 +24,11 @@ namespace ops {
 //                          Partial(sum | avg) passes through.
 //
 // Registry names and arguments: softmax, log_softmax ("dim", int);
-// scaled_dot_product_attention (q, k, v; "causal", bool, false; "scale",
-// scalar, 0 = 1/sqrt(E)); rotary_embedding (x, positions?; "theta", scalar,
-// 10000). The norms are dtensor/ops/norm_ops.h's.
+// rotary_embedding (x, positions?; "theta", scalar, 10000). The norms are
+// dtensor/ops/norm_ops.h's, attention is dtensor/ops/attention_ops.h's.
 
 absl::StatusOr<DTensor> Softmax(const DTensor& x, int64_t dim);
 absl::StatusOr<DTensor> LogSoftmax(const DTensor& x, int64_t dim);
-absl::StatusOr<DTensor> ScaledDotProductAttention(const DTensor& q,
-                                                  const DTensor& k,
-                                                  const DTensor& v,
-                                                  bool causal = false,
-                                                  double scale = 0.0);
 // `positions` is optional (undefined: 0..seq-1 over the global sequence).
 absl::StatusOr<DTensor> RotaryEmbedding(const DTensor& x,
                                         const DTensor& positions = DTensor(),

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
+#include "dtensor/ops/attention_ops.h"
 #include "dtensor/ops/cast_ops.h"
 #include "dtensor/ops/elementwise_ops.h"
 #include "dtensor/ops/join_ops.h"
@@ -26,7 +27,7 @@ void RegisterBuiltins(OpRegistry& registry) {
   // One line per op family; a new family adds its list here.
   for (const std::vector<const OpDef*>& family :
        {ops::MatmulOps(), ops::ElementwiseOps(), ops::ReductionOps(),
-        ops::NnOps(), ops::NormOps(), ops::VocabOps(), ops::ViewOps(),
+        ops::NnOps(), ops::NormOps(), ops::AttentionOps(), ops::VocabOps(), ops::ViewOps(),
         ops::JoinOps(), ops::SliceOps(), ops::CastOps(), ops::RandomOps()}) {
     for (const OpDef* op : family) {
       // The built-in names are distinct (tests/ops/registry_test.cc).

@@ -1,14 +1,15 @@
-// Gradients of the nn ops (softmax, norms, attention, rotary embedding) and
-// the vocabulary ops (embedding, cross entropy): against finite differences
-// in f64 on one rank, and on random layouts of in-process meshes against the
-// one-rank gradients (dtensor/testing/grad_checks.h). Every op of both families
-// is covered.
+// Gradients of the nn ops (softmax, norms, rotary embedding), the attention
+// ops and the vocabulary ops (embedding, cross entropy): against finite
+// differences in f64 on one rank, and on random layouts of in-process meshes
+// against the one-rank gradients (dtensor/testing/grad_checks.h). Every op of
+// the three families is covered.
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_join.h"
 #include "dtensor/base/status_macros.h"
+#include "dtensor/ops/attention_ops.h"
 #include "dtensor/ops/elementwise_ops.h"
 #include "dtensor/ops/nn_ops.h"
 #include "dtensor/ops/norm_ops.h"
@@ -211,6 +212,8 @@ TEST(NnGradTest, EveryOpIsCovered) {
       testing_util::Uncovered(ops::NnOps(), NnCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
   missing = testing_util::Uncovered(ops::NormOps(), NnCases());
+  EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
+  missing = testing_util::Uncovered(ops::AttentionOps(), NnCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
   missing = testing_util::Uncovered(ops::VocabOps(), VocabCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");

@@ -1,5 +1,6 @@
-// The nn ops on DTensors (softmax, log_softmax, scaled_dot_product_attention,
-// rotary_embedding): randomized property tests
+// The nn ops on DTensors (softmax, log_softmax, rotary_embedding) and the
+// attention family (scaled_dot_product_attention, dtensor/ops/attention_ops.h):
+// randomized property tests
 // (random meshes, even and uneven shards, nested orders, Partial inputs)
 // against the tensor layer on the gathered inputs; and the layouts users
 // expect, with communication counted.
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/ops/attention_ops.h"
 #include "dtensor/tensor/nn_functional.h"
 #include "dtensor/testing/comm_matchers.h"
 #include "dtensor/testing/op_cases.h"
@@ -166,8 +168,10 @@ TEST(NnCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
   const std::set<std::string> tested = {"softmax", "log_softmax",
                                         "scaled_dot_product_attention",
                                         "rotary_embedding"};
-  for (const OpDef* op : ops::NnOps()) {
-    EXPECT_TRUE(tested.count(std::string(op->name))) << op->name;
+  for (const auto& family : {ops::NnOps(), ops::AttentionOps()}) {
+    for (const OpDef* op : family) {
+      EXPECT_TRUE(tested.count(std::string(op->name))) << op->name;
+    }
   }
 }
 
