@@ -14,19 +14,24 @@
 //  - embedding's table gradient: the scatter-add vs the one-hot product;
 //  - AdamW: the fused one-pass kernel (dtensor/tensor/adamw_kernel.h) vs the
 //  same step
-//    as elementwise ops (the unfused formula, each op a pass and a temporary).
+//    as elementwise ops (the unfused formula, each op a pass and a temporary);
+//  - attention: the tiled forward and backward (dtensor/tensor/attention.h)
+//    vs the same math through materialized [seq, seq] scores.
 // Elements per second count the elements of the output (of the parameter for
 // AdamW).
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "benchmark/benchmark.h"
 #include "dtensor/tensor/adamw_kernel.h"
+#include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/generator.h"
 #include "dtensor/tensor/matmul.h"
 #include "dtensor/tensor/nn_functional.h"
+#include "dtensor/tensor/reduction.h"
 #include "dtensor/tensor/tensor.h"
 #include "dtensor/tensor/vector_exp.h"
 
@@ -272,6 +277,102 @@ void BM_AdamWUnfused(benchmark::State& state) {
 // The tiny Llama's largest parameter (256 x 704) and 1M elements.
 BENCHMARK(BM_AdamWFused)->Arg(180224)->Arg(1 << 20);
 BENCHMARK(BM_AdamWUnfused)->Arg(180224)->Arg(1 << 20);
+
+// ---- Attention. ----
+
+// Causal grouped-query attention in f32: 8 query heads over 4 kv heads of
+// dim 64 (q [1, 4, 2, seq, 64], k and v [1, 4, 1, seq, 64]), seq range(0);
+// out and grad_out for the backward.
+struct AttentionInputs {
+  Tensor q, k, v, out, grad;
+};
+AttentionInputs MakeAttentionInputs(int64_t seq) {
+  AttentionInputs in;
+  in.q = Random({1, 4, 2, seq, 64}, 7);
+  in.k = Random({1, 4, 1, seq, 64}, 8);
+  in.v = Random({1, 4, 1, seq, 64}, 9);
+  in.out = *ScaledDotProductAttention(in.q, in.k, in.v, /*causal=*/true);
+  in.grad = Random({1, 4, 2, seq, 64}, 10);
+  return in;
+}
+
+// Items: the useful flops of the products (2 seq^2 64 each, causal: half of
+// them), 2 products in the forward and 5 in the backward (as
+// bench/gpu_bench.cc and bench/peer/gpu_torch.py count them).
+void SetAttentionFlops(benchmark::State& state, int products) {
+  const double seq = static_cast<double>(state.range(0));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * products *
+                                               2.0 * 8 * seq * seq * 64 / 2));
+}
+
+// The causal attention weights [1, 4, 2, seq, seq] as the materializing
+// path computes them: q k^T scaled, masked to -inf, softmax.
+Tensor MaterializedWeights(const AttentionInputs& in) {
+  const int64_t seq = in.q.size(-2);
+  Tensor visible = *Tensor::Empty({seq, seq}, DType::kBool);
+  for (int64_t i = 0; i < seq; ++i) {
+    for (int64_t j = 0; j < seq; ++j)
+      visible.data<bool>()[i * seq + j] = j <= i;
+  }
+  const Tensor scores = *Mul(*Matmul(in.q, *in.k.Transpose(-2, -1)), 0.125);
+  const Tensor hidden =
+      Tensor::Scalar(-std::numeric_limits<double>::infinity(), DType::kF32);
+  return *Softmax(*Where(visible, scores, hidden), -1);
+}
+
+void BM_AttentionForward(benchmark::State& state) {
+  const AttentionInputs in = MakeAttentionInputs(state.range(0));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        ScaledDotProductAttention(in.q, in.k, in.v, /*causal=*/true));
+  }
+  SetAttentionFlops(state, 2);
+}
+
+void BM_AttentionForwardMaterialized(benchmark::State& state) {
+  const AttentionInputs in = MakeAttentionInputs(state.range(0));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(Matmul(MaterializedWeights(in), in.v));
+  }
+  SetAttentionFlops(state, 2);
+}
+
+void BM_AttentionBackward(benchmark::State& state) {
+  const AttentionInputs in = MakeAttentionInputs(state.range(0));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ScaledDotProductAttentionBackward(
+        in.q, in.k, in.v, in.out, in.grad, /*causal=*/true));
+  }
+  SetAttentionFlops(state, 5);
+}
+
+// The composition scaled_dot_product_attention's backward ran before the
+// fused op: dv = p^T g, ds = p (g v^T - sum(g v^T p)) scale, dq = ds k,
+// dk = ds^T q, dk and dv summed over the query group.
+void BM_AttentionBackwardMaterialized(benchmark::State& state) {
+  const AttentionInputs in = MakeAttentionInputs(state.range(0));
+  const int64_t last[] = {-1};
+  const int64_t group[] = {2};
+  for (auto _ : state) {
+    const Tensor p = MaterializedWeights(in);
+    const Tensor dv = *Sum(*Matmul(*p.Transpose(-2, -1), in.grad), group, true);
+    const Tensor dp = *Matmul(in.grad, *in.v.Transpose(-2, -1));
+    const Tensor total = *Sum(*Mul(dp, p), last, /*keepdim=*/true);
+    const Tensor ds = *Mul(*Mul(*Sub(dp, total), p), 0.125);
+    const Tensor dq = *Matmul(ds, in.k);
+    const Tensor dk =
+        *Sum(*Matmul(*ds.Transpose(-2, -1), in.q), group, /*keepdim=*/true);
+    benchmark::DoNotOptimize(dq.raw_data());
+    benchmark::DoNotOptimize(dk.raw_data());
+    benchmark::DoNotOptimize(dv.raw_data());
+  }
+  SetAttentionFlops(state, 5);
+}
+
+BENCHMARK(BM_AttentionForward)->Arg(256)->Arg(1024)->Arg(2048);
+BENCHMARK(BM_AttentionForwardMaterialized)->Arg(256)->Arg(1024)->Arg(2048);
+BENCHMARK(BM_AttentionBackward)->Arg(256)->Arg(1024)->Arg(2048);
+BENCHMARK(BM_AttentionBackwardMaterialized)->Arg(256)->Arg(1024)->Arg(2048);
 
 }  // namespace
 }  // namespace dtensor

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/cuda/adamw_body.h"
 #include "dtensor/tensor/cuda/elementwise_body.h"
 #include "dtensor/tensor/cuda/row_body.h"
@@ -62,8 +63,8 @@ absl::StatusOr<Tensor> WhereOnDevice(const Tensor& cond, const Tensor& a,
                                      const Tensor& b, const Shape& shape);
 // The attention softmax in place on contiguous f32 or f64 `scores`
 // [..., lq, lk]: scaled by `scale`, keys after query i + (lk - lq) at
-// probability 0 when `causal` (dtensor/tensor/nn_functional.cc's
-// MaskedSoftmaxRows).
+// probability 0 when `causal`, a row that sees no key all zeros (the
+// materializing fallback of AttentionForwardOnDevice).
 absl::Status MaskedSoftmaxOnDevice(const Tensor& scores, int64_t lq, int64_t lk,
                                    bool causal, double scale);
 // The rotary embedding of x [outer..., seq, heads, 2 * half] with the angle
@@ -148,6 +149,21 @@ absl::StatusOr<Tensor> LossShardFinishOnDevice(const Tensor& row_max,
                                                const Tensor& sums,
                                                const Tensor& targets,
                                                int64_t ignore_index);
+// ScaledDotProductAttention and its backward (dtensor/tensor/attention.h) on
+// CUDA operands checked by the caller, with the output batch shape `batch`
+// and the effective `scale` (> 0): the tiled kernels of
+// dtensor/tensor/cuda/attention_kernels.h. Where a block's tiles need more
+// shared memory than the device grants (large head dims), the forward
+// multiplies on cuBLAS around materialized scores and the backward runs on
+// the host (copies).
+absl::StatusOr<Tensor> AttentionForwardOnDevice(const Tensor& q,
+                                                const Tensor& k,
+                                                const Tensor& v,
+                                                const Shape& batch, bool causal,
+                                                double scale);
+absl::StatusOr<AttentionGrads> AttentionBackwardOnDevice(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+    const Tensor& grad_out, const Shape& batch, bool causal, double scale);
 
 }  // namespace dtensor::cuda
 

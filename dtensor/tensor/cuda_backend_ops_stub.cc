@@ -101,5 +101,15 @@ absl::StatusOr<Tensor> LossShardFinishOnDevice(const Tensor&, const Tensor&,
                                                const Tensor&, int64_t) {
   return NotBuilt();
 }
+absl::StatusOr<Tensor> AttentionForwardOnDevice(const Tensor&, const Tensor&,
+                                                const Tensor&, const Shape&,
+                                                bool, double) {
+  return NotBuilt();
+}
+absl::StatusOr<AttentionGrads> AttentionBackwardOnDevice(
+    const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+    const Shape&, bool, double) {
+  return NotBuilt();
+}
 
 }  // namespace dtensor::cuda

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
+#include "dtensor/tensor/blas_gemm.h"
 #include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/kernel_checks.h"
@@ -56,20 +57,6 @@ Tensor BlasReadable(const Tensor& m) {
   return MatrixLayout(m) ? m : m.Contiguous();
 }
 
-void Gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int m, int n, int k,
-          const float* a, int lda, const float* b, int ldb, float beta,
-          float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb,
-              beta, c, ldc);
-}
-
-void Gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int m, int n, int k,
-          const double* a, int lda, const double* b, int ldb, double beta,
-          double* c, int ldc) {
-  cblas_dgemm(CblasRowMajor, trans_a, trans_b, m, n, k, 1.0, a, lda, b, ldb,
-              beta, c, ldc);
-}
-
 // out [batch..., M, N] (contiguous) = a [batch..., M, K] @ b [batch..., K, N]
 // + beta * out, for operands already expanded to the batch dims of `out`,
 // BLAS-readable, and M, N, K >= 1.
@@ -102,11 +89,11 @@ absl::Status BatchedGemm(const Tensor& a, const Tensor& b, T beta,
       a_offset += i * a.strides()[d];
       b_offset += i * b.strides()[d];
     }
-    Gemm(layout_a.trans, layout_b.trans, static_cast<int>(m),
-         static_cast<int>(n), static_cast<int>(k), a_data + a_offset,
-         static_cast<int>(layout_a.ld), b_data + b_offset,
-         static_cast<int>(layout_b.ld), beta, out_data + batch * m * n,
-         static_cast<int>(n));
+    internal::BlasGemm(layout_a.trans, layout_b.trans, static_cast<int>(m),
+                       static_cast<int>(n), static_cast<int>(k),
+                       a_data + a_offset, static_cast<int>(layout_a.ld),
+                       b_data + b_offset, static_cast<int>(layout_b.ld), beta,
+                       out_data + batch * m * n, static_cast<int>(n));
   }
   return absl::OkStatus();
 }

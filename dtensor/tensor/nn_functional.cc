@@ -11,9 +11,7 @@
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/dispatch.h"
-#include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/kernel_checks.h"
-#include "dtensor/tensor/matmul.h"
 #include "dtensor/tensor/vector_exp.h"
 
 namespace dtensor {
@@ -142,64 +140,6 @@ absl::StatusOr<Tensor> MapRows(const Tensor& x, RowFn&& normalize) {
     normalize(input.data<T>() + r * width, out.data<T>() + r * width);
   }
   return out;
-}
-
-// ---- Attention. ----
-
-// Turns each row of `scores` [..., Lq, Lk] (contiguous, compute type C) into
-// softmax(row * scale) over the keys that its query may see; masked keys get
-// probability 0 and a query that sees no key gets an all-zero row.
-template <typename C>
-void MaskedSoftmaxRows(C* scores, int64_t rows, int64_t lq, int64_t lk,
-                       bool causal, C scale) {
-  for (int64_t r = 0; r < rows; ++r) {
-    C* row = scores + r * lk;
-    const int64_t query = r % lq;
-    const int64_t visible =
-        causal ? std::clamp<int64_t>(query + (lk - lq) + 1, 0, lk) : lk;
-    C max = -std::numeric_limits<C>::infinity();
-    for (int64_t j = 0; j < visible; ++j) {
-      row[j] *= scale;
-      max = std::max(max, row[j]);
-    }
-    ExpShiftedInPlace(row, visible, max);
-    double sum = 0;
-    for (int64_t j = 0; j < visible; ++j) sum += row[j];
-    const C inverse_sum = static_cast<C>(1.0 / sum);
-    for (int64_t j = 0; j < visible; ++j) row[j] *= inverse_sum;
-    std::fill(row + visible, row + lk, C(0));
-  }
-}
-
-absl::Status CheckAttentionShapes(const Tensor& q, const Tensor& k,
-                                  const Tensor& v) {
-  const auto shapes = [&] {
-    return absl::StrCat("q ", ShapeToString(q.shape()), ", k ",
-                        ShapeToString(k.shape()), ", v ",
-                        ShapeToString(v.shape()));
-  };
-  if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ScaledDotProductAttention: operands need at least 2 dims, got ",
-        shapes()));
-  }
-  if (q.size(-1) != k.size(-1) || k.size(-2) != v.size(-2)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ScaledDotProductAttention: need q [..., Lq, E], k [..., Lk, E], "
-        "v [..., Lk, Ev], got ",
-        shapes()));
-  }
-  const auto batch_of = [](const Tensor& t) {
-    return absl::MakeConstSpan(t.shape()).subspan(0, t.dim() - 2);
-  };
-  absl::StatusOr<Shape> qk = BroadcastShapes(batch_of(q), batch_of(k));
-  if (qk.ok()) qk = BroadcastShapes(*qk, batch_of(v));
-  if (!qk.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ScaledDotProductAttention: leading dims do not broadcast: ",
-        shapes()));
-  }
-  return absl::OkStatus();
 }
 
 // ---- Rotary embedding. ----
@@ -462,48 +402,6 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& target,
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "CrossEntropy: unknown reduction ", static_cast<int>(reduction)));
-}
-
-absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
-                                                 const Tensor& k,
-                                                 const Tensor& v, bool causal,
-                                                 double scale) {
-  constexpr char kOp[] = "ScaledDotProductAttention";
-  const Device device = q.defined() ? q.device() : Device::CPU();
-  DT_RETURN_IF_ERROR(CheckFloatingOn(q, device, kOp, "q"));
-  DT_RETURN_IF_ERROR(CheckFloatingOn(k, device, kOp, "k"));
-  DT_RETURN_IF_ERROR(CheckFloatingOn(v, device, kOp, "v"));
-  DT_RETURN_IF_ERROR(CheckSameDType(q, k, kOp, "q", "k"));
-  DT_RETURN_IF_ERROR(CheckSameDType(q, v, kOp, "q", "v"));
-  DT_RETURN_IF_ERROR(CheckAttentionShapes(q, k, v));
-  // bf16/f16 run entirely in f32 and round once at the end.
-  const DType compute_dtype =
-      q.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
-  DT_ASSIGN_OR_RETURN(const Tensor qc, q.To(compute_dtype));
-  DT_ASSIGN_OR_RETURN(const Tensor kc, k.To(compute_dtype));
-  DT_ASSIGN_OR_RETURN(const Tensor vc, v.To(compute_dtype));
-  DT_ASSIGN_OR_RETURN(const Tensor k_t, kc.Transpose(-2, -1));
-  DT_ASSIGN_OR_RETURN(Tensor scores, Matmul(qc, k_t));
-  const int64_t embed = q.size(-1);
-  // With E == 0 every score is 0 whatever the scale; 1 avoids 0 * inf.
-  const double effective_scale =
-      scale > 0 ? scale : (embed > 0 ? 1.0 / std::sqrt(embed) : 1.0);
-  const int64_t lq = q.size(-2);
-  const int64_t lk = k.size(-2);
-  if (device.is_cuda()) {
-    DT_RETURN_IF_ERROR(
-        cuda::MaskedSoftmaxOnDevice(scores, lq, lk, causal, effective_scale));
-  } else if (scores.numel() > 0) {
-    if (compute_dtype == DType::kF64) {
-      MaskedSoftmaxRows<double>(scores.data<double>(), scores.numel() / lk, lq,
-                                lk, causal, effective_scale);
-    } else {
-      MaskedSoftmaxRows<float>(scores.data<float>(), scores.numel() / lk, lq,
-                               lk, causal, static_cast<float>(effective_scale));
-    }
-  }
-  DT_ASSIGN_OR_RETURN(const Tensor out, Matmul(scores, vc));
-  return out.To(q.dtype());
 }
 
 absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x, const Tensor& positions,

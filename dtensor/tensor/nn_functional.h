@@ -62,7 +62,11 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& target,
 // v [..., Lk, Ev]; leading dims broadcast. `scale` <= 0 means 1/sqrt(E). The
 // causal mask lets query i see keys j <= i + (Lk - Lq) (aligned to the end, as
 // in PyTorch with Lq == Lk). A query that sees no key (causal with Lq > Lk, or
-// Lk == 0) gets an all-zero output row rather than NaN.
+// Lk == 0) gets an all-zero output row rather than NaN. bf16/f16 compute in f32
+// and round once, f64 in f64. Tiled, never making the [Lq, Lk] scores
+// (dtensor/tensor/attention.h, which also has the backward); on CUDA, head dims
+// whose tiles do not fit the device's shared memory take cuBLAS products around
+// the materialized scores instead.
 absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
                                                  const Tensor& k,
                                                  const Tensor& v, bool causal,

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/tensor/adamw_kernel.h"
+#include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/cuda/random_body.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/cuda_backend_ops.h"
@@ -240,6 +241,56 @@ TEST(CudaOpsTest, AttentionAndRotary) {
     ExpectMatches(RotaryEmbedding(ToGpu(x), ToGpu(positions), 500000),
                   RotaryEmbedding(x, positions, 500000),
                   "Rotary with positions " + name);
+  }
+}
+
+// The tiled attention (dtensor/tensor/attention.h) forward and backward:
+// grouped-query batches, lengths across the device's tiles (64 queries and
+// keys for f32, 32 for f64) and not multiples of them, either the longer,
+// E != Ev, and head dims too large for the kernels' shared memory (the
+// fallbacks: cuBLAS around materialized scores, the host). The backward gets
+// the CPU's output on both, so that only the gradient math differs.
+TEST(CudaOpsTest, TiledAttentionForwardAndBackward) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(12);
+  struct Case {
+    Shape q, k, v;
+    bool causal;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 2, 130, 16}, {2, 3, 1, 97, 16}, {2, 3, 1, 97, 40}, true},
+      {{2, 3, 2, 130, 16}, {2, 3, 1, 97, 16}, {2, 3, 1, 97, 40}, false},
+      {{1, 70, 33}, {1, 200, 33}, {1, 200, 8}, true},
+      {{3, 65, 64}, {3, 65, 64}, {3, 65, 64}, true},
+      {{1, 40, 2048}, {1, 50, 2048}, {1, 50, 1000}, true}};
+  for (DType dtype : testing::kFloatDTypes) {
+    for (const Case& c : cases) {
+      const std::string what =
+          absl::StrCat("attention ", std::string(DTypeName(dtype)), " q ",
+                       ShapeToString(c.q), " k ", ShapeToString(c.k), " v ",
+                       ShapeToString(c.v), c.causal ? " causal" : "");
+      const Tensor q = RandomTensor(c.q, dtype, Layout::kContiguous, rng);
+      const Tensor k = RandomTensor(c.k, dtype, Layout::kTransposed, rng);
+      const Tensor v = RandomTensor(c.v, dtype, Layout::kContiguous, rng);
+      const absl::StatusOr<Tensor> out =
+          ScaledDotProductAttention(q, k, v, c.causal, 0);
+      ExpectMatches(
+          ScaledDotProductAttention(ToGpu(q), ToGpu(k), ToGpu(v), c.causal, 0),
+          out, what, 8);
+      ASSERT_TRUE(out.ok()) << what;
+      const Tensor grad =
+          RandomTensor(out->shape(), dtype, Layout::kContiguous, rng);
+      const absl::StatusOr<AttentionGrads> cpu =
+          ScaledDotProductAttentionBackward(q, k, v, *out, grad, c.causal);
+      const absl::StatusOr<AttentionGrads> gpu =
+          ScaledDotProductAttentionBackward(ToGpu(q), ToGpu(k), ToGpu(v),
+                                            ToGpu(*out), ToGpu(grad), c.causal);
+      ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status();
+      ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
+      ExpectMatches(gpu->dq, cpu->dq, what + " dq", 16);
+      ExpectMatches(gpu->dk, cpu->dk, what + " dk", 16);
+      ExpectMatches(gpu->dv, cpu->dv, what + " dv", 16);
+    }
   }
 }
 

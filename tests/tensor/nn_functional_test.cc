@@ -11,10 +11,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/tensor/kernel_test_util.h"
+#include "tests/tensor/reference_attention.h"
 
 namespace dtensor {
 namespace {
@@ -406,128 +408,97 @@ TEST(CrossEntropyTest, BadInputs) {
                         {"i64"});
 }
 
-// ---- ScaledDotProductAttention. ----
+// ---- ScaledDotProductAttention and its backward. ----
 
-// Attention in double with right-aligned broadcasting of the leading dims.
-std::vector<double> ReferenceAttention(const Tensor& q, const Tensor& k,
-                                       const Tensor& v, bool causal,
-                                       double scale, const Shape& batch) {
-  const std::vector<double> qv = q.ToVector<double>();
-  const std::vector<double> kv = k.ToVector<double>();
-  const std::vector<double> vv = v.ToVector<double>();
-  const int64_t lq = q.size(-2);
-  const int64_t lk = k.size(-2);
-  const int64_t e = q.size(-1);
-  const int64_t ev = v.size(-1);
-  if (scale <= 0) scale = 1.0 / std::sqrt(static_cast<double>(e));
-  // The flat matrix index of `t` for output batch position `index`.
-  const auto matrix_of = [&](const Tensor& t,
-                             const std::vector<int64_t>& index) {
-    const Shape t_batch(t.shape().begin(), t.shape().end() - 2);
-    std::vector<int64_t> t_index(t_batch.size());
-    for (size_t d = 0; d < t_batch.size(); ++d) {
-      t_index[d] =
-          t_batch[d] == 1 ? 0 : index[index.size() - t_batch.size() + d];
+// A random attention call: a random batch of which each operand keeps a
+// random number of trailing dims, some as 1 (broadcast, grouped-query
+// among them); sequence lengths from `lengths`; random layouts and dtype;
+// the output's gradient.
+struct AttentionCase {
+  Tensor q, k, v;
+  bool causal = false;
+  double scale = 0;
+  DType dtype = DType::kF32;
+  std::string context;
+};
+
+AttentionCase RandomAttentionCase(int trial,
+                                  const std::vector<int64_t>& lengths,
+                                  const std::vector<int64_t>& dims,
+                                  std::mt19937& rng) {
+  const int batch_rank = std::uniform_int_distribution<int>(0, 2)(rng);
+  const Shape batch = RandomShape(batch_rank, {1, 2, 3}, rng);
+  const auto leading = [&]() {
+    const int rank = std::uniform_int_distribution<int>(0, batch_rank)(rng);
+    Shape shape;
+    for (int d = batch_rank - rank; d < batch_rank; ++d) {
+      shape.push_back(Pick<int64_t>({batch[d], batch[d], 1}, rng));
     }
-    return Ravel(t_index, t_batch);
+    return shape;
   };
-  std::vector<double> result;
-  for (int64_t p = 0; p < NumElements(batch); ++p) {
-    const std::vector<int64_t> index = Unravel(p, batch);
-    const double* qm = qv.data() + matrix_of(q, index) * lq * e;
-    const double* km = kv.data() + matrix_of(k, index) * lk * e;
-    const double* vm = vv.data() + matrix_of(v, index) * lk * ev;
-    for (int64_t i = 0; i < lq; ++i) {
-      std::vector<double> weights(lk, 0.0);
-      double max = -kInf;
-      for (int64_t j = 0; j < lk; ++j) {
-        if (causal && j > i + (lk - lq)) continue;
-        double dot = 0;
-        for (int64_t c = 0; c < e; ++c) dot += qm[i * e + c] * km[j * e + c];
-        weights[j] = dot * (e == 0 ? 1.0 : scale);
-        max = std::max(max, weights[j]);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j < lk; ++j) {
-        if (causal && j > i + (lk - lq)) continue;
-        weights[j] = std::exp(weights[j] - max);
-        sum += weights[j];
-      }
-      for (int64_t c = 0; c < ev; ++c) {
-        double out = 0;
-        for (int64_t j = 0; j < lk; ++j) {
-          if (causal && j > i + (lk - lq)) continue;
-          out += weights[j] / sum * vm[j * ev + c];
-        }
-        result.push_back(out);
-      }
-    }
-  }
-  return result;
+  const int64_t lq = Pick(lengths, rng), lk = Pick(lengths, rng);
+  const int64_t e = Pick(dims, rng), ev = Pick(dims, rng);
+  AttentionCase c;
+  c.causal = std::bernoulli_distribution(0.5)(rng);
+  c.scale = Pick<double>({0.0, 0.3}, rng);
+  c.dtype = Pick(kFloatDTypes, rng);
+  Shape q_shape = leading(), k_shape = leading(), v_shape = leading();
+  q_shape.insert(q_shape.end(), {lq, e});
+  k_shape.insert(k_shape.end(), {lk, e});
+  v_shape.insert(v_shape.end(), {lk, ev});
+  c.q = RandomTensor(q_shape, c.dtype, Pick(kLayouts, rng), rng);
+  c.k = RandomTensor(k_shape, c.dtype, Pick(kLayouts, rng), rng);
+  c.v = RandomTensor(v_shape, c.dtype, Pick(kLayouts, rng), rng);
+  c.context =
+      absl::StrCat("trial ", trial, ": q ", ShapeToString(q_shape), " k ",
+                   ShapeToString(k_shape), " v ", ShapeToString(v_shape),
+                   c.causal ? " causal" : "", " scale ", c.scale, " ",
+                   std::string(DTypeName(c.dtype)));
+  return c;
+}
+
+// The forward, and the backward of a random output gradient given the
+// forward's output, against the reference in double (a query that sees no
+// key: zero output and no gradient).
+void CheckAttention(const AttentionCase& c, std::mt19937& rng) {
+  absl::StatusOr<Tensor> out =
+      ScaledDotProductAttention(c.q, c.k, c.v, c.causal, c.scale);
+  ASSERT_TRUE(out.ok()) << c.context << ": " << out.status();
+  const Tensor grad =
+      RandomTensor(out->shape(), c.dtype, Pick(kLayouts, rng), rng);
+  const testing::AttentionReference r =
+      testing::ReferenceAttention(c.q, c.k, c.v, grad, c.causal, c.scale);
+  ExpectClose(*out, r.out_shape, r.out, ToleranceFor(c.dtype), c.context);
+  absl::StatusOr<AttentionGrads> grads = ScaledDotProductAttentionBackward(
+      c.q, c.k, c.v, *out, grad, c.causal, c.scale);
+  ASSERT_TRUE(grads.ok()) << c.context << ": " << grads.status();
+  // Sums over the keys or queries, and delta from the rounded output.
+  Tolerance tolerance = ToleranceFor(c.dtype);
+  tolerance.atol *= 4;
+  tolerance.rtol *= 4;
+  ExpectClose(grads->dq, c.q.shape(), r.dq, tolerance, c.context + " dq");
+  ExpectClose(grads->dk, c.k.shape(), r.dk, tolerance, c.context + " dk");
+  ExpectClose(grads->dv, c.v.shape(), r.dv, tolerance, c.context + " dv");
+  EXPECT_EQ(grads->dq.dtype(), c.dtype) << c.context;
 }
 
 TEST(AttentionTest, RandomShapesBroadcastingMasksAndDTypes) {
   std::mt19937 rng(23);
   for (int trial = 0; trial < 200; ++trial) {
-    const int batch_rank = std::uniform_int_distribution<int>(0, 2)(rng);
-    const Shape batch = RandomShape(batch_rank, {1, 2, 3}, rng);
-    // Each operand keeps a random number of trailing batch dims, some as 1.
-    const auto leading = [&]() {
-      const int rank = std::uniform_int_distribution<int>(0, batch_rank)(rng);
-      Shape shape;
-      for (int d = batch_rank - rank; d < batch_rank; ++d) {
-        shape.push_back(Pick<int64_t>({batch[d], batch[d], 1}, rng));
-      }
-      return shape;
-    };
-    const int64_t lq = Pick<int64_t>({0, 1, 2, 3, 5, 7}, rng);
-    const int64_t lk = Pick<int64_t>({0, 1, 2, 3, 5, 7}, rng);
-    const int64_t e = Pick<int64_t>({1, 2, 4, 8}, rng);
-    const int64_t ev = Pick<int64_t>({1, 3, 4}, rng);
-    const bool causal = std::bernoulli_distribution(0.5)(rng);
-    const double scale = Pick<double>({0.0, 0.3}, rng);
-    const DType dtype = Pick(kFloatDTypes, rng);
-    Shape q_shape = leading();
-    q_shape.insert(q_shape.end(), {lq, e});
-    Shape k_shape = leading();
-    k_shape.insert(k_shape.end(), {lk, e});
-    Shape v_shape = leading();
-    v_shape.insert(v_shape.end(), {lk, ev});
-    const Tensor q = RandomTensor(q_shape, dtype, Pick(kLayouts, rng), rng);
-    const Tensor k = RandomTensor(k_shape, dtype, Pick(kLayouts, rng), rng);
-    const Tensor v = RandomTensor(v_shape, dtype, Pick(kLayouts, rng), rng);
-    // The broadcast batch: the largest rank any operand kept, sizes from
-    // `batch` unless every operand has 1 there.
-    const int kept = static_cast<int>(std::max(
-                         {q_shape.size(), k_shape.size(), v_shape.size()})) -
-                     2;
-    Shape out_batch;
-    for (int d = batch_rank - kept; d < batch_rank; ++d) {
-      int64_t size = 1;
-      for (const Shape* s : {&q_shape, &k_shape, &v_shape}) {
-        const int offset = static_cast<int>(s->size()) - 2 - (batch_rank - d);
-        if (offset >= 0) size = std::max(size, (*s)[offset]);
-      }
-      out_batch.push_back(size);
-    }
-    Shape out_shape = out_batch;
-    out_shape.insert(out_shape.end(), {lq, ev});
-    const std::string context =
-        absl::StrCat("trial ", trial, ": q ", ShapeToString(q_shape), " k ",
-                     ShapeToString(k_shape), " v ", ShapeToString(v_shape),
-                     causal ? " causal" : "", " scale ", scale, " ",
-                     std::string(DTypeName(dtype)));
-    absl::StatusOr<Tensor> result =
-        ScaledDotProductAttention(q, k, v, causal, scale);
-    ASSERT_TRUE(result.ok()) << context << ": " << result.status();
-    // A query that sees no key (causal, Lq > Lk, or Lk == 0) gives zeros.
-    std::vector<double> expected =
-        ReferenceAttention(q, k, v, causal, scale, out_batch);
-    for (size_t i = 0; i < expected.size(); ++i) {
-      const int64_t query = (static_cast<int64_t>(i) / ev) % lq;
-      if (lk == 0 || (causal && query + (lk - lq) < 0)) expected[i] = 0;
-    }
-    ExpectClose(*result, out_shape, expected, ToleranceFor(dtype), context);
+    CheckAttention(
+        RandomAttentionCase(trial, {0, 1, 2, 3, 5, 7}, {0, 1, 2, 4, 8}, rng),
+        rng);
+  }
+}
+
+// Sequences across several tiles (the host's are 64 queries by 256 keys),
+// of lengths that are not multiples of them, either longer than the other.
+TEST(AttentionTest, SequencesSpanningTilesMatchTheReference) {
+  std::mt19937 rng(24);
+  for (int trial = 0; trial < 24; ++trial) {
+    CheckAttention(
+        RandomAttentionCase(trial, {1, 63, 64, 65, 257, 300}, {1, 16, 33}, rng),
+        rng);
   }
 }
 
@@ -571,6 +542,52 @@ TEST(AttentionTest, BadInputs) {
       ScaledDotProductAttention(Tensor::Zeros({8}, DType::kF32).value(), k, v,
                                 false),
       {"[8]"});
+}
+
+TEST(AttentionTest, AQueryThatSeesNoKeyGetsNoGradient) {
+  // Lq = 3, Lk = 2, causal: query 0 sees no key, query 1 key 0.
+  std::mt19937 rng(25);
+  const Tensor q = RandomTensor({3, 2}, DType::kF64, Layout::kContiguous, rng);
+  const Tensor k = RandomTensor({2, 2}, DType::kF64, Layout::kContiguous, rng);
+  const Tensor v = RandomTensor({2, 2}, DType::kF64, Layout::kContiguous, rng);
+  const Tensor out = ScaledDotProductAttention(q, k, v, true).value();
+  const Tensor grad = Tensor::Ones({3, 2}, DType::kF64).value();
+  const AttentionGrads grads =
+      ScaledDotProductAttentionBackward(q, k, v, out, grad, true).value();
+  const std::vector<double> dq = grads.dq.ToVector<double>();
+  EXPECT_EQ(dq[0], 0.0);
+  EXPECT_EQ(dq[1], 0.0);
+  // Query 1 sees key 0 alone: its weight is 1 whatever the score.
+  EXPECT_EQ(dq[2], 0.0);
+  EXPECT_EQ(dq[3], 0.0);
+  EXPECT_NE(dq[4], 0.0);
+}
+
+TEST(AttentionTest, BackwardBadInputs) {
+  const Tensor q = Tensor::Zeros({2, 4, 8}, DType::kF32).value();
+  const Tensor k = Tensor::Zeros({2, 5, 8}, DType::kF32).value();
+  const Tensor v = Tensor::Zeros({2, 5, 3}, DType::kF32).value();
+  const Tensor out = Tensor::Zeros({2, 4, 3}, DType::kF32).value();
+  const auto expect_error = [](const absl::StatusOr<AttentionGrads>& result,
+                               const std::vector<std::string>& fragments) {
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
+        << result.status();
+    for (const std::string& fragment : fragments) {
+      EXPECT_THAT(result.status().message(), HasSubstr(fragment));
+    }
+  };
+  expect_error(
+      ScaledDotProductAttentionBackward(
+          q, k, v, Tensor::Zeros({2, 4, 2}, DType::kF32).value(), out, false),
+      {"out", "[2, 4, 2]", "[2, 4, 3]"});
+  expect_error(
+      ScaledDotProductAttentionBackward(
+          q, k, v, out, Tensor::Zeros({2, 4, 3}, DType::kF64).value(), false),
+      {"grad_out", "f64"});
+  expect_error(
+      ScaledDotProductAttentionBackward(
+          q, Tensor::Zeros({2, 5, 7}, DType::kF32).value(), v, out, out, false),
+      {"ScaledDotProductAttentionBackward", "[2, 5, 7]"});
 }
 
 // ---- RotaryEmbedding. ----

@@ -224,9 +224,10 @@ DT_HOST_DEVICE inline A ReduceCombine(ReduceOp op, A a, A b) {
   return a;
 }
 
-// ---- The attention softmax (nn_functional.cc's MaskedSoftmaxRows), in place
-// on a row of scores of compute type C: query `query` of `lq` sees the first
-// `visible` keys. ----
+// ---- The attention softmax of materialized scores (the CUDA fallback of
+// dtensor/tensor/attention.cc for head dims too large for the tiled kernel),
+// in place on a row of scores of compute type C: query `query` of `lq` sees
+// the first `visible` keys. ----
 
 DT_HOST_DEVICE inline int64_t VisibleKeys(int64_t query, int64_t lq, int64_t lk,
                                           bool causal) {

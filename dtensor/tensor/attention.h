@@ -1,0 +1,42 @@
+#ifndef DTENSOR_TENSOR_ATTENTION_H_
+#define DTENSOR_TENSOR_ATTENTION_H_
+
+#include "absl/status/statusor.h"
+#include "dtensor/tensor/tensor.h"
+
+// The tiled attention behind ScaledDotProductAttention
+// (dtensor/tensor/nn_functional.h, whose semantics it keeps) and its
+// backward. Both walk [query tile, key tile] blocks (FlashAttention-2 style,
+// the bodies in dtensor/tensor/cuda/attention_body.h) and never make an
+// [Lq, Lk] matrix, on the CPU (tile products on BLAS, one host worker) and on
+// a CUDA device (the kernels of dtensor/tensor/cuda/attention_kernels.h).
+namespace dtensor {
+
+// The gradients of one attention call, of q's, k's and v's shapes and dtype.
+struct AttentionGrads {
+  Tensor dq;
+  Tensor dk;
+  Tensor dv;
+};
+
+// The gradients of out = ScaledDotProductAttention(q, k, v, causal, scale)
+// with respect to q, k and v, given `out` and its gradient `grad_out`
+// ([batch..., Lq, Ev], the broadcast batch; `out` must be the forward's
+// result for these inputs: delta = sum(grad_out * out) over Ev stands in for
+// sum(dp * p)). Each gradient is summed over the batch dims its operand was
+// broadcast on (grouped-query k and v get the sum over their query group). The
+// attention weights are recomputed from q and k tile by tile (their
+// log-sum-exps in a first pass over the keys), so the memory beyond the
+// operands and gradients is O(rows); a query that sees no key contributes
+// nothing. bf16/f16 compute in f32 and round once, f64 in f64. On CUDA, head
+// dims whose tiles do not fit the device's shared memory (about E + Ev > 700
+// for f32) are computed on the host.
+// Errors: those of ScaledDotProductAttention; out or grad_out not of the
+// output's shape, or of another dtype or device than q.
+absl::StatusOr<AttentionGrads> ScaledDotProductAttentionBackward(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+    const Tensor& grad_out, bool causal, double scale = 0.0);
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_TENSOR_ATTENTION_H_

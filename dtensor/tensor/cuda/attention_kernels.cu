@@ -1,0 +1,182 @@
+#include "dtensor/tensor/cuda/attention_kernels.h"
+
+namespace dtensor::cuda {
+namespace {
+
+struct BlockSync {
+  __device__ void operator()() const { __syncthreads(); }
+};
+
+struct AtomicAdd {
+  __device__ void operator()(float* slot, float value) const {
+    atomicAdd(slot, value);
+  }
+  __device__ void operator()(double* slot, double value) const {
+    atomicAdd(slot, value);
+  }
+};
+
+__device__ Lanes<BlockSync> BlockLanes() {
+  return {static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x),
+          BlockSync()};
+}
+
+// Every instantiation reads the one dynamic shared buffer as its compute
+// type.
+template <typename C>
+__device__ C* SharedBuffer() {
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  return reinterpret_cast<C*>(shared_bytes);
+}
+
+template <typename T, typename C>
+__global__ void __launch_bounds__(kAttentionThreads)
+    AttentionForwardKernel(AttentionForwardArgs<T, C> args) {
+  AttentionForwardBlock(args, blockIdx.x, SharedBuffer<C>(), BlockLanes());
+}
+
+template <typename T, typename C>
+__global__ void __launch_bounds__(kAttentionThreads)
+    AttentionBackwardKernel(AttentionBackwardArgs<T, C> args) {
+  AttentionBackwardBlock(args, blockIdx.x, SharedBuffer<C>(), BlockLanes(),
+                         AtomicAdd());
+}
+
+// delta[r] = RowDelta of row r of dout and out [rows, ev].
+template <typename T, typename C>
+__global__ void RowDeltaKernel(const T* dout, const T* out, C* delta,
+                               int64_t rows, int64_t ev) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       r < rows; r += step) {
+    delta[r] = RowDelta(dout + r * ev, out + r * ev, ev);
+  }
+}
+
+// Calls fn(T{}) with T the storage type of a floating `type`.
+template <typename Fn>
+cudaError_t DispatchFloating(ScalarType type, Fn&& fn) {
+  switch (type) {
+    case ScalarType::kF32:
+      return fn(float{});
+    case ScalarType::kF64:
+      return fn(double{});
+    case ScalarType::kBF16:
+      return fn(Bf16{});
+    case ScalarType::kF16:
+      return fn(F16{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+template <typename C>
+AttentionProblem<C> ProblemOf(const AttentionLaunch& a) {
+  return {a.lq, a.lk, a.e, a.ev, a.causal, static_cast<C>(a.scale)};
+}
+
+// Launches `kernel` on `blocks` blocks of kAttentionThreads threads with
+// `bytes` of dynamic shared memory, raising the kernel's limit above the
+// default 48 KiB when it needs more (an invalid configuration past what the
+// device grants).
+template <typename Args>
+cudaError_t LaunchBlocks(void (*kernel)(Args), const Args& args, int64_t blocks,
+                         int64_t bytes, cudaStream_t stream) {
+  if (blocks == 0) return cudaSuccess;
+  if (blocks > 2147483647) return cudaErrorInvalidConfiguration;
+  int device = 0;
+  int limit = 0;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error == cudaSuccess) {
+    error = cudaDeviceGetAttribute(
+        &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  }
+  if (error != cudaSuccess) return error;
+  if (bytes > limit) return cudaErrorInvalidConfiguration;
+  error =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes));
+  if (error != cudaSuccess) return error;
+  kernel<<<static_cast<unsigned>(blocks), kAttentionThreads,
+           static_cast<size_t>(bytes), stream>>>(args);
+  return cudaGetLastError();
+}
+
+template <typename T, typename C>
+cudaError_t ForwardOf(const AttentionLaunch& a, const T* q, const T* k,
+                      const T* v, T* out, C* lse, cudaStream_t stream) {
+  const AttentionForwardArgs<T, C> args{
+      ProblemOf<C>(a), a.batch, q, k, v, out, lse};
+  constexpr int64_t kQueries = AttentionTiles<C>::kQueries;
+  const int64_t tiles = (a.lq + kQueries - 1) / kQueries;
+  return LaunchBlocks(AttentionForwardKernel<T, C>, args, a.entries * tiles,
+                      AttentionSharedLayout<C>(a.e, a.ev, false).bytes(),
+                      stream);
+}
+
+}  // namespace
+
+int64_t AttentionSharedBytes(ScalarType type, int64_t e, int64_t ev,
+                             bool backward) {
+  return type == ScalarType::kF64
+             ? AttentionSharedLayout<double>(e, ev, backward).bytes()
+             : AttentionSharedLayout<float>(e, ev, backward).bytes();
+}
+
+cudaError_t LaunchAttentionForward(ScalarType type, const AttentionLaunch& a,
+                                   const void* q, const void* k, const void* v,
+                                   void* out, void* lse, cudaStream_t stream) {
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    return ForwardOf<T, C>(a, static_cast<const T*>(q),
+                           static_cast<const T*>(k), static_cast<const T*>(v),
+                           static_cast<T*>(out), static_cast<C*>(lse), stream);
+  });
+}
+
+cudaError_t LaunchAttentionBackward(ScalarType type, const AttentionLaunch& a,
+                                    const void* q, const void* k, const void* v,
+                                    const void* out, const void* dout,
+                                    void* lse, void* delta, void* dq, void* dk,
+                                    void* dv, cudaStream_t stream) {
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    const T* q_data = static_cast<const T*>(q);
+    const T* k_data = static_cast<const T*>(k);
+    const T* v_data = static_cast<const T*>(v);
+    // The log-sum-exps: the forward without its output.
+    cudaError_t error = ForwardOf<T, C>(a, q_data, k_data, v_data, nullptr,
+                                        static_cast<C*>(lse), stream);
+    if (error != cudaSuccess) return error;
+    const int64_t rows = a.entries * a.lq;
+    if (rows > 0) {
+      const int64_t grid = (rows + 255) / 256;
+      RowDeltaKernel<<<static_cast<unsigned>(grid < 65535 ? grid : 65535), 256,
+                       0, stream>>>(static_cast<const T*>(dout),
+                                    static_cast<const T*>(out),
+                                    static_cast<C*>(delta), rows, a.ev);
+      error = cudaGetLastError();
+      if (error != cudaSuccess) return error;
+    }
+    const AttentionBackwardArgs<T, C> args{ProblemOf<C>(a),
+                                           a.batch,
+                                           q_data,
+                                           k_data,
+                                           v_data,
+                                           static_cast<const T*>(dout),
+                                           static_cast<const C*>(lse),
+                                           static_cast<const C*>(delta),
+                                           static_cast<C*>(dq),
+                                           static_cast<C*>(dk),
+                                           static_cast<C*>(dv)};
+    constexpr int64_t kKeys = AttentionTiles<C>::kKeys;
+    const int64_t tiles = (a.lk + kKeys - 1) / kKeys;
+    return LaunchBlocks(AttentionBackwardKernel<T, C>, args, a.entries * tiles,
+                        AttentionSharedLayout<C>(a.e, a.ev, true).bytes(),
+                        stream);
+  });
+}
+
+}  // namespace dtensor::cuda
