@@ -11,7 +11,6 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +34,7 @@
 #include "dtensor/parallel/parallelize.h"
 #include "dtensor/parallel/plan.h"
 #include "dtensor/runtime.h"
+#include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/generator.h"
 #include "dtensor/tensor/matmul.h"
@@ -208,48 +208,6 @@ absl::StatusOr<LinearGrads> LinearBackward(const Tensor& x, const Tensor& w,
   return grads;
 }
 
-// Causal attention with q [b, kv, group, seq, hd] and k, v [b, kv, 1, seq,
-// hd]: the recomputed weights p, then dv = p^T g, ds = p (g v^T - sum(g v^T
-// p)) scale, dq = ds k, dk = ds^T q; dk, dv summed over the group dim.
-struct AttentionGrads {
-  Tensor dq;
-  Tensor dk;
-  Tensor dv;
-};
-absl::StatusOr<AttentionGrads> AttentionBackward(const Tensor& q,
-                                                 const Tensor& k,
-                                                 const Tensor& v,
-                                                 const Tensor& g,
-                                                 const Tensor& visible) {
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  const int64_t last[] = {-1};
-  const int64_t group[] = {2};
-  DT_ASSIGN_OR_RETURN(Tensor k_t, k.Transpose(-2, -1));
-  DT_ASSIGN_OR_RETURN(Tensor scores, Matmul(q, k_t));
-  DT_ASSIGN_OR_RETURN(scores, Mul(scores, scale));
-  DT_ASSIGN_OR_RETURN(
-      scores, Where(visible, scores,
-                    Tensor::Scalar(-std::numeric_limits<double>::infinity())));
-  DT_ASSIGN_OR_RETURN(Tensor p, Softmax(scores, -1));
-  DT_ASSIGN_OR_RETURN(p, Where(visible, p, Tensor::Scalar(0)));
-  DT_ASSIGN_OR_RETURN(Tensor p_t, p.Transpose(-2, -1));
-  AttentionGrads grads;
-  DT_ASSIGN_OR_RETURN(Tensor dv, Matmul(p_t, g));
-  DT_ASSIGN_OR_RETURN(Tensor v_t, v.Transpose(-2, -1));
-  DT_ASSIGN_OR_RETURN(Tensor dp, Matmul(g, v_t));
-  DT_ASSIGN_OR_RETURN(Tensor dp_p, Mul(dp, p));
-  DT_ASSIGN_OR_RETURN(Tensor total, Sum(dp_p, last, /*keepdim=*/true));
-  DT_ASSIGN_OR_RETURN(Tensor ds, Sub(dp, total));
-  DT_ASSIGN_OR_RETURN(ds, Mul(ds, p));
-  DT_ASSIGN_OR_RETURN(ds, Mul(ds, scale));
-  DT_ASSIGN_OR_RETURN(grads.dq, Matmul(ds, k));
-  DT_ASSIGN_OR_RETURN(Tensor ds_t, ds.Transpose(-2, -1));
-  DT_ASSIGN_OR_RETURN(Tensor dk, Matmul(ds_t, q));
-  DT_ASSIGN_OR_RETURN(grads.dk, Sum(dk, group, /*keepdim=*/true));
-  DT_ASSIGN_OR_RETURN(grads.dv, Sum(dv, group, /*keepdim=*/true));
-  return grads;
-}
-
 // Mean cross entropy: (softmax(logits) - onehot(target)) / count.
 absl::StatusOr<Tensor> CrossEntropyBackward(const Tensor& logits,
                                             const Tensor& targets,
@@ -331,7 +289,8 @@ int64_t OutputParamIndex() { return NormParamIndex() + 1; }
 
 // What one block's backward needs from its forward.
 struct BlockActivations {
-  Tensor x, n1, q, k, v, attended, h, n2, gate_in, gate, up, hidden;
+  // `out`: the attention's [batch, kv heads, group, seq, head dim].
+  Tensor x, n1, q, k, v, out, attended, h, n2, gate_in, gate, up, hidden;
 };
 
 class HandWrittenTrainer {
@@ -357,12 +316,6 @@ class HandWrittenTrainer {
     DT_ASSIGN_OR_RETURN(
         trainer->reversed_positions_,
         Tensor::Arange(0, -static_cast<double>(kSeq), -1, DType::kI64));
-    DT_ASSIGN_OR_RETURN(trainer->visible_,
-                        Tensor::Empty({kSeq, kSeq}, DType::kBool));
-    bool* seen = trainer->visible_.data<bool>();
-    for (int64_t i = 0; i < kSeq; ++i) {
-      for (int64_t j = 0; j < kSeq; ++j) seen[i * kSeq + j] = j <= i;
-    }
     return trainer;
   }
 
@@ -461,8 +414,8 @@ class HandWrittenTrainer {
     DT_ASSIGN_OR_RETURN(v, v.Permute({0, 2, 1, 3}));
     DT_ASSIGN_OR_RETURN(a.v, v.Unsqueeze(2));
     DT_ASSIGN_OR_RETURN(
-        Tensor out, ScaledDotProductAttention(a.q, a.k, a.v, /*causal=*/true));
-    DT_ASSIGN_OR_RETURN(out, out.Permute({0, 3, 1, 2, 4}));
+        a.out, ScaledDotProductAttention(a.q, a.k, a.v, /*causal=*/true));
+    DT_ASSIGN_OR_RETURN(Tensor out, a.out.Permute({0, 3, 1, 2, 4}));
     DT_ASSIGN_OR_RETURN(a.attended, out.Reshape({kBatch, kSeq, heads * hd}));
     // Rowwise wo: a partial sum, all-reduced.
     DT_ASSIGN_OR_RETURN(Tensor o, Linear(a.attended, Param(l, kWo), none));
@@ -519,7 +472,8 @@ class HandWrittenTrainer {
                                                         heads / kv_heads, hd}));
     DT_ASSIGN_OR_RETURN(dout, dout.Permute({0, 2, 3, 1, 4}));
     DT_ASSIGN_OR_RETURN(AttentionGrads attention,
-                        AttentionBackward(a.q, a.k, a.v, dout, visible_));
+                        ScaledDotProductAttentionBackward(
+                            a.q, a.k, a.v, a.out, dout, /*causal=*/true));
     DT_ASSIGN_OR_RETURN(Tensor dk,
                         attention.dk.Reshape({kBatch, kv_heads, kSeq, hd}));
     DT_ASSIGN_OR_RETURN(dk, dk.Permute({0, 2, 1, 3}));
@@ -583,7 +537,6 @@ class HandWrittenTrainer {
   Tensor targets_;
   Tensor classes_;
   Tensor reversed_positions_;
-  Tensor visible_;
   Tensor loss_;
   int64_t collectives_ = 0;
 };

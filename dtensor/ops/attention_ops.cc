@@ -20,6 +20,7 @@
 #include "dtensor/ops/reduction_ops.h"
 #include "dtensor/ops/rule_helpers.h"
 #include "dtensor/ops/view_ops.h"
+#include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/nn_functional.h"
 
 namespace dtensor {
@@ -73,10 +74,23 @@ absl::StatusOr<Tensor> AttentionLocal(absl::Span<const Tensor> in,
       in[0], in[1], in[2], args.Get(kCausal), args.Get(kScale));
 }
 
-// Loops: the output's batch dims, then Lq, Ev; E and Lk iterate none.
-absl::StatusOr<std::vector<OpStrategy>> AttentionStrategies(
-    const StrategyContext& ctx) {
-  const Shape& out = ctx.outputs[0].shape;
+// The scale the kernels use: the given one, else 1 / sqrt(E) (1 for E = 0,
+// where every score is 0).
+double EffectiveScale(const OpArgs& args, const DTensor& q) {
+  if (args.Get(kScale) > 0) return args.Get(kScale);
+  const int64_t embed = q.shape().back();
+  return embed > 0 ? 1.0 / std::sqrt(static_cast<double>(embed)) : 1.0;
+}
+
+// The loop dims of q, k, v and of the output [batch..., Lq, Ev] (`out`):
+// the output's batch dims 0..nb-1, then Lq (nb) and Ev (nb + 1); E and Lk
+// iterate none (never sharded: the scores sum over E, the softmax runs over
+// Lk).
+struct AttentionLoops {
+  std::vector<int> q, k, v, out;
+};
+AttentionLoops LoopsOfAttention(absl::Span<const DTensorSpec* const> qkv,
+                                const Shape& out) {
   const int nb = static_cast<int>(out.size()) - 2;
   const Shape batch(out.begin(), out.begin() + nb);
   const auto loops_of = [&](const DTensorSpec& spec, int second_last,
@@ -88,116 +102,57 @@ absl::StatusOr<std::vector<OpStrategy>> AttentionStrategies(
     loops.push_back(last);
     return loops;
   };
+  return {loops_of(*qkv[0], nb, kNoLoop), loops_of(*qkv[1], kNoLoop, kNoLoop),
+          loops_of(*qkv[2], kNoLoop, nb + 1), IdentityLoops(nb + 2)};
+}
+
+absl::StatusOr<std::vector<OpStrategy>> AttentionStrategies(
+    const StrategyContext& ctx) {
+  const Shape& out = ctx.outputs[0].shape;
+  const AttentionLoops loops = LoopsOfAttention(ctx.inputs, out);
   EinsumSpec spec;
-  spec.num_loops = nb + 2;
-  spec.loops.inputs = {loops_of(*ctx.inputs[0], nb, kNoLoop),
-                       loops_of(*ctx.inputs[1], kNoLoop, kNoLoop),
-                       loops_of(*ctx.inputs[2], kNoLoop, nb + 1)};
-  spec.loops.outputs = {IdentityLoops(nb + 2)};
+  spec.num_loops = static_cast<int>(out.size());
+  spec.loops.inputs = {loops.q, loops.k, loops.v};
+  spec.loops.outputs = {loops.out};
   // softmax(q k^T) v is linear in v.
   spec.partial_rules = {{{2}, LinearReduceOps()}};
   return EinsumStrategies(ctx, spec);
 }
 
-// With the queries sharded, a causal rank holding queries [o, o + n) of Lq
-// sees keys j <= i + (Lk - Lq) for global query i: it keeps the first
-// o + n + Lk - Lq keys, so that the tensor layer's end-aligned mask over its
-// own queries is the global one.
+// The keys [0, result) of the local k that this rank's queries see. With the
+// queries sharded, a causal rank holding queries [o, o + n) of Lq sees keys
+// j <= i + (Lk - Lq) for global query i: the first o + n + Lk - Lq keys, so
+// that the tensor layer's end-aligned mask over its own queries is the global
+// one. All of them otherwise.
+absl::StatusOr<int64_t> KeysOfRank(const KernelContext& ctx, int64_t lk) {
+  if (!ctx.args().Get(kCausal)) return lk;
+  const DTensorSpec& q_spec = *ctx.input(0);
+  const int64_t lq_dim = q_spec.ndim() - 2;
+  const int64_t lq = q_spec.shape()[lq_dim];
+  DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, q_spec));
+  return std::clamp<int64_t>(
+      block.offset[lq_dim] + block.shape[lq_dim] + lk - lq, 0, lk);
+}
+
 absl::StatusOr<OpLocals> AttentionKernel(const KernelContext& ctx,
                                          absl::Span<const Tensor> inputs) {
   Tensor k = inputs[1];
   Tensor v = inputs[2];
-  if (ctx.args().Get(kCausal)) {
-    const DTensorSpec& q_spec = *ctx.input(0);
-    const int64_t lq_dim = q_spec.ndim() - 2;
-    const int64_t lq = q_spec.shape()[lq_dim];
-    const int64_t lk = k.size(-2);
-    DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, q_spec));
-    const int64_t keys = std::clamp<int64_t>(
-        block.offset[lq_dim] + block.shape[lq_dim] + lk - lq, 0, lk);
-    if (keys != lk) {
-      DT_ASSIGN_OR_RETURN(k, k.Narrow(-2, 0, keys));
-      DT_ASSIGN_OR_RETURN(v, v.Narrow(-2, 0, keys));
-    }
+  DT_ASSIGN_OR_RETURN(const int64_t keys, KeysOfRank(ctx, k.size(-2)));
+  if (keys != k.size(-2)) {
+    DT_ASSIGN_OR_RETURN(k, k.Narrow(-2, 0, keys));
+    DT_ASSIGN_OR_RETURN(v, v.Narrow(-2, 0, keys));
   }
   DT_ASSIGN_OR_RETURN(Tensor out,
                       AttentionLocal({inputs[0], k, v}, ctx.args()));
   return OpLocals{std::move(out)};
 }
 
-// The replicated mask [lq, lk] of the keys each query sees under causal
-// attention: query i sees keys j <= i + (lk - lq). Without data under a
-// metadata-only runtime (filling lq * lk elements would dominate a
-// metadata-only training step at long sequences).
-absl::StatusOr<DTensor> CausalMask(const DTensor& like, int64_t lq,
-                                   int64_t lk) {
-  if (like.runtime()->metadata_only()) {
-    DT_ASSIGN_OR_RETURN(
-        DTensorSpec spec,
-        DTensorSpec::Create(like.mesh(),
-                            std::vector<Placement>(like.mesh().ndim()),
-                            {lq, lk}, DType::kBool));
-    return DTensor::FromSpec(like.runtime(), std::move(spec));
-  }
-  DT_ASSIGN_OR_RETURN(Tensor mask, Tensor::Empty({lq, lk}, DType::kBool));
-  bool* seen = mask.data<bool>();
-  for (int64_t i = 0; i < lq; ++i) {
-    for (int64_t j = 0; j < lk; ++j) seen[i * lk + j] = j <= i + lk - lq;
-  }
-  return ReplicatedConstant(like, mask);
-}
-
-// Recomputes the attention weights p = softmax(s) of the scores
-// s = q k^T * scale (keys a causal query does not see at -inf, and p 0 there,
-// so that a query seeing no key has p = 0, like its zero output row), then
-// dv = p^T g, dp = g v^T, ds = p (dp - sum(dp p)), dq = ds k * scale,
-// dk = ds^T q * scale, each summed over the batch dims it was broadcast on.
-absl::StatusOr<InputGrads> AttentionBackward(const BackwardCall& call) {
-  const DTensor& q = call.inputs[0];
-  const DTensor& k = call.inputs[1];
-  const DTensor& v = call.inputs[2];
-  const DTensor& g = call.grad_outputs[0];
-  const bool causal = call.args.Get(kCausal);
-  const double scale =
-      call.args.Get(kScale) > 0
-          ? call.args.Get(kScale)
-          : 1.0 / std::sqrt(static_cast<double>(q.shape().back()));
-  const int64_t last[] = {-1};
-  DT_ASSIGN_OR_RETURN(DTensor k_t, Transpose(k, -2, -1));
-  DT_ASSIGN_OR_RETURN(DTensor scores, Matmul(q, k_t));
-  DT_ASSIGN_OR_RETURN(scores, Mul(scores, scale));
-  DTensor visible;
-  if (causal) {
-    // Query i sees keys j <= i + (lk - lq).
-    const int64_t lq = q.shape()[q.spec().ndim() - 2];
-    const int64_t lk = k.shape()[k.spec().ndim() - 2];
-    DT_ASSIGN_OR_RETURN(visible, CausalMask(q, lq, lk));
-    DT_ASSIGN_OR_RETURN(
-        DTensor hidden,
-        ScalarLike(scores, -std::numeric_limits<double>::infinity()));
-    DT_ASSIGN_OR_RETURN(scores, Where(visible, scores, hidden));
-  }
-  DT_ASSIGN_OR_RETURN(DTensor p, Softmax(scores, -1));
-  if (causal) {
-    DT_ASSIGN_OR_RETURN(DTensor zero, ScalarLike(p, 0));
-    DT_ASSIGN_OR_RETURN(p, Where(visible, p, zero));
-  }
-  DT_ASSIGN_OR_RETURN(DTensor p_t, Transpose(p, -2, -1));
-  DT_ASSIGN_OR_RETURN(DTensor dv, Matmul(p_t, g));
-  DT_ASSIGN_OR_RETURN(DTensor v_t, Transpose(v, -2, -1));
-  DT_ASSIGN_OR_RETURN(DTensor dp, Matmul(g, v_t));
-  DT_ASSIGN_OR_RETURN(DTensor dp_p, Mul(dp, p));
-  DT_ASSIGN_OR_RETURN(DTensor total, Sum(dp_p, last, /*keepdim=*/true));
-  DT_ASSIGN_OR_RETURN(DTensor ds, Sub(dp, total));
-  DT_ASSIGN_OR_RETURN(ds, Mul(ds, p));
-  DT_ASSIGN_OR_RETURN(ds, Mul(ds, scale));
-  DT_ASSIGN_OR_RETURN(DTensor dq, Matmul(ds, k));
-  DT_ASSIGN_OR_RETURN(DTensor ds_t, Transpose(ds, -2, -1));
-  DT_ASSIGN_OR_RETURN(DTensor dk, Matmul(ds_t, q));
-  DT_ASSIGN_OR_RETURN(dq, SumToShape(dq, q.shape()));
-  DT_ASSIGN_OR_RETURN(dk, SumToShape(dk, k.shape()));
-  DT_ASSIGN_OR_RETURN(dv, SumToShape(dv, v.shape()));
-  return InputGrads{std::move(dq), std::move(dk), std::move(dv)};
+// One fused op: scaled_dot_product_attention_backward.
+absl::StatusOr<InputGrads> AttentionGrad(const BackwardCall& call) {
+  return ScaledDotProductAttentionBackward(
+      call.inputs[0], call.inputs[1], call.inputs[2], call.outputs[0],
+      call.grad_outputs[0], call.args.Get(kCausal), call.args.Get(kScale));
 }
 
 OpDef MakeAttention() {
@@ -217,12 +172,284 @@ OpDef MakeAttention() {
   };
   def.strategies = AttentionStrategies;
   def.kernel = AttentionKernel;
-  def.backward = AttentionBackward;
+  def.backward = AttentionGrad;
+  return def;
+}
+
+// ---- scaled_dot_product_attention_backward: (q, k, v, out, grad_out) ->
+// (dq, dk, dv). ----
+
+constexpr absl::string_view kBackwardName =
+    "scaled_dot_product_attention_backward";
+
+// The forward's checks on q, k, v; out and grad_out of the output's shape
+// and q's dtype. Outputs: q's, k's and v's shapes.
+absl::StatusOr<std::vector<TensorMeta>> AttentionBackwardInfer(
+    absl::Span<const DTensorSpec* const> inputs, const OpArgs& args) {
+  const auto qkv = inputs.subspan(0, 3);
+  DT_ASSIGN_OR_RETURN(DType dtype,
+                      ProbeDType(kBackwardName, AttentionLocal, qkv, args));
+  DT_ASSIGN_OR_RETURN(Shape out, AttentionShape(kBackwardName, qkv));
+  const char* names[] = {"out", "grad_out"};
+  for (int i = 0; i < 2; ++i) {
+    const DTensorSpec& spec = *inputs[3 + i];
+    if (spec.shape() != out || spec.dtype() != dtype) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kBackwardName, ": ", names[i], " is ",
+                       std::string(DTypeName(spec.dtype())), " ",
+                       ShapeToString(spec.shape()), "; the output is ",
+                       std::string(DTypeName(dtype)), " ", ShapeToString(out)));
+    }
+  }
+  return std::vector<TensorMeta>{{inputs[0]->shape(), dtype},
+                                 {inputs[1]->shape(), dtype},
+                                 {inputs[2]->shape(), dtype}};
+}
+
+// The placement of a tensor with `loops` when a mesh dim shards loop `loop`:
+// Shard of its dim iterating it; else Replicate for an input, and
+// Partial(sum) for a gradient (the sum over the loop's blocks of what each
+// rank adds: a query block's share of dk and dv, a head-dim block's share of
+// dq and dk, a broadcast batch dim's terms).
+Placement PlacementFor(const std::vector<int>& loops, int loop, bool output) {
+  for (size_t d = 0; d < loops.size(); ++d) {
+    if (loops[d] == loop) return Placement::Shard(static_cast<int64_t>(d));
+  }
+  return output ? Placement::Partial(ReduceOp::kSum) : Placement::Replicate();
+}
+
+// Per mesh dim: replicate; shard one loop (a batch dim of the output, Lq or
+// Ev), each input sharded on it where it iterates it (Replicate where
+// broadcast), each gradient sharded where its input iterates it and
+// Partial(sum) elsewhere; or grad_out Partial(sum | avg) with the rest
+// Replicate (every gradient is linear in grad_out) giving Partial gradients.
+absl::StatusOr<std::vector<OpStrategy>> AttentionBackwardStrategies(
+    const StrategyContext& ctx) {
+  const Shape& out = ctx.inputs[3]->shape();
+  const AttentionLoops a = LoopsOfAttention(ctx.inputs.subspan(0, 3), out);
+  LoopDims loops;
+  loops.inputs = {a.q, a.k, a.v, a.out, a.out};
+  loops.outputs = {a.q, a.k, a.v};
+  const Placement r = Placement::Replicate();
+  std::vector<DimStrategy> options = {{{r, r, r, r, r}, {r, r, r}, {}}};
+  for (int loop = 0; loop < static_cast<int>(out.size()); ++loop) {
+    DimStrategy option;
+    for (const std::vector<int>& in : loops.inputs) {
+      option.inputs.push_back(PlacementFor(in, loop, false));
+    }
+    for (const std::vector<int>& grad : loops.outputs) {
+      option.outputs.push_back(PlacementFor(grad, loop, true));
+    }
+    options.push_back(std::move(option));
+  }
+  for (ReduceOp op : LinearReduceOps()) {
+    const Placement partial = Placement::Partial(op);
+    options.push_back({{r, r, r, r, partial}, {partial, partial, partial}, {}});
+  }
+  const std::vector<std::vector<DimStrategy>> candidates(ctx.mesh_shape.size(),
+                                                         options);
+  return CombineMeshDims(ctx, candidates, loops);
+}
+
+// The tensor layer's backward on this rank's blocks, with the forward's key
+// narrowing under a sharded causal Lq; dk and dv are 0 for the keys past the
+// narrowed ones (their Partial(sum) terms from this rank's queries).
+absl::StatusOr<OpLocals> AttentionBackwardKernel(
+    const KernelContext& ctx, absl::Span<const Tensor> inputs) {
+  const Tensor& k = inputs[1];
+  const Tensor& v = inputs[2];
+  DT_ASSIGN_OR_RETURN(const int64_t keys, KeysOfRank(ctx, k.size(-2)));
+  DT_ASSIGN_OR_RETURN(const Tensor k_seen, k.Narrow(-2, 0, keys));
+  DT_ASSIGN_OR_RETURN(const Tensor v_seen, v.Narrow(-2, 0, keys));
+  DT_ASSIGN_OR_RETURN(AttentionGrads grads,
+                      dtensor::ScaledDotProductAttentionBackward(
+                          inputs[0], k_seen, v_seen, inputs[3], inputs[4],
+                          ctx.args().Get(kCausal), ctx.args().Get(kScale)));
+  if (keys != k.size(-2)) {
+    for (auto [grad, like] : {std::pair{&grads.dk, &k}, {&grads.dv, &v}}) {
+      DT_ASSIGN_OR_RETURN(
+          Tensor full,
+          Tensor::Zeros(like->shape(), like->dtype(), like->device()));
+      DT_ASSIGN_OR_RETURN(Tensor seen, full.Narrow(-2, 0, keys));
+      DT_RETURN_IF_ERROR(seen.CopyFrom(*grad));
+      *grad = std::move(full);
+    }
+  }
+  return OpLocals{std::move(grads.dq), std::move(grads.dk),
+                  std::move(grads.dv)};
+}
+
+// ---- Its own backward (double differentiation), through materialized
+// [Lq, Lk] weights: a rare path, written with ops. ----
+
+// The replicated mask [lq, lk] of the keys each query sees under causal
+// attention: query i sees keys j <= i + (lk - lq). Without data under a
+// metadata-only runtime (filling lq * lk elements would dominate a
+// metadata-only run at long sequences).
+absl::StatusOr<DTensor> CausalMask(const DTensor& like, int64_t lq,
+                                   int64_t lk) {
+  if (like.runtime()->metadata_only()) {
+    DT_ASSIGN_OR_RETURN(
+        DTensorSpec spec,
+        DTensorSpec::Create(like.mesh(),
+                            std::vector<Placement>(like.mesh().ndim()),
+                            {lq, lk}, DType::kBool));
+    return DTensor::FromSpec(like.runtime(), std::move(spec));
+  }
+  DT_ASSIGN_OR_RETURN(Tensor mask, Tensor::Empty({lq, lk}, DType::kBool));
+  bool* seen = mask.data<bool>();
+  for (int64_t i = 0; i < lq; ++i) {
+    for (int64_t j = 0; j < lk; ++j) seen[i * lk + j] = j <= i + lk - lq;
+  }
+  return ReplicatedConstant(like, mask);
+}
+
+// The attention weights p = softmax(q k^T * scale) [batch..., Lq, Lk], the
+// keys a causal query does not see at -inf and p = 0 there (so that a query
+// seeing no key has p = 0, like its zero output row).
+absl::StatusOr<DTensor> AttentionWeights(const DTensor& q, const DTensor& k,
+                                         bool causal, double scale) {
+  DT_ASSIGN_OR_RETURN(DTensor k_t, Transpose(k, -2, -1));
+  DT_ASSIGN_OR_RETURN(DTensor scores, Matmul(q, k_t));
+  DT_ASSIGN_OR_RETURN(scores, Mul(scores, scale));
+  if (!causal) return Softmax(scores, -1);
+  const int64_t lq = q.shape()[q.spec().ndim() - 2];
+  const int64_t lk = k.shape()[k.spec().ndim() - 2];
+  DT_ASSIGN_OR_RETURN(DTensor visible, CausalMask(q, lq, lk));
+  DT_ASSIGN_OR_RETURN(
+      DTensor hidden,
+      ScalarLike(scores, -std::numeric_limits<double>::infinity()));
+  DT_ASSIGN_OR_RETURN(scores, Where(visible, scores, hidden));
+  DT_ASSIGN_OR_RETURN(DTensor p, Softmax(scores, -1));
+  DT_ASSIGN_OR_RETURN(DTensor zero, ScalarLike(p, 0));
+  return Where(visible, p, zero);
+}
+
+// a b^T over the last two dims (batch dims broadcast).
+absl::StatusOr<DTensor> MatmulT(const DTensor& a, const DTensor& b) {
+  DT_ASSIGN_OR_RETURN(DTensor b_t, Transpose(b, -2, -1));
+  return Matmul(a, b_t);
+}
+
+// a^T b over the last two dims.
+absl::StatusOr<DTensor> TMatmul(const DTensor& a, const DTensor& b) {
+  DT_ASSIGN_OR_RETURN(DTensor a_t, Transpose(a, -2, -1));
+  return Matmul(a_t, b);
+}
+
+// x - rowsum(x * y) over the last dim, kept.
+absl::StatusOr<DTensor> MinusRowDot(const DTensor& x, const DTensor& y) {
+  const int64_t last[] = {-1};
+  DT_ASSIGN_OR_RETURN(DTensor xy, Mul(x, y));
+  DT_ASSIGN_OR_RETURN(DTensor total, Sum(xy, last, /*keepdim=*/true));
+  return Sub(x, total);
+}
+
+// The forward of the backward op, materialized: p, dp = g v^T and
+// ds = p (dp - delta) with delta = rowsum(g * out) (unscaled).
+struct BackwardTerms {
+  DTensor p, dp_minus_delta, ds;
+};
+absl::StatusOr<BackwardTerms> BackwardTermsOf(const BackwardCall& call,
+                                              double scale) {
+  const DTensor& g = call.inputs[4];
+  const int64_t last[] = {-1};
+  BackwardTerms t;
+  DT_ASSIGN_OR_RETURN(t.p, AttentionWeights(call.inputs[0], call.inputs[1],
+                                            call.args.Get(kCausal), scale));
+  DT_ASSIGN_OR_RETURN(DTensor dp, MatmulT(g, call.inputs[2]));
+  DT_ASSIGN_OR_RETURN(DTensor g_out, Mul(g, call.inputs[3]));
+  DT_ASSIGN_OR_RETURN(DTensor delta, Sum(g_out, last, /*keepdim=*/true));
+  DT_ASSIGN_OR_RETURN(t.dp_minus_delta, Sub(dp, delta));
+  DT_ASSIGN_OR_RETURN(t.ds, Mul(t.p, t.dp_minus_delta));
+  return t;
+}
+
+// The gradient of output i of the call, zeros where it got none.
+absl::StatusOr<DTensor> OutputGradOrZeros(const BackwardCall& call, int i) {
+  if (call.grad_outputs[i].defined()) return call.grad_outputs[i];
+  return FullLike(call.outputs[i], 0);
+}
+
+// With s the scale, the op computes dq = s ds k, dk = s ds^T q, dv = p^T g.
+// For the gradients a, b, c of dq, dk, dv and w = s (a k^T + q b^T) (that of
+// ds): q gets s ds b + s dz k, k gets s ds^T a + s dz^T q, where dz =
+// p (gp - rowsum(gp p)) is the softmax's backward of gp = g c^T +
+// w (dp - delta) (that of p); with wp = w p (that of dp), v gets wp^T g, g
+// gets p c + wp v - rowsum(wp) out, and out gets -rowsum(wp) g.
+absl::StatusOr<InputGrads> AttentionBackwardBackward(const BackwardCall& call) {
+  const DTensor& q = call.inputs[0];
+  const DTensor& k = call.inputs[1];
+  const DTensor& v = call.inputs[2];
+  const DTensor& out = call.inputs[3];
+  const DTensor& g = call.inputs[4];
+  const double s = EffectiveScale(call.args, q);
+  DT_ASSIGN_OR_RETURN(const BackwardTerms t, BackwardTermsOf(call, s));
+  DT_ASSIGN_OR_RETURN(const DTensor a, OutputGradOrZeros(call, 0));
+  DT_ASSIGN_OR_RETURN(const DTensor b, OutputGradOrZeros(call, 1));
+  DT_ASSIGN_OR_RETURN(const DTensor c, OutputGradOrZeros(call, 2));
+  DT_ASSIGN_OR_RETURN(DTensor a_k, MatmulT(a, k));
+  DT_ASSIGN_OR_RETURN(DTensor q_b, MatmulT(q, b));
+  DT_ASSIGN_OR_RETURN(DTensor w, Add(a_k, q_b));
+  DT_ASSIGN_OR_RETURN(w, Mul(w, s));
+  DT_ASSIGN_OR_RETURN(DTensor wp, Mul(w, t.p));
+  DT_ASSIGN_OR_RETURN(DTensor gp, MatmulT(g, c));
+  DT_ASSIGN_OR_RETURN(DTensor w_dp, Mul(w, t.dp_minus_delta));
+  DT_ASSIGN_OR_RETURN(gp, Add(gp, w_dp));
+  DT_ASSIGN_OR_RETURN(DTensor dz, MinusRowDot(gp, t.p));
+  DT_ASSIGN_OR_RETURN(dz, Mul(dz, t.p));
+  // Both q and k gradients: s (ds b + dz k), s (ds^T a + dz^T q).
+  DT_ASSIGN_OR_RETURN(DTensor dq, Matmul(t.ds, b));
+  DT_ASSIGN_OR_RETURN(DTensor dz_k, Matmul(dz, k));
+  DT_ASSIGN_OR_RETURN(dq, Add(dq, dz_k));
+  DT_ASSIGN_OR_RETURN(dq, Mul(dq, s));
+  DT_ASSIGN_OR_RETURN(DTensor dk, TMatmul(t.ds, a));
+  DT_ASSIGN_OR_RETURN(DTensor dz_q, TMatmul(dz, q));
+  DT_ASSIGN_OR_RETURN(dk, Add(dk, dz_q));
+  DT_ASSIGN_OR_RETURN(dk, Mul(dk, s));
+  DT_ASSIGN_OR_RETURN(DTensor dv, TMatmul(wp, g));
+  // -rowsum(wp), for out and g.
+  const int64_t last[] = {-1};
+  DT_ASSIGN_OR_RETURN(DTensor minus_row, Sum(wp, last, /*keepdim=*/true));
+  DT_ASSIGN_OR_RETURN(minus_row, Neg(minus_row));
+  DT_ASSIGN_OR_RETURN(DTensor dout, Mul(minus_row, g));
+  DT_ASSIGN_OR_RETURN(DTensor dg, Matmul(t.p, c));
+  DT_ASSIGN_OR_RETURN(DTensor wp_v, Matmul(wp, v));
+  DT_ASSIGN_OR_RETURN(dg, Add(dg, wp_v));
+  DT_ASSIGN_OR_RETURN(DTensor row_out, Mul(minus_row, out));
+  DT_ASSIGN_OR_RETURN(dg, Add(dg, row_out));
+  InputGrads grads(5);
+  DT_ASSIGN_OR_RETURN(grads[0], SumToShape(dq, q.shape()));
+  DT_ASSIGN_OR_RETURN(grads[1], SumToShape(dk, k.shape()));
+  DT_ASSIGN_OR_RETURN(grads[2], SumToShape(dv, v.shape()));
+  grads[3] = std::move(dout);
+  grads[4] = std::move(dg);
+  return grads;
+}
+
+OpDef MakeAttentionBackward() {
+  OpDef def;
+  def.name = kBackwardName;
+  def.summary =
+      "dq, dk, dv of scaled_dot_product_attention given out and grad_out: one "
+      "tiled pass, no [Lq, Lk] matrix";
+  def.num_inputs = 5;
+  def.num_outputs = 3;
+  def.args.assign(std::begin(kAttentionArgs), std::end(kAttentionArgs));
+  def.infer = AttentionBackwardInfer;
+  def.strategies = AttentionBackwardStrategies;
+  def.kernel = AttentionBackwardKernel;
+  def.backward = AttentionBackwardBackward;
   return def;
 }
 
 const OpDef& AttentionDef() {
   static const OpDef* def = new OpDef(MakeAttention());
+  return *def;
+}
+
+const OpDef& AttentionBackwardDef() {
+  static const OpDef* def = new OpDef(MakeAttentionBackward());
   return *def;
 }
 
@@ -238,7 +465,20 @@ absl::StatusOr<DTensor> ScaledDotProductAttention(const DTensor& q,
   return DispatchOne(AttentionDef(), in, args);
 }
 
-std::vector<const OpDef*> AttentionOps() { return {&AttentionDef()}; }
+absl::StatusOr<std::vector<DTensor>> ScaledDotProductAttentionBackward(
+    const DTensor& q, const DTensor& k, const DTensor& v, const DTensor& out,
+    const DTensor& grad_out, bool causal, double scale) {
+  const DTensor* in[] = {&q, &k, &v, &out, &grad_out};
+  OpArgs args;
+  args.AddBool(causal).AddScalar(scale);
+  DT_ASSIGN_OR_RETURN(OpOutputs grads,
+                      Dispatch(AttentionBackwardDef(), in, args));
+  return std::vector<DTensor>(grads.begin(), grads.end());
+}
+
+std::vector<const OpDef*> AttentionOps() {
+  return {&AttentionDef(), &AttentionBackwardDef()};
+}
 
 }  // namespace ops
 }  // namespace dtensor

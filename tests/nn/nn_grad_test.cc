@@ -9,12 +9,18 @@
 
 #include "absl/strings/str_join.h"
 #include "dtensor/base/status_macros.h"
+#include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/autograd.h"
 #include "dtensor/ops/attention_ops.h"
 #include "dtensor/ops/elementwise_ops.h"
 #include "dtensor/ops/nn_ops.h"
 #include "dtensor/ops/norm_ops.h"
+#include "dtensor/ops/op_counter.h"
+#include "dtensor/ops/reduction_ops.h"
 #include "dtensor/ops/vocab_ops.h"
+#include "dtensor/runtime.h"
 #include "dtensor/testing/grad_checks.h"
+#include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
 
 namespace dtensor {
@@ -91,6 +97,23 @@ std::vector<GradCase> NnCases() {
                        return ops::ScaledDotProductAttention(
                            in[0], in[1], in[2], a.causal, a.scale);
                      }});
+  }
+  // The backward op differentiated itself (its inputs: q, k, v, out,
+  // grad_out, any values), one output at a time.
+  for (int pick : {0, 1, 2}) {
+    cases.push_back(
+        {"scaled_dot_product_attention_backward",
+         "causal, broadcast batch, output " + std::to_string(pick),
+         {Random64({2, 3, 3}, -1, 1, rng), Random64({1, 4, 3}, -1, 1, rng),
+          Random64({2, 4, 2}, -1, 1, rng), Random64({2, 3, 2}, -1, 1, rng),
+          Random64({2, 3, 2}, -1, 1, rng)},
+         [pick](const In& in) -> absl::StatusOr<DTensor> {
+           DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads,
+                               ops::ScaledDotProductAttentionBackward(
+                                   in[0], in[1], in[2], in[3], in[4],
+                                   /*causal=*/true, 0.8));
+           return grads[pick];
+         }});
   }
   const auto rotary = [](const In& in) {
     return ops::RotaryEmbedding(in[0], in[1], 500.0);
@@ -217,6 +240,47 @@ TEST(NnGradTest, EveryOpIsCovered) {
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
   missing = testing_util::Uncovered(ops::VocabOps(), VocabCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
+}
+
+// A training step's attention gradient makes no [seq, seq] tensor: causal
+// attention over 16384 positions (one head of dim 8) on a metadata-only
+// mesh, every op of the forward and of the backward counted. One [seq, seq]
+// f32 score matrix would be 1 GiB.
+TEST(NnGradTest, AttentionGradientMakesNoScoreMatrix) {
+  constexpr int64_t kSeq = 16384;
+  const absl::Status status = [&]() -> absl::Status {
+    auto runtime = Runtime::MetadataOnly(0);
+    DT_ASSIGN_OR_RETURN(const DeviceMesh mesh, DeviceMesh::Create({2}));
+    std::vector<DTensor> qkv;
+    for (int i = 0; i < 3; ++i) {
+      DT_ASSIGN_OR_RETURN(DTensor t, testing_util::MetaTensor(
+                                         runtime, mesh, {2, kSeq, 8}, "S(0)"));
+      qkv.push_back(std::move(t));
+    }
+    OpCounter ops;
+    OpCounter::Scope counting(ops);
+    nn::GradientTape tape;
+    DTensor loss;
+    {
+      nn::GradientTape::Scope scope(tape);
+      DT_ASSIGN_OR_RETURN(DTensor out, ops::ScaledDotProductAttention(
+                                           qkv[0], qkv[1], qkv[2], true));
+      DT_ASSIGN_OR_RETURN(loss, ops::Sum(out));
+    }
+    DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, tape.Gradient(loss, qkv));
+    EXPECT_EQ(ops.count("scaled_dot_product_attention_backward"), 1);
+    EXPECT_LT(ops.peak_local_bytes(), int64_t{kSeq} * kSeq * 4 / 64);
+    for (const OpCounter::Event& event : ops.events()) {
+      for (const auto& spec : event.outputs) {
+        const Shape& shape = spec->shape();
+        EXPECT_FALSE(shape.size() >= 2 && shape[shape.size() - 1] == kSeq &&
+                     shape[shape.size() - 2] == kSeq)
+            << event.op << " made " << ShapeToString(shape);
+      }
+    }
+    return absl::OkStatus();
+  }();
+  EXPECT_TRUE(status.ok()) << status;
 }
 
 TEST(NnGradTest, NnOpGradients) {

@@ -12,8 +12,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/ops/attention_ops.h"
+#include "dtensor/ops/registry.h"
+#include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/nn_functional.h"
 #include "dtensor/testing/comm_matchers.h"
 #include "dtensor/testing/op_cases.h"
@@ -32,6 +35,7 @@ using testing_util::OneReference;
 using testing_util::OpCall;
 using testing_util::RandomShape;
 using testing_util::RandomTensor;
+using testing_util::ReferenceCall;
 using testing_util::RunOnMeta;
 
 using In = std::vector<DTensor>;
@@ -102,7 +106,15 @@ TEST(NnPropertyTest, LogSoftmaxMatchesTheTensorLayer) {
       2, [](std::mt19937& rng) { return SoftmaxCall(true, rng); }, kTol);
 }
 
-OpCall AttentionCall(std::mt19937& rng) {
+// Random attention inputs: broadcast batch dims, Lq and Lk from 0, E != Ev,
+// the mask and the scale.
+struct AttentionDraw {
+  std::vector<Tensor> inputs;
+  bool causal;
+  double scale;
+};
+
+AttentionDraw DrawAttention(std::mt19937& rng) {
   const Shape batch = RandomShape(rng() % 3, 3, rng);
   const int64_t lq = rng() % 8 == 0 ? 0 : 1 + rng() % 5;
   const int64_t lk = rng() % 5;
@@ -112,15 +124,24 @@ OpCall AttentionCall(std::mt19937& rng) {
   const Shape v_batch =
       rng() % 2 == 0 ? k_batch : BroadcastingShape(batch, rng);
   const DType dtype = RandomFloat(rng);
-  const bool causal = rng() % 2 == 0;
-  const double scale = rng() % 2 == 0 ? 0.0 : 0.5;
-  OpCall c;
-  c.op = "scaled_dot_product_attention";
-  c.description = absl::StrCat(c.op, " causal ", causal, " scale ", scale);
-  c.inputs = {RandomTensor(Concat(BroadcastingShape(batch, rng), {lq, e}),
+  AttentionDraw d;
+  d.causal = rng() % 2 == 0;
+  d.scale = rng() % 2 == 0 ? 0.0 : 0.5;
+  d.inputs = {RandomTensor(Concat(BroadcastingShape(batch, rng), {lq, e}),
                            dtype, -1, 1, rng),
               RandomTensor(Concat(k_batch, {lk, e}), dtype, -1, 1, rng),
               RandomTensor(Concat(v_batch, {lk, ev}), dtype, -1, 1, rng)};
+  return d;
+}
+
+OpCall AttentionCall(std::mt19937& rng) {
+  const AttentionDraw d = DrawAttention(rng);
+  const bool causal = d.causal;
+  const double scale = d.scale;
+  OpCall c;
+  c.op = "scaled_dot_product_attention";
+  c.description = absl::StrCat(c.op, " causal ", causal, " scale ", scale);
+  c.inputs = d.inputs;
   c.args.AddBool(causal).AddScalar(scale);
   c.call = OneOutput([causal, scale](const In& in) {
     return ops::ScaledDotProductAttention(in[0], in[1], in[2], causal, scale);
@@ -133,6 +154,72 @@ OpCall AttentionCall(std::mt19937& rng) {
 
 TEST(NnPropertyTest, AttentionMatchesTheTensorLayer) {
   CheckOp(5, AttentionCall, kTol);
+}
+
+// The tensor layer's backward as a reference of the three gradients.
+ReferenceCall AttentionGradsReference(bool causal, double scale) {
+  return [causal,
+          scale](const Full& in) -> absl::StatusOr<std::vector<Tensor>> {
+    DT_ASSIGN_OR_RETURN(AttentionGrads grads,
+                        ScaledDotProductAttentionBackward(
+                            in[0], in[1], in[2], in[3], in[4], causal, scale));
+    return std::vector<Tensor>{grads.dq, grads.dk, grads.dv};
+  };
+}
+
+// The backward op on random attention inputs, the forward's output and a
+// random output gradient, against the tensor layer's backward.
+OpCall AttentionBackwardCall(std::mt19937& rng) {
+  const AttentionDraw d = DrawAttention(rng);
+  const bool causal = d.causal;
+  const double scale = d.scale;
+  const Tensor out = *ScaledDotProductAttention(d.inputs[0], d.inputs[1],
+                                                d.inputs[2], causal, scale);
+  OpCall c;
+  c.op = "scaled_dot_product_attention_backward";
+  c.description = absl::StrCat(c.op, " causal ", causal, " scale ", scale);
+  c.inputs = d.inputs;
+  c.inputs.push_back(out);
+  c.inputs.push_back(RandomTensor(out.shape(), out.dtype(), -1, 1, rng));
+  c.args.AddBool(causal).AddScalar(scale);
+  c.call = [causal, scale](const In& in) {
+    return ops::ScaledDotProductAttentionBackward(in[0], in[1], in[2], in[3],
+                                                  in[4], causal, scale);
+  };
+  c.reference = AttentionGradsReference(causal, scale);
+  return c;
+}
+
+TEST(NnPropertyTest, AttentionBackwardMatchesTheTensorLayer) {
+  CheckOp(7, AttentionBackwardCall, kTol);
+}
+
+// Every strategy of the backward op on a causal call with Lq < Lk sharded
+// unevenly over 4 ranks among them (each rank narrows the keys to those of
+// its queries, dk and dv Partial(sum)), grouped-query k and v.
+TEST(NnPropertyTest, AttentionBackwardEveryStrategyWithCausalQueryShards) {
+  std::mt19937 rng(8);
+  testing_util::StrategyCase c;
+  const absl::StatusOr<const OpDef*> op =
+      OpRegistry::Builtin().Find("scaled_dot_product_attention_backward");
+  ASSERT_TRUE(op.ok()) << op.status();
+  c.op = *op;
+  c.inputs = {RandomTensor({2, 3, 10, 4}, DType::kF64, -1, 1, rng),
+              RandomTensor({2, 1, 13, 4}, DType::kF64, -1, 1, rng),
+              RandomTensor({2, 1, 13, 3}, DType::kF64, -1, 1, rng)};
+  const Tensor out =
+      *ScaledDotProductAttention(c.inputs[0], c.inputs[1], c.inputs[2], true);
+  c.inputs.push_back(out);
+  c.inputs.push_back(RandomTensor(out.shape(), DType::kF64, -1, 1, rng));
+  c.args.AddBool(true).AddScalar(0);
+  c.reference = AttentionGradsReference(true, 0);
+  c.description = "causal, q [2, 3, 10, 4], k [2, 1, 13, 4]";
+  for (const std::vector<int64_t>& mesh :
+       {std::vector<int64_t>{4}, std::vector<int64_t>{2, 2}}) {
+    const absl::Status status =
+        testing_util::CheckEveryStrategy(mesh, c, 1 << 10, 9, kTol, kTol);
+    EXPECT_TRUE(status.ok()) << status;
+  }
 }
 
 OpCall RotaryCall(std::mt19937& rng) {
@@ -167,6 +254,7 @@ TEST(NnPropertyTest, RotaryEmbeddingMatchesTheTensorLayer) {
 TEST(NnCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
   const std::set<std::string> tested = {"softmax", "log_softmax",
                                         "scaled_dot_product_attention",
+                                        "scaled_dot_product_attention_backward",
                                         "rotary_embedding"};
   for (const auto& family : {ops::NnOps(), ops::AttentionOps()}) {
     for (const OpDef* op : family) {
@@ -232,6 +320,57 @@ TEST(NnLayoutTest, AttentionShardedOnHeadsOrBatchDoesNotCommunicate) {
   }
 }
 
+// The backward op's gradients' layouts, each taken by `pick` (0 dq, 1 dk,
+// 2 dv) with q, out and grad_out laid out by `q_layout` and k, v by
+// `kv_layout`.
+MetaOutcome AttentionGradOnMeta(const std::vector<int64_t>& mesh,
+                                const Shape& q, const Shape& kv,
+                                const std::string& q_layout,
+                                const std::string& kv_layout, int pick) {
+  return RunOnMeta(mesh,
+                   {{q, q_layout},
+                    {kv, kv_layout},
+                    {kv, kv_layout},
+                    {q, q_layout},
+                    {q, q_layout}},
+                   [pick](const In& in) -> absl::StatusOr<DTensor> {
+                     DT_ASSIGN_OR_RETURN(
+                         std::vector<DTensor> grads,
+                         ops::ScaledDotProductAttentionBackward(
+                             in[0], in[1], in[2], in[3], in[4], true));
+                     return grads[pick];
+                   });
+}
+
+TEST(NnLayoutTest, AttentionBackwardKeepsTheForwardsShards) {
+  const Shape q = {2, 4, 2, 8, 16};  // [batch, kv heads, group, seq, dim]
+  const Shape kv = {2, 4, 1, 8, 16};
+  // Heads sharded: every gradient sharded alike, no communication.
+  for (int pick : {0, 1, 2}) {
+    const MetaOutcome o = AttentionGradOnMeta({2}, q, kv, "S(1)", "S(1)", pick);
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.layout, "S(1)") << pick;
+    EXPECT_THAT(o.comms, IssuedNoCollectives());
+  }
+  // The query group sharded (k, v broadcast over it): dk and dv are sums
+  // over the group, Partial.
+  const std::string by_group[] = {"S(2)", "P(sum)", "P(sum)"};
+  for (int pick : {0, 1, 2}) {
+    const MetaOutcome o = AttentionGradOnMeta({2}, q, kv, "S(2)", "R", pick);
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.layout, by_group[pick]) << pick;
+    EXPECT_THAT(o.comms, IssuedNoCollectives());
+  }
+  // Queries sharded on the sequence: dq sharded, dk and dv Partial.
+  const std::string by_query[] = {"S(3)", "P(sum)", "P(sum)"};
+  for (int pick : {0, 1, 2}) {
+    const MetaOutcome o = AttentionGradOnMeta({4}, q, kv, "S(3)", "R", pick);
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.layout, by_query[pick]) << pick;
+    EXPECT_THAT(o.comms, IssuedNoCollectives());
+  }
+}
+
 TEST(NnLayoutTest, RotaryEmbeddingKeepsSequenceShards) {
   const auto rotary = [](const In& in) { return ops::RotaryEmbedding(in[0]); };
   MetaOutcome o = RunOnMeta({4}, {{{2, 8, 4, 16}, "S(1)"}}, rotary);
@@ -267,6 +406,20 @@ TEST(NnErrorTest, BadInputsAreErrorsNamingTheOpAndValue) {
                   return ops::ScaledDotProductAttention(in[0], in[1], in[2]);
                 }),
       "scaled_dot_product_attention");
+  ExpectErrorNaming(RunOnMeta({2},
+                              {{{2, 5, 4}, "R"},
+                               {{2, 6, 4}, "R"},
+                               {{2, 6, 3}, "R"},
+                               {{2, 5, 2}, "R"},
+                               {{2, 5, 3}, "R"}},
+                              [](const In& in) -> absl::StatusOr<DTensor> {
+                                DT_ASSIGN_OR_RETURN(
+                                    std::vector<DTensor> grads,
+                                    ops::ScaledDotProductAttentionBackward(
+                                        in[0], in[1], in[2], in[3], in[4]));
+                                return grads[0];
+                              }),
+                    "out is f32 [2, 5, 2]");
   ExpectErrorNaming(
       RunOnMeta({2}, {{{2, 5, 3}, "R"}},
                 [](const In& in) { return ops::RotaryEmbedding(in[0]); }),
