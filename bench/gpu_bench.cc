@@ -1,15 +1,19 @@
 // GPU benchmarks (need a CUDA device; each reports an error and skips
 // otherwise): the tensor Matmul on CUDA tensors against cuBLAS called
 // directly on the same 4096^2 operands (bf16 and f32), the elementwise
-// add and the sum at 64M f32 elements against a device-to-device copy, and
-// the dispatch of a tiny op on the tensor and DTensor layers.
+// add and the sum at 64M f32 elements against a device-to-device copy,
+// causal grouped-query attention forward, and forward + backward at the
+// shapes of bench/peer/gpu_torch.py's SDPA figure, and the dispatch of a tiny
+// op on the tensor and DTensor layers.
 // Bandwidth counts bytes read plus bytes written.
 #include <cstdint>
+#include <string>
 
 #include "bench/rank_zero.h"
 #include "benchmark/benchmark.h"
 #include "dtensor/mesh/device_mesh.h"
 #include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/matmul.h"
@@ -118,25 +122,60 @@ void BM_Sum(benchmark::State& state) {
   state.SetBytesProcessed(a.nbytes() * state.iterations());
 }
 
-// Causal grouped-query attention forward in bf16 (batch 4, 32 query heads
-// over 8 kv heads, head dim 128, sequence range(0)): cuBLAS products around
-// the masked-softmax kernel, the [seq, seq] scores materialized in f32.
-// TFLOP/s count the useful (causal: half) flops of the two products, as
-// bench/peer/gpu_torch.py does.
+// Causal grouped-query attention in bf16 (batch 4, 32 query heads over 8 kv
+// heads, head dim 128, sequence range(0)), the tiled kernels of
+// dtensor/tensor/cuda/attention_kernels.h (f32 math, no [seq, seq] scores):
+// q [4, 8, 4, seq, 128], k = v [4, 8, 1, seq, 128]. TFLOP/s count the useful
+// (causal: half) flops of the products, 2 in the forward and 5 in the
+// backward, as bench/peer/gpu_torch.py does.
+struct AttentionOperands {
+  Tensor q, kv, out, grad;
+};
+
+AttentionOperands MakeAttentionOperands(int64_t seq) {
+  const int64_t batch = 4, kv_heads = 8, group = 4, dim = 128;
+  const Device gpu = Device::CUDA(0);
+  AttentionOperands a;
+  a.q = *Tensor::Full({batch, kv_heads, group, seq, dim}, 0.01, DType::kBF16,
+                      gpu);
+  a.kv = *Tensor::Full({batch, kv_heads, 1, seq, dim}, 0.02, DType::kBF16, gpu);
+  a.grad = *Tensor::Full(a.q.shape(), 0.03, DType::kBF16, gpu);
+  return a;
+}
+
+// `products` causal products' worth of useful flops per iteration.
+void SetAttentionTflops(benchmark::State& state, int products) {
+  const double seq = static_cast<double>(state.range(0));
+  SetTflops(state, products * 2.0 * 4 * 32 * seq * seq * 128 / 2);
+}
+
 void BM_AttentionForward(benchmark::State& state) {
   if (SkipWithoutGpu(state)) return;
-  const int64_t batch = 4, kv_heads = 8, group = 4, dim = 128;
-  const int64_t seq = state.range(0);
-  const Device gpu = Device::CUDA(0);
-  const Tensor q = *Tensor::Full({batch, kv_heads, group, seq, dim}, 0.01,
-                                 DType::kBF16, gpu);
-  const Tensor kv =
-      *Tensor::Full({batch, kv_heads, 1, seq, dim}, 0.02, DType::kBF16, gpu);
+  const AttentionOperands a = MakeAttentionOperands(state.range(0));
   for (auto _ : state) {
-    benchmark::DoNotOptimize(ScaledDotProductAttention(q, kv, kv, true, 0));
+    benchmark::DoNotOptimize(ScaledDotProductAttention(a.q, a.kv, a.kv, true));
     Sync(state);
   }
-  SetTflops(state, 2.0 * 2 * batch * kv_heads * group * seq * seq * dim / 2);
+  SetAttentionTflops(state, 2);
+}
+
+// The forward and ScaledDotProductAttentionBackward of its output: what a
+// training step runs, and what gpu_torch.py's torch_sdpa_fwd_bwd times.
+void BM_AttentionForwardBackward(benchmark::State& state) {
+  if (SkipWithoutGpu(state)) return;
+  const AttentionOperands a = MakeAttentionOperands(state.range(0));
+  for (auto _ : state) {
+    absl::StatusOr<Tensor> out =
+        ScaledDotProductAttention(a.q, a.kv, a.kv, true);
+    if (!out.ok()) {
+      state.SkipWithError(std::string(out.status().message()).c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(
+        ScaledDotProductAttentionBackward(a.q, a.kv, a.kv, *out, a.grad, true));
+    Sync(state);
+  }
+  SetAttentionTflops(state, 7);
 }
 
 // The tensor-layer add of a tiny CUDA tensor [1, 8]: allocation and launch,
@@ -169,6 +208,7 @@ BENCHMARK(BM_DeviceCopy)->UseRealTime();
 BENCHMARK(BM_Add)->UseRealTime();
 BENCHMARK(BM_Sum)->UseRealTime();
 BENCHMARK(BM_AttentionForward)->Arg(1024)->Arg(2048)->UseRealTime();
+BENCHMARK(BM_AttentionForwardBackward)->Arg(1024)->Arg(2048)->UseRealTime();
 BENCHMARK(BM_SmallOpDispatch);
 BENCHMARK(BM_DTensorAddDispatch);
 
