@@ -79,6 +79,7 @@ AttentionReference ReferenceAttention(const Tensor& q, const Tensor& k,
     r.dk.assign(kv.size(), 0.0);
     r.dv.assign(vv.size(), 0.0);
   }
+  // Rows by data() + offset, not &x[i]: with E or Ev 0 the vectors are empty.
   for (int64_t entry = 0; entry < NumElements(batch); ++entry) {
     const int64_t qm = MatrixOf(q.shape(), batch, entry) * lq * e;
     const int64_t km = MatrixOf(k.shape(), batch, entry) * lk * e;
@@ -86,8 +87,8 @@ AttentionReference ReferenceAttention(const Tensor& q, const Tensor& k,
     for (int64_t i = 0; i < lq; ++i) {
       const int64_t visible =
           causal ? std::clamp<int64_t>(i + lk - lq + 1, 0, lk) : lk;
-      const std::vector<double> p =
-          Weights(&qv[qm + i * e], &kv[km], lk, e, visible, scale);
+      const std::vector<double> p = Weights(
+          qv.data() + qm + i * e, kv.data() + km, lk, e, visible, scale);
       const int64_t row = (entry * lq + i) * ev;
       for (int64_t j = 0; j < visible; ++j) {
         for (int64_t c = 0; c < ev; ++c) {
@@ -99,7 +100,7 @@ AttentionReference ReferenceAttention(const Tensor& q, const Tensor& k,
       std::vector<double> dp(visible);
       double total = 0;
       for (int64_t j = 0; j < visible; ++j) {
-        dp[j] = Dot(&gv[row], &vv[vm + j * ev], ev);
+        dp[j] = Dot(gv.data() + row, vv.data() + vm + j * ev, ev);
         total += dp[j] * p[j];
       }
       for (int64_t j = 0; j < visible; ++j) {
