@@ -1,7 +1,6 @@
 #include "dtensor/ops/attention_ops.h"
 
 #include <algorithm>
-#include <cmath>
 #include <iterator>
 #include <limits>
 #include <utility>
@@ -72,14 +71,6 @@ absl::StatusOr<Tensor> AttentionLocal(absl::Span<const Tensor> in,
                                       const OpArgs& args) {
   return dtensor::ScaledDotProductAttention(
       in[0], in[1], in[2], args.Get(kCausal), args.Get(kScale));
-}
-
-// The scale the kernels use: the given one, else 1 / sqrt(E) (1 for E = 0,
-// where every score is 0).
-double EffectiveScale(const OpArgs& args, const DTensor& q) {
-  if (args.Get(kScale) > 0) return args.Get(kScale);
-  const int64_t embed = q.shape().back();
-  return embed > 0 ? 1.0 / std::sqrt(static_cast<double>(embed)) : 1.0;
 }
 
 // The loop dims of q, k, v and of the output [batch..., Lq, Ev] (`out`):
@@ -383,7 +374,7 @@ absl::StatusOr<InputGrads> AttentionBackwardBackward(const BackwardCall& call) {
   const DTensor& v = call.inputs[2];
   const DTensor& out = call.inputs[3];
   const DTensor& g = call.inputs[4];
-  const double s = EffectiveScale(call.args, q);
+  const double s = AttentionScale(call.args.Get(kScale), q.shape().back());
   DT_ASSIGN_OR_RETURN(const BackwardTerms t, BackwardTermsOf(call, s));
   DT_ASSIGN_OR_RETURN(const DTensor a, OutputGradOrZeros(call, 0));
   DT_ASSIGN_OR_RETURN(const DTensor b, OutputGradOrZeros(call, 1));

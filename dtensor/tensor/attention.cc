@@ -96,13 +96,6 @@ absl::Status CheckLikeOutput(const Tensor& t, const Tensor& q,
   return absl::OkStatus();
 }
 
-// `scale` <= 0 means 1/sqrt(E); with E == 0 every score is 0 whatever the
-// scale, and 1 avoids 0 * inf.
-double EffectiveScale(double scale, int64_t embed) {
-  if (scale > 0) return scale;
-  return embed > 0 ? 1.0 / std::sqrt(static_cast<double>(embed)) : 1.0;
-}
-
 // bf16/f16 run in f32 and round once at the end; f32 and f64 in themselves.
 DType ComputeDTypeOf(DType dtype) {
   return dtype == DType::kF64 ? DType::kF64 : DType::kF32;
@@ -368,12 +361,17 @@ absl::StatusOr<AttentionGrads> AttentionBackwardOnHost(
 
 }  // namespace
 
+double AttentionScale(double scale, int64_t e) {
+  if (scale > 0) return scale;
+  return e > 0 ? 1.0 / std::sqrt(static_cast<double>(e)) : 1.0;
+}
+
 absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
                                                  const Tensor& k,
                                                  const Tensor& v, bool causal,
                                                  double scale) {
   DT_ASSIGN_OR_RETURN(const Shape batch, CheckAttention(q, k, v, kForward));
-  const double effective = EffectiveScale(scale, q.size(-1));
+  const double effective = AttentionScale(scale, q.size(-1));
   if (cuda::OnCuda(q)) {
     return cuda::AttentionForwardOnDevice(q, k, v, batch, causal, effective);
   }
@@ -389,7 +387,7 @@ absl::StatusOr<AttentionGrads> ScaledDotProductAttentionBackward(
   const Shape out_shape = OutputShape(batch, q, v);
   DT_RETURN_IF_ERROR(CheckLikeOutput(out, q, out_shape, "out"));
   DT_RETURN_IF_ERROR(CheckLikeOutput(grad_out, q, out_shape, "grad_out"));
-  const double effective = EffectiveScale(scale, q.size(-1));
+  const double effective = AttentionScale(scale, q.size(-1));
   if (cuda::OnCuda(q)) {
     return cuda::AttentionBackwardOnDevice(q, k, v, out, grad_out, batch,
                                            causal, effective);

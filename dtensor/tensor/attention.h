@@ -1,6 +1,8 @@
 #ifndef DTENSOR_TENSOR_ATTENTION_H_
 #define DTENSOR_TENSOR_ATTENTION_H_
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "dtensor/tensor/tensor.h"
 
@@ -11,6 +13,11 @@
 // [Lq, Lk] matrix, on the CPU (tile products on BLAS, one host worker) and on
 // a CUDA device (the kernels of dtensor/tensor/cuda/attention_kernels.h).
 namespace dtensor {
+
+// The scale ScaledDotProductAttention multiplies q.k by for a `scale`
+// argument and a head dim `e`: `scale` when > 0, else 1 / sqrt(e) (1 for
+// e = 0, where every score is 0 and 1 avoids 0 * inf).
+double AttentionScale(double scale, int64_t e);
 
 // The gradients of one attention call, of q's, k's and v's shapes and dtype.
 struct AttentionGrads {
