@@ -410,10 +410,10 @@ TEST(CrossEntropyTest, BadInputs) {
 
 // ---- ScaledDotProductAttention and its backward. ----
 
-// A random attention call: a random batch of which each operand keeps a
-// random number of trailing dims, some as 1 (broadcast, grouped-query
-// among them); sequence lengths from `lengths`; random layouts and dtype;
-// the output's gradient.
+// A random attention call: a random batch (sizes from `batch_sizes`) of
+// which each operand keeps a random number of trailing dims, some as 1
+// (broadcast, grouped-query among them); sequence lengths from `lengths`,
+// head dims from `dims`; random layouts, mask, scale and dtype.
 struct AttentionCase {
   Tensor q, k, v;
   bool causal = false;
@@ -423,11 +423,12 @@ struct AttentionCase {
 };
 
 AttentionCase RandomAttentionCase(int trial,
+                                  const std::vector<int64_t>& batch_sizes,
                                   const std::vector<int64_t>& lengths,
                                   const std::vector<int64_t>& dims,
                                   std::mt19937& rng) {
   const int batch_rank = std::uniform_int_distribution<int>(0, 2)(rng);
-  const Shape batch = RandomShape(batch_rank, {1, 2, 3}, rng);
+  const Shape batch = RandomShape(batch_rank, batch_sizes, rng);
   const auto leading = [&]() {
     const int rank = std::uniform_int_distribution<int>(0, batch_rank)(rng);
     Shape shape;
@@ -485,9 +486,9 @@ void CheckAttention(const AttentionCase& c, std::mt19937& rng) {
 TEST(AttentionTest, RandomShapesBroadcastingMasksAndDTypes) {
   std::mt19937 rng(23);
   for (int trial = 0; trial < 200; ++trial) {
-    CheckAttention(
-        RandomAttentionCase(trial, {0, 1, 2, 3, 5, 7}, {0, 1, 2, 4, 8}, rng),
-        rng);
+    CheckAttention(RandomAttentionCase(trial, {0, 1, 2, 3}, {0, 1, 2, 3, 5, 7},
+                                       {0, 1, 2, 4, 8}, rng),
+                   rng);
   }
 }
 
@@ -497,7 +498,8 @@ TEST(AttentionTest, SequencesSpanningTilesMatchTheReference) {
   std::mt19937 rng(24);
   for (int trial = 0; trial < 24; ++trial) {
     CheckAttention(
-        RandomAttentionCase(trial, {1, 63, 64, 65, 257, 300}, {1, 16, 33}, rng),
+        RandomAttentionCase(trial, {1, 2, 3}, {1, 63, 64, 65, 257, 300},
+                            {1, 16, 33}, rng),
         rng);
   }
 }
