@@ -1,5 +1,7 @@
 #include "dtensor/tensor/cuda/attention_kernels.h"
 
+#include "dtensor/tensor/cuda/launch_common.cuh"
+
 namespace dtensor::cuda {
 namespace {
 
@@ -50,23 +52,6 @@ __global__ void RowDeltaKernel(const T* dout, const T* out, C* delta,
   for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        r < rows; r += step) {
     delta[r] = RowDelta(dout + r * ev, out + r * ev, ev);
-  }
-}
-
-// Calls fn(T{}) with T the storage type of a floating `type`.
-template <typename Fn>
-cudaError_t DispatchFloating(ScalarType type, Fn&& fn) {
-  switch (type) {
-    case ScalarType::kF32:
-      return fn(float{});
-    case ScalarType::kF64:
-      return fn(double{});
-    case ScalarType::kBF16:
-      return fn(Bf16{});
-    case ScalarType::kF16:
-      return fn(F16{});
-    default:
-      return cudaErrorInvalidValue;
   }
 }
 
