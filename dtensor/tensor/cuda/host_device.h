@@ -23,8 +23,23 @@
 namespace dtensor::cuda {
 
 // The element types a kernel is launched for (dtensor/tensor/dtype.h's DType,
-// which the device code cannot include).
-enum class ScalarType { kF32, kF64, kBF16, kF16, kI32, kI64, kBool };
+// which the device code cannot include), each with its storage type, as
+// X(enumerator, type): the one table that ScalarType and Dispatch
+// (launch_common.cuh) are written from.
+#define DT_CUDA_FOR_EACH_SCALAR_TYPE(X) \
+  X(kF32, float)                        \
+  X(kF64, double)                       \
+  X(kBF16, Bf16)                        \
+  X(kF16, F16)                          \
+  X(kI32, int32_t)                      \
+  X(kI64, int64_t)                      \
+  X(kBool, bool)
+
+#define DT_CUDA_SCALAR_TYPE_ENUMERATOR(enumerator, storage) enumerator,
+enum class ScalarType {
+  DT_CUDA_FOR_EACH_SCALAR_TYPE(DT_CUDA_SCALAR_TYPE_ENUMERATOR)
+};
+#undef DT_CUDA_SCALAR_TYPE_ENUMERATOR
 
 // bfloat16 and IEEE half as stored: the same layout as dtensor/tensor/half.h's
 // BFloat16 and Half (one uint16_t), so their buffers can be reinterpreted.

@@ -443,41 +443,35 @@ cudaError_t LaunchSoftmax(ScalarType type, const void* x, void* out,
                           int64_t outer, int64_t n, int64_t inner, bool log,
                           cudaStream_t stream) {
   const int64_t rows = outer * inner;
-  if (rows == 0 || n == 0) return cudaSuccess;
-  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
-  return DispatchFloating(type, [&](auto tag) {
+  if (n == 0) return cudaSuccess;
+  return LaunchFloatingRows(type, rows, [&](auto tag) {
     using T = decltype(tag);
     SoftmaxKernel<<<rows, kThreads, 0, stream>>>(
         static_cast<const T*>(x), static_cast<T*>(out), n, inner, log);
-    return cudaGetLastError();
   });
 }
 
 cudaError_t LaunchRmsNorm(ScalarType type, const void* x, const void* weight,
                           void* out, int64_t rows, int64_t width, double eps,
                           cudaStream_t stream) {
-  if (rows == 0 || width == 0) return cudaSuccess;
-  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
-  return DispatchFloating(type, [&](auto tag) {
+  if (width == 0) return cudaSuccess;
+  return LaunchFloatingRows(type, rows, [&](auto tag) {
     using T = decltype(tag);
     RmsNormKernel<<<rows, kThreads, 0, stream>>>(
         static_cast<const T*>(x), static_cast<const T*>(weight),
         static_cast<T*>(out), width, eps);
-    return cudaGetLastError();
   });
 }
 
 cudaError_t LaunchLayerNorm(ScalarType type, const void* x, const void* weight,
                             const void* bias, void* out, int64_t rows,
                             int64_t width, double eps, cudaStream_t stream) {
-  if (rows == 0 || width == 0) return cudaSuccess;
-  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
-  return DispatchFloating(type, [&](auto tag) {
+  if (width == 0) return cudaSuccess;
+  return LaunchFloatingRows(type, rows, [&](auto tag) {
     using T = decltype(tag);
     LayerNormKernel<<<rows, kThreads, 0, stream>>>(
         static_cast<const T*>(x), static_cast<const T*>(weight),
         static_cast<const T*>(bias), static_cast<T*>(out), width, eps);
-    return cudaGetLastError();
   });
 }
 
@@ -486,14 +480,11 @@ cudaError_t LaunchCrossEntropyRows(ScalarType type, const void* logits,
                                    double* log_sum_exp, int64_t rows,
                                    int64_t classes, int64_t ignore_index,
                                    cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
-  return DispatchFloating(type, [&](auto tag) {
+  return LaunchFloatingRows(type, rows, [&](auto tag) {
     using T = decltype(tag);
     CrossEntropyKernel<<<rows, kThreads, 0, stream>>>(
         static_cast<const T*>(logits), targets, losses, log_sum_exp, classes,
         ignore_index);
-    return cudaGetLastError();
   });
 }
 

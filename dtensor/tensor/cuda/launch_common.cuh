@@ -29,20 +29,11 @@ inline int GridFor(int64_t count) {
 template <typename Fn>
 cudaError_t Dispatch(ScalarType type, Fn&& fn) {
   switch (type) {
-    case ScalarType::kF32:
-      return fn(float{});
-    case ScalarType::kF64:
-      return fn(double{});
-    case ScalarType::kBF16:
-      return fn(Bf16{});
-    case ScalarType::kF16:
-      return fn(F16{});
-    case ScalarType::kI32:
-      return fn(int32_t{});
-    case ScalarType::kI64:
-      return fn(int64_t{});
-    case ScalarType::kBool:
-      return fn(bool{});
+#define DT_CUDA_DISPATCH_CASE(enumerator, storage) \
+  case ScalarType::enumerator:                     \
+    return fn(storage{});
+    DT_CUDA_FOR_EACH_SCALAR_TYPE(DT_CUDA_DISPATCH_CASE)
+#undef DT_CUDA_DISPATCH_CASE
   }
   return cudaErrorInvalidValue;
 }
@@ -94,6 +85,20 @@ struct MaxCombine {
 
 // Whether `rows` blocks fit in grid dimension x (one block per row).
 inline bool RowsFit(int64_t rows) { return rows <= 2147483647; }
+
+// The frame of a one-block-per-row launch over a floating `type`: success
+// with nothing launched for no rows, an invalid configuration for more rows
+// than the grid holds, else launch(T{}) with T the storage type of `type`
+// (which launches the kernel) and the launch's error.
+template <typename Launch>
+cudaError_t LaunchFloatingRows(ScalarType type, int64_t rows, Launch&& launch) {
+  if (rows == 0) return cudaSuccess;
+  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
+  return DispatchFloating(type, [&](auto tag) {
+    launch(tag);
+    return cudaGetLastError();
+  });
+}
 
 }  // namespace dtensor::cuda
 

@@ -52,14 +52,11 @@ __global__ void LossShardFinishKernel(const C* row_max, const C* sums,
 cudaError_t LaunchLossShardMax(ScalarType type, const void* logits,
                                void* row_max, int64_t rows, int64_t classes,
                                cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
-  return DispatchFloating(type, [&](auto tag) {
+  return LaunchFloatingRows(type, rows, [&](auto tag) {
     using T = decltype(tag);
     LossShardMaxKernel<<<rows, kThreads, 0, stream>>>(
         static_cast<const T*>(logits), static_cast<Compute<T>*>(row_max),
         classes);
-    return cudaGetLastError();
   });
 }
 
@@ -67,15 +64,12 @@ cudaError_t LaunchLossShardSums(ScalarType type, const void* logits,
                                 const int64_t* targets, const void* row_max,
                                 void* sums, int64_t rows, int64_t classes,
                                 int64_t class_offset, cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
-  return DispatchFloating(type, [&](auto tag) {
+  return LaunchFloatingRows(type, rows, [&](auto tag) {
     using T = decltype(tag);
     LossShardSumsKernel<<<rows, kThreads, 0, stream>>>(
         static_cast<const T*>(logits), targets,
         static_cast<const Compute<T>*>(row_max), static_cast<Compute<T>*>(sums),
         rows, classes, class_offset);
-    return cudaGetLastError();
   });
 }
 
