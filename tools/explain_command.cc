@@ -143,9 +143,6 @@ absl::StatusOr<int> PrintReport(const ParsedArgs& args, std::ostream& out,
 
 }  // namespace
 
-int RunExplainCommand(absl::Span<const std::string> args, std::ostream& out,
-                      std::ostream& err) {
-  return RunSubcommand(args, kFlags, "explain", kUsage, out, err, PrintReport);
-}
+DT_DEFINE_SUBCOMMAND(RunExplainCommand, "explain", PrintReport)
 
 }  // namespace dtensor

@@ -156,9 +156,6 @@ absl::StatusOr<int> PrintLayout(const ParsedArgs& args, std::ostream& out,
 
 }  // namespace
 
-int RunLayoutCommand(absl::Span<const std::string> args, std::ostream& out,
-                     std::ostream& err) {
-  return RunSubcommand(args, kFlags, "layout", kUsage, out, err, PrintLayout);
-}
+DT_DEFINE_SUBCOMMAND(RunLayoutCommand, "layout", PrintLayout)
 
 }  // namespace dtensor

@@ -217,9 +217,6 @@ absl::StatusOr<int> PrintPlan(const ParsedArgs& args, std::ostream& out,
 
 }  // namespace
 
-int RunPlanCommand(absl::Span<const std::string> args, std::ostream& out,
-                   std::ostream& err) {
-  return RunSubcommand(args, kFlags, "plan", kUsage, out, err, PrintPlan);
-}
+DT_DEFINE_SUBCOMMAND(RunPlanCommand, "plan", PrintPlan)
 
 }  // namespace dtensor

@@ -83,6 +83,16 @@ int RunSubcommand(absl::Span<const std::string> args,
   return *result;
 }
 
+// Defines the entry point `name` (a SubcommandFn declared in tools/commands.h)
+// of the subcommand `command` as RunSubcommand over the kFlags and kUsage of
+// the file it stands in, with `body`: what every subcommand whose arguments
+// need no pre-pass writes the same way.
+#define DT_DEFINE_SUBCOMMAND(name, command, body)                        \
+  int name(absl::Span<const std::string> args, std::ostream& out,        \
+           std::ostream& err) {                                          \
+    return RunSubcommand(args, kFlags, command, kUsage, out, err, body); \
+  }
+
 }  // namespace dtensor
 
 #endif  // DTENSOR_TOOLS_SUBCOMMAND_H_
