@@ -6,6 +6,7 @@
 #include "absl/status/statusor.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/ops/op_def.h"
+#include "dtensor/tensor/norm_backward.h"
 
 namespace dtensor {
 namespace ops {
@@ -49,11 +50,7 @@ absl::StatusOr<DTensor> LayerNorm(const DTensor& x,
 // output (what their backward runs): dx laid out like x, dweight and dbias
 // [last dim of x], each undefined when its parameter is (layer_norm_backward
 // reads only the presence of `bias`).
-struct NormGradients {
-  DTensor dx;
-  DTensor dweight;
-  DTensor dbias;
-};
+using NormGradients = NormGradsOf<DTensor>;
 absl::StatusOr<NormGradients> RmsNormBackward(const DTensor& x,
                                               const DTensor& weight,
                                               const DTensor& grad,

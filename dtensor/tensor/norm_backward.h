@@ -23,11 +23,17 @@ namespace dtensor {
 // to the CPU's row-after-row sums).
 // Errors: those of the forward for x, weight and bias; grad_out not of x's
 // shape, dtype and device.
-struct NormGrads {
-  Tensor dx;
-  Tensor dweight;
-  Tensor dbias;
+//
+// NormGradsOf<T> holds a norm's three gradients as Tensors here (NormGrads)
+// and as DTensors in the ops layer (ops::NormGradients), one definition for
+// both layers.
+template <typename T>
+struct NormGradsOf {
+  T dx;
+  T dweight;
+  T dbias;
 };
+using NormGrads = NormGradsOf<Tensor>;
 
 absl::StatusOr<NormGrads> RmsNormBackward(const Tensor& x, const Tensor& weight,
                                           const Tensor& grad_out,
