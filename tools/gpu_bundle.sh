@@ -9,7 +9,8 @@
 #
 #   tools/gpu_bundle.sh [OUT_DIR]    (default: gpu_bundle/ in the repo root)
 #
-# The programs and libraries travel compressed (payload.tar.gz: OpenBLAS alone
+# The programs and libraries travel compressed (payload.tar.xz, xz -9: gzip
+# no longer fits 64 MiB; OpenBLAS alone
 # is 36 MB unpacked); run.sh unpacks them beside itself. Fails when the folder
 # exceeds 64 MiB. On the GPU machine: `OUT_DIR/run.sh` runs everything and
 # writes OUT_DIR/summary.txt (or $1/summary.txt).
@@ -82,8 +83,8 @@ for binary in "$stage"/bin/* "$stage"/runfiles/dtensor/tests/collectives/*; do
 done
 strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* \
   "$stage"/runfiles/dtensor/tests/collectives/* 2>/dev/null || true
-tar -czf "$out/payload.tar.gz" -C "$stage" bin lib runfiles tests.txt \
-  suites.txt
+tar -cf - -C "$stage" bin lib runfiles tests.txt suites.txt |
+  xz -9 -T0 >"$out/payload.tar.xz"
 
 cp tools/gpu_bundle_run.sh "$out/run.sh"
 cp bench/peer/gpu_torch.py "$out/"

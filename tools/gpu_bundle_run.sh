@@ -13,8 +13,11 @@ summary=${1:-$here/summary.txt}
 say() { echo "$*" | tee -a "$summary"; }
 
 # The programs, their libraries and tests.txt, packed by tools/gpu_bundle.sh.
-tar -xzf "$here/payload.tar.gz" -C "$here" || {
-  say "FAIL: cannot unpack $here/payload.tar.gz"
+# Python's lzma where the machine has no xz program.
+tar -xJf "$here/payload.tar.xz" -C "$here" 2>/dev/null ||
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+    "$here/payload.tar.xz" "$here" || {
+  say "FAIL: cannot unpack $here/payload.tar.xz"
   exit 2
 }
 
