@@ -34,37 +34,12 @@ constexpr ArgSpec kAttentionArgs[] = {{"causal", ArgKind::kBool, "false"},
 constexpr auto kCausal = KeyOf<ArgKind::kBool>(kAttentionArgs, "causal");
 constexpr auto kScale = KeyOf<ArgKind::kScalar>(kAttentionArgs, "scale");
 
-// The output shape [batch..., Lq, Ev] of q, k, v (ranks >= 2, checked by the
-// probe); errors as the tensor layer's.
+// The output shape [batch..., Lq, Ev] of q, k, v (inputs 0-2); errors as
+// the tensor layer's.
 absl::StatusOr<Shape> AttentionShape(
     absl::string_view op, absl::Span<const DTensorSpec* const> inputs) {
-  const Shape& q = inputs[0]->shape();
-  const Shape& k = inputs[1]->shape();
-  const Shape& v = inputs[2]->shape();
-  const auto shapes = [&] {
-    return absl::StrCat("q ", ShapeToString(q), ", k ", ShapeToString(k),
-                        ", v ", ShapeToString(v));
-  };
-  if (q.back() != k.back() || k[k.size() - 2] != v[v.size() - 2]) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op,
-                     ": need q [..., Lq, E], k [..., Lk, E], v [..., Lk, "
-                     "Ev], got ",
-                     shapes()));
-  }
-  const auto batch_of = [](const Shape& s) {
-    return absl::MakeConstSpan(s).subspan(0, s.size() - 2);
-  };
-  absl::StatusOr<Shape> batch = BroadcastShapes(batch_of(q), batch_of(k));
-  if (batch.ok()) batch = BroadcastShapes(*batch, batch_of(v));
-  if (!batch.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": leading dims do not broadcast: ", shapes()));
-  }
-  Shape out = *std::move(batch);
-  out.push_back(q[q.size() - 2]);
-  out.push_back(v.back());
-  return out;
+  return AttentionOutputShape(inputs[0]->shape(), inputs[1]->shape(),
+                              inputs[2]->shape(), op);
 }
 
 absl::StatusOr<Tensor> AttentionLocal(absl::Span<const Tensor> in,
@@ -434,14 +409,10 @@ OpDef MakeAttentionBackward() {
   return def;
 }
 
-const OpDef& AttentionDef() {
-  static const OpDef* def = new OpDef(MakeAttention());
-  return *def;
-}
+const OpDef& AttentionDef() { return StaticOpDef<MakeAttention>(); }
 
 const OpDef& AttentionBackwardDef() {
-  static const OpDef* def = new OpDef(MakeAttentionBackward());
-  return *def;
+  return StaticOpDef<MakeAttentionBackward>();
 }
 
 }  // namespace

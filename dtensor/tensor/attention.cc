@@ -46,31 +46,9 @@ absl::StatusOr<Shape> CheckAttention(const Tensor& q, const Tensor& k,
   DT_RETURN_IF_ERROR(CheckFloatingOn(v, device, op, "v"));
   DT_RETURN_IF_ERROR(CheckSameDType(q, k, op, "q", "k"));
   DT_RETURN_IF_ERROR(CheckSameDType(q, v, op, "q", "v"));
-  const auto shapes = [&] {
-    return absl::StrCat("q ", ShapeToString(q.shape()), ", k ",
-                        ShapeToString(k.shape()), ", v ",
-                        ShapeToString(v.shape()));
-  };
-  if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": operands need at least 2 dims, got ", shapes()));
-  }
-  if (q.size(-1) != k.size(-1) || k.size(-2) != v.size(-2)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op,
-                     ": need q [..., Lq, E], k [..., Lk, E], v [..., Lk, Ev], "
-                     "got ",
-                     shapes()));
-  }
-  const auto batch_of = [](const Tensor& t) {
-    return absl::MakeConstSpan(t.shape()).subspan(0, t.dim() - 2);
-  };
-  absl::StatusOr<Shape> batch = BroadcastShapes(batch_of(q), batch_of(k));
-  if (batch.ok()) batch = BroadcastShapes(*batch, batch_of(v));
-  if (!batch.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": leading dims do not broadcast: ", shapes()));
-  }
+  DT_ASSIGN_OR_RETURN(
+      Shape batch, AttentionOutputShape(q.shape(), k.shape(), v.shape(), op));
+  batch.resize(batch.size() - 2);
   return batch;
 }
 
@@ -135,53 +113,42 @@ struct HostExpRow {
   }
 };
 
-// The Products of attention_body.h on the host: one batch entry's contiguous
-// operands (q [lq, e], k [lk, e], v [lk, ev], dout [lq, ev]) multiplied by
-// BLAS, the query gradients added into dq [lq, e].
+// The Products of attention_body.h on the host: one batch entry's operands
+// (all in the compute type) multiplied by BLAS.
 template <typename C>
 struct BlasProducts {
-  const C* q;
-  const C* k;
-  const C* v;
-  const C* dout;
-  C* dq;
-  int64_t e;
-  int64_t ev;
+  cuda::AttentionEntry<C, C> in;
   HostExpRow exp_row;
 
   void Scores(int64_t q0, int64_t rows, int64_t k0, int64_t n, C* s, int64_t ss,
               const HostLanes&) const {
-    Product<C>(CblasNoTrans, CblasTrans, rows, n, e, q + q0 * e, e, k + k0 * e,
-               e, 0, s, ss);
+    Product<C>(CblasNoTrans, CblasTrans, rows, n, in.e, in.q + q0 * in.e, in.e,
+               in.k + k0 * in.e, in.e, 0, s, ss);
   }
   void ProbGrads(int64_t q0, int64_t rows, int64_t k0, int64_t n, C* dp,
                  int64_t ss, const HostLanes&) const {
-    Product<C>(CblasNoTrans, CblasTrans, rows, n, ev, dout + q0 * ev, ev,
-               v + k0 * ev, ev, 0, dp, ss);
+    Product<C>(CblasNoTrans, CblasTrans, rows, n, in.ev, in.dout + q0 * in.ev,
+               in.ev, in.v + k0 * in.ev, in.ev, 0, dp, ss);
   }
   void Accumulate(int64_t rows, int64_t k0, int64_t n, const C* p, int64_t ss,
                   const C* correction, C* acc, int64_t as,
                   const HostLanes&) const {
     for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t c = 0; c < ev; ++c) acc[i * as + c] *= correction[i];
+      for (int64_t c = 0; c < in.ev; ++c) acc[i * as + c] *= correction[i];
     }
-    Product<C>(CblasNoTrans, CblasNoTrans, rows, ev, n, p, ss, v + k0 * ev, ev,
-               1, acc, as);
+    Product<C>(CblasNoTrans, CblasNoTrans, rows, in.ev, n, p, ss,
+               in.v + k0 * in.ev, in.ev, 1, acc, as);
   }
-  void AddValueGrads(int64_t q0, int64_t rows, int64_t n, const C* p,
-                     int64_t ss, C* dv, int64_t dvs, const HostLanes&) const {
-    Product<C>(CblasTrans, CblasNoTrans, n, ev, rows, p, ss, dout + q0 * ev, ev,
-               1, dv, dvs);
-  }
-  void AddKeyGrads(int64_t q0, int64_t rows, int64_t n, const C* ds, int64_t ss,
-                   C* dk, int64_t dks, const HostLanes&) const {
-    Product<C>(CblasTrans, CblasNoTrans, n, e, rows, ds, ss, q + q0 * e, e, 1,
-               dk, dks);
+  void AddTransposedTimes(int64_t rows, int64_t n, const C* a, int64_t ss,
+                          const C* src, int64_t cols, C* dst, int64_t ds,
+                          const HostLanes&) const {
+    Product<C>(CblasTrans, CblasNoTrans, n, cols, rows, a, ss, src, cols, 1,
+               dst, ds);
   }
   void AddQueryGrads(int64_t q0, int64_t rows, int64_t k0, int64_t n,
                      const C* ds, int64_t ss, const HostLanes&) const {
-    Product<C>(CblasNoTrans, CblasNoTrans, rows, e, n, ds, ss, k + k0 * e, e, 1,
-               dq + q0 * e, e);
+    Product<C>(CblasNoTrans, CblasNoTrans, rows, in.e, n, ds, ss,
+               in.k + k0 * in.e, in.e, 1, in.dq + q0 * in.e, in.e);
   }
 };
 
@@ -261,14 +228,10 @@ void ForwardOnHost(const HostOperands<C>& in, C* out, C* lse) {
   std::vector<C> correction(kHostQueryTile);
   for (int64_t entry = 0; entry < static_cast<int64_t>(in.q_matrix.size());
        ++entry) {
-    const BlasProducts<C> products{in.QueryOf(entry),
-                                   in.KeyOf(entry),
-                                   in.ValueOf(entry),
-                                   nullptr,
-                                   nullptr,
-                                   p.e,
-                                   p.ev,
-                                   HostExpRow()};
+    const BlasProducts<C> products{
+        {in.QueryOf(entry), in.KeyOf(entry), in.ValueOf(entry), nullptr,
+         nullptr, p.e, p.ev},
+        HostExpRow()};
     for (int64_t q0 = 0; q0 < p.lq; q0 += kHostQueryTile) {
       const int64_t first_row = entry * p.lq + q0;
       const cuda::ForwardTile<C> tile{
@@ -314,14 +277,11 @@ void BackwardOnHost(const HostOperands<C>& in, const C* out, const C* dout,
   std::vector<C> scores(kHostQueryTile * kHostKeyTile);
   std::vector<C> grads(kHostQueryTile * kHostKeyTile);
   for (int64_t entry = 0; entry < entries; ++entry) {
-    const BlasProducts<C> products{in.QueryOf(entry),
-                                   in.KeyOf(entry),
-                                   in.ValueOf(entry),
-                                   dout + entry * p.lq * p.ev,
-                                   dq + in.q_matrix[entry] * p.lq * p.e,
-                                   p.e,
-                                   p.ev,
-                                   HostExpRow()};
+    const BlasProducts<C> products{
+        {in.QueryOf(entry), in.KeyOf(entry), in.ValueOf(entry),
+         dout + entry * p.lq * p.ev, dq + in.q_matrix[entry] * p.lq * p.e, p.e,
+         p.ev},
+        HostExpRow()};
     C* entry_dk = dk + in.k_matrix[entry] * p.lk * p.e;
     C* entry_dv = dv + in.v_matrix[entry] * p.lk * p.ev;
     for (int64_t k0 = 0; k0 < p.lk; k0 += kHostKeyTile) {
@@ -360,6 +320,39 @@ absl::StatusOr<AttentionGrads> AttentionBackwardOnHost(
 }
 
 }  // namespace
+
+absl::StatusOr<Shape> AttentionOutputShape(const Shape& q, const Shape& k,
+                                           const Shape& v,
+                                           absl::string_view op) {
+  const auto shapes = [&] {
+    return absl::StrCat("q ", ShapeToString(q), ", k ", ShapeToString(k),
+                        ", v ", ShapeToString(v));
+  };
+  if (q.size() < 2 || k.size() < 2 || v.size() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": operands need at least 2 dims, got ", shapes()));
+  }
+  if (q.back() != k.back() || k[k.size() - 2] != v[v.size() - 2]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op,
+                     ": need q [..., Lq, E], k [..., Lk, E], v [..., Lk, Ev], "
+                     "got ",
+                     shapes()));
+  }
+  const auto batch_of = [](const Shape& s) {
+    return absl::MakeConstSpan(s).subspan(0, s.size() - 2);
+  };
+  absl::StatusOr<Shape> batch = BroadcastShapes(batch_of(q), batch_of(k));
+  if (batch.ok()) batch = BroadcastShapes(*batch, batch_of(v));
+  if (!batch.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": leading dims do not broadcast: ", shapes()));
+  }
+  Shape out = *std::move(batch);
+  out.push_back(q[q.size() - 2]);
+  out.push_back(v.back());
+  return out;
+}
 
 double AttentionScale(double scale, int64_t e) {
   if (scale > 0) return scale;

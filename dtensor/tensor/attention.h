@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "dtensor/tensor/tensor.h"
 
 // The tiled attention behind ScaledDotProductAttention
@@ -18,6 +19,15 @@ namespace dtensor {
 // argument and a head dim `e`: `scale` when > 0, else 1 / sqrt(e) (1 for
 // e = 0, where every score is 0 and 1 avoids 0 * inf).
 double AttentionScale(double scale, int64_t e);
+
+// The output shape [batch..., Lq, Ev] of attention over q [..., Lq, E],
+// k [..., Lk, E] and v [..., Lk, Ev], whose leading (batch) dims broadcast
+// to `batch`. Errors (messages start with `op` and name the three shapes):
+// an operand of fewer than 2 dims, E or Lk not matching, batch dims that do
+// not broadcast.
+absl::StatusOr<Shape> AttentionOutputShape(const Shape& q, const Shape& k,
+                                           const Shape& v,
+                                           absl::string_view op);
 
 // The gradients of one attention call, of q's, k's and v's shapes and dtype.
 struct AttentionGrads {

@@ -305,12 +305,29 @@ struct Lanes {
 //   Accumulate(rows, k0, n, p, ss, corr, acc, as, w)
 //                                           acc = acc * corr (per row)
 //                                                 + p v[k0:]  [rows, ev]
-//   AddValueGrads(q0, rows, n, p, ss, dv, dvs, w)   dv += p^T dout[q0:]
-//   AddKeyGrads(q0, rows, n, ds, ss, dk, dks, w)    dk += ds^T q[q0:]
+//   AddTransposedTimes(rows, n, a, ss, src, cols, dst, ds, w)
+//                                           dst += a^T src  [n, cols]
 //   AddQueryGrads(q0, rows, k0, n, ds, ss, w)       dq[q0:] += ds k[k0:]
-// (p, ds: [rows, n] with row stride ss; dv, dk: the key tile's [n, ev],
-// [n, e]; dq: the policy's own accumulator), and a member `exp_row` of the
-// interface of ExpRowLoop, for the bodies above.
+// (p, a, ds: [rows, n] with row stride ss; src: `rows` rows of one of the
+// operands, `cols` wide: the key and value gradients are dk += ds^T q[q0:]
+// and dv += p^T dout[q0:]; dq: the policy's own accumulator), and a member
+// `exp_row` of the interface of ExpRowLoop, for the bodies above. The
+// operands themselves are the policy's member `in`, an AttentionEntry.
+
+// One batch entry's operands, contiguous rows: q [lq, e], k [lk, e],
+// v [lk, ev], dout [lq, ev] in the storage type T, and the query gradients'
+// accumulator dq [lq, e] in the compute type C (dout and dq are null in a
+// forward).
+template <typename T, typename C>
+struct AttentionEntry {
+  const T* q;
+  const T* k;
+  const T* v;
+  const T* dout;
+  C* dq;
+  int64_t e;
+  int64_t ev;
+};
 
 // A query tile's working buffers: scores [rows][score_stride], the rows'
 // running softmax and correction factors, and the output accumulator
@@ -401,9 +418,12 @@ DT_HOST_DEVICE void BackwardKeyTile(const AttentionProblem<C>& p, int64_t k0,
                   delta[q0 + r], products.exp_row, sub_lane, sub_lanes);
         });
     w.sync();
-    products.AddValueGrads(q0, rows, n, t.scores, t.stride, t.dv, t.dv_stride,
-                           w);
-    products.AddKeyGrads(q0, rows, n, t.grads, t.stride, t.dk, t.dk_stride, w);
+    products.AddTransposedTimes(rows, n, t.scores, t.stride,
+                                products.in.dout + q0 * p.ev, p.ev, t.dv,
+                                t.dv_stride, w);
+    products.AddTransposedTimes(rows, n, t.grads, t.stride,
+                                products.in.q + q0 * p.e, p.e, t.dk,
+                                t.dk_stride, w);
     products.AddQueryGrads(q0, rows, k0, n, t.grads, t.stride, w);
   }
 }
@@ -427,19 +447,13 @@ DT_HOST_DEVICE inline void StageColumns(const T* src, int64_t row_stride,
 }
 
 // The Products of the device kernels over one batch entry's operands in
-// global memory (storage type T, contiguous rows), staged a chunk of head
-// dims at a time into stage_a and stage_b ([tile rows][stage stride] each);
-// the query gradients go to dq [lq, e] (compute type) through `add`
-// (atomicAdd on the device: key tiles of several blocks add to one query).
+// global memory, staged a chunk of head dims at a time into stage_a and
+// stage_b ([tile rows][stage stride] each); the query gradients go to dq
+// through `add` (atomicAdd on the device: key tiles of several blocks add to
+// one query).
 template <typename T, typename C, typename Add>
 struct StagedProducts {
-  const T* q;
-  const T* k;
-  const T* v;
-  const T* dout;
-  C* dq;
-  int64_t e;
-  int64_t ev;
+  AttentionEntry<T, C> in;
   C* stage_a;
   C* stage_b;
   Add add;
@@ -498,13 +512,14 @@ struct StagedProducts {
   template <typename Sync>
   DT_HOST_DEVICE void Scores(int64_t q0, int64_t rows, int64_t k0, int64_t n,
                              C* s, int64_t ss, const Lanes<Sync>& w) const {
-    RowProducts(q + q0 * e, rows, k + k0 * e, n, e, s, ss, w);
+    RowProducts(in.q + q0 * in.e, rows, in.k + k0 * in.e, n, in.e, s, ss, w);
   }
 
   template <typename Sync>
   DT_HOST_DEVICE void ProbGrads(int64_t q0, int64_t rows, int64_t k0, int64_t n,
                                 C* dp, int64_t ss, const Lanes<Sync>& w) const {
-    RowProducts(dout + q0 * ev, rows, v + k0 * ev, n, ev, dp, ss, w);
+    RowProducts(in.dout + q0 * in.ev, rows, in.v + k0 * in.ev, n, in.ev, dp, ss,
+                w);
   }
 
   template <typename Sync>
@@ -513,7 +528,7 @@ struct StagedProducts {
                                  C* acc, int64_t as,
                                  const Lanes<Sync>& w) const {
     TimesRows(
-        TileOperand<C>{p, ss, 1}, rows, n, v + k0 * ev, ev,
+        TileOperand<C>{p, ss, 1}, rows, n, in.v + k0 * in.ev, in.ev,
         [&](int64_t i, int64_t c, C value) {
           C& slot = acc[i * as + c];
           slot = slot * correction[i] + value;
@@ -522,21 +537,13 @@ struct StagedProducts {
   }
 
   template <typename Sync>
-  DT_HOST_DEVICE void AddValueGrads(int64_t q0, int64_t rows, int64_t n,
-                                    const C* p, int64_t ss, C* dv, int64_t dvs,
-                                    const Lanes<Sync>& w) const {
+  DT_HOST_DEVICE void AddTransposedTimes(int64_t rows, int64_t n, const C* a,
+                                         int64_t ss, const T* src, int64_t cols,
+                                         C* dst, int64_t ds,
+                                         const Lanes<Sync>& w) const {
     TimesRows(
-        TileOperand<C>{p, 1, ss}, n, rows, dout + q0 * ev, ev,
-        [&](int64_t j, int64_t c, C value) { dv[j * dvs + c] += value; }, w);
-  }
-
-  template <typename Sync>
-  DT_HOST_DEVICE void AddKeyGrads(int64_t q0, int64_t rows, int64_t n,
-                                  const C* ds, int64_t ss, C* dk, int64_t dks,
-                                  const Lanes<Sync>& w) const {
-    TimesRows(
-        TileOperand<C>{ds, 1, ss}, n, rows, q + q0 * e, e,
-        [&](int64_t j, int64_t c, C value) { dk[j * dks + c] += value; }, w);
+        TileOperand<C>{a, 1, ss}, n, rows, src, cols,
+        [&](int64_t j, int64_t c, C value) { dst[j * ds + c] += value; }, w);
   }
 
   template <typename Sync>
@@ -544,9 +551,9 @@ struct StagedProducts {
                                     int64_t n, const C* ds, int64_t ss,
                                     const Lanes<Sync>& w) const {
     TimesRows(
-        TileOperand<C>{ds, ss, 1}, rows, n, k + k0 * e, e,
+        TileOperand<C>{ds, ss, 1}, rows, n, in.k + k0 * in.e, in.e,
         [&](int64_t i, int64_t c, C value) {
-          add(dq + (q0 + i) * e + c, value);
+          add(in.dq + (q0 + i) * in.e + c, value);
         },
         w);
   }
@@ -638,10 +645,11 @@ DT_HOST_DEVICE void AttentionForwardBlock(const AttentionForwardArgs<T, C>& a,
   int64_t at[3];
   OperandOffsetsAt(a.batch, entry, at);
   StagedProducts<T, C, NoQueryGrads> products{
-      a.q + at[0],    a.k + at[1], a.v + at[2],
-      nullptr,        nullptr,     p.e,
-      p.ev,           shared,      shared + layout.stage_b,
-      NoQueryGrads(), ExpRowLoop()};
+      {a.q + at[0], a.k + at[1], a.v + at[2], nullptr, nullptr, p.e, p.ev},
+      shared,
+      shared + layout.stage_b,
+      NoQueryGrads(),
+      ExpRowLoop()};
   const ForwardTile<C> t{
       shared + layout.scores,
       AttentionSharedLayout<C>::kScoreStride,
@@ -697,17 +705,13 @@ DT_HOST_DEVICE void AttentionBackwardBlock(const AttentionBackwardArgs<T, C>& a,
   const int64_t n = MinOf(Tiles::kKeys, p.lk - k0);
   int64_t at[3];
   OperandOffsetsAt(a.batch, entry, at);
-  const StagedProducts<T, C, Add> products{a.q + at[0],
-                                           a.k + at[1],
-                                           a.v + at[2],
-                                           a.dout + entry * p.lq * p.ev,
-                                           a.dq + at[0],
-                                           p.e,
-                                           p.ev,
-                                           shared,
-                                           shared + layout.stage_b,
-                                           add,
-                                           ExpRowLoop()};
+  const StagedProducts<T, C, Add> products{
+      {a.q + at[0], a.k + at[1], a.v + at[2], a.dout + entry * p.lq * p.ev,
+       a.dq + at[0], p.e, p.ev},
+      shared,
+      shared + layout.stage_b,
+      add,
+      ExpRowLoop()};
   const BackwardTile<C> t{shared + layout.scores,
                           shared + layout.grads,
                           AttentionSharedLayout<C>::kScoreStride,
