@@ -443,9 +443,8 @@ const OpDef& LayerNormDef() {
 }
 
 const OpDef& NormBackwardDef(bool layer_norm) {
-  static const OpDef* rms = new OpDef(MakeNormBackward(/*layer_norm=*/false));
-  static const OpDef* layer = new OpDef(MakeNormBackward(/*layer_norm=*/true));
-  return layer_norm ? *layer : *rms;
+  return layer_norm ? StaticOpDef<MakeNormBackward, /*layer_norm=*/true>()
+                    : StaticOpDef<MakeNormBackward, /*layer_norm=*/false>();
 }
 
 // Both backward ops' typed functions: the outputs, undefined for an absent

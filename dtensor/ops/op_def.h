@@ -136,6 +136,16 @@ inline OpDef NamedOpDef(absl::string_view name, absl::string_view summary,
   return def;
 }
 
+// The OpDef that Make(args...) returns, built on first use and never
+// destroyed (the registry and autograd tapes keep pointers to it): the body
+// of a family's accessors, as in
+//   const OpDef& EmbeddingDef() { return StaticOpDef<MakeEmbedding>(); }
+template <auto Make, auto... Args>
+const OpDef& StaticOpDef() {
+  static const OpDef* def = new OpDef(Make(Args...));
+  return *def;
+}
+
 // Pointers to each of `defs`, in order: the list a family of ops built as one
 // vector of definitions hands to the registry.
 inline std::vector<const OpDef*> PointersTo(absl::Span<const OpDef> defs) {

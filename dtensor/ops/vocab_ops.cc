@@ -660,26 +660,20 @@ OpDef MakeCrossEntropy(bool loss_parallel) {
   return def;
 }
 
-const OpDef& EmbeddingDef() {
-  static const OpDef* def = new OpDef(MakeEmbedding());
-  return *def;
-}
+const OpDef& EmbeddingDef() { return StaticOpDef<MakeEmbedding>(); }
 
 const OpDef& EmbeddingBackwardDef() {
-  static const OpDef* def = new OpDef(MakeEmbeddingBackward());
-  return *def;
+  return StaticOpDef<MakeEmbeddingBackward>();
 }
 
 const OpDef& CrossEntropyDef() {
-  static const OpDef* def = new OpDef(MakeCrossEntropy(false));
-  return *def;
+  return StaticOpDef<MakeCrossEntropy, /*loss_parallel=*/false>();
 }
 
 // Not listed in VocabOps: only CrossEntropy under a LossParallelScope calls
 // it.
 const OpDef& CrossEntropyLossParallelDef() {
-  static const OpDef* def = new OpDef(MakeCrossEntropy(true));
-  return *def;
+  return StaticOpDef<MakeCrossEntropy, /*loss_parallel=*/true>();
 }
 
 // The LossParallelScopes living on this thread.
