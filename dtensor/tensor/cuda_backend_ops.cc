@@ -115,6 +115,14 @@ absl::StatusOr<Tensor> ContiguousOnDevice(const Tensor& t) {
   return out;
 }
 
+// An operand of cross_entropy's kernels, checked to be on `device` (errors
+// name `arg`), as a contiguous tensor there.
+absl::StatusOr<Tensor> LossOperand(const Tensor& t, Device device,
+                                   absl::string_view arg) {
+  DT_RETURN_IF_ERROR(internal::CheckOn(t, device, "cross_entropy", arg));
+  return ContiguousOnDevice(t);
+}
+
 // ---- Normalization over the last dim. ----
 
 // `param` (undefined, or [size] of x's dtype on x's device) made contiguous;
@@ -789,11 +797,10 @@ absl::StatusOr<Tensor> CrossEntropyRowsOnDevice(const Tensor& logits,
                                                 int64_t ignore_index) {
   DT_RETURN_IF_ERROR(
       internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
-  DT_RETURN_IF_ERROR(
-      internal::CheckOn(targets, logits.device(), "cross_entropy", "targets"));
+  DT_ASSIGN_OR_RETURN(const Tensor picks,
+                      LossOperand(targets, logits.device(), "targets"));
   const int64_t rows = logits.size(0);
   DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
-  DT_ASSIGN_OR_RETURN(const Tensor picks, ContiguousOnDevice(targets));
   DT_ASSIGN_OR_RETURN(Tensor results,
                       Tensor::Empty({2, rows}, DType::kF64, logits.device()));
   DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
@@ -892,13 +899,11 @@ absl::StatusOr<Tensor> LossShardSumsOnDevice(const Tensor& logits,
                                              int64_t class_offset) {
   DT_RETURN_IF_ERROR(
       internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
-  DT_RETURN_IF_ERROR(
-      internal::CheckOn(targets, logits.device(), "cross_entropy", "targets"));
-  DT_RETURN_IF_ERROR(
-      internal::CheckOn(row_max, logits.device(), "cross_entropy", "row_max"));
+  DT_ASSIGN_OR_RETURN(const Tensor picks,
+                      LossOperand(targets, logits.device(), "targets"));
+  DT_ASSIGN_OR_RETURN(const Tensor max,
+                      LossOperand(row_max, logits.device(), "row_max"));
   DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
-  DT_ASSIGN_OR_RETURN(const Tensor picks, ContiguousOnDevice(targets));
-  DT_ASSIGN_OR_RETURN(const Tensor max, ContiguousOnDevice(row_max));
   const int64_t rows = logits.size(0);
   DT_ASSIGN_OR_RETURN(Tensor sums,
                       Tensor::Empty({2, rows}, ComputeDTypeOf(logits.dtype()),
@@ -917,13 +922,11 @@ absl::StatusOr<Tensor> LossShardFinishOnDevice(const Tensor& row_max,
                                                const Tensor& sums,
                                                const Tensor& targets,
                                                int64_t ignore_index) {
-  DT_RETURN_IF_ERROR(
-      internal::CheckOn(sums, row_max.device(), "cross_entropy", "sums"));
-  DT_RETURN_IF_ERROR(
-      internal::CheckOn(targets, row_max.device(), "cross_entropy", "targets"));
+  DT_ASSIGN_OR_RETURN(const Tensor both,
+                      LossOperand(sums, row_max.device(), "sums"));
+  DT_ASSIGN_OR_RETURN(const Tensor picks,
+                      LossOperand(targets, row_max.device(), "targets"));
   DT_ASSIGN_OR_RETURN(const Tensor max, ContiguousOnDevice(row_max));
-  DT_ASSIGN_OR_RETURN(const Tensor both, ContiguousOnDevice(sums));
-  DT_ASSIGN_OR_RETURN(const Tensor picks, ContiguousOnDevice(targets));
   const int64_t rows = row_max.size(0);
   DT_ASSIGN_OR_RETURN(Tensor out,
                       Tensor::Empty({2, rows}, DType::kF64, row_max.device()));
