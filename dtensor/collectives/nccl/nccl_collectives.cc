@@ -2,6 +2,7 @@
 // needs and the NCCL (and copy) calls it enqueues. Launching, waiting and
 // failure handling are in nccl_communicator.cc.
 
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -283,55 +284,47 @@ absl::StatusOr<NcclCommunicator::Prepared> NcclCommunicator::Prepare(
       }};
 }
 
+template <typename Direction>
 absl::StatusOr<NcclCommunicator::Prepared> NcclCommunicator::Prepare(
-    const ScatterArgs& args) const {
-  // Off the root, `args.input` is undefined and so is `packed`.
-  DT_ASSIGN_OR_RETURN(Tensor out, ContiguousBuffer(args.output));
-  DT_ASSIGN_OR_RETURN(Tensor packed, PackedBuffer(args.input, args.dim));
-  const std::vector<int64_t> bytes =
-      PieceBytes(args.output, args.dim, args.sizes);
+    const RootedPiecesArgs<Direction>& args) const {
+  constexpr bool kScatter =
+      std::is_same_v<RootedPiecesArgs<Direction>, ScatterArgs>;
+  // `local` is this rank's piece (scatter's output, gather's input);
+  // `rooted` the root's whole tensor, undefined off the root, as is `packed`.
+  const Tensor& local = kScatter ? args.output : args.input;
+  const Tensor& rooted = kScatter ? args.input : args.output;
+  DT_ASSIGN_OR_RETURN(Tensor mine, ContiguousBuffer(local));
+  DT_ASSIGN_OR_RETURN(Tensor packed, PackedBuffer(rooted, args.dim));
+  const std::vector<int64_t> bytes = PieceBytes(local, args.dim, args.sizes);
   return Prepared{
-      {args.input, args.output, out, packed},
-      [args, bytes, me = rank(), out, packed](
-          ncclComm_t comm, cudaStream_t stream) -> absl::Status {
-        const bool is_root = me == args.root;
-        if (is_root) {
-          DT_RETURN_IF_ERROR(
-              Pack(packed, args.input, args.dim, args.sizes, stream));
+      {args.input, args.output, mine, packed},
+      [local, rooted, dim = args.dim, root = args.root, sizes = args.sizes,
+       bytes, me = rank(), mine,
+       packed](ncclComm_t comm, cudaStream_t stream) -> absl::Status {
+        const bool is_root = me == root;
+        if (kScatter && is_root) {
+          DT_RETURN_IF_ERROR(Pack(packed, rooted, dim, sizes, stream));
         }
-        DT_RETURN_IF_ERROR(ExchangeWithRoot(/*scatter=*/true, args.root, me,
-                                            bytes, Ptr(packed), Ptr(out), comm,
-                                            stream));
-        if (is_root) {
-          DT_RETURN_IF_ERROR(DeviceCopy(
-              Ptr(out), Ptr(packed) + OffsetOf(bytes, me), bytes[me], stream));
+        if (!kScatter) DT_RETURN_IF_ERROR(Stage(mine, local, stream));
+        DT_RETURN_IF_ERROR(ExchangeWithRoot(
+            kScatter, root, me, bytes, Ptr(packed), Ptr(mine), comm, stream));
+        // The root's own piece moves between its buffers by a copy.
+        char* const own = Ptr(packed) + (is_root ? OffsetOf(bytes, me) : 0);
+        if (kScatter) {
+          if (is_root) {
+            DT_RETURN_IF_ERROR(DeviceCopy(Ptr(mine), own, bytes[me], stream));
+          }
+          return Stage(local, mine, stream);
         }
-        return Stage(args.output, out, stream);
-      }};
-}
-
-absl::StatusOr<NcclCommunicator::Prepared> NcclCommunicator::Prepare(
-    const GatherArgs& args) const {
-  // Off the root, `args.output` is undefined and so is `packed`.
-  DT_ASSIGN_OR_RETURN(Tensor in, ContiguousBuffer(args.input));
-  DT_ASSIGN_OR_RETURN(Tensor packed, PackedBuffer(args.output, args.dim));
-  const std::vector<int64_t> bytes =
-      PieceBytes(args.input, args.dim, args.sizes);
-  return Prepared{
-      {args.input, args.output, in, packed},
-      [args, bytes, me = rank(), in, packed](
-          ncclComm_t comm, cudaStream_t stream) -> absl::Status {
-        const bool is_root = me == args.root;
-        DT_RETURN_IF_ERROR(Stage(in, args.input, stream));
-        DT_RETURN_IF_ERROR(ExchangeWithRoot(/*scatter=*/false, args.root, me,
-                                            bytes, Ptr(packed), Ptr(in), comm,
-                                            stream));
         if (!is_root) return absl::OkStatus();
-        DT_RETURN_IF_ERROR(DeviceCopy(Ptr(packed) + OffsetOf(bytes, me),
-                                      Ptr(in), bytes[me], stream));
-        return Unpack(packed, args.output, args.dim, args.sizes, stream);
+        DT_RETURN_IF_ERROR(DeviceCopy(own, Ptr(mine), bytes[me], stream));
+        return Unpack(packed, rooted, dim, sizes, stream);
       }};
 }
+template absl::StatusOr<NcclCommunicator::Prepared> NcclCommunicator::Prepare(
+    const ScatterArgs& args) const;
+template absl::StatusOr<NcclCommunicator::Prepared> NcclCommunicator::Prepare(
+    const GatherArgs& args) const;
 
 absl::StatusOr<NcclCommunicator::Prepared> NcclCommunicator::Prepare(
     const PermuteArgs& args) const {

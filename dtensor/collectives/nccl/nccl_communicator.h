@@ -80,8 +80,10 @@ class NcclCommunicator final
   absl::StatusOr<Prepared> Prepare(const ReduceScatterArgs& args) const;
   absl::StatusOr<Prepared> Prepare(const AllToAllArgs& args) const;
   absl::StatusOr<Prepared> Prepare(const BroadcastArgs& args) const;
-  absl::StatusOr<Prepared> Prepare(const ScatterArgs& args) const;
-  absl::StatusOr<Prepared> Prepare(const GatherArgs& args) const;
+  // Scatter and gather, mirror images of each other, share one body.
+  template <typename Direction>
+  absl::StatusOr<Prepared> Prepare(
+      const RootedPiecesArgs<Direction>& args) const;
   absl::StatusOr<Prepared> Prepare(const PermuteArgs& args) const;
   absl::StatusOr<Prepared> Prepare(const BarrierArgs& args) const;
   // A send (`sending`) or a receive on a two-rank channel.
