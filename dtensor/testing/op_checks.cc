@@ -77,6 +77,28 @@ absl::Status CheckRandomStrategies(uint32_t seed, int calls, int max_strategies,
       });
 }
 
+absl::Status CheckOpProperties(uint32_t seed, const OpCallMaker& typed,
+                               double tol, const OpPropertyCounts& counts,
+                               const OpCallMaker& registry) {
+  const absl::Status layouts = CheckOnRandomLayouts(
+      seed, counts.layout_rounds, counts.calls_per_mesh, typed, tol, tol);
+  const absl::Status strategies = CheckRandomStrategies(
+      seed + 1000, counts.strategy_calls, counts.max_strategies,
+      registry ? registry : typed, tol, tol);
+  if (layouts.ok() && strategies.ok()) return absl::OkStatus();
+  std::vector<std::string> failures;
+  if (!layouts.ok()) {
+    failures.push_back(
+        absl::StrCat("CheckOnRandomLayouts: ", layouts.message()));
+  }
+  if (!strategies.ok()) {
+    failures.push_back(
+        absl::StrCat("CheckRandomStrategies: ", strategies.message()));
+  }
+  return absl::Status(layouts.ok() ? strategies.code() : layouts.code(),
+                      absl::StrJoin(failures, "; "));
+}
+
 namespace {
 
 // The strategies of the call worth running: Partials the dtypes allow, at

@@ -50,6 +50,25 @@ absl::Status CheckRandomStrategies(uint32_t seed, int calls, int max_strategies,
                                    const OpCallMaker& make, double rtol,
                                    double atol);
 
+// How much CheckOpProperties draws: layout_rounds x calls_per_mesh calls
+// for CheckOnRandomLayouts, strategy_calls calls of at most max_strategies
+// strategies each for CheckRandomStrategies.
+struct OpPropertyCounts {
+  int layout_rounds = 4;
+  int calls_per_mesh = 10;
+  int strategy_calls = 16;
+  int max_strategies = 24;
+};
+
+// Both property tests of one op family member, what each family test runs:
+// CheckOnRandomLayouts(seed) over `typed` (calls through the typed
+// function), then CheckRandomStrategies(seed + 1000) over `registry` (calls
+// of the registry op; `typed` when empty), every comparison within
+// rtol = atol = `tol`. Runs both; the error names the failing test(s).
+absl::Status CheckOpProperties(uint32_t seed, const OpCallMaker& typed,
+                               double tol, const OpPropertyCounts& counts = {},
+                               const OpCallMaker& registry = nullptr);
+
 // One call of an op whose every strategy is to be checked: the full inputs
 // (undefined for an absent optional input), the arguments and the reference.
 struct StrategyCase {

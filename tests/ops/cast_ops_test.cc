@@ -20,8 +20,7 @@
 namespace dtensor {
 namespace {
 
-using testing_util::CheckOnRandomLayouts;
-using testing_util::CheckRandomStrategies;
+using testing_util::CheckOpProperties;
 using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
 using testing_util::OneOutput;
@@ -65,9 +64,9 @@ OpCall ToCall(std::mt19937& rng) {
 }
 
 TEST(CastPropertyTest, ToMatchesTheTensorLayer) {
-  absl::Status status = CheckOnRandomLayouts(61, 5, 12, ToCall, 1e-6, 1e-6);
-  EXPECT_TRUE(status.ok()) << status;
-  status = CheckRandomStrategies(62, 24, 24, ToCall, 1e-6, 1e-6);
+  const absl::Status status = CheckOpProperties(
+      61, ToCall, 1e-6,
+      {/*layout_rounds=*/5, /*calls_per_mesh=*/12, /*strategy_calls=*/24});
   EXPECT_TRUE(status.ok()) << status;
 }
 

@@ -20,8 +20,7 @@ namespace dtensor {
 namespace {
 
 using testing_util::CheckCases;
-using testing_util::CheckOnRandomLayouts;
-using testing_util::CheckRandomStrategies;
+using testing_util::CheckOpProperties;
 using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
 using testing_util::OneOutput;
@@ -40,9 +39,7 @@ using Full = std::vector<Tensor>;
 constexpr double kTol = 1e-6;
 
 void CheckOp(uint32_t seed, const testing_util::OpCallMaker& make) {
-  absl::Status status = CheckOnRandomLayouts(seed, 4, 10, make, kTol, kTol);
-  EXPECT_TRUE(status.ok()) << status;
-  status = CheckRandomStrategies(seed + 1000, 16, 24, make, kTol, kTol);
+  const absl::Status status = CheckOpProperties(seed, make, kTol);
   EXPECT_TRUE(status.ok()) << status;
 }
 

@@ -26,8 +26,7 @@
 namespace dtensor {
 namespace {
 
-using testing_util::CheckOnRandomLayouts;
-using testing_util::CheckRandomStrategies;
+using testing_util::CheckOpProperties;
 using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
 using testing_util::OneOutput;
@@ -73,9 +72,8 @@ Shape Concat(Shape a, const Shape& b) {
 
 // Both checks of one op.
 void CheckOp(uint32_t seed, const testing_util::OpCallMaker& make, double tol) {
-  absl::Status status = CheckOnRandomLayouts(seed, 4, 10, make, tol, tol);
-  EXPECT_TRUE(status.ok()) << status;
-  status = CheckRandomStrategies(seed + 1000, 12, 24, make, tol, tol);
+  const absl::Status status =
+      CheckOpProperties(seed, make, tol, {4, 10, /*strategy_calls=*/12});
   EXPECT_TRUE(status.ok()) << status;
 }
 
@@ -252,10 +250,9 @@ TEST(NnPropertyTest, RotaryEmbeddingMatchesTheTensorLayer) {
 }
 
 TEST(NnCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
-  const std::set<std::string> tested = {"softmax", "log_softmax",
-                                        "scaled_dot_product_attention",
-                                        "scaled_dot_product_attention_backward",
-                                        "rotary_embedding"};
+  const std::set<std::string> tested = {
+      "softmax", "log_softmax", "scaled_dot_product_attention",
+      "scaled_dot_product_attention_backward", "rotary_embedding"};
   for (const auto& family : {ops::NnOps(), ops::AttentionOps()}) {
     for (const OpDef* op : family) {
       EXPECT_TRUE(tested.count(std::string(op->name))) << op->name;

@@ -22,8 +22,7 @@
 namespace dtensor {
 namespace {
 
-using testing_util::CheckOnRandomLayouts;
-using testing_util::CheckRandomStrategies;
+using testing_util::CheckOpProperties;
 using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
 using testing_util::OneOutput;
@@ -42,11 +41,12 @@ constexpr double kNormTol = 1e-3;
 // ---- Property tests: random layouts through the typed functions, and
 // every strategy of the registry op. ----
 
-void CheckNormOp(uint32_t seed, const testing_util::OpCallMaker& make) {
-  absl::Status status =
-      CheckOnRandomLayouts(seed, 4, 10, make, kNormTol, kNormTol);
-  EXPECT_TRUE(status.ok()) << status;
-  status = CheckRandomStrategies(seed + 1000, 12, 24, make, kNormTol, kNormTol);
+// `typed` draws calls of the typed function, `registry` (when given) the
+// same calls with the reference of every output of the registry op.
+void CheckNormOp(uint32_t seed, const testing_util::OpCallMaker& typed,
+                 const testing_util::OpCallMaker& registry = nullptr) {
+  const absl::Status status = CheckOpProperties(
+      seed, typed, kNormTol, {4, 10, /*strategy_calls=*/12}, registry);
   EXPECT_TRUE(status.ok()) << status;
 }
 
@@ -136,29 +136,15 @@ OpCall NormBackwardCall(bool layer_norm, bool registry, std::mt19937& rng) {
 }
 
 TEST(NormPropertyTest, RmsNormBackwardMatchesTheTensorLayer) {
-  absl::Status status = CheckOnRandomLayouts(
-      7, 4, 10,
-      [](std::mt19937& rng) { return NormBackwardCall(false, false, rng); },
-      kNormTol, kNormTol);
-  EXPECT_TRUE(status.ok()) << status;
-  status = CheckRandomStrategies(
-      1007, 12, 24,
-      [](std::mt19937& rng) { return NormBackwardCall(false, true, rng); },
-      kNormTol, kNormTol);
-  EXPECT_TRUE(status.ok()) << status;
+  CheckNormOp(
+      7, [](std::mt19937& rng) { return NormBackwardCall(false, false, rng); },
+      [](std::mt19937& rng) { return NormBackwardCall(false, true, rng); });
 }
 
 TEST(NormPropertyTest, LayerNormBackwardMatchesTheTensorLayer) {
-  absl::Status status = CheckOnRandomLayouts(
-      8, 4, 10,
-      [](std::mt19937& rng) { return NormBackwardCall(true, false, rng); },
-      kNormTol, kNormTol);
-  EXPECT_TRUE(status.ok()) << status;
-  status = CheckRandomStrategies(
-      1008, 12, 24,
-      [](std::mt19937& rng) { return NormBackwardCall(true, true, rng); },
-      kNormTol, kNormTol);
-  EXPECT_TRUE(status.ok()) << status;
+  CheckNormOp(
+      8, [](std::mt19937& rng) { return NormBackwardCall(true, false, rng); },
+      [](std::mt19937& rng) { return NormBackwardCall(true, true, rng); });
 }
 
 // The gradients with x and grad sharded on their leading dims (uneven

@@ -20,8 +20,7 @@
 namespace dtensor {
 namespace {
 
-using testing_util::CheckOnRandomLayouts;
-using testing_util::CheckRandomStrategies;
+using testing_util::CheckOpProperties;
 using testing_util::DistributeWithTerms;
 using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
@@ -73,10 +72,8 @@ OpCall DropoutCall(std::mt19937& rng) {
 }
 
 TEST(RandomPropertyTest, DropoutMatchesThePhiloxStreamOfGlobalIndices) {
-  absl::Status status =
-      CheckOnRandomLayouts(71, 5, 12, DropoutCall, 1e-5, 1e-5);
-  EXPECT_TRUE(status.ok()) << status;
-  status = CheckRandomStrategies(72, 16, 24, DropoutCall, 1e-5, 1e-5);
+  const absl::Status status = CheckOpProperties(
+      71, DropoutCall, 1e-5, {/*layout_rounds=*/5, /*calls_per_mesh=*/12});
   EXPECT_TRUE(status.ok()) << status;
 }
 

@@ -22,7 +22,7 @@ namespace dtensor {
 namespace {
 
 using testing_util::CheckOnRandomLayouts;
-using testing_util::CheckRandomStrategies;
+using testing_util::CheckOpProperties;
 using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
 using testing_util::MetaTensor;
@@ -105,16 +105,12 @@ OpCall SliceCall(std::mt19937& rng) {
 }
 
 TEST(SlicePropertyTest, NarrowMatchesTheTensorLayer) {
-  absl::Status status = CheckOnRandomLayouts(51, 4, 10, NarrowCall, kTol, kTol);
-  EXPECT_TRUE(status.ok()) << status;
-  status = CheckRandomStrategies(52, 16, 24, NarrowCall, kTol, kTol);
+  const absl::Status status = CheckOpProperties(51, NarrowCall, kTol);
   EXPECT_TRUE(status.ok()) << status;
 }
 
 TEST(SlicePropertyTest, SliceMatchesTheTensorLayer) {
-  absl::Status status = CheckOnRandomLayouts(53, 4, 10, SliceCall, kTol, kTol);
-  EXPECT_TRUE(status.ok()) << status;
-  status = CheckRandomStrategies(54, 16, 24, SliceCall, kTol, kTol);
+  const absl::Status status = CheckOpProperties(53, SliceCall, kTol);
   EXPECT_TRUE(status.ok()) << status;
 }
 

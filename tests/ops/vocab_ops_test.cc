@@ -26,8 +26,7 @@
 namespace dtensor {
 namespace {
 
-using testing_util::CheckOnRandomLayouts;
-using testing_util::CheckRandomStrategies;
+using testing_util::CheckOpProperties;
 using testing_util::IssuedCollectiveSequence;
 using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
@@ -55,9 +54,9 @@ DType RandomIndexType(std::mt19937& rng) {
 // function returns fewer).
 void CheckOp(uint32_t seed, const testing_util::OpCallMaker& typed,
              const testing_util::OpCallMaker& registry) {
-  absl::Status status = CheckOnRandomLayouts(seed, 5, 10, typed, kTol, kTol);
-  EXPECT_TRUE(status.ok()) << status;
-  status = CheckRandomStrategies(seed + 1000, 16, 32, registry, kTol, kTol);
+  const absl::Status status = CheckOpProperties(
+      seed, typed, kTol, {/*layout_rounds=*/5, 10, 16, /*max_strategies=*/32},
+      registry);
   EXPECT_TRUE(status.ok()) << status;
 }
 
