@@ -17,9 +17,9 @@
 #include "nlohmann/json.hpp"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
-#include "tools/mesh_flag.h"
 #include "tools/shard_picture.h"
 #include "tools/subcommand.h"
+#include "tools/tensor_flags.h"
 
 namespace dtensor {
 namespace {
@@ -48,18 +48,14 @@ std::string IntList(const std::vector<int64_t>& values) {
 
 absl::StatusOr<DTensorSpec> SpecFromArgs(const ParsedArgs& args) {
   DT_RETURN_IF_ERROR(args.CheckNoPositional());
-  DT_ASSIGN_OR_RETURN(std::string mesh_text, args.Required("mesh"));
-  DT_ASSIGN_OR_RETURN(std::string shape_text, args.Required("shape"));
-  DT_ASSIGN_OR_RETURN(std::string placements_text, args.Required("placements"));
-  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_text));
-  DT_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
-                      ParseIntList(shape_text, ',', "--shape"));
-  DT_ASSIGN_OR_RETURN(DType dtype, ParseDType(args.ValueOr("dtype", "f32")));
+  DT_ASSIGN_OR_RETURN(TensorFlags flags,
+                      ParseTensorFlags(args, {"placements"}));
   DT_ASSIGN_OR_RETURN(
       Sharding sharding,
-      Sharding::Parse(placements_text, static_cast<int64_t>(shape.size())));
-  return DTensorSpec::Create(std::move(mesh), sharding, std::move(shape),
-                             dtype);
+      Sharding::Parse(flags.required[0],
+                      static_cast<int64_t>(flags.shape.size())));
+  return DTensorSpec::Create(std::move(flags.mesh), sharding,
+                             std::move(flags.shape), flags.dtype);
 }
 
 // One row per rank, row-major over the mesh.

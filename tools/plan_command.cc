@@ -21,9 +21,9 @@
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/link_flags.h"
-#include "tools/mesh_flag.h"
 #include "tools/step_json.h"
 #include "tools/subcommand.h"
+#include "tools/tensor_flags.h"
 
 namespace dtensor {
 namespace {
@@ -65,21 +65,16 @@ struct PlanRequest {
 
 absl::StatusOr<PlanRequest> RequestFromArgs(const ParsedArgs& args) {
   DT_RETURN_IF_ERROR(args.CheckNoPositional());
-  DT_ASSIGN_OR_RETURN(std::string mesh_text, args.Required("mesh"));
-  DT_ASSIGN_OR_RETURN(std::string shape_text, args.Required("shape"));
-  DT_ASSIGN_OR_RETURN(std::string from_text, args.Required("from"));
-  DT_ASSIGN_OR_RETURN(std::string to_text, args.Required("to"));
-  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_text));
-  DT_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
-                      ParseIntList(shape_text, ',', "--shape"));
-  DT_ASSIGN_OR_RETURN(DType dtype, ParseDType(args.ValueOr("dtype", "f32")));
-  const int64_t rank = static_cast<int64_t>(shape.size());
-  DT_ASSIGN_OR_RETURN(Sharding from, Sharding::Parse(from_text, rank));
-  DT_ASSIGN_OR_RETURN(Sharding to, Sharding::Parse(to_text, rank));
+  DT_ASSIGN_OR_RETURN(TensorFlags flags,
+                      ParseTensorFlags(args, {"from", "to"}));
+  const int64_t rank = static_cast<int64_t>(flags.shape.size());
+  DT_ASSIGN_OR_RETURN(Sharding from, Sharding::Parse(flags.required[0], rank));
+  DT_ASSIGN_OR_RETURN(Sharding to, Sharding::Parse(flags.required[1], rank));
   DT_ASSIGN_OR_RETURN(std::vector<MeshDimLink> links,
-                      LinksFromFlags(args, mesh));
-  return PlanRequest{std::move(mesh), std::move(shape), dtype, from, to,
-                     std::move(links)};
+                      LinksFromFlags(args, flags.mesh));
+  return PlanRequest{
+      std::move(flags.mesh), std::move(flags.shape), flags.dtype, from, to,
+      std::move(links)};
 }
 
 // Deterministic values exact in every dtype (small integers).
