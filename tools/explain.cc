@@ -269,10 +269,7 @@ absl::StatusOr<ExplainRun> RunStep(const ExplainRequest& request,
   DT_ASSIGN_OR_RETURN(parallel::LlamaTrainer::Batch batch,
                       trainer->MakeBatchMetadata(request.batch, request.seq));
 
-  ExplainReport report{request.config_name, request.plan_name, request.mesh};
-  report.batch = request.batch;
-  report.seq = request.seq;
-  report.dtype = request.dtype;
+  ExplainReport report{request};
   report.rank = rank;
   Warnings warnings;
   ModuleTable table;

@@ -124,12 +124,9 @@ inline constexpr char kOutsideModules[] = "(outside modules)";
 inline constexpr double kLargeGatherBytes = 64.0 * (1 << 20);
 
 struct ExplainReport {
-  std::string config_name;
-  std::string plan_name;
-  DeviceMesh mesh;
-  int64_t batch = 0;
-  int64_t seq = 0;
-  DType dtype = DType::kBF16;
+  // What was explained; the report's header (config and plan as named on the
+  // command line, mesh, batch, seq, dtype) states it.
+  ExplainRequest request;
   // The rank whose view this is.
   int64_t rank = 0;
   // Every module of the model in pre-order, then kOutsideModules.

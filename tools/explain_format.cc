@@ -175,13 +175,14 @@ std::string ExplainJson(const ExplainReport& r) {
   ordered_json modules = ordered_json::array();
   for (const ModuleReport& m : r.modules) modules.push_back(ModuleJson(m));
   const MemoryEstimate& mem = r.memory;
+  const ExplainRequest& q = r.request;
   ordered_json report = {{"model", "llama"},
-                         {"config", r.config_name},
-                         {"mesh", MeshJson(r.mesh)},
-                         {"plan", r.plan_name},
-                         {"batch", r.batch},
-                         {"seq", r.seq},
-                         {"dtype", std::string(DTypeName(r.dtype))},
+                         {"config", q.config_name},
+                         {"mesh", MeshJson(q.mesh)},
+                         {"plan", q.plan_name},
+                         {"batch", q.batch},
+                         {"seq", q.seq},
+                         {"dtype", std::string(DTypeName(q.dtype))},
                          {"rank", r.rank},
                          {"modules", std::move(modules)},
                          {"totals",
@@ -203,10 +204,11 @@ std::string ExplainJson(const ExplainReport& r) {
 }
 
 std::string ExplainText(const ExplainReport& r) {
+  const ExplainRequest& q = r.request;
   std::string out = absl::StrCat(
-      "llama ", r.config_name, ", plan ", r.plan_name, ", mesh ",
-      r.mesh.ToString(), ", batch ", r.batch, " x seq ", r.seq, ", ",
-      std::string(DTypeName(r.dtype)), " (the view of rank ", r.rank, ")\n\n");
+      "llama ", q.config_name, ", plan ", q.plan_name, ", mesh ",
+      q.mesh.ToString(), ", batch ", q.batch, " x seq ", q.seq, ", ",
+      std::string(DTypeName(q.dtype)), " (the view of rank ", r.rank, ")\n\n");
   absl::StrAppend(&out, "Collectives per step (per rank):\n");
   AppendTotalsTable(r, out);
   const MemoryEstimate& mem = r.memory;
@@ -240,8 +242,8 @@ std::string ExplainText(const ExplainReport& r) {
     if (m.output.has_value()) {
       absl::StrAppend(&out, "    output   ", LayoutText(*m.output), "\n");
     }
-    AppendCollectives(r.mesh, "forward", m.forward, out);
-    AppendCollectives(r.mesh, "backward", m.backward, out);
+    AppendCollectives(r.request.mesh, "forward", m.forward, out);
+    AppendCollectives(r.request.mesh, "backward", m.backward, out);
   }
   return out;
 }

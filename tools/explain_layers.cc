@@ -115,11 +115,10 @@ ExplainRun ExtrapolateLayers(const ExplainRun& two, const ExplainRun& three,
                              int64_t n_layers) {
   const int64_t extra = n_layers - 3;
   const ExplainReport &a = two.report, &b = three.report;
-  ExplainRun run{ExplainReport{b.config_name, b.plan_name, b.mesh}, {}};
+  ExplainRun run{ExplainReport{b.request}, {}};
   ExplainReport& report = run.report;
-  report.batch = b.batch;
-  report.seq = b.seq;
-  report.dtype = b.dtype;
+  // The report is of the n_layers-layer model, not of the 3-layer run.
+  report.request.config.n_layers = n_layers;
   report.rank = b.rank;
   report.modules = GrowModules(b.modules, n_layers);
   report.forward = Grow(a.forward, b.forward, extra);

@@ -22,11 +22,14 @@ constexpr char kOddName[] =
     "my \"model\" \\ \n\t\x01 \xC3\xA9 \xF0\x9F\x98\x80";
 
 ExplainReport HandMadeReport() {
-  ExplainReport r{kOddName, "plans/tp.json",
-                  DeviceMesh::Create({2, 4}, {"dp", "tp"}).value()};
-  r.batch = 8;
-  r.seq = 16;
-  r.dtype = DType::kBF16;
+  ExplainReport r{{kOddName,
+                   "plans/tp.json",
+                   {},
+                   {},
+                   DeviceMesh::Create({2, 4}, {"dp", "tp"}).value()}};
+  r.request.batch = 8;
+  r.request.seq = 16;
+  r.request.dtype = DType::kBF16;
   r.rank = 3;
   ModuleReport m;
   m.name = "layers.0.w\xC3\xA9";

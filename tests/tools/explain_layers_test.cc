@@ -87,6 +87,7 @@ TEST(ExplainLayersTest, ExtrapolatedEqualsTheFullRunForEveryShippedPlan) {
       absl::StatusOr<ExplainReport> b = ExplainLlamaStep(extrapolated, rank);
       ASSERT_TRUE(a.ok()) << a.status();
       ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_EQ(b->request.config.n_layers, 7);
       EXPECT_EQ(a->modules.size(), b->modules.size());
       EXPECT_EQ(a->warnings, b->warnings);
       ExpectSameJson(ParseJson(ExplainJson(*a)).value(),
