@@ -150,19 +150,58 @@ std::shared_ptr<Work> NcclCommunicator::Launch(Launched launched,
                                     done, std::move(keep));
 }
 
+absl::Status NcclCommunicator::MissingRanks(
+    const Launched& launched, absl::Span<const int64_t> ranks) const {
+  const char* verb = !launched.peer.has_value() ? "did not arrive"
+                     : launched.sending         ? "did not receive"
+                                                : "did not send";
+  return absl::DeadlineExceededError(absl::StrCat(
+      Describe(launched.call), ": ranks ", RanksText(ranks), " ", verb,
+      " within ", absl::FormatDuration(launched.call.deadline)));
+}
+
+absl::Status NcclCommunicator::PeersFailed(const Launched& launched) {
+  const bool point_to_point = launched.peer.has_value();
+  if (std::optional<GroupFailures::Posted> cause = failures_.PeerFailure()) {
+    // A peer's send or recv that timed out is reported from this side.
+    return point_to_point && cause->point_to_point &&
+                   cause->status.code() == absl::StatusCode::kDeadlineExceeded
+               ? Break(MissingRanks(launched, {group_ranks()[*launched.peer]}),
+                       false, true)
+               : Break(cause->status, false, point_to_point);
+  }
+  std::vector<int64_t> exited = failures_.ExitedPeers();
+  if (point_to_point) {
+    const int64_t peer = group_ranks()[*launched.peer];
+    exited.erase(std::remove_if(exited.begin(), exited.end(),
+                                [peer](int64_t r) { return r != peer; }),
+                 exited.end());
+  }
+  if (exited.empty()) return absl::OkStatus();
+  return Break(
+      absl::UnavailableError(absl::StrCat(Describe(launched.call), ": ranks ",
+                                          RanksText(exited), " exited")),
+      true, point_to_point);
+}
+
+absl::Status NcclCommunicator::DeadlinePassed(const Launched& launched) {
+  const bool point_to_point = launched.peer.has_value();
+  const std::vector<int64_t> missing =
+      point_to_point ? std::vector<int64_t>{group_ranks()[*launched.peer]}
+                     : failures_.PeersNotArrived(launched.call.sequence);
+  return Break(missing.empty()
+                   ? absl::DeadlineExceededError(absl::StrCat(
+                         Describe(launched.call), ": did not finish within ",
+                         absl::FormatDuration(launched.call.deadline),
+                         " although every rank arrived"))
+                   : MissingRanks(launched, missing),
+               true, point_to_point);
+}
+
 absl::Status NcclCommunicator::Await(const Launched& launched,
                                      cudaEvent_t done) {
   const CollectiveCall& call = launched.call;
   const bool point_to_point = launched.peer.has_value();
-  const std::string name = Describe(call);
-  const std::string within = absl::FormatDuration(call.deadline);
-  const char* verb = !point_to_point    ? "did not arrive"
-                     : launched.sending ? "did not receive"
-                                        : "did not send";
-  auto missing_error = [&](absl::Span<const int64_t> ranks) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        name, ": ranks ", RanksText(ranks), " ", verb, " within ", within));
-  };
   if (!point_to_point) {
     failures_.arrival().Enter(call.sequence, ArrivalDelay(call.deadline));
   }
@@ -173,8 +212,8 @@ absl::Status NcclCommunicator::Await(const Launched& launched,
     const cudaError_t query = cudaEventQuery(done);
     if (query == cudaSuccess) break;
     if (query != cudaErrorNotReady) {
-      status = Break(absl::InternalError(
-                         absl::StrCat(name, ": ", cudaGetErrorString(query))),
+      status = Break(absl::InternalError(absl::StrCat(
+                         Describe(call), ": ", cudaGetErrorString(query))),
                      true, point_to_point);
       break;
     }
@@ -182,48 +221,18 @@ absl::Status NcclCommunicator::Await(const Launched& launched,
     if (!status.ok()) break;
     absl::Status nccl = launched.channel->AsyncError();
     if (!nccl.ok()) {
-      status = Break(
-          absl::UnavailableError(absl::StrCat(name, ": ", nccl.message())),
-          true, point_to_point);
+      status = Break(absl::UnavailableError(
+                         absl::StrCat(Describe(call), ": ", nccl.message())),
+                     true, point_to_point);
       break;
     }
     if (absl::Now() >= next_check) {
-      if (std::optional<GroupFailures::Posted> cause =
-              failures_.PeerFailure()) {
-        // A peer's send or recv that timed out is reported from this side.
-        status =
-            point_to_point && cause->point_to_point &&
-                    cause->status.code() == absl::StatusCode::kDeadlineExceeded
-                ? Break(missing_error({group_ranks()[*launched.peer]}), false,
-                        true)
-                : Break(cause->status, false, point_to_point);
-        break;
-      }
-      std::vector<int64_t> exited = failures_.ExitedPeers();
-      if (point_to_point) {
-        const int64_t peer = group_ranks()[*launched.peer];
-        exited.erase(std::remove_if(exited.begin(), exited.end(),
-                                    [peer](int64_t r) { return r != peer; }),
-                     exited.end());
-      }
-      if (!exited.empty()) {
-        status = Break(absl::UnavailableError(absl::StrCat(
-                           name, ": ranks ", RanksText(exited), " exited")),
-                       true, point_to_point);
-        break;
-      }
+      status = PeersFailed(launched);
+      if (!status.ok()) break;
       next_check = absl::Now() + kPeerCheck;
     }
     if (absl::Now() >= launched.deadline) {
-      const std::vector<int64_t> missing =
-          point_to_point ? std::vector<int64_t>{group_ranks()[*launched.peer]}
-                         : failures_.PeersNotArrived(call.sequence);
-      status =
-          Break(missing.empty() ? absl::DeadlineExceededError(absl::StrCat(
-                                      name, ": did not finish within ", within,
-                                      " although every rank arrived"))
-                                : missing_error(missing),
-                true, point_to_point);
+      status = DeadlinePassed(launched);
       break;
     }
     absl::SleepFor(pause);

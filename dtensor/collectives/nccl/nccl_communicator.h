@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "dtensor/base/mutex.h"
 #include "dtensor/collectives/call_queues.h"
 #include "dtensor/collectives/communicator.h"
@@ -94,8 +95,19 @@ class NcclCommunicator final
   std::shared_ptr<Work> LaunchCollective(const CollectiveCall& call);
   std::shared_ptr<Work> Launch(Launched launched, std::vector<Tensor> keep,
                                const Enqueue& enqueue);
-  // Waits for a launched call whose GPU work ends with `done`.
+  // Waits for a launched call whose GPU work ends with `done`: polls the
+  // event, the group's and NCCL's errors, the peers (every kPeerCheck) and
+  // the deadline.
   absl::Status Await(const Launched& launched, cudaEvent_t done);
+  // The timeout error naming `ranks`, which did not take part in time.
+  absl::Status MissingRanks(const Launched& launched,
+                            absl::Span<const int64_t> ranks) const;
+  // A peer's posted failure or exit, as this rank's error (breaking the
+  // communicator); OK when there is none.
+  absl::Status PeersFailed(const Launched& launched);
+  // The error of a call past its deadline, naming the ranks that did not
+  // arrive (breaking the communicator).
+  absl::Status DeadlinePassed(const Launched& launched);
   // Debug mode: every rank made the same call, moving matching bytes
   // (compared through the store).
   absl::Status CheckCallsAgree(const CollectiveCall& call, absl::Time deadline);
