@@ -122,11 +122,10 @@ absl::StatusOr<InputGrads> AttentionGrad(const BackwardCall& call) {
 }
 
 OpDef MakeAttention() {
-  OpDef def;
-  def.name = "scaled_dot_product_attention";
-  def.summary = "softmax(q k^T * scale [+ causal mask]) v";
+  OpDef def =
+      NamedOpDef("scaled_dot_product_attention",
+                 "softmax(q k^T * scale [+ causal mask]) v", kAttentionArgs);
   def.num_inputs = 3;
-  def.args.assign(std::begin(kAttentionArgs), std::end(kAttentionArgs));
   def.infer =
       [](absl::Span<const DTensorSpec* const> inputs,
          const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -394,14 +393,13 @@ absl::StatusOr<InputGrads> AttentionBackwardBackward(const BackwardCall& call) {
 }
 
 OpDef MakeAttentionBackward() {
-  OpDef def;
-  def.name = kBackwardName;
-  def.summary =
+  OpDef def = NamedOpDef(
+      kBackwardName,
       "dq, dk, dv of scaled_dot_product_attention given out and grad_out: one "
-      "tiled pass, no [Lq, Lk] matrix";
+      "tiled pass, no [Lq, Lk] matrix",
+      kAttentionArgs);
   def.num_inputs = 5;
   def.num_outputs = 3;
-  def.args.assign(std::begin(kAttentionArgs), std::end(kAttentionArgs));
   def.infer = AttentionBackwardInfer;
   def.strategies = AttentionBackwardStrategies;
   def.kernel = AttentionBackwardKernel;

@@ -60,10 +60,7 @@ OpDef MakeSoftmax(absl::string_view name, absl::string_view summary, bool log) {
     return log ? dtensor::LogSoftmax(in[0], args.Get(kSoftmaxDim))
                : dtensor::Softmax(in[0], args.Get(kSoftmaxDim));
   };
-  OpDef def;
-  def.name = name;
-  def.summary = summary;
-  def.args.assign(std::begin(kSoftmaxArgs), std::end(kSoftmaxArgs));
+  OpDef def = NamedOpDef(name, summary, kSoftmaxArgs);
   def.infer = SameShapeInfer(name, fn);
   def.strategies = [](const StrategyContext& ctx) {
     const int64_t rank = ctx.inputs[0]->ndim();
@@ -171,12 +168,12 @@ absl::StatusOr<InputGrads> RotaryBackward(const BackwardCall& call) {
 }
 
 OpDef MakeRotary() {
-  OpDef def;
-  def.name = "rotary_embedding";
-  def.summary = "rotate-half rotary embedding of x [..., seq, heads, head_dim]";
+  OpDef def = NamedOpDef(
+      "rotary_embedding",
+      "rotate-half rotary embedding of x [..., seq, heads, head_dim]",
+      kRotaryArgs);
   def.num_inputs = 2;
   def.num_optional_inputs = 1;
-  def.args.assign(std::begin(kRotaryArgs), std::end(kRotaryArgs));
   def.infer =
       [](absl::Span<const DTensorSpec* const> inputs,
          const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/ops/backward_helpers.h"
 #include "dtensor/ops/dispatch.h"
@@ -83,16 +84,11 @@ OpDef MakeNorm(absl::string_view name, absl::string_view summary,
     return layer_norm ? dtensor::LayerNorm(in[0], in[1], in[2], eps)
                       : dtensor::RmsNorm(in[0], in[1], eps);
   };
-  OpDef def;
-  def.name = name;
-  def.summary = summary;
+  OpDef def = NamedOpDef(name, summary,
+                         layer_norm ? absl::MakeConstSpan(kLayerNormArgs)
+                                    : absl::MakeConstSpan(kRmsNormArgs));
   def.num_inputs = layer_norm ? 3 : 2;
   def.num_optional_inputs = def.num_inputs - 1;
-  if (layer_norm) {
-    def.args.assign(std::begin(kLayerNormArgs), std::end(kLayerNormArgs));
-  } else {
-    def.args.assign(std::begin(kRmsNormArgs), std::end(kRmsNormArgs));
-  }
   def.infer = SameShapeInfer(name, fn, CheckNormParams);
   def.strategies = [](const StrategyContext& ctx) {
     const int64_t rank = ctx.inputs[0]->ndim();
@@ -394,22 +390,17 @@ absl::StatusOr<InputGrads> NormBackwardGrads(bool layer_norm,
 }
 
 OpDef MakeNormBackward(bool layer_norm) {
-  OpDef def;
-  def.name = layer_norm ? "layer_norm_backward" : "rms_norm_backward";
-  def.summary = layer_norm
-                    ? "layer_norm's gradients (dx, dweight, dbias) from x, "
-                      "the output gradient and weight, fused"
-                    : "rms_norm's gradients (dx, dweight) from x, the output "
-                      "gradient and weight, fused";
+  OpDef def = NamedOpDef(
+      layer_norm ? "layer_norm_backward" : "rms_norm_backward",
+      layer_norm ? "layer_norm's gradients (dx, dweight, dbias) from x, "
+                   "the output gradient and weight, fused"
+                 : "rms_norm's gradients (dx, dweight) from x, the output "
+                   "gradient and weight, fused",
+      layer_norm ? absl::MakeConstSpan(kLayerNormBackwardArgs)
+                 : absl::MakeConstSpan(kRmsNormArgs));
   def.num_inputs = 3;
   def.num_optional_inputs = 1;
   def.num_outputs = layer_norm ? 3 : 2;
-  if (layer_norm) {
-    def.args.assign(std::begin(kLayerNormBackwardArgs),
-                    std::end(kLayerNormBackwardArgs));
-  } else {
-    def.args.assign(std::begin(kRmsNormArgs), std::end(kRmsNormArgs));
-  }
   def.infer = [layer_norm](absl::Span<const DTensorSpec* const> inputs,
                            const OpArgs& args) {
     return NormBackwardInfer(layer_norm, inputs, args);

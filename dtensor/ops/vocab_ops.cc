@@ -231,11 +231,10 @@ absl::StatusOr<InputGrads> EmbeddingBackwardBackward(const BackwardCall& call) {
 }
 
 OpDef MakeEmbeddingBackward() {
-  OpDef def;
-  def.name = "embedding_backward";
-  def.summary =
+  OpDef def = NamedOpDef(
+      "embedding_backward",
       "table gradient [num, dim] of embedding: grad rows scatter-added at "
-      "their indices, laid out like the table";
+      "their indices, laid out like the table");
   def.num_inputs = 3;
   def.layout_only_inputs = {2};
   def.infer = EmbeddingBackwardInfer;
@@ -246,9 +245,8 @@ OpDef MakeEmbeddingBackward() {
 }
 
 OpDef MakeEmbedding() {
-  OpDef def;
-  def.name = "embedding";
-  def.summary = "rows of table [num, dim] at integer indices";
+  OpDef def =
+      NamedOpDef("embedding", "rows of table [num, dim] at integer indices");
   def.num_inputs = 2;
   def.infer = EmbeddingInfer;
   def.strategies = EmbeddingStrategies;
@@ -640,17 +638,16 @@ absl::StatusOr<InputGrads> CrossEntropyBackward(const BackwardCall& call) {
 
 // cross_entropy, or with `loss_parallel` its LossParallelScope variant.
 OpDef MakeCrossEntropy(bool loss_parallel) {
-  OpDef def;
-  def.name = loss_parallel ? "cross_entropy_loss_parallel" : kCrossEntropy;
-  def.summary =
+  OpDef def = NamedOpDef(
+      loss_parallel ? "cross_entropy_loss_parallel" : kCrossEntropy,
       loss_parallel
           ? "cross_entropy keeping class-sharded logits sharded"
           : "cross entropy of logits [N, C] against targets [N] (loss "
-            "parallel on sharded C)";
+            "parallel on sharded C)",
+      kCrossEntropyArgs);
   def.num_inputs = 2;
   def.num_outputs = 3;
   def.num_saved_outputs = 2;
-  def.args.assign(std::begin(kCrossEntropyArgs), std::end(kCrossEntropyArgs));
   def.infer = CrossEntropyInfer;
   def.strategies = [loss_parallel](const StrategyContext& ctx) {
     return CrossEntropyStrategies(ctx, loss_parallel);

@@ -91,10 +91,7 @@ const OpRegistration kRegistration(&SiluMulDef());
 
 }  // namespace
 
-const OpDef& SiluMulDef() {
-  static const OpDef* def = new OpDef(MakeSiluMul());
-  return *def;
-}
+const OpDef& SiluMulDef() { return StaticOpDef<MakeSiluMul>(); }
 
 absl::StatusOr<DTensor> SiluMul(const DTensor& gate, const DTensor& up) {
   const DTensor* inputs[] = {&gate, &up};
