@@ -36,28 +36,29 @@ constexpr char kBackward[] = "ScaledDotProductAttentionBackward";
 constexpr int64_t kHostQueryTile = 64;
 constexpr int64_t kHostKeyTile = 256;
 
-// The broadcast batch shape of q, k, v after checking their devices, dtypes
-// and shapes; errors name `op`.
-absl::StatusOr<Shape> CheckAttention(const Tensor& q, const Tensor& k,
-                                     const Tensor& v, const char* op) {
+// The shapes of one attention call: the broadcast batch of q, k, v and the
+// output [batch..., Lq, Ev].
+struct AttentionShapes {
+  Shape batch;
+  Shape out;
+};
+
+// The shapes of q, k, v after checking their devices, dtypes and shapes;
+// errors name `op`.
+absl::StatusOr<AttentionShapes> CheckAttention(const Tensor& q, const Tensor& k,
+                                               const Tensor& v,
+                                               const char* op) {
   const Device device = q.defined() ? q.device() : Device::CPU();
   DT_RETURN_IF_ERROR(CheckFloatingOn(q, device, op, "q"));
   DT_RETURN_IF_ERROR(CheckFloatingOn(k, device, op, "k"));
   DT_RETURN_IF_ERROR(CheckFloatingOn(v, device, op, "v"));
   DT_RETURN_IF_ERROR(CheckSameDType(q, k, op, "q", "k"));
   DT_RETURN_IF_ERROR(CheckSameDType(q, v, op, "q", "v"));
+  AttentionShapes shapes;
   DT_ASSIGN_OR_RETURN(
-      Shape batch, AttentionOutputShape(q.shape(), k.shape(), v.shape(), op));
-  batch.resize(batch.size() - 2);
-  return batch;
-}
-
-// The output's shape [batch..., Lq, Ev].
-Shape OutputShape(const Shape& batch, const Tensor& q, const Tensor& v) {
-  Shape shape = batch;
-  shape.push_back(q.size(-2));
-  shape.push_back(v.size(-1));
-  return shape;
+      shapes.out, AttentionOutputShape(q.shape(), k.shape(), v.shape(), op));
+  shapes.batch.assign(shapes.out.begin(), shapes.out.end() - 2);
+  return shapes;
 }
 
 // `t` (out or grad_out of the backward) has the output's shape and q's
@@ -140,10 +141,10 @@ struct BlasProducts {
                in.v + k0 * in.ev, in.ev, 1, acc, as);
   }
   void AddTransposedTimes(int64_t rows, int64_t n, const C* a, int64_t ss,
-                          const C* src, int64_t cols, C* dst, int64_t ds,
-                          const HostLanes&) const {
+                          const C* src, int64_t cols, C* dst,
+                          int64_t dst_stride, const HostLanes&) const {
     Product<C>(CblasTrans, CblasNoTrans, n, cols, rows, a, ss, src, cols, 1,
-               dst, ds);
+               dst, dst_stride);
   }
   void AddQueryGrads(int64_t q0, int64_t rows, int64_t k0, int64_t n,
                      const C* ds, int64_t ss, const HostLanes&) const {
@@ -250,12 +251,12 @@ void ForwardOnHost(const HostOperands<C>& in, C* out, C* lse) {
 
 template <typename C>
 absl::StatusOr<Tensor> AttentionOnHost(const Tensor& q, const Tensor& k,
-                                       const Tensor& v, const Shape& batch,
+                                       const Tensor& v,
+                                       const AttentionShapes& shapes,
                                        bool causal, double scale) {
   DT_ASSIGN_OR_RETURN(const HostOperands<C> in,
-                      HostOperandsOf<C>(q, k, v, batch, causal, scale));
-  DT_ASSIGN_OR_RETURN(Tensor out,
-                      Tensor::Empty(OutputShape(batch, q, v), CppToDType<C>()));
+                      HostOperandsOf<C>(q, k, v, shapes.batch, causal, scale));
+  DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(shapes.out, CppToDType<C>()));
   std::vector<C> lse(in.q_matrix.size() * in.problem.lq);
   ForwardOnHost(in, out.data<C>(), lse.data());
   return out.To(q.dtype());
@@ -363,23 +364,26 @@ absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
                                                  const Tensor& k,
                                                  const Tensor& v, bool causal,
                                                  double scale) {
-  DT_ASSIGN_OR_RETURN(const Shape batch, CheckAttention(q, k, v, kForward));
+  DT_ASSIGN_OR_RETURN(const AttentionShapes shapes,
+                      CheckAttention(q, k, v, kForward));
   const double effective = AttentionScale(scale, q.size(-1));
   if (cuda::OnCuda(q)) {
-    return cuda::AttentionForwardOnDevice(q, k, v, batch, causal, effective);
+    return cuda::AttentionForwardOnDevice(q, k, v, shapes.batch, causal,
+                                          effective);
   }
   return ComputeDTypeOf(q.dtype()) == DType::kF64
-             ? AttentionOnHost<double>(q, k, v, batch, causal, effective)
-             : AttentionOnHost<float>(q, k, v, batch, causal, effective);
+             ? AttentionOnHost<double>(q, k, v, shapes, causal, effective)
+             : AttentionOnHost<float>(q, k, v, shapes, causal, effective);
 }
 
 absl::StatusOr<AttentionGrads> ScaledDotProductAttentionBackward(
     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
     const Tensor& grad_out, bool causal, double scale) {
-  DT_ASSIGN_OR_RETURN(const Shape batch, CheckAttention(q, k, v, kBackward));
-  const Shape out_shape = OutputShape(batch, q, v);
-  DT_RETURN_IF_ERROR(CheckLikeOutput(out, q, out_shape, "out"));
-  DT_RETURN_IF_ERROR(CheckLikeOutput(grad_out, q, out_shape, "grad_out"));
+  DT_ASSIGN_OR_RETURN(const AttentionShapes shapes,
+                      CheckAttention(q, k, v, kBackward));
+  const Shape& batch = shapes.batch;
+  DT_RETURN_IF_ERROR(CheckLikeOutput(out, q, shapes.out, "out"));
+  DT_RETURN_IF_ERROR(CheckLikeOutput(grad_out, q, shapes.out, "grad_out"));
   const double effective = AttentionScale(scale, q.size(-1));
   if (cuda::OnCuda(q)) {
     return cuda::AttentionBackwardOnDevice(q, k, v, out, grad_out, batch,

@@ -21,10 +21,11 @@ namespace dtensor {
 double AttentionScale(double scale, int64_t e);
 
 // The output shape [batch..., Lq, Ev] of attention over q [..., Lq, E],
-// k [..., Lk, E] and v [..., Lk, Ev], whose leading (batch) dims broadcast
-// to `batch`. Errors (messages start with `op` and name the three shapes):
-// an operand of fewer than 2 dims, E or Lk not matching, batch dims that do
-// not broadcast.
+// k [..., Lk, E] and v [..., Lk, Ev], whose leading dims broadcast to the
+// batch shape `batch`.
+// Errors: an operand of fewer than 2 dims, E or Lk not matching, leading
+// dims that do not broadcast (messages start with `op` and name the three
+// shapes).
 absl::StatusOr<Shape> AttentionOutputShape(const Shape& q, const Shape& k,
                                            const Shape& v,
                                            absl::string_view op);

@@ -60,7 +60,7 @@ struct OpPropertyCounts {
   int max_strategies = 24;
 };
 
-// Both property tests of one op family member, what each family test runs:
+// Both property tests of one op, what most family tests run:
 // CheckOnRandomLayouts(seed) over `typed` (calls through the typed
 // function), then CheckRandomStrategies(seed + 1000) over `registry` (calls
 // of the registry op; `typed` when empty), every comparison within

@@ -118,7 +118,8 @@ void Transfer(bool send, char* buffer, int64_t bytes, int64_t peer,
 
 // The transfers of scatter (`scatter`: the root sends piece r of `packed` to
 // rank r) or gather (the root receives piece r into `packed` from rank r), in
-// one NCCL group named `op`. `bytes` are the pieces' sizes; `mine` is this
+// one NCCL group (whose errors name the collective). `bytes` are the pieces'
+// sizes; `mine` is this
 // rank's piece off the root. The root's own piece stays where it is.
 absl::Status ExchangeWithRoot(bool scatter, int64_t root, int64_t me,
                               const std::vector<int64_t>& bytes, char* packed,

@@ -160,7 +160,7 @@ absl::Status NcclCommunicator::MissingRanks(
       " within ", absl::FormatDuration(launched.call.deadline)));
 }
 
-absl::Status NcclCommunicator::PeersFailed(const Launched& launched) {
+absl::Status NcclCommunicator::CheckPeers(const Launched& launched) {
   const bool point_to_point = launched.peer.has_value();
   if (std::optional<GroupFailures::Posted> cause = failures_.PeerFailure()) {
     // A peer's send or recv that timed out is reported from this side.
@@ -184,7 +184,7 @@ absl::Status NcclCommunicator::PeersFailed(const Launched& launched) {
       true, point_to_point);
 }
 
-absl::Status NcclCommunicator::DeadlinePassed(const Launched& launched) {
+absl::Status NcclCommunicator::DeadlineError(const Launched& launched) {
   const bool point_to_point = launched.peer.has_value();
   const std::vector<int64_t> missing =
       point_to_point ? std::vector<int64_t>{group_ranks()[*launched.peer]}
@@ -227,12 +227,12 @@ absl::Status NcclCommunicator::Await(const Launched& launched,
       break;
     }
     if (absl::Now() >= next_check) {
-      status = PeersFailed(launched);
+      status = CheckPeers(launched);
       if (!status.ok()) break;
       next_check = absl::Now() + kPeerCheck;
     }
     if (absl::Now() >= launched.deadline) {
-      status = DeadlinePassed(launched);
+      status = DeadlineError(launched);
       break;
     }
     absl::SleepFor(pause);

@@ -104,10 +104,10 @@ class NcclCommunicator final
                             absl::Span<const int64_t> ranks) const;
   // A peer's posted failure or exit, as this rank's error (breaking the
   // communicator); OK when there is none.
-  absl::Status PeersFailed(const Launched& launched);
+  absl::Status CheckPeers(const Launched& launched);
   // The error of a call past its deadline, naming the ranks that did not
   // arrive (breaking the communicator).
-  absl::Status DeadlinePassed(const Launched& launched);
+  absl::Status DeadlineError(const Launched& launched);
   // Debug mode: every rank made the same call, moving matching bytes
   // (compared through the store).
   absl::Status CheckCallsAgree(const CollectiveCall& call, absl::Time deadline);

@@ -305,7 +305,7 @@ struct Lanes {
 //   Accumulate(rows, k0, n, p, ss, corr, acc, as, w)
 //                                           acc = acc * corr (per row)
 //                                                 + p v[k0:]  [rows, ev]
-//   AddTransposedTimes(rows, n, a, ss, src, cols, dst, ds, w)
+//   AddTransposedTimes(rows, n, a, ss, src, cols, dst, dst_stride, w)
 //                                           dst += a^T src  [n, cols]
 //   AddQueryGrads(q0, rows, k0, n, ds, ss, w)       dq[q0:] += ds k[k0:]
 // (p, a, ds: [rows, n] with row stride ss; src: `rows` rows of one of the
@@ -539,11 +539,14 @@ struct StagedProducts {
   template <typename Sync>
   DT_HOST_DEVICE void AddTransposedTimes(int64_t rows, int64_t n, const C* a,
                                          int64_t ss, const T* src, int64_t cols,
-                                         C* dst, int64_t ds,
+                                         C* dst, int64_t dst_stride,
                                          const Lanes<Sync>& w) const {
     TimesRows(
         TileOperand<C>{a, 1, ss}, n, rows, src, cols,
-        [&](int64_t j, int64_t c, C value) { dst[j * ds + c] += value; }, w);
+        [&](int64_t j, int64_t c, C value) {
+          dst[j * dst_stride + c] += value;
+        },
+        w);
   }
 
   template <typename Sync>
