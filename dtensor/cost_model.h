@@ -49,7 +49,8 @@ class CostModel {
   // Default links for every dim of a mesh with `mesh_ndim` dims.
   explicit CostModel(int64_t mesh_ndim)
       : links_(static_cast<size_t>(mesh_ndim)) {}
-  // Errors name a non-positive bandwidth or a negative latency.
+  // Errors: InvalidArgument naming a non-positive bandwidth or a negative
+  //   latency.
   static absl::StatusOr<CostModel> Create(std::vector<MeshDimLink> links,
                                           double launch_us = kDefaultLaunchUs);
 

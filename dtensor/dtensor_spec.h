@@ -24,8 +24,10 @@ class DTensorSpec {
  public:
   // One placement per mesh dim; Shard dims may be negative (counted from the
   // end of `shape`); `order` as for Sharding::FromPlacements (empty: default,
-  // left to right). Errors name the bad value: a placement count other than
-  // mesh.ndim(), a shard dim out of range, an invalid order, a negative size.
+  // left to right).
+  // Errors: InvalidArgument naming the bad value: a placement count other
+  //   than mesh.ndim(), a shard dim out of range, an invalid order, a
+  //   negative size.
   static absl::StatusOr<DTensorSpec> Create(
       DeviceMesh mesh, absl::Span<const Placement> placements,
       std::vector<int64_t> shape, DType dtype, const ShardOrder& order = {});

@@ -41,8 +41,9 @@ class Runtime {
   }
 
   // Sets the link of every dim of `mesh` (for example a slow inter-host dim)
-  // used to cost redistributions on it. Errors name a link count other than
-  // mesh.ndim(), or a non-positive bandwidth / negative latency.
+  // used to cost redistributions on it.
+  // Errors: InvalidArgument naming a link count other than mesh.ndim(), or a
+  //   non-positive bandwidth / negative latency.
   absl::Status SetLinks(const DeviceMesh& mesh, std::vector<MeshDimLink> links);
   // The cost model of `mesh`: its links if set, else the defaults.
   CostModel CostModelFor(const DeviceMesh& mesh) const;

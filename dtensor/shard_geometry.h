@@ -56,10 +56,11 @@ std::ostream& operator<<(std::ostream& os, const ShardBlock& block);
 // The block held by the rank at mesh coordinate `coord` of a mesh of
 // `mesh_shape`, for a tensor of `global_shape` laid out by `sharding`: every
 // tensor dim is chunked by the mesh dims sharding it, outermost first, each
-// chunking the range the previous one left. Errors (naming the value): a mesh
-// shape or coordinate whose length is not sharding.mesh_ndim(), a mesh size
-// < 1, a coordinate out of range, a global shape whose length is not
-// sharding.tensor_rank(), a negative size.
+// chunking the range the previous one left.
+// Errors: InvalidArgument naming the value: a mesh shape or coordinate whose
+// length is not sharding.mesh_ndim(), a mesh size < 1, a coordinate out of
+// range, a global shape whose length is not sharding.tensor_rank(), a
+// negative size.
 absl::StatusOr<ShardBlock> ShardBlockAt(const Sharding& sharding,
                                         absl::Span<const int64_t> mesh_shape,
                                         absl::Span<const int64_t> global_shape,

@@ -42,7 +42,8 @@ class Sharding {
   // From one placement per mesh dim. Shard dims may be negative (counted from
   // the end of a tensor of rank `tensor_rank`). `order` is empty for the
   // default order, else has one entry per tensor dim listing exactly the mesh
-  // dims that shard it. Errors name the bad placement, dim or order entry.
+  // dims that shard it.
+  // Errors: InvalidArgument naming the bad placement, dim or order entry.
   static absl::StatusOr<Sharding> FromPlacements(
       absl::Span<const Placement> placements, int64_t tensor_rank,
       const ShardOrder& order = {});
@@ -51,7 +52,8 @@ class Sharding {
   // "S(d)", "P", "P(op)"); a shard may carry an explicit nesting position,
   // "S(0)[1]" (this mesh dim is the second to split tensor dim 0). Per tensor
   // dim, either every mesh dim sharding it has a position or none has (default
-  // order), and the positions must form 0..m-1. Errors name the bad item.
+  // order), and the positions must form 0..m-1.
+  // Errors: InvalidArgument naming the bad item.
   static absl::StatusOr<Sharding> Parse(std::string_view text,
                                         int64_t tensor_rank);
 

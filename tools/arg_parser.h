@@ -43,8 +43,9 @@ class ParsedArgs {
 };
 
 // Parses `args` against `flags`. Arguments not starting with "--" (and all
-// after a bare "--") are positional. Errors name the argument: an unknown
-// flag, a flag given twice, a value flag without a value, a switch given one.
+// after a bare "--") are positional.
+// Errors: InvalidArgument naming the argument: an unknown flag, a flag given
+// twice, a value flag without a value, a switch given one.
 absl::StatusOr<ParsedArgs> ParseArgs(absl::Span<const std::string> args,
                                      absl::Span<const FlagSpec> flags);
 

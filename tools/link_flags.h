@@ -12,9 +12,10 @@ namespace dtensor {
 
 // The links of `mesh`'s dims from the flags `--bandwidth` (GB/s per mesh
 // dim, "87.7,10") and `--latency` (us per hop per mesh dim): one link per
-// mesh dim, defaults where a flag is absent. Errors name the flag: a list of
-// another length than the mesh's dims, a value that is not a positive
-// number, links the cost model rejects.
+// mesh dim, defaults where a flag is absent.
+// Errors: InvalidArgument naming the flag: a list of another length than the
+// mesh's dims, a value that is not a positive number, links the cost model
+// rejects.
 absl::StatusOr<std::vector<MeshDimLink>> LinksFromFlags(const ParsedArgs& args,
                                                         const DeviceMesh& mesh);
 

@@ -16,7 +16,8 @@ inline constexpr int64_t kMaxFlagMeshRanks = int64_t{1} << 16;
 
 // Parses a --mesh flag: sizes separated by 'x' ("4x2", "8"; dims named d0,
 // d1, ...) or named sizes separated by ',' ("dp=64,tp=8"). Ranks are 0..N-1,
-// row-major. Errors name the text.
+// row-major.
+// Errors: InvalidArgument naming the text.
 absl::StatusOr<DeviceMesh> ParseMeshFlag(std::string_view text);
 
 // Parses a per-mesh-dim list of positive numbers ("--bandwidth 87.7,10"):

@@ -55,9 +55,9 @@ class JsonValue {
 // "null", "true", "object", ... for messages.
 absl::string_view JsonKindName(JsonValue::Kind kind);
 
-// Parses one JSON document (surrounding whitespace allowed). Errors are
-// InvalidArgument naming the line, column and what was found there; an
-// object with a repeated key is an error naming the key.
+// Parses one JSON document (surrounding whitespace allowed).
+// Errors: InvalidArgument naming the line, column and what was found there;
+// an object with a repeated key, naming the key.
 absl::StatusOr<JsonValue> ParseJson(absl::string_view text);
 
 }  // namespace dtensor

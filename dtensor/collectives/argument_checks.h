@@ -16,8 +16,9 @@
 namespace dtensor {
 
 // Checks of collective arguments shared by the communicator and the
-// backends. Every error message starts with the op ("all_gather: ...") and
-// names the bad value.
+// backends.
+// Errors: (every check) InvalidArgument whose message starts with the op
+// ("all_gather: ...") and names the bad value.
 
 // "f32[4, 8]", or "none" for an undefined tensor.
 std::string TensorText(const Tensor& tensor);

@@ -1,9 +1,11 @@
 #include "dtensor/collectives/communicator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dtensor/base/debug_check.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/call_checks.h"
 #include "dtensor/collectives/promise_work.h"
@@ -15,13 +17,21 @@ std::vector<int64_t> ToVector(absl::Span<const int64_t> values) {
   return std::vector<int64_t>(values.begin(), values.end());
 }
 
+bool AllDistinct(std::vector<int64_t> values) {
+  std::sort(values.begin(), values.end());
+  return std::adjacent_find(values.begin(), values.end()) == values.end();
+}
+
 }  // namespace
 
 Communicator::Communicator(std::vector<int64_t> group_ranks, int64_t rank,
                            CommunicatorOptions options)
     : group_ranks_(std::move(group_ranks)),
       rank_(rank),
-      options_(std::move(options)) {}
+      options_(std::move(options)) {
+  DT_DCHECK(rank_ >= 0 && rank_ < static_cast<int64_t>(group_ranks_.size()));
+  DT_DCHECK(AllDistinct(group_ranks_));
+}
 
 std::string Communicator::GroupName() const {
   return absl::StrCat("group [", absl::StrJoin(group_ranks_, ", "), "]");

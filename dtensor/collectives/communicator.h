@@ -50,6 +50,14 @@ namespace dtensor {
 // exited gives Unavailable. After a deadline error the communicator is broken:
 // its later calls fail too. Argument errors found on this rank alone return at
 // once without involving the peers.
+//
+// Requires: every rank of the group makes the same calls in the same order;
+//   one thread at a time calls a communicator.
+// Errors: (every collective) InvalidArgument for what this rank alone shows
+//   wrong (a group rank out of range, a dim out of range, a tensor not on
+//   device(), mismatched shapes, dtypes or piece sizes, an output
+//   overlapping its input); DeadlineExceeded naming the missing ranks;
+//   Unavailable when a peer failed or exited, or the communicator is broken.
 class Communicator {
  public:
   Communicator(const Communicator&) = delete;
@@ -188,8 +196,8 @@ class Communicator {
                                   const CollectiveOptions& options = {});
 
  protected:
-  // `group_ranks` must be distinct global ranks and `rank` an index into them
-  // (backends check before constructing).
+  // Requires: `group_ranks` are distinct global ranks and `rank` an index
+  //   into them (backends check before constructing; debug-checked here).
   Communicator(std::vector<int64_t> group_ranks, int64_t rank,
                CommunicatorOptions options);
 

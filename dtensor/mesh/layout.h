@@ -110,7 +110,7 @@ Layout Coalesce(const Layout& layout);
 // like b (each integer mode of b becomes a possibly nested mode of R), built
 // mode by mode as in CuTe.
 // (6,2):(8,2) ∘ (4,3):(3,1) = ((2,2),3):((24,2),8).
-// Errors (InvalidArgument, naming both layouts), when a precondition fails:
+// Errors: InvalidArgument, naming both layouts, when a precondition fails:
 //  - b's indices lie in a's domain: cosize(b) <= size(a). Unlike CuTe, a is
 //    not extended past its size, since that extension depends on how a is
 //    written.
@@ -130,9 +130,9 @@ absl::StatusOr<Layout> Composition(const Layout& a, const Layout& b);
 // is rounded up when cotarget is not a multiple, as in CuTe).
 // complement((2,2):(1,6), 24) = (3,2):(2,12); complement(4:2, 24) =
 // (2,3):(1,8). Stride-0 modes of a are ignored (left out of the bijection).
-// Errors (naming a and cotarget): cotarget < 1, or the other modes of a,
-// sorted by stride, not injective or a stride that is not a multiple of the
-// previous mode's extent (shape * stride).
+// Errors: InvalidArgument, naming a and cotarget: cotarget < 1, or the
+// other modes of a, sorted by stride, not injective or a stride that is not
+// a multiple of the previous mode's extent (shape * stride).
 absl::StatusOr<Layout> Complement(const Layout& a, int64_t cotarget);
 // complement(a, cosize(a)).
 absl::StatusOr<Layout> Complement(const Layout& a);

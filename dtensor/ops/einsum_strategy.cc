@@ -29,6 +29,9 @@ DimStrategy AllReplicate(const EinsumSpec& spec) {
 std::vector<DimStrategy> EinsumDimStrategies(const EinsumSpec& spec,
                                              absl::Span<const bool> present) {
   const LoopDims& loops = spec.loops;
+  DT_DCHECK(present.size() == loops.inputs.size());
+  DT_DCHECK(spec.contraction.empty() ||
+            spec.contraction.size() == loops.outputs.size());
   std::vector<DimStrategy> options = {AllReplicate(spec)};
   for (int l = 0; l < spec.num_loops; ++l) {
     bool any_input = false;

@@ -55,7 +55,11 @@ absl::StatusOr<InputGrads> SoftmaxBackward(bool log, const BackwardCall& call) {
   return InputGrads{std::move(dx)};
 }
 
-OpDef MakeSoftmax(absl::string_view name, absl::string_view summary, bool log) {
+// softmax, or with `log` log_softmax.
+OpDef MakeSoftmax(bool log) {
+  const absl::string_view name = log ? "log_softmax" : "softmax";
+  const absl::string_view summary =
+      log ? "log of softmax along dim" : "softmax along dim";
   LocalFn fn = [log](absl::Span<const Tensor> in, const OpArgs& args) {
     return log ? dtensor::LogSoftmax(in[0], args.Get(kSoftmaxDim))
                : dtensor::Softmax(in[0], args.Get(kSoftmaxDim));
@@ -200,29 +204,24 @@ OpDef MakeRotary() {
 
 // ---- The family. ----
 
-enum Id { kSoftmax, kLogSoftmax, kRotary };
-
-const std::vector<OpDef>& Defs() {
-  static const std::vector<OpDef>* defs = new std::vector<OpDef>{
-      MakeSoftmax("softmax", "softmax along dim", /*log=*/false),
-      MakeSoftmax("log_softmax", "log of softmax along dim", /*log=*/true),
-      MakeRotary(),
-  };
-  return *defs;
+const OpDef& SoftmaxDef() { return StaticOpDef<MakeSoftmax, /*log=*/false>(); }
+const OpDef& LogSoftmaxDef() {
+  return StaticOpDef<MakeSoftmax, /*log=*/true>();
 }
+const OpDef& RotaryDef() { return StaticOpDef<MakeRotary>(); }
 
 }  // namespace
 
 absl::StatusOr<DTensor> Softmax(const DTensor& x, int64_t dim) {
   OpArgs args;
   args.AddInt(dim);
-  return Call(Defs()[kSoftmax], {&x}, args);
+  return Call(SoftmaxDef(), {&x}, args);
 }
 
 absl::StatusOr<DTensor> LogSoftmax(const DTensor& x, int64_t dim) {
   OpArgs args;
   args.AddInt(dim);
-  return Call(Defs()[kLogSoftmax], {&x}, args);
+  return Call(LogSoftmaxDef(), {&x}, args);
 }
 
 absl::StatusOr<DTensor> RotaryEmbedding(const DTensor& x,
@@ -230,10 +229,12 @@ absl::StatusOr<DTensor> RotaryEmbedding(const DTensor& x,
                                         double theta) {
   OpArgs args;
   args.AddScalar(theta);
-  return Call(Defs()[kRotary], {&x, &positions}, args);
+  return Call(RotaryDef(), {&x, &positions}, args);
 }
 
-std::vector<const OpDef*> NnOps() { return PointersTo(Defs()); }
+std::vector<const OpDef*> NnOps() {
+  return {&SoftmaxDef(), &LogSoftmaxDef(), &RotaryDef()};
+}
 
 }  // namespace ops
 }  // namespace dtensor

@@ -68,6 +68,7 @@ OpArgs& OpArgs::AddScalar(double value) {
 }
 
 double OpArgs::Double(size_t i) const {
+  DT_DCHECK(Holds(i, ArgKind::kDouble));
   double value;
   std::memcpy(&value, &words_[slots_[i].offset], sizeof(value));
   return value;

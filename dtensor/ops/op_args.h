@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "dtensor/base/debug_check.h"
 
 namespace dtensor {
 
@@ -111,8 +112,9 @@ constexpr bool HasArg(const ArgSpec (&schema)[N], absl::string_view name,
 //   args.AddInts(dims).AddBool(keepdim);
 //   args.Get(kDims), args.Get(kKeepdim)
 //
-// Get requires that the call's arguments match the schema the key came from
-// (the dispatcher checks them, CheckOpArgs, before the op's functions run).
+// Requires (Get): the call's arguments match the schema the key came from
+//   (the dispatcher checks them, CheckOpArgs, before the op's functions run;
+//   each Get debug-checks its argument's position and kind).
 class OpArgs {
  public:
   OpArgs& AddInt(int64_t value);
@@ -153,14 +155,28 @@ class OpArgs {
 
  private:
   // The argument at position i, added as that kind.
-  int64_t Int(size_t i) const { return words_[slots_[i].offset]; }
+  int64_t Int(size_t i) const {
+    DT_DCHECK(Holds(i, ArgKind::kInt));
+    return words_[slots_[i].offset];
+  }
   absl::Span<const int64_t> Ints(size_t i) const {
+    DT_DCHECK(Holds(i, ArgKind::kInts));
     return absl::MakeConstSpan(words_.data() + slots_[i].offset,
                                slots_[i].length);
   }
-  bool Bool(size_t i) const { return words_[slots_[i].offset] != 0; }
+  bool Bool(size_t i) const {
+    DT_DCHECK(Holds(i, ArgKind::kBool));
+    return words_[slots_[i].offset] != 0;
+  }
   double Double(size_t i) const;
-  double Scalar(size_t i) const { return scalars_[slots_[i].offset]; }
+  double Scalar(size_t i) const {
+    DT_DCHECK(Holds(i, ArgKind::kScalar));
+    return scalars_[slots_[i].offset];
+  }
+  // Whether position i exists and holds an argument of `kind`.
+  bool Holds(size_t i, ArgKind kind) const {
+    return i < slots_.size() && slots_[i].kind == kind;
+  }
 
   struct Slot {
     ArgKind kind;

@@ -146,15 +146,6 @@ const OpDef& StaticOpDef() {
   return *def;
 }
 
-// Pointers to each of `defs`, in order: the list a family of ops built as one
-// vector of definitions hands to the registry.
-inline std::vector<const OpDef*> PointersTo(absl::Span<const OpDef> defs) {
-  std::vector<const OpDef*> pointers;
-  pointers.reserve(defs.size());
-  for (const OpDef& def : defs) pointers.push_back(&def);
-  return pointers;
-}
-
 }  // namespace dtensor
 
 #endif  // DTENSOR_OPS_OP_DEF_H_

@@ -321,72 +321,69 @@ OpDef MakeReduction(absl::string_view name, absl::string_view summary,
   return def;
 }
 
-// The ops of the family, in this order.
-enum Id {
-  kSumOp,
-  kMeanOp,
-  kAmaxOp,
-  kAminOp,
-  kMaxOp,
-  kMinOp,
-  kAminmaxOp,
-  kSumSquaresOp
-};
+// One accessor per op, each definition built once.
+#define DTENSOR_REDUCTION_DEF(Def, name, summary, kind)                      \
+  const OpDef& Def() {                                                       \
+    static const OpDef* def = new OpDef(MakeReduction(name, summary, kind)); \
+    return *def;                                                             \
+  }
+DTENSOR_REDUCTION_DEF(SumDef, "sum", "sum over dims", Kind::kSum)
+DTENSOR_REDUCTION_DEF(MeanDef, "mean", "mean over dims (floating dtypes)",
+                      Kind::kMean)
+DTENSOR_REDUCTION_DEF(AmaxDef, "amax", "max over dims", Kind::kMax)
+DTENSOR_REDUCTION_DEF(AminDef, "amin", "min over dims", Kind::kMin)
+DTENSOR_REDUCTION_DEF(MaxDef, "max", "max over dims (values, as amax)",
+                      Kind::kMax)
+DTENSOR_REDUCTION_DEF(MinDef, "min", "min over dims (values, as amin)",
+                      Kind::kMin)
+DTENSOR_REDUCTION_DEF(AminmaxDef, "aminmax", "(min, max) over dims",
+                      Kind::kMinMax)
+DTENSOR_REDUCTION_DEF(SumSquaresDef, "sum_squares",
+                      "sum of squares over dims (f64, floating inputs)",
+                      Kind::kSumSquares)
+#undef DTENSOR_REDUCTION_DEF
 
-const std::vector<OpDef>& Defs() {
-  static const std::vector<OpDef>* defs = new std::vector<OpDef>{
-      MakeReduction("sum", "sum over dims", Kind::kSum),
-      MakeReduction("mean", "mean over dims (floating dtypes)", Kind::kMean),
-      MakeReduction("amax", "max over dims", Kind::kMax),
-      MakeReduction("amin", "min over dims", Kind::kMin),
-      MakeReduction("max", "max over dims (values, as amax)", Kind::kMax),
-      MakeReduction("min", "min over dims (values, as amin)", Kind::kMin),
-      MakeReduction("aminmax", "(min, max) over dims", Kind::kMinMax),
-      MakeReduction("sum_squares",
-                    "sum of squares over dims (f64, floating inputs)",
-                    Kind::kSumSquares),
-  };
-  return *defs;
-}
-
-absl::StatusOr<OpOutputs> Call(Id id, const DTensor& x,
+absl::StatusOr<OpOutputs> Call(const OpDef& def, const DTensor& x,
                                absl::Span<const int64_t> dims, bool keepdim) {
   const DTensor* in[] = {&x};
   OpArgs args;
   args.AddInts(dims).AddBool(keepdim);
-  return Dispatch(Defs()[id], in, args);
+  return Dispatch(def, in, args);
 }
 
-absl::StatusOr<DTensor> CallOne(Id id, const DTensor& x,
+absl::StatusOr<DTensor> CallOne(const OpDef& def, const DTensor& x,
                                 absl::Span<const int64_t> dims, bool keepdim) {
-  DT_ASSIGN_OR_RETURN(OpOutputs out, Call(id, x, dims, keepdim));
+  DT_ASSIGN_OR_RETURN(OpOutputs out, Call(def, x, dims, keepdim));
   return std::move(out[0]);
 }
 
 }  // namespace
 
-// The single-output reductions call their op by Id.
-#define DTENSOR_DEFINE_REDUCTION(Name, id)                                     \
+// The single-output reductions call their op's definition.
+#define DTENSOR_DEFINE_REDUCTION(Name, Def)                                    \
   absl::StatusOr<DTensor> Name(const DTensor& x,                               \
                                absl::Span<const int64_t> dims, bool keepdim) { \
-    return CallOne(id, x, dims, keepdim);                                      \
+    return CallOne(Def(), x, dims, keepdim);                                   \
   }
-DTENSOR_DEFINE_REDUCTION(Sum, kSumOp)
-DTENSOR_DEFINE_REDUCTION(SumOfSquares, kSumSquaresOp)
-DTENSOR_DEFINE_REDUCTION(Mean, kMeanOp)
-DTENSOR_DEFINE_REDUCTION(Amax, kAmaxOp)
-DTENSOR_DEFINE_REDUCTION(Amin, kAminOp)
-DTENSOR_DEFINE_REDUCTION(Max, kMaxOp)
-DTENSOR_DEFINE_REDUCTION(Min, kMinOp)
+DTENSOR_DEFINE_REDUCTION(Sum, SumDef)
+DTENSOR_DEFINE_REDUCTION(SumOfSquares, SumSquaresDef)
+DTENSOR_DEFINE_REDUCTION(Mean, MeanDef)
+DTENSOR_DEFINE_REDUCTION(Amax, AmaxDef)
+DTENSOR_DEFINE_REDUCTION(Amin, AminDef)
+DTENSOR_DEFINE_REDUCTION(Max, MaxDef)
+DTENSOR_DEFINE_REDUCTION(Min, MinDef)
 #undef DTENSOR_DEFINE_REDUCTION
 
 absl::StatusOr<std::pair<DTensor, DTensor>> Aminmax(
     const DTensor& x, absl::Span<const int64_t> dims, bool keepdim) {
-  DT_ASSIGN_OR_RETURN(OpOutputs out, Call(kAminmaxOp, x, dims, keepdim));
+  DT_ASSIGN_OR_RETURN(OpOutputs out, Call(AminmaxDef(), x, dims, keepdim));
   return std::make_pair(std::move(out[0]), std::move(out[1]));
 }
 
-std::vector<const OpDef*> ReductionOps() { return PointersTo(Defs()); }
+std::vector<const OpDef*> ReductionOps() {
+  return {&SumDef(), &MeanDef(), &AmaxDef(),    &AminDef(),
+          &MaxDef(), &MinDef(),  &AminmaxDef(), &SumSquaresDef()};
+}
 
 }  // namespace ops
 }  // namespace dtensor

@@ -314,111 +314,128 @@ OpDef MakeExpand() {
 
 // ---- The family. ----
 
-enum Id {
-  kView,
-  kReshape,
-  kFlatten,
-  kUnflatten,
-  kSqueeze,
-  kUnsqueeze,
-  kTranspose,
-  kPermute,
-  kExpand,
-};
-
-std::vector<OpDef> BuildDefs() {
-  std::vector<OpDef> defs;
-  defs.push_back(MakeReshape(
+// One accessor per op, each definition built once.
+const OpDef& ViewDef() {
+  static const OpDef* def = new OpDef(MakeReshape(
       "view", "the same elements in another shape (as reshape)", kShapeArgs,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
         return in[0].View(args.Get(kShape));
       }));
-  defs.push_back(MakeReshape(
+  return *def;
+}
+
+const OpDef& ReshapeDef() {
+  static const OpDef* def = new OpDef(MakeReshape(
       "reshape", "the same elements in another shape (one -1 inferred)",
       kShapeArgs, [](absl::Span<const Tensor> in, const OpArgs& args) {
         return in[0].Reshape(args.Get(kShape));
       }));
-  defs.push_back(MakeReshape(
+  return *def;
+}
+
+const OpDef& FlattenDef() {
+  static const OpDef* def = new OpDef(MakeReshape(
       "flatten", "merge dims start_dim..end_dim", kFlattenArgs,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
         return in[0].Flatten(args.Get(kStartDim), args.Get(kEndDim));
       }));
-  defs.push_back(MakeReshape(
+  return *def;
+}
+
+const OpDef& UnflattenDef() {
+  static const OpDef* def = new OpDef(MakeReshape(
       "unflatten", "split dim into sizes", kUnflattenArgs,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
         return UnflattenLocal(in[0], args.Get(kUnflattenDim), args.Get(kSizes));
       }));
-  defs.push_back(MakeReshape(
+  return *def;
+}
+
+const OpDef& SqueezeDef() {
+  static const OpDef* def = new OpDef(MakeReshape(
       "squeeze", "remove size-1 dims (all, or those listed)", kSqueezeArgs,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
         return SqueezeLocal(in[0], args.Get(kSqueezeDims));
       }));
-  defs.push_back(
+  return *def;
+}
+
+const OpDef& UnsqueezeDef() {
+  static const OpDef* def = new OpDef(
       MakeReshape("unsqueeze", "insert a size-1 dim", kUnsqueezeArgs,
                   [](absl::Span<const Tensor> in, const OpArgs& args) {
                     return in[0].Unsqueeze(args.Get(kUnsqueezeDim));
                   }));
-  defs.push_back(MakePermutation(
+  return *def;
+}
+
+const OpDef& TransposeDef() {
+  static const OpDef* def = new OpDef(MakePermutation(
       "transpose", "swap two dims", kTransposeArgs,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
         return in[0].Transpose(args.Get(kDim0), args.Get(kDim1));
       },
       TransposePermutation));
-  defs.push_back(MakePermutation(
+  return *def;
+}
+
+const OpDef& PermuteDef() {
+  static const OpDef* def = new OpDef(MakePermutation(
       "permute", "reorder dims", kPermuteArgs,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
         return in[0].Permute(args.Get(kPermuteDims));
       },
       PermutePermutation));
-  defs.push_back(MakeExpand());
-  return defs;
+  return *def;
 }
 
-const std::vector<OpDef>& Defs() {
-  static const std::vector<OpDef>* defs = new std::vector<OpDef>(BuildDefs());
-  return *defs;
-}
+const OpDef& ExpandDef() { return StaticOpDef<MakeExpand>(); }
 
-absl::StatusOr<DTensor> Call(Id id, const DTensor& x, const OpArgs& args) {
+absl::StatusOr<DTensor> Call(const OpDef& def, const DTensor& x,
+                             const OpArgs& args) {
   const DTensor* in[] = {&x};
-  return DispatchOne(Defs()[id], in, args);
+  return DispatchOne(def, in, args);
 }
 
 }  // namespace
 
 // The views that take one list of sizes or dims.
-#define DTENSOR_DEFINE_LIST_VIEW(Name, id)                       \
+#define DTENSOR_DEFINE_LIST_VIEW(Name, Def)                      \
   absl::StatusOr<DTensor> Name(const DTensor& x,                 \
                                absl::Span<const int64_t> list) { \
-    return Call(id, x, OpArgs().AddInts(list));                  \
+    return Call(Def(), x, OpArgs().AddInts(list));               \
   }
-DTENSOR_DEFINE_LIST_VIEW(View, kView)
-DTENSOR_DEFINE_LIST_VIEW(Reshape, kReshape)
-DTENSOR_DEFINE_LIST_VIEW(Permute, kPermute)
-DTENSOR_DEFINE_LIST_VIEW(Squeeze, kSqueeze)
-DTENSOR_DEFINE_LIST_VIEW(Expand, kExpand)
+DTENSOR_DEFINE_LIST_VIEW(View, ViewDef)
+DTENSOR_DEFINE_LIST_VIEW(Reshape, ReshapeDef)
+DTENSOR_DEFINE_LIST_VIEW(Permute, PermuteDef)
+DTENSOR_DEFINE_LIST_VIEW(Squeeze, SqueezeDef)
+DTENSOR_DEFINE_LIST_VIEW(Expand, ExpandDef)
 #undef DTENSOR_DEFINE_LIST_VIEW
 
 absl::StatusOr<DTensor> Flatten(const DTensor& x, int64_t start_dim,
                                 int64_t end_dim) {
-  return Call(kFlatten, x, OpArgs().AddInt(start_dim).AddInt(end_dim));
+  return Call(FlattenDef(), x, OpArgs().AddInt(start_dim).AddInt(end_dim));
 }
 
 absl::StatusOr<DTensor> Unflatten(const DTensor& x, int64_t dim,
                                   absl::Span<const int64_t> sizes) {
-  return Call(kUnflatten, x, OpArgs().AddInt(dim).AddInts(sizes));
+  return Call(UnflattenDef(), x, OpArgs().AddInt(dim).AddInts(sizes));
 }
 
 absl::StatusOr<DTensor> Transpose(const DTensor& x, int64_t dim0,
                                   int64_t dim1) {
-  return Call(kTranspose, x, OpArgs().AddInt(dim0).AddInt(dim1));
+  return Call(TransposeDef(), x, OpArgs().AddInt(dim0).AddInt(dim1));
 }
 
 absl::StatusOr<DTensor> Unsqueeze(const DTensor& x, int64_t dim) {
-  return Call(kUnsqueeze, x, OpArgs().AddInt(dim));
+  return Call(UnsqueezeDef(), x, OpArgs().AddInt(dim));
 }
 
-std::vector<const OpDef*> ViewOps() { return PointersTo(Defs()); }
+std::vector<const OpDef*> ViewOps() {
+  return {&ViewDef(),      &ReshapeDef(), &FlattenDef(),
+          &UnflattenDef(), &SqueezeDef(), &UnsqueezeDef(),
+          &TransposeDef(), &PermuteDef(), &ExpandDef()};
+}
 
 }  // namespace ops
 }  // namespace dtensor

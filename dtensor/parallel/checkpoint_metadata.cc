@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/debug_check.h"
 #include "dtensor/base/json_text.h"
 #include "dtensor/base/json_value.h"
 #include "dtensor/base/status_macros.h"
@@ -258,6 +259,7 @@ std::string BoxText(const ShardBlock& box) {
 }
 
 int64_t ChunkCount(int64_t nbytes, int64_t chunk_bytes) {
+  DT_DCHECK(nbytes >= 0 && chunk_bytes > 0);
   return nbytes / chunk_bytes + (nbytes % chunk_bytes != 0 ? 1 : 0);
 }
 

@@ -51,7 +51,7 @@ std::string BoxText(const ShardBlock& box);
 
 // The number of checksum chunks of a block of `nbytes` bytes (0 for none).
 // Requires: nbytes >= 0 and chunk_bytes > 0 (ParseMetadata rejects other
-// chunk sizes).
+//   chunk sizes; debug-checked).
 int64_t ChunkCount(int64_t nbytes, int64_t chunk_bytes);
 
 // `metadata` as one line of compact JSON (docs/checkpoint.md gives the

@@ -16,8 +16,9 @@
 namespace dtensor {
 namespace parallel {
 
-// Makes a style from a plan entry's options. Errors (InvalidArgument) name
-// an option the style does not take (RejectOptions).
+// Makes a style from a plan entry's options.
+// Errors: InvalidArgument naming an option the style does not take
+// (RejectOptions).
 using StyleFactory =
     std::function<absl::StatusOr<std::shared_ptr<const ParallelStyle>>(
         const StyleOptions& options)>;
@@ -39,8 +40,9 @@ class StyleRegistry {
   // local, gather, replicate; docs/parallel.md), in that order.
   static StyleRegistry& Global();
 
-  // Adds `factory` under `name`. Errors (InvalidArgument): an empty name, a
-  // null factory; AlreadyExists: a name already registered.
+  // Adds `factory` under `name`.
+  // Errors: InvalidArgument: an empty name, a null factory; AlreadyExists: a
+  //   name already registered.
   absl::Status Register(std::string name, StyleFactory factory);
 
   // The style `name` with `options`. Errors: NotFound naming `name` and the

@@ -33,7 +33,7 @@ struct AdamWOptions {
 // take the vectorized loop. A parameter on a CUDA device takes one device
 // kernel with the same per-element body (dtensor/tensor/cuda/adamw_body.h), its
 // operands on that device.
-// Errors (InvalidArgument, naming the argument): an undefined tensor, one on
+// Errors: InvalidArgument, naming the argument: an undefined tensor, one on
 // another device than the parameter's (CPU or CUDA), a non-floating dtype or
 // one that differs from the parameter's, a shape that differs from the
 // parameter's, the parameter and moments not three distinct buffers, step < 1.

@@ -9,12 +9,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "dtensor/base/debug_check.h"
 #include "dtensor/tensor/dispatch.h"
 #include "dtensor/tensor/tensor.h"
 
 // Argument checks shared by the CPU kernels of matmul, nn_functional and
-// indexing. Every error is InvalidArgument and names the op, the argument and
-// the offending value.
+// indexing.
+// Errors: (every check) InvalidArgument naming the op, the argument and the
+// offending value.
 namespace dtensor::internal {
 
 // `t` is defined and on the CPU.
@@ -62,8 +64,10 @@ absl::Status CheckCrossEntropyTargets(absl::Span<const int64_t> targets,
 
 // DispatchDType for a dtype already checked to be floating: `fn` is only
 // instantiated for float, double, BFloat16 and Half.
+// Requires: IsFloatingPoint(dtype) (debug-checked).
 template <typename Fn>
 decltype(auto) DispatchFloatingDType(DType dtype, Fn&& fn) {
+  DT_DCHECK(IsFloatingPoint(dtype));
   return DispatchDType(dtype, [&fn](auto tag) -> decltype(auto) {
     if constexpr (std::is_floating_point_v<ComputeType<decltype(tag)>>) {
       return fn(tag);

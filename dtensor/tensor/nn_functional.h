@@ -10,7 +10,7 @@ namespace dtensor {
 
 // Neural-network kernels on local tensors; contiguous results, bf16/f16
 // computed in f32.
-// Errors (every function): a data input of a non-floating dtype, an
+// Errors: (every function) a data input of a non-floating dtype, an
 // undefined input, shapes other than documented, a dim out of range.
 
 // Numerically stable softmax / log_softmax along `dim`.

@@ -36,7 +36,9 @@ struct LaunchEnv {
 
 // Reads the variables above. RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
 // are required; LOCAL_RANK and LOCAL_WORLD_SIZE default to RANK and
-// WORLD_SIZE. Errors name the variable and its value.
+// WORLD_SIZE.
+// Errors: FailedPrecondition naming a required variable that is not set;
+// InvalidArgument naming a variable and its value that is out of range.
 absl::StatusOr<LaunchEnv> LaunchEnvFromEnvironment();
 
 }  // namespace dtensor

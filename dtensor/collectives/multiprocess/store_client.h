@@ -19,8 +19,10 @@ namespace dtensor {
 
 // One rank's connection to the rendezvous store (store_server.h).
 // Thread-safe: requests are serialized on the one connection. Every request
-// ends within kRequestTimeout; a store that is gone gives Unavailable naming
-// its address.
+// ends within kRequestTimeout.
+// Errors: (every request) Unavailable naming the store's address when it is
+// gone; DeadlineExceeded when it does not answer in time; DataLoss for a
+// malformed reply.
 class StoreClient {
  public:
   static constexpr absl::Duration kRequestTimeout = absl::Seconds(10);
@@ -41,8 +43,8 @@ class StoreClient {
   absl::StatusOr<std::vector<std::optional<std::string>>> MultiGet(
       absl::Span<const std::string> keys);
 
-  // The values of `keys` once all are present, polling until `timeout`;
-  // DeadlineExceeded names the keys still absent.
+  // The values of `keys` once all are present, polling until `timeout`.
+  // Errors: DeadlineExceeded naming the keys still absent.
   absl::StatusOr<std::vector<std::string>> WaitAndGet(
       absl::Span<const std::string> keys, absl::Duration timeout);
 

@@ -73,7 +73,9 @@ absl::Status SendAll(int fd, absl::string_view bytes, absl::Time deadline);
 absl::StatusOr<std::string> ReceiveFrame(int fd, absl::Time deadline);
 
 // A non-blocking TCP socket listening on `host`:`port` ("127.0.0.1",
-// "node3", "::1"); port 0 picks a free port. Errors name the address.
+// "node3", "::1"); port 0 picks a free port.
+// Errors: InvalidArgument: an address that does not resolve; Unavailable:
+// one that cannot be bound; both name the address.
 absl::StatusOr<int> ListenSocket(const std::string& host, int port);
 
 // A non-blocking TCP socket connected to `host`:`port`, or why it could not
