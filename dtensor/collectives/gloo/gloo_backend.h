@@ -56,8 +56,9 @@ class GlooBackend final : public Backend {
   int64_t world_size() const override { return runtime_->world_size; }
 
   // Connects the members (waiting up to the default deadline for all of
-  // them): DeadlineExceeded names those that did not come, Unavailable
-  // those that exited.
+  // them).
+  // Errors: DeadlineExceeded naming the members that did not come;
+  // Unavailable naming those that exited.
   absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(
       std::vector<int64_t> ranks) override;
 

@@ -42,10 +42,12 @@ class LocalCluster {
   int64_t world_size() const { return world_size_; }
 
   // Runs `fn` on every rank and returns each rank's status (a thrown
-  // exception becomes Internal). World size < 1: one InvalidArgument.
+  // exception becomes Internal).
+  // Errors: a world size < 1 gives one InvalidArgument.
   std::vector<absl::Status> RunPerRank(const RankFunction& fn) const;
-  // OK when every rank succeeds; otherwise the first failure (the cause,
-  // not the aborts it led to), its message prefixed with the rank.
+  // OK when every rank succeeds.
+  // Errors: the first failure (the cause, not the aborts it led to), its
+  // message prefixed with the rank.
   absl::Status Run(const RankFunction& fn) const;
 
  private:

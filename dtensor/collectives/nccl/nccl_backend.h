@@ -30,8 +30,8 @@ struct NcclBackendOptions : MultiprocessOptions {
 // communicator per direction, made on first use, so that a send and a
 // receive in flight together never wait on each other.
 //
-// Built without CUDA (no --config=cuda), or on a machine without a device,
-// Create returns FailedPrecondition saying which.
+// Errors: FailedPrecondition when built without CUDA (no --config=cuda) or
+// on a machine without a device, saying which; those of joining the store.
 absl::StatusOr<std::shared_ptr<Backend>> CreateNcclBackend(
     NcclBackendOptions options);
 
