@@ -17,8 +17,8 @@ namespace dtensor {
 namespace {
 
 // Colwise weights split dim 0 (out features) on tp, rowwise ones dim 1.
-absl::StatusOr<Sharding> TensorParallelLayout(absl::string_view fqn,
-                                              const Shape& shape) {
+absl::StatusOr<Sharding> TensorParallelSharding(absl::string_view fqn,
+                                                const Shape& shape) {
   const char* placements = "R,R";
   for (const char* colwise : {"wq.weight", "wk.weight", "wv.weight",
                               "w1.weight", "w3.weight", "output.weight"}) {
@@ -38,7 +38,7 @@ void BM_MetadataLlamaForward(benchmark::State& state) {
   const DeviceMesh mesh = *DeviceMesh::Create({64, 8}, {"dp", "tp"});
   nn::InitOptions options;
   options.dtype = DType::kBF16;
-  options.layout = TensorParallelLayout;
+  options.layout = TensorParallelSharding;
   auto model = nn::BuildLlama(config, runtime, mesh, options);
   if (!model.ok()) {
     state.SkipWithError(model.status().ToString().c_str());

@@ -35,7 +35,7 @@ struct GradientOptions {
   // stays Partial), so that accumulating several steps' gradients
   // (AccumulateGradients) and the optimizer's redistribution communicate
   // once.
-  bool keep_propagated_layouts = false;
+  bool keep_propagated_shardings = false;
   // If set, called once per source (by index) with its gradient, in the
   // layout propagation gave it, as soon as that gradient is final: right
   // after the backward of the earliest record that holds the source, while
@@ -43,7 +43,7 @@ struct GradientOptions {
   // with zeros, at the end). It lets a caller start a gradient's
   // communication during the backward pass
   // (dtensor/parallel/gradient_buckets.h); such a caller sets
-  // keep_propagated_layouts too. It runs under the CommOwner of the call that
+  // keep_propagated_shardings too. It runs under the CommOwner of the call that
   // last contributed to the gradient (the module that used the source), so that
   // communication it records is attributed to that owner. Its error stops the
   // pass and is Gradient()'s.
@@ -208,7 +208,7 @@ class GradientTape {
     bool is_redistribution;
     // Its backward reads no tensor data (redistributions, and functions
     // that say so): recomputed tensors are not rebuilt for it.
-    bool reads_layouts_only;
+    bool reads_specs_only;
   };
   struct Record {
     Recorded recorded;

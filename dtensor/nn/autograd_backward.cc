@@ -134,7 +134,7 @@ class GradientTape::BackwardPass {
   // release_handed_over, clears `grad` (the pass's reference).
   absl::Status HandOver(size_t s, DTensor& grad);
   // `grad`, source s's gradient, in s's layout (Partials completed).
-  absl::StatusOr<DTensor> InSourceLayout(size_t s, const DTensor& grad) const;
+  absl::StatusOr<DTensor> InSourceSharding(size_t s, const DTensor& grad) const;
   // The slots of record r's inputs and outputs.
   const int32_t* InputSlots(size_t r) const {
     return slots_.data() + first_slot_[r];
@@ -261,7 +261,7 @@ void GradientTape::BackwardPass::FindEarliestUses() {
 void GradientTape::BackwardPass::FindReadyPoints(
     const GradientOptions& options) {
   settle_when_ready_ =
-      !options.on_gradient_ready && !options.keep_propagated_layouts;
+      !options.on_gradient_ready && !options.keep_propagated_shardings;
   if (!options.on_gradient_ready && !settle_when_ready_) return;
   on_ready_ = options.on_gradient_ready;
   after_ready_ = options.after_gradients_ready;
@@ -292,7 +292,7 @@ absl::Status GradientTape::BackwardPass::ReportReady(size_t r) {
     last_owner = source_owner_[source_slots_[s]];
     CommOwner::Scope owner(last_owner);
     if (settle_when_ready_) {
-      DT_ASSIGN_OR_RETURN(grad, InSourceLayout(s, grad));
+      DT_ASSIGN_OR_RETURN(grad, InSourceSharding(s, grad));
       continue;
     }
     handed_over = true;
@@ -359,7 +359,7 @@ absl::StatusOr<std::vector<DTensor>> GradientTape::BackwardPass::CallBackward(
   absl::Span<const DTensor> outputs = record.outputs;
   std::vector<DTensor> rebuilt_inputs;
   std::vector<DTensor> rebuilt_outputs;
-  if (!tape_.recomputed_.empty() && !recorded.reads_layouts_only) {
+  if (!tape_.recomputed_.empty() && !recorded.reads_specs_only) {
     rebuilt_inputs = record.inputs;
     rebuilt_outputs = record.outputs;
     DT_RETURN_IF_ERROR(Rebuild(record.input_ids, rebuilt_inputs));
@@ -437,7 +437,7 @@ absl::Status GradientTape::BackwardPass::HandOver(size_t s, DTensor& grad) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<DTensor> GradientTape::BackwardPass::InSourceLayout(
+absl::StatusOr<DTensor> GradientTape::BackwardPass::InSourceSharding(
     size_t s, const DTensor& grad) const {
   const Sharding layout = sources_[s].sharding().WithoutPartials();
   if (grad.sharding() == layout) return grad;
@@ -465,8 +465,8 @@ GradientTape::BackwardPass::FinishSourceGradients(
       DT_RETURN_IF_ERROR(HandOver(s, grad));
       if (!grad.defined()) continue;  // released
     }
-    if (!options.keep_propagated_layouts) {
-      DT_ASSIGN_OR_RETURN(grad, InSourceLayout(s, grad));
+    if (!options.keep_propagated_shardings) {
+      DT_ASSIGN_OR_RETURN(grad, InSourceSharding(s, grad));
     }
     result[s] = std::move(grad);
   }

@@ -103,7 +103,7 @@ void GradientTape::ObserveDispatch(const OpDef& op,
                                    const OpArgs& args,
                                    absl::Span<const DTensor> outputs) {
   RecordOnThread({op.name, &op.backward, /*is_redistribution=*/false,
-                  /*reads_layouts_only=*/false},
+                  /*reads_specs_only=*/false},
                  op.num_inputs, inputs, args, outputs);
 }
 
@@ -112,7 +112,7 @@ void GradientTape::ObserveRedistribute(const DTensor& input,
   const DTensor* inputs[] = {&input};
   const Function& function = RedistributeFunction();
   RecordOnThread({function.name, &function.backward,
-                  /*is_redistribution=*/true, /*reads_layouts_only=*/true},
+                  /*is_redistribution=*/true, /*reads_specs_only=*/true},
                  1, inputs, OpArgs(), absl::MakeConstSpan(&output, 1));
 }
 
@@ -122,7 +122,7 @@ void GradientTape::RecordFunction(const Function& function,
                                   absl::Span<const DTensor> outputs) {
   RecordOnThread(
       {function.name, &function.backward,
-       /*is_redistribution=*/false, function.backward_reads_layouts_only},
+       /*is_redistribution=*/false, function.backward_reads_specs_only},
       inputs.size(), inputs, args, outputs);
 }
 

@@ -24,7 +24,7 @@ struct Function {
   // Whether `backward` reads only its tensors' layouts (specs), never their
   // data, as a redistribution's does: then the tape does not rebuild
   // tensors recomputed in backward for it (GradientTape::RecomputeInBackward).
-  bool backward_reads_layouts_only = false;
+  bool backward_reads_specs_only = false;
 };
 
 }  // namespace nn

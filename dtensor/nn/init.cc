@@ -11,9 +11,9 @@ namespace dtensor {
 namespace nn {
 namespace {
 
-absl::StatusOr<Sharding> LayoutOf(const InitOptions& options,
-                                  const DeviceMesh& mesh, absl::string_view fqn,
-                                  const Shape& shape) {
+absl::StatusOr<Sharding> ShardingOf(const InitOptions& options,
+                                    const DeviceMesh& mesh,
+                                    absl::string_view fqn, const Shape& shape) {
   if (options.layout) return options.layout(fqn, shape);
   return Sharding::FromPlacements(
       std::vector<Placement>(mesh.ndim(), Placement::Replicate()),
@@ -26,7 +26,7 @@ absl::StatusOr<DTensor> InitializeSlot(const std::shared_ptr<Runtime>& runtime,
                                        const NamedSlot& named) {
   const TensorSlot& slot = *named.slot;
   DT_ASSIGN_OR_RETURN(Sharding sharding,
-                      LayoutOf(options, mesh, named.name, slot.shape));
+                      ShardingOf(options, mesh, named.name, slot.shape));
   DT_ASSIGN_OR_RETURN(
       DTensorSpec spec,
       DTensorSpec::Create(mesh, sharding, slot.shape, options.dtype));

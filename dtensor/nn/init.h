@@ -19,7 +19,7 @@ namespace dtensor {
 namespace nn {
 
 // The layout of the slot `fqn` (of global `shape`) on the mesh.
-using SlotLayoutFn = std::function<absl::StatusOr<Sharding>(
+using SlotShardingFn = std::function<absl::StatusOr<Sharding>(
     absl::string_view fqn, const Shape& shape)>;
 
 struct InitOptions {
@@ -28,7 +28,7 @@ struct InitOptions {
   // initializers).
   DType dtype = DType::kF32;
   // Shard and Replicate placements only; unset: Replicate on every mesh dim.
-  SlotLayoutFn layout;
+  SlotShardingFn layout;
 };
 
 // Gives every parameter and buffer of the tree `root` its initial value: a

@@ -22,7 +22,7 @@ absl::Status Optimizer::Step(absl::Span<const DTensor> grads) {
   std::vector<DTensor> laid_out(grads.size());
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) continue;
-    DT_ASSIGN_OR_RETURN(laid_out[i], GradientInLayout(i, grads[i]));
+    DT_ASSIGN_OR_RETURN(laid_out[i], GradientInSharding(i, grads[i]));
   }
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!laid_out[i].defined() || params_[i].runtime()->metadata_only()) {
@@ -33,8 +33,8 @@ absl::Status Optimizer::Step(absl::Span<const DTensor> grads) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<DTensor> Optimizer::GradientInLayout(size_t i,
-                                                    const DTensor& grad) const {
+absl::StatusOr<DTensor> Optimizer::GradientInSharding(
+    size_t i, const DTensor& grad) const {
   const DTensor& param = params_[i];
   if (!param.defined()) {
     return absl::InvalidArgumentError(

@@ -53,7 +53,8 @@ class Optimizer {
 
  private:
   // The gradient in parameter i's layout; errors as for Step.
-  absl::StatusOr<DTensor> GradientInLayout(size_t i, const DTensor& grad) const;
+  absl::StatusOr<DTensor> GradientInSharding(size_t i,
+                                             const DTensor& grad) const;
 
   std::vector<DTensor> params_;
   double learning_rate_;

@@ -41,12 +41,13 @@ absl::StatusOr<DTensor> ScalarLike(const DTensor& like, double value,
   DT_ASSIGN_OR_RETURN(
       Sharding sharding,
       Sharding::FromPlacements(std::vector<Placement>(like.mesh().ndim()), 0));
-  return FullWithLayout(like, {}, sharding, value, dtype);
+  return FullWithSharding(like, {}, sharding, value, dtype);
 }
 
-absl::StatusOr<DTensor> FullWithLayout(const DTensor& like, const Shape& shape,
-                                       const Sharding& sharding, double value,
-                                       DType dtype) {
+absl::StatusOr<DTensor> FullWithSharding(const DTensor& like,
+                                         const Shape& shape,
+                                         const Sharding& sharding, double value,
+                                         DType dtype) {
   DT_ASSIGN_OR_RETURN(DTensorSpec spec,
                       DTensorSpec::Create(like.mesh(), sharding, shape, dtype));
   Tensor local;
@@ -60,8 +61,8 @@ absl::StatusOr<DTensor> FullWithLayout(const DTensor& like, const Shape& shape,
 }
 
 absl::StatusOr<DTensor> FullLike(const DTensor& like, double value) {
-  return FullWithLayout(like, like.shape(), like.sharding().WithoutPartials(),
-                        value, like.dtype());
+  return FullWithSharding(like, like.shape(), like.sharding().WithoutPartials(),
+                          value, like.dtype());
 }
 
 absl::StatusOr<DTensor> ReplicatedConstant(const DTensor& like,

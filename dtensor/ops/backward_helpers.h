@@ -33,9 +33,10 @@ absl::StatusOr<DTensor> ScalarLike(const DTensor& like, double value,
 // A DTensor of `shape` and `dtype` filled with `value`, laid out by
 // `sharding` (which must not be Partial other than for value 0, whose terms
 // may all be 0).
-absl::StatusOr<DTensor> FullWithLayout(const DTensor& like, const Shape& shape,
-                                       const Sharding& sharding, double value,
-                                       DType dtype);
+absl::StatusOr<DTensor> FullWithSharding(const DTensor& like,
+                                         const Shape& shape,
+                                         const Sharding& sharding, double value,
+                                         DType dtype);
 
 // `value` everywhere, in like's shape, dtype and layout without Partials.
 absl::StatusOr<DTensor> FullLike(const DTensor& like, double value);

@@ -114,7 +114,7 @@ struct OpDef {
   // them: no data moves and no collective is recorded; the kernel gets their
   // local tensor as it is (not in the strategy's layout) and must not read
   // it.
-  std::vector<int> layout_only_inputs;
+  std::vector<int> spec_only_inputs;
   // The non-tensor arguments, in call order.
   std::vector<ArgSpec> args;
   InferFn infer;

@@ -257,8 +257,8 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Build(
                                                 spec.shape(), spec.dtype()));
         in.to = std::make_shared<const DTensorSpec>(std::move(to));
         result->cost_us += in.plan->total_cost_us;
-        // Costed, but no data of it moves (OpDef::layout_only_inputs).
-        if (absl::c_linear_search(op.layout_only_inputs, static_cast<int>(i))) {
+        // Costed, but no data of it moves (OpDef::spec_only_inputs).
+        if (absl::c_linear_search(op.spec_only_inputs, static_cast<int>(i))) {
           in.plan = nullptr;
         }
       }

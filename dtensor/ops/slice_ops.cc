@@ -49,7 +49,7 @@ absl::StatusOr<DTensor> ZerosAlong(const DTensor& like, int64_t dim,
   const MeshDimList sharding_dim = like.sharding().MeshDimsSharding(dim);
   const Sharding layout = like.sharding().WithReplicated(
       std::vector<int64_t>(sharding_dim.begin(), sharding_dim.end()));
-  return FullWithLayout(like, shape, layout, 0, like.dtype());
+  return FullWithSharding(like, shape, layout, 0, like.dtype());
 }
 
 // The gradient of x, of `size` along `dim`, from the gradient `part` of its

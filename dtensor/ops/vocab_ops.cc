@@ -236,7 +236,7 @@ OpDef MakeEmbeddingBackward() {
       "table gradient [num, dim] of embedding: grad rows scatter-added at "
       "their indices, laid out like the table");
   def.num_inputs = 3;
-  def.layout_only_inputs = {2};
+  def.spec_only_inputs = {2};
   def.infer = EmbeddingBackwardInfer;
   def.strategies = EmbeddingBackwardStrategies;
   def.kernel = EmbeddingBackwardKernel;

@@ -73,7 +73,7 @@ namespace ops {
 absl::StatusOr<DTensor> Embedding(const DTensor& indices, const DTensor& table);
 // The gradient of `table` for which Embedding(indices, table) gave `grad`
 // (the table's values are not read, and no data of it moves:
-// OpDef::layout_only_inputs). Errors: an index outside the table's rows.
+// OpDef::spec_only_inputs). Errors: an index outside the table's rows.
 absl::StatusOr<DTensor> EmbeddingBackward(const DTensor& indices,
                                           const DTensor& grad,
                                           const DTensor& table);

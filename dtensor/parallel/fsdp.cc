@@ -43,7 +43,7 @@ absl::StatusOr<std::vector<DTensor>> GatherBackward(const BackwardCall& call) {
 
 const nn::Function& GatherFunction() {
   static const nn::Function function{"fsdp_all_gather", GatherBackward,
-                                     /*backward_reads_layouts_only=*/true};
+                                     /*backward_reads_specs_only=*/true};
   return function;
 }
 

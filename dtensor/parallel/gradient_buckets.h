@@ -23,7 +23,7 @@ namespace parallel {
 //
 //   GradientBuckets buckets(params, 25 << 20);
 //   nn::GradientOptions options;
-//   options.keep_propagated_layouts = true;
+//   options.keep_propagated_shardings = true;
 //   options.on_gradient_ready = buckets.ReadyCallback();
 //   options.after_gradients_ready = buckets.GroupReadyCallback();
 //   options.release_handed_over = true;

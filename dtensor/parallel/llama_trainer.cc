@@ -16,7 +16,7 @@ namespace parallel {
 namespace {
 
 // Dim 0 of the batch on the plan's dp dim when the mesh has it.
-std::vector<Placement> BatchLayout(const DeviceMesh& mesh, const Plan& plan) {
+std::vector<Placement> BatchSharding(const DeviceMesh& mesh, const Plan& plan) {
   std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
   absl::StatusOr<int64_t> dp = mesh.DimIndex(plan.dp_dim);
   if (dp.ok()) layout[*dp] = Placement::Shard(0);
@@ -43,17 +43,17 @@ bool HasLossParallel(const Plan& plan) {
 }  // namespace
 
 LlamaTrainer::LlamaTrainer(std::shared_ptr<Runtime> runtime, DeviceMesh mesh,
-                           std::vector<Placement> batch_layout)
+                           std::vector<Placement> batch_sharding)
     : runtime_(std::move(runtime)),
       mesh_(std::move(mesh)),
-      batch_layout_(std::move(batch_layout)),
+      batch_sharding_(std::move(batch_sharding)),
       steps_(Tensor::Scalar(0, DType::kI64)) {}
 
 absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(
     std::shared_ptr<Runtime> runtime, const DeviceMesh& mesh, const Plan& plan,
     const LlamaTrainerOptions& options) {
   std::unique_ptr<LlamaTrainer> trainer(
-      new LlamaTrainer(runtime, mesh, BatchLayout(mesh, plan)));
+      new LlamaTrainer(runtime, mesh, BatchSharding(mesh, plan)));
   nn::InitOptions init;
   init.seed = options.seed;
   init.dtype = options.dtype;
@@ -79,7 +79,7 @@ absl::StatusOr<DTensor> LlamaTrainer::Wrap(const Tensor& full,
                                            Shape shape) const {
   DT_ASSIGN_OR_RETURN(
       DTensorSpec spec,
-      DTensorSpec::Create(mesh_, batch_layout_, shape, DType::kI64));
+      DTensorSpec::Create(mesh_, batch_sharding_, shape, DType::kI64));
   if (runtime_->metadata_only()) return DTensor::FromSpec(runtime_, spec);
   DT_ASSIGN_OR_RETURN(ShardBlock block, spec.BlockOf(runtime_->rank()));
   DT_ASSIGN_OR_RETURN(Tensor local,
@@ -88,7 +88,7 @@ absl::StatusOr<DTensor> LlamaTrainer::Wrap(const Tensor& full,
   from_local.global_shape = std::move(shape);
   DT_ASSIGN_OR_RETURN(Tensor on_device, local.Contiguous().To(device_));
   return DTensor::FromLocal(runtime_, std::move(on_device), mesh_,
-                            batch_layout_, from_local);
+                            batch_sharding_, from_local);
 }
 
 absl::StatusOr<LlamaTrainer::Batch> LlamaTrainer::MakeBatch(
@@ -141,7 +141,7 @@ absl::StatusOr<DTensor> LlamaTrainer::Forward(const Batch& batch) {
 absl::StatusOr<std::vector<DTensor>> LlamaTrainer::Backward(
     const DTensor& loss) {
   nn::GradientOptions options;
-  options.keep_propagated_layouts = true;
+  options.keep_propagated_shardings = true;
   options.on_gradient_ready = buckets_->ReadyCallback();
   options.after_gradients_ready = buckets_->GroupReadyCallback();
   options.release_handed_over = true;

@@ -101,12 +101,12 @@ class LlamaTrainer {
 
  private:
   LlamaTrainer(std::shared_ptr<Runtime> runtime, DeviceMesh mesh,
-               std::vector<Placement> batch_layout);
+               std::vector<Placement> batch_sharding);
   absl::StatusOr<DTensor> Wrap(const Tensor& full, Shape shape) const;
 
   std::shared_ptr<Runtime> runtime_;
   DeviceMesh mesh_;
-  std::vector<Placement> batch_layout_;
+  std::vector<Placement> batch_sharding_;
   Device device_ = Device::CPU();
   std::unique_ptr<nn::Transformer> model_;
   std::unique_ptr<nn::AdamW> optimizer_;

@@ -32,7 +32,7 @@ absl::Status CheckModuleType(const nn::Module& module, absl::string_view fqn,
                    " (needs ", absl::StrJoin(types, " or "), ")"));
 }
 
-absl::StatusOr<std::optional<Placement>> ParseLayoutOption(
+absl::StatusOr<std::optional<Placement>> ParsePlacementOption(
     absl::string_view fqn, const std::optional<std::string>& text) {
   if (!text) return std::nullopt;
   absl::StatusOr<Placement> placement = ParsePlacement(*text);
@@ -48,9 +48,9 @@ absl::StatusOr<StyleHooks> StyleWithOptions::OptionHooks(
     absl::string_view fqn) const {
   StyleHooks hooks;
   DT_ASSIGN_OR_RETURN(hooks.input,
-                      ParseLayoutOption(fqn, options_.input_layouts));
+                      ParsePlacementOption(fqn, options_.input_layouts));
   DT_ASSIGN_OR_RETURN(hooks.output,
-                      ParseLayoutOption(fqn, options_.output_layouts));
+                      ParsePlacementOption(fqn, options_.output_layouts));
   hooks.local_input = hooks.input;
   hooks.use_local_output = options_.use_local_output;
   return hooks;

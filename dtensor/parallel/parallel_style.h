@@ -101,7 +101,7 @@ absl::Status CheckModuleType(const nn::Module& module, absl::string_view fqn,
 // no text.
 // Errors: InvalidArgument for text that is not a placement, naming the text
 // and `fqn`.
-absl::StatusOr<std::optional<Placement>> ParseLayoutOption(
+absl::StatusOr<std::optional<Placement>> ParsePlacementOption(
     absl::string_view fqn, const std::optional<std::string>& text);
 
 // The styles of PyTorch's torch.distributed.tensor.parallel, with the
@@ -119,7 +119,7 @@ class StyleWithOptions : public ParallelStyle {
   // The hooks with the options' layouts parsed: `input` and `output` as
   // given, local_input = input, use_local_output as given; a subclass then
   // fills in its defaults.
-  // Errors: those of ParseLayoutOption.
+  // Errors: those of ParsePlacementOption.
   absl::StatusOr<StyleHooks> OptionHooks(absl::string_view fqn) const;
 
  private:

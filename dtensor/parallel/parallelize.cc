@@ -37,18 +37,18 @@ absl::StatusOr<DTensor> RedistributeOnDim(const DTensor& x, int64_t tp,
 }
 
 // The input hook of an entry: a tp-local input (dtensor/parallel/tp_local.h) is
-// wrapped onto `mesh` with `local_layout` on the tp dim, then moved to
+// wrapped onto `mesh` with `local_sharding` on the tp dim, then moved to
 // `target` (when set). Without a local layout a tp-local input passes as it
 // is.
 nn::Module::Hook InputHook(const DeviceMesh& mesh, int64_t tp,
-                           std::optional<Placement> local_layout,
+                           std::optional<Placement> local_sharding,
                            std::optional<Placement> target) {
-  return [mesh, tp, local_layout,
+  return [mesh, tp, local_sharding,
           target](const DTensor& input) -> absl::StatusOr<DTensor> {
     DTensor x = input;
     if (IsTpLocal(x, mesh, tp)) {
-      if (!local_layout) return x;
-      DT_ASSIGN_OR_RETURN(x, FromTpLocal(x, mesh, tp, *local_layout));
+      if (!local_sharding) return x;
+      DT_ASSIGN_OR_RETURN(x, FromTpLocal(x, mesh, tp, *local_sharding));
     }
     if (!target) return x;
     return RedistributeOnDim(x, tp, *target);
@@ -56,17 +56,17 @@ nn::Module::Hook InputHook(const DeviceMesh& mesh, int64_t tp,
 }
 
 // The output hook of an entry: a tp-local output wrapped onto `mesh` with
-// `local_layout` on the tp dim (when set), then moved to `target` (when
+// `local_sharding` on the tp dim (when set), then moved to `target` (when
 // set), then handed on as its tp-local value when `local_output`.
 nn::Module::Hook OutputHook(const DeviceMesh& mesh, int64_t tp,
-                            std::optional<Placement> local_layout,
+                            std::optional<Placement> local_sharding,
                             std::optional<Placement> target,
                             bool local_output) {
-  return [mesh, tp, local_layout, target,
+  return [mesh, tp, local_sharding, target,
           local_output](const DTensor& output) -> absl::StatusOr<DTensor> {
     DTensor y = output;
-    if (local_layout && IsTpLocal(y, mesh, tp)) {
-      DT_ASSIGN_OR_RETURN(y, FromTpLocal(y, mesh, tp, *local_layout));
+    if (local_sharding && IsTpLocal(y, mesh, tp)) {
+      DT_ASSIGN_OR_RETURN(y, FromTpLocal(y, mesh, tp, *local_sharding));
     }
     if (target) {
       DT_ASSIGN_OR_RETURN(y, RedistributeOnDim(y, tp, *target));
@@ -165,9 +165,9 @@ absl::StatusOr<std::vector<FsdpGroup>> FsdpGroupsOf(nn::Module& root,
 // the dp dim as well, innermost (FSDP2's strided sharding with tp): so the
 // all-gather on dp alone rebuilds the tp shard, and the gradient's
 // reduce-scatter on dp alone shards it again.
-absl::StatusOr<Sharding> ParameterLayout(std::vector<Placement> placements,
-                                         int64_t tensor_rank,
-                                         std::optional<int64_t> fsdp_dim) {
+absl::StatusOr<Sharding> ParameterSharding(std::vector<Placement> placements,
+                                           int64_t tensor_rank,
+                                           std::optional<int64_t> fsdp_dim) {
   if (fsdp_dim) placements[*fsdp_dim] = Placement::Replicate();
   DT_ASSIGN_OR_RETURN(Sharding sharding,
                       Sharding::FromPlacements(placements, tensor_rank));
@@ -210,9 +210,9 @@ absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
       if (dp) placements[*dp] = Placement::Replicate();
       DT_ASSIGN_OR_RETURN(
           Sharding layout,
-          ParameterLayout(std::move(placements),
-                          static_cast<int64_t>(slot.shape.size()),
-                          fsdp ? dp : std::nullopt));
+          ParameterSharding(std::move(placements),
+                            static_cast<int64_t>(slot.shape.size()),
+                            fsdp ? dp : std::nullopt));
       DT_ASSIGN_OR_RETURN(DTensor moved, slot.value.Redistribute(layout));
       slot.value = std::move(moved);
     }

@@ -19,7 +19,7 @@ namespace testing_util {
 namespace {
 
 using testing_util::DistributeWithTerms;
-using testing_util::TestLayout;
+using testing_util::TestSharding;
 
 std::string Describe(const GradCase& c) {
   std::vector<std::string> inputs;
@@ -88,13 +88,13 @@ absl::StatusOr<std::vector<Tensor>> OneRankGradients(const GradCase& c,
 }
 
 // The same on a mesh of `mesh_shape` with random layouts.
-absl::Status CheckLayouts(const GradCase& c, const Tensor& c_full,
-                          const std::vector<Tensor>& expected,
-                          const std::vector<int64_t>& mesh_shape,
-                          std::mt19937& rng, double tol) {
+absl::Status CheckShardings(const GradCase& c, const Tensor& c_full,
+                            const std::vector<Tensor>& expected,
+                            const std::vector<int64_t>& mesh_shape,
+                            std::mt19937& rng, double tol) {
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, DeviceMesh::Create(mesh_shape));
   const int64_t mesh_ndim = static_cast<int64_t>(mesh_shape.size());
-  std::vector<TestLayout> layouts;
+  std::vector<TestSharding> layouts;
   std::vector<std::string> texts;
   for (const Tensor& t : c.inputs) {
     if (!t.defined()) {
@@ -102,18 +102,18 @@ absl::Status CheckLayouts(const GradCase& c, const Tensor& c_full,
       texts.push_back("-");
       continue;
     }
-    layouts.push_back(testing_util::RandomLayout(
+    layouts.push_back(testing_util::RandomSharding(
         mesh_ndim, t.dim(),
         IsFloatingPoint(t.dtype()) ? testing_util::PartialOpsFor(t.dtype())
                                    : std::vector<ReduceOp>{},
         rng));
     texts.push_back(layouts.back().ToString());
   }
-  const TestLayout c_layout = testing_util::RandomLayout(
+  const TestSharding c_sharding = testing_util::RandomSharding(
       mesh_ndim, c_full.dim(), testing_util::PartialOpsFor(DType::kF64), rng);
   const std::string where = absl::StrCat(
       Describe(c), " on mesh ", absl::StrJoin(mesh_shape, "x"), ", inputs {",
-      absl::StrJoin(texts, "; "), "}, output gradient ", c_layout.ToString());
+      absl::StrJoin(texts, "; "), "}, output gradient ", c_sharding.ToString());
   LocalCluster cluster(mesh.size());
   absl::Status status = cluster.Run([&](ProcessGroups& groups) -> absl::Status {
     auto runtime = Runtime::ForRank(groups);
@@ -131,7 +131,7 @@ absl::Status CheckLayouts(const GradCase& c, const Tensor& c_full,
     }
     nn::GradientOptions options;
     DT_ASSIGN_OR_RETURN(options.output_gradient,
-                        DistributeWithTerms(runtime, c_full, mesh, c_layout));
+                        DistributeWithTerms(runtime, c_full, mesh, c_sharding));
     const std::vector<DTensor> sources = Floating(inputs);
     DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads,
                         tape.Gradient(out, sources, options));
@@ -157,8 +157,8 @@ absl::Status CheckLayouts(const GradCase& c, const Tensor& c_full,
 
 }  // namespace
 
-absl::Status CheckGradCase(const GradCase& c, uint32_t seed, int layout_rounds,
-                           double tol) {
+absl::Status CheckGradCase(const GradCase& c, uint32_t seed,
+                           int sharding_rounds, double tol) {
   Tensor c_full;
   absl::StatusOr<std::vector<Tensor>> expected =
       OneRankGradients(c, seed, &c_full);
@@ -167,18 +167,18 @@ absl::Status CheckGradCase(const GradCase& c, uint32_t seed, int layout_rounds,
         Describe(c), " on one rank: ", expected.status().message()));
   }
   std::mt19937 rng(seed);
-  for (int round = 0; round < layout_rounds; ++round) {
-    DT_RETURN_IF_ERROR(CheckLayouts(
+  for (int round = 0; round < sharding_rounds; ++round) {
+    DT_RETURN_IF_ERROR(CheckShardings(
         c, c_full, *expected, testing_util::RandomMeshShape(rng), rng, tol));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckGradCases(const std::vector<GradCase>& cases, uint32_t seed,
-                            int layout_rounds, double tol) {
+                            int sharding_rounds, double tol) {
   for (size_t k = 0; k < cases.size(); ++k) {
     DT_RETURN_IF_ERROR(
-        CheckGradCase(cases[k], seed + 101 * k, layout_rounds, tol));
+        CheckGradCase(cases[k], seed + 101 * k, sharding_rounds, tol));
   }
   return absl::OkStatus();
 }

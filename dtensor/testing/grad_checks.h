@@ -31,17 +31,17 @@ struct GradCase {
 //  1. on a one-rank mesh, the tape's gradients of every floating input
 //     against central finite differences (nn::CheckGradients), with a random
 //     output gradient c;
-//  2. on `layout_rounds` random meshes (1-D to 3-D, in-process ranks), every
+//  2. on `sharding_rounds` random meshes (1-D to 3-D, in-process ranks), every
 //     input in a random layout (nested orders; Partial terms for floating
 //     inputs), c too: each gradient must come in its input's layout without
 //     Partials, and gathered equal the one-rank gradient within `tol`.
 // Errors name the case, the mesh and the layouts.
-absl::Status CheckGradCase(const GradCase& c, uint32_t seed, int layout_rounds,
-                           double tol);
+absl::Status CheckGradCase(const GradCase& c, uint32_t seed,
+                           int sharding_rounds, double tol);
 
 // CheckGradCase on every case (seeds derived from `seed`); the first failure.
 absl::Status CheckGradCases(const std::vector<GradCase>& cases, uint32_t seed,
-                            int layout_rounds, double tol);
+                            int sharding_rounds, double tol);
 
 // The names of `ops` that no case exercises.
 std::vector<std::string> Uncovered(const std::vector<const OpDef*>& ops,

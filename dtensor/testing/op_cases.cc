@@ -24,7 +24,7 @@ std::vector<int64_t> RandomMeshShape(std::mt19937& rng) {
   return kShapes[rng() % kShapes.size()];
 }
 
-std::string TestLayout::ToString() const {
+std::string TestSharding::ToString() const {
   std::vector<std::string> items;
   for (const Placement& p : placements) items.push_back(p.ToString());
   std::string text = absl::StrJoin(items, ",");
@@ -37,10 +37,10 @@ std::string TestLayout::ToString() const {
   return text;
 }
 
-TestLayout RandomLayout(int64_t mesh_ndim, int64_t tensor_rank,
-                        const std::vector<ReduceOp>& partial_ops,
-                        std::mt19937& rng) {
-  TestLayout layout;
+TestSharding RandomSharding(int64_t mesh_ndim, int64_t tensor_rank,
+                            const std::vector<ReduceOp>& partial_ops,
+                            std::mt19937& rng) {
+  TestSharding layout;
   layout.order.assign(tensor_rank, {});
   for (int64_t m = 0; m < mesh_ndim; ++m) {
     const int kind = rng() % 5;  // 0-1: R, 2-3: S, 4: P
@@ -103,7 +103,7 @@ namespace {
 absl::StatusOr<DTensor> DistributeWithTermsOn(std::shared_ptr<Runtime> runtime,
                                               const Tensor& full,
                                               const DeviceMesh& mesh,
-                                              const TestLayout& layout) {
+                                              const TestSharding& layout) {
   DT_ASSIGN_OR_RETURN(
       DTensor x, DTensor::Distribute(runtime, full, mesh, layout.placements,
                                      layout.order));
@@ -188,7 +188,7 @@ absl::StatusOr<Device> CheckDevice() {
 absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
                                             const Tensor& full,
                                             const DeviceMesh& mesh,
-                                            const TestLayout& layout) {
+                                            const TestSharding& layout) {
   DT_ASSIGN_OR_RETURN(const Device device, CheckDevice());
   DT_ASSIGN_OR_RETURN(const Tensor on_device, full.To(device));
   return DistributeWithTermsOn(runtime, on_device, mesh, layout);

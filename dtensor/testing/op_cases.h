@@ -27,7 +27,7 @@ std::vector<int64_t> RandomMeshShape(std::mt19937& rng);
 
 // A layout of a tensor over a mesh: one placement per mesh dim and the
 // nesting order of the mesh dims sharding each tensor dim.
-struct TestLayout {
+struct TestSharding {
   std::vector<Placement> placements;
   ShardOrder order;
 
@@ -36,9 +36,9 @@ struct TestLayout {
 
 // Per mesh dim: Replicate, Shard of a random dim, or Partial with an op from
 // `partial_ops` (none when empty); the nesting orders shuffled.
-TestLayout RandomLayout(int64_t mesh_ndim, int64_t tensor_rank,
-                        const std::vector<ReduceOp>& partial_ops,
-                        std::mt19937& rng);
+TestSharding RandomSharding(int64_t mesh_ndim, int64_t tensor_rank,
+                            const std::vector<ReduceOp>& partial_ops,
+                            std::mt19937& rng);
 
 // The Partial ops a tensor of `dtype` may hold: sum, avg, max, min for
 // floats; sum, max, min for integers; max, min for bool.
@@ -69,13 +69,13 @@ absl::StatusOr<Device> CheckDevice();
 absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
                                             const Tensor& full,
                                             const DeviceMesh& mesh,
-                                            const TestLayout& layout);
+                                            const TestSharding& layout);
 
 // One call of an op to check: full inputs (undefined for an absent optional
 // input) and their layouts.
 struct OpCase {
   std::vector<Tensor> inputs;
-  std::vector<TestLayout> layouts;
+  std::vector<TestSharding> layouts;
   std::string description;
 };
 

@@ -38,9 +38,9 @@ absl::Status ForRandomCalls(
 
 }  // namespace
 
-absl::Status CheckOnRandomLayouts(uint32_t seed, int rounds, int calls_per_mesh,
-                                  const OpCallMaker& make, double rtol,
-                                  double atol) {
+absl::Status CheckOnRandomShardings(uint32_t seed, int rounds,
+                                    int calls_per_mesh, const OpCallMaker& make,
+                                    double rtol, double atol) {
   return ForRandomCalls(seed, rounds, calls_per_mesh, make,
                         [&](const std::vector<int64_t>& mesh_shape,
                             const OpCall& call, std::mt19937& rng) {
@@ -49,7 +49,7 @@ absl::Status CheckOnRandomLayouts(uint32_t seed, int rounds, int calls_per_mesh,
                           OpCase c;
                           c.description = call.description;
                           for (const Tensor& full : call.inputs) {
-                            c.layouts.push_back(RandomLayout(
+                            c.layouts.push_back(RandomSharding(
                                 mesh_ndim, full.defined() ? full.dim() : 0,
                                 full.defined() ? PartialOpsFor(full.dtype())
                                                : std::vector<ReduceOp>{},
@@ -80,8 +80,8 @@ absl::Status CheckRandomStrategies(uint32_t seed, int calls, int max_strategies,
 absl::Status CheckOpProperties(uint32_t seed, const OpCallMaker& typed,
                                double tol, const OpPropertyCounts& counts,
                                const OpCallMaker& registry) {
-  const absl::Status layouts = CheckOnRandomLayouts(
-      seed, counts.layout_rounds, counts.calls_per_mesh, typed, tol, tol);
+  const absl::Status layouts = CheckOnRandomShardings(
+      seed, counts.sharding_rounds, counts.calls_per_mesh, typed, tol, tol);
   const absl::Status strategies = CheckRandomStrategies(
       seed + 1000, counts.strategy_calls, counts.max_strategies,
       registry ? registry : typed, tol, tol);
@@ -89,7 +89,7 @@ absl::Status CheckOpProperties(uint32_t seed, const OpCallMaker& typed,
   std::vector<std::string> failures;
   if (!layouts.ok()) {
     failures.push_back(
-        absl::StrCat("CheckOnRandomLayouts: ", layouts.message()));
+        absl::StrCat("CheckOnRandomShardings: ", layouts.message()));
   }
   if (!strategies.ok()) {
     failures.push_back(
@@ -145,8 +145,8 @@ absl::StatusOr<std::vector<DTensor>> RunStrategy(
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     InputRedistribution in;
     if (c.inputs[i].defined()) {
-      const TestLayout layout{s.inputs[i].placements(),
-                              s.inputs[i].shard_order()};
+      const TestSharding layout{s.inputs[i].placements(),
+                                s.inputs[i].shard_order()};
       DT_ASSIGN_OR_RETURN(
           DTensor x, DistributeWithTerms(runtime, c.inputs[i], mesh, layout));
       locals[i] = x.ToLocal();

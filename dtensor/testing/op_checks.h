@@ -37,12 +37,12 @@ struct OpCall {
 using OpCallMaker = std::function<OpCall(std::mt19937& rng)>;
 
 // The property test over layouts: `rounds` random meshes (RandomMeshShape:
-// 1-D to 3-D), `calls_per_mesh` calls each, every input in a RandomLayout
+// 1-D to 3-D), `calls_per_mesh` calls each, every input in a RandomSharding
 // (Partial with the ops its dtype allows), checked by CheckCases through the
 // typed call. All drawn from `seed`.
-absl::Status CheckOnRandomLayouts(uint32_t seed, int rounds, int calls_per_mesh,
-                                  const OpCallMaker& make, double rtol,
-                                  double atol);
+absl::Status CheckOnRandomShardings(uint32_t seed, int rounds,
+                                    int calls_per_mesh, const OpCallMaker& make,
+                                    double rtol, double atol);
 
 // The property test over strategies: `calls` random calls, each on a random
 // mesh, checked by CheckEveryStrategy (at most `max_strategies` each).
@@ -50,18 +50,18 @@ absl::Status CheckRandomStrategies(uint32_t seed, int calls, int max_strategies,
                                    const OpCallMaker& make, double rtol,
                                    double atol);
 
-// How much CheckOpProperties draws: layout_rounds x calls_per_mesh calls
-// for CheckOnRandomLayouts, strategy_calls calls of at most max_strategies
+// How much CheckOpProperties draws: sharding_rounds x calls_per_mesh calls
+// for CheckOnRandomShardings, strategy_calls calls of at most max_strategies
 // strategies each for CheckRandomStrategies.
 struct OpPropertyCounts {
-  int layout_rounds = 4;
+  int sharding_rounds = 4;
   int calls_per_mesh = 10;
   int strategy_calls = 16;
   int max_strategies = 24;
 };
 
 // Both property tests of one op, what most family tests run:
-// CheckOnRandomLayouts(seed) over `typed` (calls through the typed
+// CheckOnRandomShardings(seed) over `typed` (calls through the typed
 // function), then CheckRandomStrategies(seed + 1000) over `registry` (calls
 // of the registry op; `typed` when empty), every comparison within
 // rtol = atol = `tol`. Runs both; the error names the failing test(s).

@@ -38,7 +38,7 @@ TEST(SiluMulTest, MatchesTheFullTensorReferenceOnRandomLayouts) {
       for (int i = 0; i < 2; ++i) {
         c.inputs.push_back(
             testing_util::RandomTensor(shape, DType::kF64, -3, 3, rng));
-        c.layouts.push_back(testing_util::RandomLayout(
+        c.layouts.push_back(testing_util::RandomSharding(
             static_cast<int64_t>(mesh.size()),
             static_cast<int64_t>(shape.size()),
             testing_util::PartialOpsFor(DType::kF64), rng));

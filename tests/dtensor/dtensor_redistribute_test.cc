@@ -20,15 +20,15 @@ namespace {
 
 // A layout drawn at random: per mesh dim R, S(d) or P(op), and a random
 // nesting order of the mesh dims sharding each tensor dim.
-struct RandomLayout {
+struct RandomSharding {
   std::vector<Placement> placements;
   ShardOrder order;
   std::string text;
 };
 
-RandomLayout DrawLayout(int64_t mesh_ndim, int64_t tensor_rank, ReduceOp op,
-                        bool allow_partial, std::mt19937& rng) {
-  RandomLayout layout;
+RandomSharding DrawSharding(int64_t mesh_ndim, int64_t tensor_rank, ReduceOp op,
+                            bool allow_partial, std::mt19937& rng) {
+  RandomSharding layout;
   layout.order.assign(tensor_rank, {});
   for (int64_t m = 0; m < mesh_ndim; ++m) {
     const int kinds = allow_partial ? 3 : 2;
@@ -72,7 +72,7 @@ std::pair<int64_t, int64_t> ChunkRange(int64_t extent, int64_t parts,
 }
 
 // The block (offset, size per tensor dim) of the rank at `coord`.
-void ReferenceBlock(const RandomLayout& layout, const Shape& mesh_shape,
+void ReferenceBlock(const RandomSharding& layout, const Shape& mesh_shape,
                     const Shape& shape, const std::vector<int64_t>& coord,
                     Shape* offset, Shape* size) {
   offset->assign(shape.size(), 0);
@@ -138,13 +138,14 @@ void RunCase(uint64_t seed) {
   for (int64_t d = 0; d < tensor_rank; ++d) shape.push_back(rng() % 8);
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin};
   const ReduceOp op = ops[rng() % 3];
-  const RandomLayout from = DrawLayout(mesh_ndim, tensor_rank, op, true, rng);
-  RandomLayout to = DrawLayout(mesh_ndim, tensor_rank, op, true, rng);
+  const RandomSharding from =
+      DrawSharding(mesh_ndim, tensor_rank, op, true, rng);
+  RandomSharding to = DrawSharding(mesh_ndim, tensor_rank, op, true, rng);
   // A Partial target must come from Replicate or the same Partial.
   for (int64_t m = 0; m < mesh_ndim; ++m) {
     if (to.placements[m].is_partial() && !from.placements[m].is_partial() &&
         !from.placements[m].is_replicate()) {
-      to = DrawLayout(mesh_ndim, tensor_rank, op, false, rng);
+      to = DrawSharding(mesh_ndim, tensor_rank, op, false, rng);
       break;
     }
   }
@@ -281,7 +282,7 @@ TEST_P(KnownPlanTest, RunsAsOneCollective) {
     }
     DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
                         mesh->CoordinateOf(groups.rank()));
-    RandomLayout layout;
+    RandomSharding layout;
     layout.order = to->shard_order();
     Shape offset, size;
     ReferenceBlock(layout, c.mesh, c.shape, coord, &offset, &size);

@@ -365,7 +365,8 @@ TEST(GradientTapeTest, EveryRegistryOpHasABackward) {
 
 // The collectives of taking one gradient, seen by rank 0 of a metadata-only
 // mesh of 4: loss = sum(linear(x, W)) with x [8, 16] batch-sharded.
-CommCounter GradientCollectives(const std::vector<Placement>& weight_layout) {
+CommCounter GradientCollectives(
+    const std::vector<Placement>& weight_placements) {
   auto runtime = Runtime::MetadataOnly(0);
   const DeviceMesh mesh = *DeviceMesh::Create({4});
   const auto meta = [&](const Shape& shape, std::vector<Placement> layout) {
@@ -373,7 +374,7 @@ CommCounter GradientCollectives(const std::vector<Placement>& weight_layout) {
         runtime, *DTensorSpec::Create(mesh, layout, shape, DType::kF32));
   };
   const DTensor x = meta({8, 16}, {Placement::Shard(0)});
-  const DTensor w = meta({4, 16}, weight_layout);
+  const DTensor w = meta({4, 16}, weight_placements);
   GradientTape tape;
   DTensor loss;
   {
@@ -384,7 +385,7 @@ CommCounter GradientCollectives(const std::vector<Placement>& weight_layout) {
   CommCounter comms;
   CommCounter::Scope scope(comms);
   const std::vector<DTensor> grads = *tape.Gradient(loss, {w});
-  EXPECT_EQ(grads[0].placements(), weight_layout);
+  EXPECT_EQ(grads[0].placements(), weight_placements);
   return comms;
 }
 
@@ -507,7 +508,7 @@ TEST(GradientTapeTest, CompleteAndPartialGradientsAccumulate) {
                 DT_ASSIGN_OR_RETURN(loss, ops::Add(first, second));
               }
               GradientOptions options;
-              options.keep_propagated_layouts = keep;
+              options.keep_propagated_shardings = keep;
               DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads,
                                   tape.Gradient(loss, {x0}, options));
               std::vector<Placement> expected = replicated;
@@ -589,7 +590,7 @@ TEST(GradientAccumulationTest, AccumulatedGradientsAreTheSum) {
 // Data parallel with 2 micro-batches, seen by rank 0 of a metadata-only mesh
 // of 4: the all-reduces of the weight's gradient, through accumulation and
 // the optimizer step.
-int64_t AllReducesOfAccumulatedSteps(bool keep_propagated_layouts) {
+int64_t AllReducesOfAccumulatedSteps(bool keep_propagated_shardings) {
   auto runtime = Runtime::MetadataOnly(0);
   const DeviceMesh mesh = *DeviceMesh::Create({4});
   const auto meta = [&](const Shape& shape, std::vector<Placement> layout) {
@@ -611,7 +612,7 @@ int64_t AllReducesOfAccumulatedSteps(bool keep_propagated_layouts) {
     }
     // The loss's own Partial is not reduced: only the gradient's are.
     GradientOptions options;
-    options.keep_propagated_layouts = keep_propagated_layouts;
+    options.keep_propagated_shardings = keep_propagated_shardings;
     EXPECT_TRUE(nn::AccumulateGradients(&accumulated,
                                         *tape.Gradient(loss, {w}, options))
                     .ok());
@@ -621,8 +622,10 @@ int64_t AllReducesOfAccumulatedSteps(bool keep_propagated_layouts) {
 }
 
 TEST(GradientAccumulationTest, PartialGradientsAreReducedOnceAtTheStep) {
-  EXPECT_EQ(AllReducesOfAccumulatedSteps(/*keep_propagated_layouts=*/true), 1);
-  EXPECT_EQ(AllReducesOfAccumulatedSteps(/*keep_propagated_layouts=*/false), 2);
+  EXPECT_EQ(AllReducesOfAccumulatedSteps(/*keep_propagated_shardings=*/true),
+            1);
+  EXPECT_EQ(AllReducesOfAccumulatedSteps(/*keep_propagated_shardings=*/false),
+            2);
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ Tensor Expected(const nn::TensorSlot& slot, const std::string& name,
 }
 
 // Parses one layout per tensor rank: `by_rank[r]` for tensors of rank r.
-nn::SlotLayoutFn LayoutByRank(std::vector<std::string> by_rank) {
+nn::SlotShardingFn ShardingByRank(std::vector<std::string> by_rank) {
   return [by_rank](absl::string_view, const Shape& shape) {
     return Sharding::Parse(by_rank[shape.size()],
                            static_cast<int64_t>(shape.size()));
@@ -103,7 +103,7 @@ TEST(InitTest, ShardedMeshesGiveTheOneRankValues) {
   };
   for (const auto& layout : layouts) {
     InitOptions options = Seeded(kSeed);
-    options.layout = LayoutByRank(layout);
+    options.layout = ShardingByRank(layout);
     const absl::Status status = RunOnMesh(
         {2, 2},
         [&](std::shared_ptr<Runtime> runtime,
@@ -157,7 +157,7 @@ TEST(InitTest, UnevenAndEmptyShardsGiveTheWholeTensorsValues) {
         by_rank[rank] = absl::StrJoin(items, ",");
       }
       InitOptions options = Seeded(trial);
-      options.layout = LayoutByRank(by_rank);
+      options.layout = ShardingByRank(by_rank);
       const absl::Status status = RunOnMesh(
           mesh_shape,
           [&](std::shared_ptr<Runtime> runtime,
@@ -234,7 +234,7 @@ TEST(InitTest, NormalAndUniformHaveTheirMoments) {
 TEST(InitTest, Bf16ValuesAreTheRoundedDraws) {
   InitOptions options = Seeded(kSeed);
   options.dtype = DType::kBF16;
-  options.layout = LayoutByRank({"R", "S(0)", "S(1)"});
+  options.layout = ShardingByRank({"R", "S(0)", "S(1)"});
   const absl::Status status = RunOnMesh(
       {2},
       [&](std::shared_ptr<Runtime> runtime,
@@ -258,7 +258,7 @@ TEST(InitTest, MetadataOnlyGivesSpecsWithoutData) {
   auto runtime = Runtime::MetadataOnly(3);
   const DeviceMesh mesh = *DeviceMesh::Create({2, 2});
   InitOptions options;
-  options.layout = LayoutByRank({"R,R", "S(0),R", "R,S(1)"});
+  options.layout = ShardingByRank({"R,R", "S(0),R", "R,S(1)"});
   std::unique_ptr<Transformer> model =
       *Transformer::Create(nn_testing::TinyConfig());
   ASSERT_TRUE(nn::Initialize(*model, runtime, mesh, options).ok());
@@ -295,7 +295,7 @@ TEST(InitTest, ErrorsNameTheSlotAndChangeNothing) {
   };
   expect_error(partial, runtime, "\"norm.weight\"");
   InitOptions bad_dim;
-  bad_dim.layout = LayoutByRank({"R,R", "S(1),R", "R,R"});
+  bad_dim.layout = ShardingByRank({"R,R", "S(1),R", "R,R"});
   expect_error(bad_dim, runtime, "\"layers.0.attention_norm.weight\"");
   InitOptions integers;
   integers.dtype = DType::kI32;

@@ -122,8 +122,8 @@ TEST(LlamaTest, ReplicatedForwardOnSeveralRanksEqualsOneRank) {
 
 // A random layout per parameter on a 2-D mesh: each mesh dim Replicate or
 // Shard of a random dim (nested when both pick the same dim).
-std::map<std::string, Sharding> RandomLayouts(const LlamaConfig& config,
-                                              std::mt19937& rng) {
+std::map<std::string, Sharding> RandomShardings(const LlamaConfig& config,
+                                                std::mt19937& rng) {
   std::unique_ptr<Transformer> model = *Transformer::Create(config);
   std::map<std::string, Sharding> layouts;
   for (const nn::NamedSlot& named : model->NamedSlots()) {
@@ -142,14 +142,15 @@ TEST(LlamaTest, ShardedParametersGiveTheOneRankForward) {
   const LlamaConfig config = nn_testing::TinyConfig();
   absl::StatusOr<Tensor> expected = OneRankLogits(config);
   ASSERT_TRUE(expected.ok()) << expected.status();
-  const std::vector<std::vector<Placement>> token_layouts = {
+  const std::vector<std::vector<Placement>> all_token_placements = {
       {Placement::Shard(0), Placement::Replicate()},
       {Placement::Replicate(), Placement::Shard(1)},
       {Placement::Shard(1), Placement::Shard(0)},
   };
   std::mt19937 rng(3);
-  for (const std::vector<Placement>& token_layout : token_layouts) {
-    const std::map<std::string, Sharding> layouts = RandomLayouts(config, rng);
+  for (const std::vector<Placement>& token_placements : all_token_placements) {
+    const std::map<std::string, Sharding> layouts =
+        RandomShardings(config, rng);
     InitOptions options = Seeded(kSeed);
     options.layout = [&](absl::string_view fqn,
                          const Shape&) -> absl::StatusOr<Sharding> {
@@ -161,13 +162,13 @@ TEST(LlamaTest, ShardedParametersGiveTheOneRankForward) {
             const DeviceMesh& mesh) -> absl::Status {
           DT_ASSIGN_OR_RETURN(auto model,
                               BuildLlama(config, runtime, mesh, options));
-          DT_ASSIGN_OR_RETURN(
-              DTensor tokens,
-              DTensor::Distribute(runtime, Tokens(config), mesh, token_layout));
+          DT_ASSIGN_OR_RETURN(DTensor tokens,
+                              DTensor::Distribute(runtime, Tokens(config), mesh,
+                                                  token_placements));
           DT_ASSIGN_OR_RETURN(DTensor logits, (*model)(tokens));
           DT_ASSIGN_OR_RETURN(Tensor full, logits.FullTensor());
           EXPECT_TRUE(AllClose(full, *expected, 1e-4, 1e-5))
-              << "tokens " << token_layout[0] << "," << token_layout[1]
+              << "tokens " << token_placements[0] << "," << token_placements[1]
               << "; logits " << logits.spec();
           return absl::OkStatus();
         });

@@ -26,7 +26,7 @@ namespace {
 
 using testing_util::DistributeWithTerms;
 using testing_util::Random64;
-using testing_util::TestLayout;
+using testing_util::TestSharding;
 
 std::vector<double> Values(const Tensor& t) {
   return t.To(DType::kF64)->Contiguous().ToVector<double>();
@@ -36,11 +36,11 @@ std::vector<double> Values(const Tensor& t) {
 // the layouts their gradients arrive in.
 struct ParamSpec {
   Shape shape;
-  TestLayout layout;
-  TestLayout grad_layout;
+  TestSharding layout;
+  TestSharding grad_sharding;
 };
 
-TestLayout L(std::vector<Placement> placements) {
+TestSharding L(std::vector<Placement> placements) {
   return {std::move(placements), {}};
 }
 
@@ -93,9 +93,9 @@ absl::StatusOr<std::vector<std::vector<double>>> RunSteps(
     for (const std::vector<Tensor>& step : grads) {
       std::vector<DTensor> laid_out;
       for (size_t i = 0; i < specs.size(); ++i) {
-        DT_ASSIGN_OR_RETURN(
-            DTensor g,
-            DistributeWithTerms(runtime, step[i], mesh, specs[i].grad_layout));
+        DT_ASSIGN_OR_RETURN(DTensor g,
+                            DistributeWithTerms(runtime, step[i], mesh,
+                                                specs[i].grad_sharding));
         laid_out.push_back(std::move(g));
       }
       DT_RETURN_IF_ERROR(optimizer->Step(laid_out));
@@ -301,7 +301,7 @@ TEST(OptimizerTest, BadInputsAreErrors) {
 // uneven) and one on a 1-D mesh over the same ranks.
 struct ClipCase {
   Shape shape;
-  TestLayout layout;
+  TestSharding layout;
   bool one_dim_mesh = false;
 };
 

@@ -66,7 +66,7 @@ OpCall ToCall(std::mt19937& rng) {
 TEST(CastPropertyTest, ToMatchesTheTensorLayer) {
   const absl::Status status = CheckOpProperties(
       61, ToCall, 1e-6,
-      {/*layout_rounds=*/5, /*calls_per_mesh=*/12, /*strategy_calls=*/24});
+      {/*sharding_rounds=*/5, /*calls_per_mesh=*/12, /*strategy_calls=*/24});
   EXPECT_TRUE(status.ok()) << status;
 }
 

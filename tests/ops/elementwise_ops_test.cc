@@ -25,9 +25,9 @@ using testing_util::CheckCases;
 using testing_util::MetaTensor;
 using testing_util::OpCase;
 using testing_util::PartialOpsFor;
-using testing_util::RandomLayout;
 using testing_util::RandomMeshShape;
 using testing_util::RandomShape;
+using testing_util::RandomSharding;
 using testing_util::RandomTensor;
 
 // The scalar operand of the *_scalar ops.
@@ -161,9 +161,9 @@ OpCase MakeCase(const Spec& spec, int64_t mesh_ndim, std::mt19937& rng) {
         spec.op == "where" && i == 0 ? DType::kBool : dtype;
     c.inputs.push_back(RandomTensor(shape, input_dtype, positive ? 0.5 : -3,
                                     positive ? 3 : 3, rng));
-    c.layouts.push_back(RandomLayout(mesh_ndim,
-                                     static_cast<int64_t>(shape.size()),
-                                     PartialOpsFor(input_dtype), rng));
+    c.layouts.push_back(RandomSharding(mesh_ndim,
+                                       static_cast<int64_t>(shape.size()),
+                                       PartialOpsFor(input_dtype), rng));
   }
   c.description = spec.op;
   return c;
@@ -228,8 +228,8 @@ TEST(ElementwisePropertyTest, GeluTanhApproximationMatches) {
     const Shape shape = RandomShape(rng() % 4, 5, rng);
     OpCase c;
     c.inputs = {RandomTensor(shape, DType::kF32, -3, 3, rng)};
-    c.layouts = {RandomLayout(2, static_cast<int64_t>(shape.size()),
-                              PartialOpsFor(DType::kF32), rng)};
+    c.layouts = {RandomSharding(2, static_cast<int64_t>(shape.size()),
+                                PartialOpsFor(DType::kF32), rng)};
     cases.push_back(std::move(c));
   }
   const absl::Status status = CheckCases(

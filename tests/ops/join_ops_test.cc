@@ -28,8 +28,8 @@ using testing_util::OneReference;
 using testing_util::OpCall;
 using testing_util::OpCase;
 using testing_util::PartialOpsFor;
-using testing_util::RandomLayout;
 using testing_util::RandomShape;
+using testing_util::RandomSharding;
 using testing_util::RandomTensor;
 using testing_util::RunOnMeta;
 
@@ -84,7 +84,8 @@ TEST(JoinPropertyTest, LongListsAreJoinedInSeveralCalls) {
     for (int k = 0; k < 37; ++k) {
       const Shape shape = {stack ? 3 : static_cast<int64_t>(rng() % 3), 4};
       c.inputs.push_back(RandomTensor(shape, DType::kF32, -1, 1, rng));
-      c.layouts.push_back(RandomLayout(2, 2, PartialOpsFor(DType::kF32), rng));
+      c.layouts.push_back(
+          RandomSharding(2, 2, PartialOpsFor(DType::kF32), rng));
     }
     const absl::Status status =
         CheckCases({2, 2}, {c}, OneOutput([stack](const In& in) {

@@ -18,7 +18,7 @@
 namespace dtensor {
 namespace {
 
-using testing_util::CheckOnRandomLayouts;
+using testing_util::CheckOnRandomShardings;
 using testing_util::MetaOutcome;
 using testing_util::OneOutput;
 using testing_util::OneReference;
@@ -130,7 +130,7 @@ OpCall ScopedCrossEntropyCall(std::mt19937& rng) {
 }
 
 TEST(LossParallelScopePropertyTest, MatchesPlainLoopsOnRandomLayouts) {
-  const absl::Status status = CheckOnRandomLayouts(
+  const absl::Status status = CheckOnRandomShardings(
       31, 5, 10, ScopedCrossEntropyCall, /*rtol=*/1e-4, /*atol=*/1e-4);
   EXPECT_TRUE(status.ok()) << status;
 }

@@ -23,9 +23,9 @@ using testing_util::CheckCases;
 using testing_util::MetaTensor;
 using testing_util::OpCase;
 using testing_util::PartialOpsFor;
-using testing_util::RandomLayout;
 using testing_util::RandomMeshShape;
 using testing_util::RandomShape;
+using testing_util::RandomSharding;
 using testing_util::RandomTensor;
 
 constexpr double kTol = 1e-4;
@@ -42,9 +42,9 @@ OpCase MakeCase(const std::vector<std::optional<Shape>>& shapes, DType dtype,
       continue;
     }
     c.inputs.push_back(RandomTensor(*shape, dtype, -2, 2, rng));
-    c.layouts.push_back(RandomLayout(mesh_ndim,
-                                     static_cast<int64_t>(shape->size()),
-                                     PartialOpsFor(dtype), rng));
+    c.layouts.push_back(RandomSharding(mesh_ndim,
+                                       static_cast<int64_t>(shape->size()),
+                                       PartialOpsFor(dtype), rng));
   }
   return c;
 }

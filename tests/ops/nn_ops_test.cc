@@ -318,18 +318,18 @@ TEST(NnLayoutTest, AttentionShardedOnHeadsOrBatchDoesNotCommunicate) {
 }
 
 // The backward op's gradients' layouts, each taken by `pick` (0 dq, 1 dk,
-// 2 dv) with q, out and grad_out laid out by `q_layout` and k, v by
-// `kv_layout`.
+// 2 dv) with q, out and grad_out laid out by `q_sharding` and k, v by
+// `kv_sharding`.
 MetaOutcome AttentionGradOnMeta(const std::vector<int64_t>& mesh,
                                 const Shape& q, const Shape& kv,
-                                const std::string& q_layout,
-                                const std::string& kv_layout, int pick) {
+                                const std::string& q_sharding,
+                                const std::string& kv_sharding, int pick) {
   return RunOnMeta(mesh,
-                   {{q, q_layout},
-                    {kv, kv_layout},
-                    {kv, kv_layout},
-                    {q, q_layout},
-                    {q, q_layout}},
+                   {{q, q_sharding},
+                    {kv, kv_sharding},
+                    {kv, kv_sharding},
+                    {q, q_sharding},
+                    {q, q_sharding}},
                    [pick](const In& in) -> absl::StatusOr<DTensor> {
                      DT_ASSIGN_OR_RETURN(
                          std::vector<DTensor> grads,

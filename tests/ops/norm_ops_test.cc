@@ -152,13 +152,14 @@ TEST(NormPropertyTest, LayerNormBackwardMatchesTheTensorLayer) {
 TEST(NormPropertyTest, BackwardOnLeadingDimShardsMatchesOneRank) {
   std::mt19937 rng(9);
   const Placement r = Placement::Replicate();
-  const testing_util::TestLayout rows_by_both = {
+  const testing_util::TestSharding rows_by_both = {
       {Placement::Shard(0), Placement::Shard(1)}, {}};
-  const testing_util::TestLayout batch_nested = {
+  const testing_util::TestSharding batch_nested = {
       {Placement::Shard(0), Placement::Shard(0)}, {{1, 0}, {}, {}}};
-  const testing_util::TestLayout replicate = {{r, r}, {}};
+  const testing_util::TestSharding replicate = {{r, r}, {}};
   for (bool layer_norm : {false, true}) {
-    for (const testing_util::TestLayout& rows : {rows_by_both, batch_nested}) {
+    for (const testing_util::TestSharding& rows :
+         {rows_by_both, batch_nested}) {
       testing_util::OpCase c;
       c.description = absl::StrCat(layer_norm ? "layer_norm" : "rms_norm",
                                    " rows ", rows.ToString());

@@ -30,7 +30,7 @@ using testing_util::OpCall;
 using testing_util::RandomShape;
 using testing_util::RandomTensor;
 using testing_util::RunOnMeta;
-using testing_util::TestLayout;
+using testing_util::TestSharding;
 
 using In = std::vector<DTensor>;
 using Full = std::vector<Tensor>;
@@ -73,7 +73,7 @@ OpCall DropoutCall(std::mt19937& rng) {
 
 TEST(RandomPropertyTest, DropoutMatchesThePhiloxStreamOfGlobalIndices) {
   const absl::Status status = CheckOpProperties(
-      71, DropoutCall, 1e-5, {/*layout_rounds=*/5, /*calls_per_mesh=*/12});
+      71, DropoutCall, 1e-5, {/*sharding_rounds=*/5, /*calls_per_mesh=*/12});
   EXPECT_TRUE(status.ok()) << status;
 }
 
@@ -82,7 +82,7 @@ TEST(RandomPropertyTest, DropoutDoesNotDependOnTheLayout) {
   const DeviceMesh mesh = *DeviceMesh::Create({2, 3});
   std::mt19937 rng(73);
   const Tensor x = RandomTensor({5, 7}, DType::kF32, -3, 3, rng);
-  const std::vector<TestLayout> layouts = {
+  const std::vector<TestSharding> layouts = {
       {{Placement::Replicate(), Placement::Replicate()}, {}},
       {{Placement::Shard(0), Placement::Shard(1)}, {}},
       {{Placement::Shard(1), Placement::Shard(0)}, {}},
@@ -94,7 +94,7 @@ TEST(RandomPropertyTest, DropoutDoesNotDependOnTheLayout) {
       cluster.Run([&](ProcessGroups& groups) -> absl::Status {
         auto runtime = Runtime::ForRank(groups);
         Tensor first;
-        for (const TestLayout& layout : layouts) {
+        for (const TestSharding& layout : layouts) {
           DT_ASSIGN_OR_RETURN(DTensor input,
                               DistributeWithTerms(runtime, x, mesh, layout));
           DT_ASSIGN_OR_RETURN(DTensor out, ops::Dropout(input, 0.5, 1234));

@@ -29,9 +29,9 @@ using testing_util::CheckCases;
 using testing_util::MetaTensor;
 using testing_util::OpCase;
 using testing_util::PartialOpsFor;
-using testing_util::RandomLayout;
 using testing_util::RandomMeshShape;
 using testing_util::RandomShape;
+using testing_util::RandomSharding;
 using testing_util::RandomTensor;
 
 struct Spec {
@@ -126,8 +126,8 @@ TEST_P(ReductionPropertyTest, MatchesTheTensorLayerOnGatheredInputs) {
       const DType dtype = spec.dtypes[rng() % spec.dtypes.size()];
       OpCase c;
       c.inputs = {RandomTensor(shape, dtype, -4, 4, rng)};
-      c.layouts = {RandomLayout(static_cast<int64_t>(mesh_shape.size()), rank,
-                                PartialOpsFor(dtype), rng)};
+      c.layouts = {RandomSharding(static_cast<int64_t>(mesh_shape.size()), rank,
+                                  PartialOpsFor(dtype), rng)};
       c.description = absl::StrCat(spec.op, " dims [", absl::StrJoin(dims, ","),
                                    "] keepdim ", keepdim);
       cases.push_back(std::move(c));

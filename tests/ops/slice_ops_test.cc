@@ -21,7 +21,7 @@
 namespace dtensor {
 namespace {
 
-using testing_util::CheckOnRandomLayouts;
+using testing_util::CheckOnRandomShardings;
 using testing_util::CheckOpProperties;
 using testing_util::IssuedNoCollectives;
 using testing_util::MetaOutcome;
@@ -148,7 +148,7 @@ OpCall PartsCall(std::mt19937& rng) {
 
 TEST(SlicePropertyTest, SplitAndChunkMatchTheTensorLayer) {
   const absl::Status status =
-      CheckOnRandomLayouts(55, 4, 12, PartsCall, kTol, kTol);
+      CheckOnRandomShardings(55, 4, 12, PartsCall, kTol, kTol);
   EXPECT_TRUE(status.ok()) << status;
 }
 

@@ -55,7 +55,7 @@ DType RandomIndexType(std::mt19937& rng) {
 void CheckOp(uint32_t seed, const testing_util::OpCallMaker& typed,
              const testing_util::OpCallMaker& registry) {
   const absl::Status status = CheckOpProperties(
-      seed, typed, kTol, {/*layout_rounds=*/5, 10, 16, /*max_strategies=*/32},
+      seed, typed, kTol, {/*sharding_rounds=*/5, 10, 16, /*max_strategies=*/32},
       registry);
   EXPECT_TRUE(status.ok()) << status;
 }

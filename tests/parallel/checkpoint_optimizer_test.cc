@@ -18,8 +18,8 @@ namespace {
 
 struct TrainingMesh {
   DeviceMesh mesh;
-  Placement w_layout;
-  Placement b_layout;
+  Placement w_placement;
+  Placement b_placement;
 };
 
 // The gradients of step `step`, laid out like the parameters.
@@ -31,9 +31,9 @@ absl::StatusOr<std::vector<DTensor>> Grads(std::shared_ptr<Runtime> runtime,
   DT_ASSIGN_OR_RETURN(Tensor gb,
                       testing::PatternTensor({5}, DType::kF32, step + 10));
   DT_ASSIGN_OR_RETURN(DTensor w, DTensor::Distribute(runtime, gw, setup.mesh,
-                                                     {setup.w_layout}));
+                                                     {setup.w_placement}));
   DT_ASSIGN_OR_RETURN(DTensor b, DTensor::Distribute(runtime, gb, setup.mesh,
-                                                     {setup.b_layout}));
+                                                     {setup.b_placement}));
   return std::vector<DTensor>{w, b};
 }
 
@@ -53,9 +53,9 @@ absl::StatusOr<Trainer> MakeTrainer(std::shared_ptr<Runtime> runtime,
   DT_ASSIGN_OR_RETURN(Tensor b,
                       testing::PatternTensor({5}, DType::kF32, salt + 1));
   DT_ASSIGN_OR_RETURN(DTensor dw, DTensor::Distribute(runtime, w, setup.mesh,
-                                                      {setup.w_layout}));
+                                                      {setup.w_placement}));
   DT_ASSIGN_OR_RETURN(DTensor db, DTensor::Distribute(runtime, b, setup.mesh,
-                                                      {setup.b_layout}));
+                                                      {setup.b_placement}));
   trainer.params = {dw, db};
   nn::AdamWOptions options;
   options.learning_rate = 0.05;

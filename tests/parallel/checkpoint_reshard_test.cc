@@ -128,9 +128,10 @@ TEST(CheckpointReshardTest, RandomMeshAndLayoutPairsRoundTripExactly) {
       c.full = *testing::PatternTensor(shape, dtype, k);
       TensorCase target = c;
       target.full = *testing::PatternTensor(shape, dtype, k + 50);
-      testing::RandomLayout(save_mesh, rank, true, rng, c.placements, c.order);
-      testing::RandomLayout(load_mesh, rank, false, rng, target.placements,
-                            target.order);
+      testing::RandomSharding(save_mesh, rank, true, rng, c.placements,
+                              c.order);
+      testing::RandomSharding(load_mesh, rank, false, rng, target.placements,
+                              target.order);
       total_bytes += c.full.nbytes();
       saved.push_back(std::move(c));
       loaded.push_back(std::move(target));

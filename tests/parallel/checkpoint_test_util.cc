@@ -84,9 +84,9 @@ DeviceMesh RandomMesh(int64_t size, std::mt19937& rng) {
   return *DeviceMesh::Create(shape, {}, ranks);
 }
 
-void RandomLayout(const DeviceMesh& mesh, int64_t tensor_rank,
-                  bool allow_partial, std::mt19937& rng,
-                  std::vector<Placement>& placements, ShardOrder& order) {
+void RandomSharding(const DeviceMesh& mesh, int64_t tensor_rank,
+                    bool allow_partial, std::mt19937& rng,
+                    std::vector<Placement>& placements, ShardOrder& order) {
   placements.clear();
   order.assign(tensor_rank, {});
   for (int64_t d = 0; d < mesh.ndim(); ++d) {

@@ -53,9 +53,9 @@ DeviceMesh RandomMesh(int64_t size, std::mt19937& rng);
 // A random layout of a tensor of rank `tensor_rank` over `mesh`: Shard of a
 // random dim, Replicate, or (when `allow_partial`) Partial(sum) per mesh dim,
 // and a random nesting order.
-void RandomLayout(const DeviceMesh& mesh, int64_t tensor_rank,
-                  bool allow_partial, std::mt19937& rng,
-                  std::vector<Placement>& placements, ShardOrder& order);
+void RandomSharding(const DeviceMesh& mesh, int64_t tensor_rank,
+                    bool allow_partial, std::mt19937& rng,
+                    std::vector<Placement>& placements, ShardOrder& order);
 
 }  // namespace testing
 }  // namespace dtensor

@@ -383,7 +383,7 @@ TEST(GradientBucketsTest, BackwardStartsBucketsAsGradientsBecomeReady) {
         parallel::GradientBuckets buckets(model.params, 24);
         std::vector<int64_t> started_at_call;
         nn::GradientOptions options;
-        options.keep_propagated_layouts = true;
+        options.keep_propagated_shardings = true;
         options.on_gradient_ready = [&](size_t index, const DTensor& grad) {
           DT_RETURN_IF_ERROR(buckets.Add(index, grad));
           started_at_call.push_back(buckets.num_collectives());
@@ -425,7 +425,7 @@ TEST(GradientBucketsTest, HandOverCallbacksAndRelease) {
           std::vector<size_t> handed, after;
           std::vector<DTensor> kept;
           nn::GradientOptions options;
-          options.keep_propagated_layouts = true;
+          options.keep_propagated_shardings = true;
           options.on_gradient_ready = [&](size_t index, const DTensor& grad) {
             handed.push_back(index);
             kept.push_back(grad);

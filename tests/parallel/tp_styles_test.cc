@@ -49,7 +49,7 @@ const StepResult& OneRank() {
 // Records the tp placement of what a module's hooks hand on: its output
 // after its own hooks (an output hook added after ParallelizeModule's), or
 // the input its Forward gets (an input hook added after).
-class LayoutLog {
+class ShardingLog {
  public:
   AfterParallelize Observe(std::string fqn, bool input) {
     return [this, fqn, input](nn::Module& model) -> absl::Status {
@@ -81,7 +81,7 @@ class LayoutLog {
 TEST(TpStylesTest, SequenceParallelMatchesOneRank) {
   for (int64_t tp : {2, 4}) {
     SCOPED_TRACE(tp);
-    LayoutLog log;
+    ShardingLog log;
     auto step = LlamaStep(Mesh({tp}, {"tp"}), SequenceParallelPlan(false),
                           log.Observe("layers.1.ffn_norm", /*input=*/true));
     ASSERT_TRUE(step.ok()) << step.status();
@@ -94,7 +94,7 @@ TEST(TpStylesTest, SequenceParallelMatchesOneRank) {
 TEST(TpStylesTest, LossParallelMatchesOneRankWithVocabShardedLogits) {
   for (int64_t tp : {2, 4}) {
     SCOPED_TRACE(tp);
-    LayoutLog log;
+    ShardingLog log;
     auto step = LlamaStep(Mesh({tp}, {"tp"}), SequenceParallelPlan(true),
                           log.Observe("output", /*input=*/false));
     ASSERT_TRUE(step.ok()) << step.status();
@@ -113,7 +113,7 @@ TEST(TpStylesTest, PrepareInputAndOutputRedistributeToTheGivenLayouts) {
                             "output_layouts": "S(1)"}}})plan");
   for (int64_t tp : {2, 4}) {
     SCOPED_TRACE(tp);
-    LayoutLog inputs, outputs;
+    ShardingLog inputs, outputs;
     auto step = LlamaStep(
         Mesh({tp}, {"tp"}), plan, [&](nn::Module& model) -> absl::Status {
           DT_RETURN_IF_ERROR(inputs.Observe("layers.0.attention", true)(model));
