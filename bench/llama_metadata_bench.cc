@@ -38,7 +38,7 @@ void BM_MetadataLlamaForward(benchmark::State& state) {
   const DeviceMesh mesh = *DeviceMesh::Create({64, 8}, {"dp", "tp"});
   nn::InitOptions options;
   options.dtype = DType::kBF16;
-  options.layout = TensorParallelSharding;
+  options.sharding = TensorParallelSharding;
   auto model = nn::BuildLlama(config, runtime, mesh, options);
   if (!model.ok()) {
     state.SkipWithError(model.status().ToString().c_str());

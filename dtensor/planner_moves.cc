@@ -37,22 +37,22 @@ PlannerMoves::PlannerMoves(PackedSharding to,
       permute_classes_(mesh_shape, global_shape) {}
 
 PackedSharding PlannerMoves::EffectiveWithUnitMeshDims(
-    PackedSharding layout) const {
-  PackedSharding effective = layout;
+    PackedSharding packed) const {
+  PackedSharding effective = packed;
   for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
     if (shapes_.mesh_shape[m] == 1) {
       effective = effective.WithCode(m, PackedSharding::kReplicateCode);
-    } else if (layout.is_shard(m)) {
+    } else if (packed.is_shard(m)) {
       int64_t depth = 0;
       for (int64_t other = 0; other < shapes_.mesh_ndim; ++other) {
-        if (shapes_.mesh_shape[other] > 1 && layout.is_shard(other) &&
-            layout.shard_dim(other) == layout.shard_dim(m) &&
-            layout.position(other) < layout.position(m)) {
+        if (shapes_.mesh_shape[other] > 1 && packed.is_shard(other) &&
+            packed.shard_dim(other) == packed.shard_dim(m) &&
+            packed.position(other) < packed.position(m)) {
           ++depth;
         }
       }
       effective = effective.WithCode(
-          m, PackedSharding::ShardCode(layout.shard_dim(m), depth));
+          m, PackedSharding::ShardCode(packed.shard_dim(m), depth));
     }
   }
   return effective;
@@ -185,7 +185,7 @@ void PlannerMoves::PermuteMoves(PackedSharding state, double cost,
     }
     members.expanded.emplace_back(cost, local_bytes_);
   }
-  for (PackedSharding member : members.layouts) {
+  for (PackedSharding member : members.states) {
     if (member == state ||
         (members.uneven && !permute_classes_.HoldsSameBlocks(orders, member))) {
       continue;
@@ -198,12 +198,12 @@ void PlannerMoves::PermuteMoves(PackedSharding state, double cost,
 void PlannerMoves::ForEachNeighbor(PackedSharding state, double cost,
                                    Visitor visit) {
   partial_ops_ = {ReduceOp::kSum};
-  for (PackedSharding layout : {state, to_}) {
+  for (PackedSharding packed : {state, to_}) {
     for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
-      if (layout.is_partial(m) &&
+      if (packed.is_partial(m) &&
           std::find(partial_ops_.begin(), partial_ops_.end(),
-                    layout.reduce_op(m)) == partial_ops_.end()) {
-        partial_ops_.push_back(layout.reduce_op(m));
+                    packed.reduce_op(m)) == partial_ops_.end()) {
+        partial_ops_.push_back(packed.reduce_op(m));
       }
     }
   }

@@ -46,8 +46,8 @@ class PlannerMoves {
   // chunk is everything) and each shard's position counting only mesh dims of
   // size > 1. Two layouts agree on a mesh dim of size > 1 here exactly when
   // it plays the same role in both.
-  PackedSharding Effective(PackedSharding layout) const {
-    return has_unit_mesh_dims_ ? EffectiveWithUnitMeshDims(layout) : layout;
+  PackedSharding Effective(PackedSharding packed) const {
+    return has_unit_mesh_dims_ ? EffectiveWithUnitMeshDims(packed) : packed;
   }
 
  private:
@@ -62,7 +62,7 @@ class PlannerMoves {
   void PermuteMoves(PackedSharding state, double cost,
                     const ShardOrders& orders, Visitor visit);
   // Effective, on a mesh with some mesh dim of size 1.
-  PackedSharding EffectiveWithUnitMeshDims(PackedSharding layout) const;
+  PackedSharding EffectiveWithUnitMeshDims(PackedSharding packed) const;
   // A `kind` step over `mesh_dims` from the state being expanded: local when
   // the group has one rank (it moves nothing). The moves compute it once for
   // all the layouts the same collective can reach.

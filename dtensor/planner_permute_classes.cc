@@ -61,16 +61,16 @@ bool PermuteClasses::HoldsSameBlocks(const ShardOrders& from_orders,
 }
 
 void PermuteClasses::AddOrders(std::vector<MeshDimList>& by_dim, int64_t d,
-                               PackedSharding layout,
+                               PackedSharding packed,
                                std::vector<PackedSharding>* members) {
   if (d == static_cast<int64_t>(by_dim.size())) {
-    members->push_back(layout);
+    members->push_back(packed);
     return;
   }
   // Ascending, so the loop visits every order and leaves it ascending.
   MeshDimList& dims = by_dim[d];
   do {
-    AddOrders(by_dim, d + 1, layout.WithShardsAppended(dims, d, 0), members);
+    AddOrders(by_dim, d + 1, packed.WithShardsAppended(dims, d, 0), members);
   } while (std::next_permutation(dims.begin(), dims.end()));
 }
 
@@ -125,7 +125,7 @@ PermuteClass& PermuteClasses::Of(PackedSharding state,
   auto [it, inserted] = classes_.try_emplace(key);
   PermuteClass& members = it->second;
   if (!inserted) return members;
-  members.layouts.reserve(16);
+  members.states.reserve(16);
   absl::InlinedVector<int64_t, 8> parts_left(key.begin() + 1, key.end());
   for (int64_t d = 0; d < shapes_.tensor_rank; ++d) {
     if (shapes_.global_shape[d] % parts_left[d] != 0) members.uneven = true;
@@ -139,7 +139,7 @@ PermuteClass& PermuteClasses::Of(PackedSharding state,
   }
   MeshDimList assignment(free_dims.size());
   AddAssignments(free_dims, free_dims.size(), absl::MakeSpan(assignment),
-                 absl::MakeSpan(parts_left), partials, &members.layouts);
+                 absl::MakeSpan(parts_left), partials, &members.states);
   return members;
 }
 

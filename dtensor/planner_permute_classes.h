@@ -24,7 +24,7 @@ inline int64_t GroupSize(absl::Span<const int64_t> mesh_dims,
 // The layouts a permute can reach from one another: same Partial mesh dims,
 // every tensor dim split into as many blocks.
 struct PermuteClass {
-  std::vector<PackedSharding> layouts;
+  std::vector<PackedSharding> states;
   // Whether some tensor dim's blocks are uneven (so a permute must check that
   // the blocks coincide).
   bool uneven = false;
@@ -61,7 +61,7 @@ class PermuteClasses {
   // Appends `layout` with the mesh dims `by_dim[e]` sharding tensor dim e,
   // for e >= d, in every nesting order.
   static void AddOrders(std::vector<MeshDimList>& by_dim, int64_t d,
-                        PackedSharding layout,
+                        PackedSharding packed,
                         std::vector<PackedSharding>* members);
 
   const PlanShapes shapes_;

@@ -48,14 +48,14 @@ class StepRunner {
   int64_t GroupSize(absl::Span<const int64_t> mesh_dims) const;
   // This rank's position in its group along `mesh_dims`.
   int64_t MemberIndex(absl::Span<const int64_t> mesh_dims) const;
-  absl::StatusOr<ShardBlock> BlockAt(const Sharding& layout,
+  absl::StatusOr<ShardBlock> BlockAt(const Sharding& sharding,
                                      absl::Span<const int64_t> coord) const {
-    return ShardBlockAt(layout, mesh_shape_, global_shape_, coord);
+    return ShardBlockAt(sharding, mesh_shape_, global_shape_, coord);
   }
   // Sizes along tensor dim `d` of the blocks the members of the group along
-  // `mesh_dims` hold under `layout`.
+  // `mesh_dims` hold under `sharding`.
   absl::StatusOr<std::vector<int64_t>> MemberSizes(
-      const Sharding& layout, absl::Span<const int64_t> mesh_dims,
+      const Sharding& sharding, absl::Span<const int64_t> mesh_dims,
       int64_t d) const;
   absl::StatusOr<std::shared_ptr<Communicator>> Group(
       absl::Span<const int64_t> mesh_dims) {
@@ -93,14 +93,14 @@ int64_t StepRunner::MemberIndex(absl::Span<const int64_t> mesh_dims) const {
 }
 
 absl::StatusOr<std::vector<int64_t>> StepRunner::MemberSizes(
-    const Sharding& layout, absl::Span<const int64_t> mesh_dims,
+    const Sharding& sharding, absl::Span<const int64_t> mesh_dims,
     int64_t d) const {
   std::vector<int64_t> sizes;
   const int64_t n = GroupSize(mesh_dims);
   sizes.reserve(n);
   for (int64_t member = 0; member < n; ++member) {
     DT_ASSIGN_OR_RETURN(ShardBlock block,
-                        BlockAt(layout, MemberCoord(mesh_dims, member)));
+                        BlockAt(sharding, MemberCoord(mesh_dims, member)));
     sizes.push_back(block.shape[d]);
   }
   return sizes;

@@ -98,10 +98,10 @@ class PlanSearch {
   void Relax(int node, PackedSharding next, PlannerMoves::Step step,
              absl::Span<const int64_t> mesh_dims,
              absl::Span<const int64_t> tensor_dims);
-  // The bytes of the block of final values a rank holds in `layout`: its
+  // The bytes of the block of final values a rank holds in `packed`: its
   // local bytes, or 0 while a mesh dim of size > 1 is Partial (a rank holds
   // terms, not values). Requires even_.
-  double ValueBytes(PackedSharding layout) const;
+  double ValueBytes(PackedSharding packed) const;
   // A lower bound on the cost from `state` to the target (A*): the launch and
   // hop of the cheapest possible collective for each of "a Partial must be
   // reduced" and "a shard must move", plus, when blocks are even, the time to
@@ -145,11 +145,11 @@ PlanSearch::PlanSearch(const Sharding& to, absl::Span<const int64_t> mesh_shape,
       target_value_bytes_(even_ ? ValueBytes(to_) : 0),
       max_bandwidth_gbps_(MaxBandwidthGbps(cost_model)) {}
 
-double PlanSearch::ValueBytes(PackedSharding layout) const {
+double PlanSearch::ValueBytes(PackedSharding packed) const {
   int64_t blocks = 1;
   for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
-    if (layout.is_partial(m) && shapes_.mesh_shape[m] > 1) return 0;
-    if (layout.is_shard(m)) blocks *= shapes_.mesh_shape[m];
+    if (packed.is_partial(m) && shapes_.mesh_shape[m] > 1) return 0;
+    if (packed.is_shard(m)) blocks *= shapes_.mesh_shape[m];
   }
   return total_bytes_ / static_cast<double>(blocks);
 }
@@ -302,17 +302,17 @@ absl::Status CheckRedistribution(const Sharding& from, const Sharding& to,
                                  absl::Span<const int64_t> global_shape) {
   const int64_t mesh_ndim = static_cast<int64_t>(mesh_shape.size());
   const int64_t tensor_rank = static_cast<int64_t>(global_shape.size());
-  for (const Sharding* layout : {&from, &to}) {
-    if (layout->mesh_ndim() != mesh_ndim) {
+  for (const Sharding* sharding : {&from, &to}) {
+    if (sharding->mesh_ndim() != mesh_ndim) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "layout ", layout->ToString(), " has ", layout->mesh_ndim(),
+          "layout ", sharding->ToString(), " has ", sharding->mesh_ndim(),
           " placements for a mesh of ", mesh_ndim, " dims [",
           absl::StrJoin(mesh_shape, ", "), "]"));
     }
-    if (layout->tensor_rank() != tensor_rank) {
+    if (sharding->tensor_rank() != tensor_rank) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "layout ", layout->ToString(), " is for a tensor of rank ",
-          layout->tensor_rank(), ", not of shape [",
+          "layout ", sharding->ToString(), " is for a tensor of rank ",
+          sharding->tensor_rank(), ", not of shape [",
           absl::StrJoin(global_shape, ", "), "]"));
     }
   }

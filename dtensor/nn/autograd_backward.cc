@@ -439,9 +439,9 @@ absl::Status GradientTape::BackwardPass::HandOver(size_t s, DTensor& grad) {
 
 absl::StatusOr<DTensor> GradientTape::BackwardPass::InSourceSharding(
     size_t s, const DTensor& grad) const {
-  const Sharding layout = sources_[s].sharding().WithoutPartials();
-  if (grad.sharding() == layout) return grad;
-  return grad.Redistribute(layout);
+  const Sharding sharding = sources_[s].sharding().WithoutPartials();
+  if (grad.sharding() == sharding) return grad;
+  return grad.Redistribute(sharding);
 }
 
 absl::StatusOr<std::vector<DTensor>>

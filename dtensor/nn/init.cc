@@ -14,7 +14,7 @@ namespace {
 absl::StatusOr<Sharding> ShardingOf(const InitOptions& options,
                                     const DeviceMesh& mesh,
                                     absl::string_view fqn, const Shape& shape) {
-  if (options.layout) return options.layout(fqn, shape);
+  if (options.sharding) return options.sharding(fqn, shape);
   return Sharding::FromPlacements(
       std::vector<Placement>(mesh.ndim(), Placement::Replicate()),
       static_cast<int64_t>(shape.size()));

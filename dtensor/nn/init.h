@@ -28,7 +28,7 @@ struct InitOptions {
   // initializers).
   DType dtype = DType::kF32;
   // Shard and Replicate placements only; unset: Replicate on every mesh dim.
-  SlotShardingFn layout;
+  SlotShardingFn sharding;
 };
 
 // Gives every parameter and buffer of the tree `root` its initial value: a

@@ -79,14 +79,14 @@ absl::StatusOr<DTensor> ReplicatedConstant(const DTensor& like,
 
 absl::StatusOr<DTensor> ArangeAlong(const DTensor& like, int64_t dim,
                                     DType dtype) {
-  const Sharding& layout = like.sharding();
-  std::vector<Placement> placements(layout.mesh_ndim());
-  for (int64_t m = 0; m < layout.mesh_ndim(); ++m) {
-    if (layout.placement(m) == Placement::Shard(dim)) {
+  const Sharding& sharding = like.sharding();
+  std::vector<Placement> placements(sharding.mesh_ndim());
+  for (int64_t m = 0; m < sharding.mesh_ndim(); ++m) {
+    if (sharding.placement(m) == Placement::Shard(dim)) {
       placements[m] = Placement::Shard(0);
     }
   }
-  const MeshDimList nesting = layout.MeshDimsSharding(dim);
+  const MeshDimList nesting = sharding.MeshDimsSharding(dim);
   const ShardOrder order = {
       std::vector<int64_t>(nesting.begin(), nesting.end())};
   DT_ASSIGN_OR_RETURN(DTensorSpec spec,

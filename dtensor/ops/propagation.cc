@@ -405,14 +405,14 @@ class StrategyScorer {
 absl::Status NoReachableStrategy(const OpDef& op,
                                  absl::Span<const DTensorSpec* const> inputs,
                                  size_t num_strategies) {
-  std::vector<std::string> layouts;
+  std::vector<std::string> shardings;
   for (const DTensorSpec* in : inputs) {
-    layouts.push_back(in == nullptr ? "-" : in->sharding().ToString());
+    shardings.push_back(in == nullptr ? "-" : in->sharding().ToString());
   }
   return absl::InvalidArgumentError(
       absl::StrCat(op.name, ": none of its ", num_strategies,
                    " strategies can be reached from input layouts [",
-                   absl::StrJoin(layouts, "] ["), "]"));
+                   absl::StrJoin(shardings, "] ["), "]"));
 }
 
 }  // namespace

@@ -47,9 +47,9 @@ absl::StatusOr<DTensor> ZerosAlong(const DTensor& like, int64_t dim,
   Shape shape = like.shape();
   shape[dim] = size;
   const MeshDimList sharding_dim = like.sharding().MeshDimsSharding(dim);
-  const Sharding layout = like.sharding().WithReplicated(
+  const Sharding sharding = like.sharding().WithReplicated(
       std::vector<int64_t>(sharding_dim.begin(), sharding_dim.end()));
-  return FullWithSharding(like, shape, layout, 0, like.dtype());
+  return FullWithSharding(like, shape, sharding, 0, like.dtype());
 }
 
 // The gradient of x, of `size` along `dim`, from the gradient `part` of its

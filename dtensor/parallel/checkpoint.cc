@@ -159,7 +159,7 @@ absl::Status WriteRankFiles(
     stored.dtype = spec.dtype();
     stored.shape = spec.shape();
     stored.mesh_shape = spec.mesh().shape();
-    stored.layout = spec.sharding().ToString();
+    stored.sharding = spec.sharding().ToString();
     DT_ASSIGN_OR_RETURN(std::vector<int64_t> holders,
                         spec.ReplicaGroupOf(rank));
     DT_ASSIGN_OR_RETURN(ShardBlock box, tensor.LocalBlock());

@@ -44,7 +44,7 @@ nlohmann::ordered_json TensorJson(const StoredTensor& tensor) {
   return {{"dtype", std::string(DTypeName(tensor.dtype))},
           {"shape", tensor.shape},
           {"mesh_shape", tensor.mesh_shape},
-          {"layout", tensor.layout},
+          {"layout", tensor.sharding},
           {"blocks", std::move(blocks)}};
 }
 
@@ -234,7 +234,7 @@ absl::StatusOr<StoredTensor> ParseTensor(const JsonValue& json,
   DT_ASSIGN_OR_RETURN(
       tensor.mesh_shape,
       IntegerArrayField(json, "mesh_shape", kMaxExactInteger, where));
-  DT_ASSIGN_OR_RETURN(tensor.layout, StringField(json, "layout", where));
+  DT_ASSIGN_OR_RETURN(tensor.sharding, StringField(json, "layout", where));
   DT_ASSIGN_OR_RETURN(const JsonValue* blocks,
                       Field(json, "blocks", JsonValue::Kind::kArray, where));
   for (size_t i = 0; i < blocks->items().size(); ++i) {
@@ -322,12 +322,13 @@ absl::Status MergeMetadata(const CheckpointMetadata& piece,
     if (inserted) continue;
     StoredTensor& held = it->second;
     if (held.dtype != tensor.dtype || held.shape != tensor.shape ||
-        held.mesh_shape != tensor.mesh_shape || held.layout != tensor.layout) {
+        held.mesh_shape != tensor.mesh_shape ||
+        held.sharding != tensor.sharding) {
       return absl::InvalidArgumentError(absl::StrCat(
           "checkpoint: ranks disagree on tensor \"", key,
           "\": ", std::string(DTypeName(held.dtype)), ShapeToString(held.shape),
-          " ", held.layout, " vs ", std::string(DTypeName(tensor.dtype)),
-          ShapeToString(tensor.shape), " ", tensor.layout));
+          " ", held.sharding, " vs ", std::string(DTypeName(tensor.dtype)),
+          ShapeToString(tensor.shape), " ", tensor.sharding));
     }
     held.blocks.insert(held.blocks.end(), tensor.blocks.begin(),
                        tensor.blocks.end());

@@ -35,7 +35,7 @@ struct StoredTensor {
   DType dtype = DType::kF32;
   Shape shape;
   std::vector<int64_t> mesh_shape;
-  std::string layout;
+  std::string sharding;
   std::vector<StoredBlock> blocks;
 };
 

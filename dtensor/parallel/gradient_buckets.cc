@@ -137,10 +137,10 @@ GradientBuckets::Bucket& GradientBuckets::OpenBucket(const Reduction& reduction,
 }
 
 absl::Status GradientBuckets::KeepUnbucketed(size_t index, DTensor grad) {
-  const Sharding& layout = params_[index].sharding();
-  if (grad.sharding() != layout) {
+  const Sharding& sharding = params_[index].sharding();
+  if (grad.sharding() != sharding) {
     nn::NoGrad not_recorded;
-    DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(layout));
+    DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(sharding));
   }
   unbucketed_[index] = std::move(grad);
   return absl::OkStatus();

@@ -17,10 +17,10 @@ namespace {
 
 // Dim 0 of the batch on the plan's dp dim when the mesh has it.
 std::vector<Placement> BatchSharding(const DeviceMesh& mesh, const Plan& plan) {
-  std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
+  std::vector<Placement> placements(mesh.ndim(), Placement::Replicate());
   absl::StatusOr<int64_t> dp = mesh.DimIndex(plan.dp_dim);
-  if (dp.ok()) layout[*dp] = Placement::Shard(0);
-  return layout;
+  if (dp.ok()) placements[*dp] = Placement::Shard(0);
+  return placements;
 }
 
 // Moves the local block of every parameter and buffer of `model` to `device`.

@@ -209,11 +209,11 @@ absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
       if (placement) placements[*tp] = *placement;
       if (dp) placements[*dp] = Placement::Replicate();
       DT_ASSIGN_OR_RETURN(
-          Sharding layout,
+          Sharding sharding,
           ParameterSharding(std::move(placements),
                             static_cast<int64_t>(slot.shape.size()),
                             fsdp ? dp : std::nullopt));
-      DT_ASSIGN_OR_RETURN(DTensor moved, slot.value.Redistribute(layout));
+      DT_ASSIGN_OR_RETURN(DTensor moved, slot.value.Redistribute(sharding));
       slot.value = std::move(moved);
     }
   }

@@ -45,12 +45,12 @@ absl::StatusOr<DTensor> Wrap(const std::shared_ptr<Runtime>& runtime,
                             options);
 }
 
-// A gradient `grad` of a tensor on one mesh, brought to `layout` there, then
+// A gradient `grad` of a tensor on one mesh, brought to `sharding` there, then
 // wrapped as the gradient of the tensor `to` (on the other mesh).
-absl::StatusOr<DTensor> MoveGradient(DTensor grad, const Sharding& layout,
+absl::StatusOr<DTensor> MoveGradient(DTensor grad, const Sharding& sharding,
                                      const DTensor& to) {
-  if (grad.sharding() != layout) {
-    DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(layout));
+  if (grad.sharding() != sharding) {
+    DT_ASSIGN_OR_RETURN(grad, grad.Redistribute(sharding));
   }
   return Wrap(grad.runtime(), grad.ToLocal(), to.mesh(),
               to.sharding().WithoutPartials(), to.shape(), to.dtype());

@@ -94,20 +94,20 @@ absl::Status CheckShardings(const GradCase& c, const Tensor& c_full,
                             std::mt19937& rng, double tol) {
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, DeviceMesh::Create(mesh_shape));
   const int64_t mesh_ndim = static_cast<int64_t>(mesh_shape.size());
-  std::vector<TestSharding> layouts;
+  std::vector<TestSharding> shardings;
   std::vector<std::string> texts;
   for (const Tensor& t : c.inputs) {
     if (!t.defined()) {
-      layouts.emplace_back();
+      shardings.emplace_back();
       texts.push_back("-");
       continue;
     }
-    layouts.push_back(testing_util::RandomSharding(
+    shardings.push_back(testing_util::RandomSharding(
         mesh_ndim, t.dim(),
         IsFloatingPoint(t.dtype()) ? testing_util::PartialOpsFor(t.dtype())
                                    : std::vector<ReduceOp>{},
         rng));
-    texts.push_back(layouts.back().ToString());
+    texts.push_back(shardings.back().ToString());
   }
   const TestSharding c_sharding = testing_util::RandomSharding(
       mesh_ndim, c_full.dim(), testing_util::PartialOpsFor(DType::kF64), rng);
@@ -121,7 +121,7 @@ absl::Status CheckShardings(const GradCase& c, const Tensor& c_full,
     for (size_t i = 0; i < c.inputs.size(); ++i) {
       if (!c.inputs[i].defined()) continue;
       DT_ASSIGN_OR_RETURN(inputs[i], DistributeWithTerms(runtime, c.inputs[i],
-                                                         mesh, layouts[i]));
+                                                         mesh, shardings[i]));
     }
     nn::GradientTape tape;
     DTensor out;

@@ -40,23 +40,23 @@ std::string TestSharding::ToString() const {
 TestSharding RandomSharding(int64_t mesh_ndim, int64_t tensor_rank,
                             const std::vector<ReduceOp>& partial_ops,
                             std::mt19937& rng) {
-  TestSharding layout;
-  layout.order.assign(tensor_rank, {});
+  TestSharding sharding;
+  sharding.order.assign(tensor_rank, {});
   for (int64_t m = 0; m < mesh_ndim; ++m) {
     const int kind = rng() % 5;  // 0-1: R, 2-3: S, 4: P
     if (kind >= 2 && kind <= 3 && tensor_rank > 0) {
       const int64_t d = rng() % tensor_rank;
-      layout.placements.push_back(Placement::Shard(d));
-      layout.order[d].push_back(m);
+      sharding.placements.push_back(Placement::Shard(d));
+      sharding.order[d].push_back(m);
     } else if (kind == 4 && !partial_ops.empty()) {
-      layout.placements.push_back(
+      sharding.placements.push_back(
           Placement::Partial(partial_ops[rng() % partial_ops.size()]));
     } else {
-      layout.placements.push_back(Placement::Replicate());
+      sharding.placements.push_back(Placement::Replicate());
     }
   }
-  for (auto& dims : layout.order) std::shuffle(dims.begin(), dims.end(), rng);
-  return layout;
+  for (auto& dims : sharding.order) std::shuffle(dims.begin(), dims.end(), rng);
+  return sharding;
 }
 
 std::vector<ReduceOp> PartialOpsFor(DType dtype) {
@@ -103,12 +103,12 @@ namespace {
 absl::StatusOr<DTensor> DistributeWithTermsOn(std::shared_ptr<Runtime> runtime,
                                               const Tensor& full,
                                               const DeviceMesh& mesh,
-                                              const TestSharding& layout) {
+                                              const TestSharding& sharding) {
   DT_ASSIGN_OR_RETURN(
-      DTensor x, DTensor::Distribute(runtime, full, mesh, layout.placements,
-                                     layout.order));
+      DTensor x, DTensor::Distribute(runtime, full, mesh, sharding.placements,
+                                     sharding.order));
   bool partial = false;
-  for (const Placement& p : layout.placements) partial |= p.is_partial();
+  for (const Placement& p : sharding.placements) partial |= p.is_partial();
   if (!partial) return x;
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
                       mesh.CoordinateOf(runtime->rank()));
@@ -120,7 +120,7 @@ absl::StatusOr<DTensor> DistributeWithTermsOn(std::shared_ptr<Runtime> runtime,
   term = term.Clone();
   double* data = term.data<double>();
   for (int64_t m = 0; m < mesh.ndim(); ++m) {
-    const Placement& p = layout.placements[m];
+    const Placement& p = sharding.placements[m];
     if (!p.is_partial()) continue;
     const int64_t n = mesh_shape[m];
     const int64_t c = coord[m];
@@ -149,8 +149,8 @@ absl::StatusOr<DTensor> DistributeWithTermsOn(std::shared_ptr<Runtime> runtime,
   DT_ASSIGN_OR_RETURN(local, local.To(device));
   FromLocalOptions options;
   options.global_shape = full.shape();
-  options.order = layout.order;
-  return DTensor::FromLocal(runtime, local, mesh, layout.placements, options);
+  options.order = sharding.order;
+  return DTensor::FromLocal(runtime, local, mesh, sharding.placements, options);
 }
 
 // CheckDevice's value, from the environment.
@@ -188,18 +188,18 @@ absl::StatusOr<Device> CheckDevice() {
 absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
                                             const Tensor& full,
                                             const DeviceMesh& mesh,
-                                            const TestSharding& layout) {
+                                            const TestSharding& sharding) {
   DT_ASSIGN_OR_RETURN(const Device device, CheckDevice());
   DT_ASSIGN_OR_RETURN(const Tensor on_device, full.To(device));
-  return DistributeWithTermsOn(runtime, on_device, mesh, layout);
+  return DistributeWithTermsOn(runtime, on_device, mesh, sharding);
 }
 
 absl::StatusOr<DTensor> MetaTensor(std::shared_ptr<Runtime> runtime,
                                    const DeviceMesh& mesh, const Shape& shape,
-                                   absl::string_view layout, DType dtype) {
-  DT_ASSIGN_OR_RETURN(
-      Sharding sharding,
-      Sharding::Parse(std::string(layout), static_cast<int64_t>(shape.size())));
+                                   absl::string_view sharding, DType dtype) {
+  DT_ASSIGN_OR_RETURN(Sharding sharding,
+                      Sharding::Parse(std::string(sharding),
+                                      static_cast<int64_t>(shape.size())));
   DT_ASSIGN_OR_RETURN(DTensorSpec spec,
                       DTensorSpec::Create(mesh, sharding, shape, dtype));
   return DTensor::FromSpec(std::move(runtime), std::move(spec));
@@ -214,7 +214,7 @@ std::string Describe(const OpCase& c) {
         c.inputs[i].defined()
             ? absl::StrCat(ShapeToString(c.inputs[i].shape()), " ",
                            std::string(DTypeName(c.inputs[i].dtype())), " ",
-                           c.layouts[i].ToString())
+                           c.shardings[i].ToString())
             : "absent");
   }
   return absl::StrCat(c.description, " inputs {", absl::StrJoin(inputs, "; "),
@@ -252,8 +252,9 @@ absl::Status CheckCases(const std::vector<int64_t>& mesh_shape,
       std::vector<DTensor> inputs(c.inputs.size());
       for (size_t i = 0; i < c.inputs.size(); ++i) {
         if (!c.inputs[i].defined()) continue;
-        DT_ASSIGN_OR_RETURN(inputs[i], DistributeWithTerms(runtime, c.inputs[i],
-                                                           mesh, c.layouts[i]));
+        DT_ASSIGN_OR_RETURN(
+            inputs[i],
+            DistributeWithTerms(runtime, c.inputs[i], mesh, c.shardings[i]));
       }
       absl::StatusOr<std::vector<DTensor>> outputs = call(inputs);
       if (!outputs.ok()) return fail(outputs.status().ToString());

@@ -61,7 +61,7 @@ Shape RandomShape(int64_t rank, int64_t max_size, std::mt19937& rng);
 // Errors: another name; a CUDA device that is absent.
 absl::StatusOr<Device> CheckDevice();
 
-// This rank's DTensor of `full` laid out by `layout`, on CheckDevice(), with
+// This rank's DTensor of `full` laid out by `sharding`, on CheckDevice(), with
 // non-trivial Partial terms: over every Partial(sum | avg) mesh dim each rank
 // adds noise that cancels across the mesh dim; over a Partial(max | min) mesh
 // dim the ranks but the first hold values below (above) the value. Reducing the
@@ -69,13 +69,13 @@ absl::StatusOr<Device> CheckDevice();
 absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
                                             const Tensor& full,
                                             const DeviceMesh& mesh,
-                                            const TestSharding& layout);
+                                            const TestSharding& sharding);
 
 // One call of an op to check: full inputs (undefined for an absent optional
 // input) and their layouts.
 struct OpCase {
   std::vector<Tensor> inputs;
-  std::vector<TestSharding> layouts;
+  std::vector<TestSharding> shardings;
   std::string description;
 };
 
@@ -96,11 +96,11 @@ absl::Status CheckCases(const std::vector<int64_t>& mesh_shape,
                         const DTensorCall& call, const ReferenceCall& reference,
                         double rtol, double atol);
 
-// A metadata-only DTensor of `shape` laid out by `layout` (Sharding::Parse
+// A metadata-only DTensor of `shape` laid out by `sharding` (Sharding::Parse
 // text, e.g. "S(0),R").
 absl::StatusOr<DTensor> MetaTensor(std::shared_ptr<Runtime> runtime,
                                    const DeviceMesh& mesh, const Shape& shape,
-                                   absl::string_view layout,
+                                   absl::string_view sharding,
                                    DType dtype = DType::kF32);
 
 }  // namespace testing_util

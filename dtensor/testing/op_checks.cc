@@ -49,7 +49,7 @@ absl::Status CheckOnRandomShardings(uint32_t seed, int rounds,
                           OpCase c;
                           c.description = call.description;
                           for (const Tensor& full : call.inputs) {
-                            c.layouts.push_back(RandomSharding(
+                            c.shardings.push_back(RandomSharding(
                                 mesh_ndim, full.defined() ? full.dim() : 0,
                                 full.defined() ? PartialOpsFor(full.dtype())
                                                : std::vector<ReduceOp>{},
@@ -80,22 +80,22 @@ absl::Status CheckRandomStrategies(uint32_t seed, int calls, int max_strategies,
 absl::Status CheckOpProperties(uint32_t seed, const OpCallMaker& typed,
                                double tol, const OpPropertyCounts& counts,
                                const OpCallMaker& registry) {
-  const absl::Status layouts = CheckOnRandomShardings(
+  const absl::Status shardings = CheckOnRandomShardings(
       seed, counts.sharding_rounds, counts.calls_per_mesh, typed, tol, tol);
   const absl::Status strategies = CheckRandomStrategies(
       seed + 1000, counts.strategy_calls, counts.max_strategies,
       registry ? registry : typed, tol, tol);
-  if (layouts.ok() && strategies.ok()) return absl::OkStatus();
+  if (shardings.ok() && strategies.ok()) return absl::OkStatus();
   std::vector<std::string> failures;
-  if (!layouts.ok()) {
+  if (!shardings.ok()) {
     failures.push_back(
-        absl::StrCat("CheckOnRandomShardings: ", layouts.message()));
+        absl::StrCat("CheckOnRandomShardings: ", shardings.message()));
   }
   if (!strategies.ok()) {
     failures.push_back(
         absl::StrCat("CheckRandomStrategies: ", strategies.message()));
   }
-  return absl::Status(layouts.ok() ? strategies.code() : layouts.code(),
+  return absl::Status(shardings.ok() ? strategies.code() : shardings.code(),
                       absl::StrJoin(failures, "; "));
 }
 
@@ -145,10 +145,10 @@ absl::StatusOr<std::vector<DTensor>> RunStrategy(
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     InputRedistribution in;
     if (c.inputs[i].defined()) {
-      const TestSharding layout{s.inputs[i].placements(),
-                                s.inputs[i].shard_order()};
+      const TestSharding sharding{s.inputs[i].placements(),
+                                  s.inputs[i].shard_order()};
       DT_ASSIGN_OR_RETURN(
-          DTensor x, DistributeWithTerms(runtime, c.inputs[i], mesh, layout));
+          DTensor x, DistributeWithTerms(runtime, c.inputs[i], mesh, sharding));
       locals[i] = x.ToLocal();
       in.from = std::make_shared<const DTensorSpec>(x.spec());
       in.to = in.from;
@@ -283,12 +283,12 @@ MetaOutcome RunOnMeta(
   }
   std::vector<DTensor> tensors;
   for (const MetaInput& in : inputs) {
-    if (in.layout == "-") {
+    if (in.sharding == "-") {
       tensors.emplace_back();
       continue;
     }
     absl::StatusOr<DTensor> t =
-        MetaTensor(runtime, *mesh, in.shape, in.layout, in.dtype);
+        MetaTensor(runtime, *mesh, in.shape, in.sharding, in.dtype);
     if (!t.ok()) {
       outcome.status = t.status();
       return outcome;
@@ -301,7 +301,7 @@ MetaOutcome RunOnMeta(
     out = call(tensors);
   }
   outcome.status = out.status();
-  if (out.ok()) outcome.layout = out->sharding().ToString();
+  if (out.ok()) outcome.sharding = out->sharding().ToString();
   return outcome;
 }
 

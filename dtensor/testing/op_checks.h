@@ -101,7 +101,7 @@ ReferenceCall OneReference(
 // and dtype.
 struct MetaInput {
   Shape shape;
-  std::string layout;
+  std::string sharding;
   DType dtype = DType::kF32;
 };
 
@@ -109,7 +109,7 @@ struct MetaInput {
 // output's layout (Sharding text) and the collectives counted.
 struct MetaOutcome {
   absl::Status status;
-  std::string layout;
+  std::string sharding;
   CommCounter comms;
 };
 

@@ -38,7 +38,7 @@ TEST(SiluMulTest, MatchesTheFullTensorReferenceOnRandomLayouts) {
       for (int i = 0; i < 2; ++i) {
         c.inputs.push_back(
             testing_util::RandomTensor(shape, DType::kF64, -3, 3, rng));
-        c.layouts.push_back(testing_util::RandomSharding(
+        c.shardings.push_back(testing_util::RandomSharding(
             static_cast<int64_t>(mesh.size()),
             static_cast<int64_t>(shape.size()),
             testing_util::PartialOpsFor(DType::kF64), rng));
@@ -82,15 +82,15 @@ TEST(SiluMulTest, ShardsFollowTheInputsAndUpsPartialPasses) {
   testing_util::MetaOutcome o =
       RunOnMeta({2, 2}, {{{8, 6}, "S(0),S(1)"}, {{8, 6}, "S(0),S(1)"}}, call);
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "S(0),S(1)");
+  EXPECT_EQ(o.sharding, "S(0),S(1)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = RunOnMeta({4}, {{{8, 6}, "R"}, {{8, 6}, "P(sum)"}}, call);
-  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.sharding, "P(sum)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // silu is not linear: a Partial gate is completed first.
   o = RunOnMeta({4}, {{{8, 6}, "P(sum)"}, {{8, 6}, "R"}}, call);
   EXPECT_GE(o.comms.total_collectives(), 1);
-  EXPECT_EQ(o.layout.find('P'), std::string::npos) << o.layout;
+  EXPECT_EQ(o.sharding.find('P'), std::string::npos) << o.sharding;
   o = RunOnMeta({4}, {{{8, 6}, "R"}, {{8, 5}, "R"}}, call);
   EXPECT_FALSE(o.status.ok());
   EXPECT_NE(o.status.message().find("silu_mul"), std::string::npos);
@@ -113,7 +113,7 @@ TEST(ShardingOverrideTest, AUserRuleReplacesABuiltinOpsRuleUntilRestored) {
   using testing_util::RunOnMeta;
   const auto relu = [](const In& in) { return ops::Relu(in[0]); };
   testing_util::MetaOutcome o = RunOnMeta({4}, {{{8, 6}, "S(0)"}}, relu);
-  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.sharding, "S(0)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   ASSERT_TRUE(
       OpRegistry::Global()
@@ -129,11 +129,11 @@ TEST(ShardingOverrideTest, AUserRuleReplacesABuiltinOpsRuleUntilRestored) {
           .ok());
   EXPECT_TRUE(HasShardingOverride(**OpRegistry::Global().Find("relu")));
   o = RunOnMeta({4}, {{{8, 6}, "S(0)"}}, relu);
-  EXPECT_EQ(o.layout, "R");
+  EXPECT_EQ(o.sharding, "R");
   EXPECT_EQ(o.comms.count(CommKind::kAllGather), 1);
   ASSERT_TRUE(OpRegistry::Global().RestoreShardingRule("relu").ok());
   o = RunOnMeta({4}, {{{8, 6}, "S(0)"}}, relu);
-  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.sharding, "S(0)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   EXPECT_EQ(
       OpRegistry::Global().OverrideShardingRule("conv9d", StrategyFn()).code(),

@@ -28,30 +28,30 @@ struct RandomSharding {
 
 RandomSharding DrawSharding(int64_t mesh_ndim, int64_t tensor_rank, ReduceOp op,
                             bool allow_partial, std::mt19937& rng) {
-  RandomSharding layout;
-  layout.order.assign(tensor_rank, {});
+  RandomSharding sharding;
+  sharding.order.assign(tensor_rank, {});
   for (int64_t m = 0; m < mesh_ndim; ++m) {
     const int kinds = allow_partial ? 3 : 2;
     const int kind = tensor_rank == 0 ? 0 : static_cast<int>(rng() % kinds);
     if (kind == 0 || (kind == 1 && tensor_rank == 0)) {
-      layout.placements.push_back(Placement::Replicate());
+      sharding.placements.push_back(Placement::Replicate());
     } else if (kind == 1) {
       const int64_t d = rng() % tensor_rank;
-      layout.placements.push_back(Placement::Shard(d));
-      layout.order[d].push_back(m);
+      sharding.placements.push_back(Placement::Shard(d));
+      sharding.order[d].push_back(m);
     } else {
-      layout.placements.push_back(Placement::Partial(op));
+      sharding.placements.push_back(Placement::Partial(op));
     }
   }
-  for (auto& dims : layout.order) std::shuffle(dims.begin(), dims.end(), rng);
+  for (auto& dims : sharding.order) std::shuffle(dims.begin(), dims.end(), rng);
   std::vector<std::string> items;
-  for (const Placement& p : layout.placements) items.push_back(p.ToString());
-  layout.text = absl::StrJoin(items, ",");
-  for (size_t d = 0; d < layout.order.size(); ++d) {
-    absl::StrAppend(&layout.text, " order", d, "=[",
-                    absl::StrJoin(layout.order[d], ","), "]");
+  for (const Placement& p : sharding.placements) items.push_back(p.ToString());
+  sharding.text = absl::StrJoin(items, ",");
+  for (size_t d = 0; d < sharding.order.size(); ++d) {
+    absl::StrAppend(&sharding.text, " order", d, "=[",
+                    absl::StrJoin(sharding.order[d], ","), "]");
   }
-  return layout;
+  return sharding;
 }
 
 // The value of element `flat` of the full tensor: small integers, exact in
@@ -72,13 +72,13 @@ std::pair<int64_t, int64_t> ChunkRange(int64_t extent, int64_t parts,
 }
 
 // The block (offset, size per tensor dim) of the rank at `coord`.
-void ReferenceBlock(const RandomSharding& layout, const Shape& mesh_shape,
+void ReferenceBlock(const RandomSharding& sharding, const Shape& mesh_shape,
                     const Shape& shape, const std::vector<int64_t>& coord,
                     Shape* offset, Shape* size) {
   offset->assign(shape.size(), 0);
   *size = shape;
   for (size_t d = 0; d < shape.size(); ++d) {
-    for (int64_t m : layout.order[d]) {
+    for (int64_t m : sharding.order[d]) {
       auto [begin, length] = ChunkRange((*size)[d], mesh_shape[m], coord[m]);
       (*offset)[d] += begin;
       (*size)[d] = length;
@@ -282,10 +282,10 @@ TEST_P(KnownPlanTest, RunsAsOneCollective) {
     }
     DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
                         mesh->CoordinateOf(groups.rank()));
-    RandomSharding layout;
-    layout.order = to->shard_order();
+    RandomSharding sharding;
+    sharding.order = to->shard_order();
     Shape offset, size;
-    ReferenceBlock(layout, c.mesh, c.shape, coord, &offset, &size);
+    ReferenceBlock(sharding, c.mesh, c.shape, coord, &offset, &size);
     DT_ASSIGN_OR_RETURN(Tensor block, full.Narrow(0, offset[0], size[0]));
     for (int64_t d = 1; d < rank; ++d) {
       DT_ASSIGN_OR_RETURN(block, block.Narrow(d, offset[d], size[d]));

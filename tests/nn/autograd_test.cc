@@ -369,9 +369,9 @@ CommCounter GradientCollectives(
     const std::vector<Placement>& weight_placements) {
   auto runtime = Runtime::MetadataOnly(0);
   const DeviceMesh mesh = *DeviceMesh::Create({4});
-  const auto meta = [&](const Shape& shape, std::vector<Placement> layout) {
+  const auto meta = [&](const Shape& shape, std::vector<Placement> sharding) {
     return *DTensor::FromSpec(
-        runtime, *DTensorSpec::Create(mesh, layout, shape, DType::kF32));
+        runtime, *DTensorSpec::Create(mesh, sharding, shape, DType::kF32));
   };
   const DTensor x = meta({8, 16}, {Placement::Shard(0)});
   const DTensor w = meta({4, 16}, weight_placements);
@@ -403,10 +403,10 @@ TEST(GradientTapeTest, PartialGradientOfAShardWeightIsReduceScattered) {
 
 // A metadata-only DTensor seen by rank 0 of `mesh`.
 DTensor Meta(const std::shared_ptr<Runtime>& runtime, const DeviceMesh& mesh,
-             const Shape& shape, std::vector<Placement> layout,
+             const Shape& shape, std::vector<Placement> sharding,
              DType dtype = DType::kF32) {
   return *DTensor::FromSpec(runtime,
-                            *DTensorSpec::Create(mesh, layout, shape, dtype));
+                            *DTensorSpec::Create(mesh, sharding, shape, dtype));
 }
 
 TEST(GradientTapeTest, TensorParallelMlpBackwardNeedsNoCollectiveForWeights) {
@@ -593,9 +593,9 @@ TEST(GradientAccumulationTest, AccumulatedGradientsAreTheSum) {
 int64_t AllReducesOfAccumulatedSteps(bool keep_propagated_shardings) {
   auto runtime = Runtime::MetadataOnly(0);
   const DeviceMesh mesh = *DeviceMesh::Create({4});
-  const auto meta = [&](const Shape& shape, std::vector<Placement> layout) {
+  const auto meta = [&](const Shape& shape, std::vector<Placement> sharding) {
     return *DTensor::FromSpec(
-        runtime, *DTensorSpec::Create(mesh, layout, shape, DType::kF32));
+        runtime, *DTensorSpec::Create(mesh, sharding, shape, DType::kF32));
   };
   const DTensor w = meta({4, 16}, {Placement::Replicate()});
   std::unique_ptr<nn::Sgd> sgd = *nn::Sgd::Create({w}, {});

@@ -95,15 +95,15 @@ TEST(InitTest, ValuesAreThePhiloxDrawsOfTheSeedAndName) {
 TEST(InitTest, ShardedMeshesGiveTheOneRankValues) {
   // 1-D and 2-D tensors on a 2x2 mesh: both dims sharded, the other order,
   // both mesh dims nested on one tensor dim (either order), replicated.
-  const std::vector<std::vector<std::string>> layouts = {
+  const std::vector<std::vector<std::string>> shardings = {
       {"R,R", "S(0),R", "S(0),S(1)"},
       {"R,R", "R,S(0)", "S(1),S(0)"},
       {"R,R", "S(0),S(0)", "S(0),S(0)"},
       {"R,R", "S(0)[1],S(0)[0]", "S(1)[1],S(1)[0]"},
   };
-  for (const auto& layout : layouts) {
+  for (const auto& sharding : shardings) {
     InitOptions options = Seeded(kSeed);
-    options.layout = ShardingByRank(layout);
+    options.sharding = ShardingByRank(sharding);
     const absl::Status status = RunOnMesh(
         {2, 2},
         [&](std::shared_ptr<Runtime> runtime,
@@ -114,14 +114,14 @@ TEST(InitTest, ShardedMeshesGiveTheOneRankValues) {
           for (const NamedSlot& named : model->NamedSlots()) {
             const DTensor& value = named.slot->value;
             EXPECT_EQ(value.sharding().ToString(),
-                      layout[named.slot->shape.size()])
+                      sharding[named.slot->shape.size()])
                 << named.name;
             EXPECT_LT(value.ToLocal().numel(), NumElements(named.slot->shape))
                 << named.name << " is not sharded";
             DT_ASSIGN_OR_RETURN(Tensor full, value.FullTensor());
             EXPECT_TRUE(
                 AllClose(full, Expected(*named.slot, named.name, kSeed), 0, 0))
-                << named.name << " laid out " << layout[full.dim()];
+                << named.name << " laid out " << sharding[full.dim()];
           }
           return absl::OkStatus();
         });
@@ -157,7 +157,7 @@ TEST(InitTest, UnevenAndEmptyShardsGiveTheWholeTensorsValues) {
         by_rank[rank] = absl::StrJoin(items, ",");
       }
       InitOptions options = Seeded(trial);
-      options.layout = ShardingByRank(by_rank);
+      options.sharding = ShardingByRank(by_rank);
       const absl::Status status = RunOnMesh(
           mesh_shape,
           [&](std::shared_ptr<Runtime> runtime,
@@ -234,7 +234,7 @@ TEST(InitTest, NormalAndUniformHaveTheirMoments) {
 TEST(InitTest, Bf16ValuesAreTheRoundedDraws) {
   InitOptions options = Seeded(kSeed);
   options.dtype = DType::kBF16;
-  options.layout = ShardingByRank({"R", "S(0)", "S(1)"});
+  options.sharding = ShardingByRank({"R", "S(0)", "S(1)"});
   const absl::Status status = RunOnMesh(
       {2},
       [&](std::shared_ptr<Runtime> runtime,
@@ -258,7 +258,7 @@ TEST(InitTest, MetadataOnlyGivesSpecsWithoutData) {
   auto runtime = Runtime::MetadataOnly(3);
   const DeviceMesh mesh = *DeviceMesh::Create({2, 2});
   InitOptions options;
-  options.layout = ShardingByRank({"R,R", "S(0),R", "R,S(1)"});
+  options.sharding = ShardingByRank({"R,R", "S(0),R", "R,S(1)"});
   std::unique_ptr<Transformer> model =
       *Transformer::Create(nn_testing::TinyConfig());
   ASSERT_TRUE(nn::Initialize(*model, runtime, mesh, options).ok());
@@ -289,13 +289,13 @@ TEST(InitTest, ErrorsNameTheSlotAndChangeNothing) {
     }
   };
   InitOptions partial;
-  partial.layout = [](absl::string_view fqn, const Shape& shape) {
+  partial.sharding = [](absl::string_view fqn, const Shape& shape) {
     return Sharding::Parse(fqn == "norm.weight" ? "P,R" : "R,R",
                            static_cast<int64_t>(shape.size()));
   };
   expect_error(partial, runtime, "\"norm.weight\"");
   InitOptions bad_dim;
-  bad_dim.layout = ShardingByRank({"R,R", "S(1),R", "R,R"});
+  bad_dim.sharding = ShardingByRank({"R,R", "S(1),R", "R,R"});
   expect_error(bad_dim, runtime, "\"layers.0.attention_norm.weight\"");
   InitOptions integers;
   integers.dtype = DType::kI32;

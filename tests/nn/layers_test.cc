@@ -267,7 +267,7 @@ TEST(LayersTest, TensorParallelAttentionEqualsReplicated) {
   });
   ASSERT_TRUE(status.ok()) << status;
   nn::InitOptions tensor_parallel;
-  tensor_parallel.layout = [](absl::string_view fqn, const Shape&) {
+  tensor_parallel.sharding = [](absl::string_view fqn, const Shape&) {
     return Sharding::Parse(fqn == "wo.weight" ? "S(1)" : "S(0)", 2);
   };
   status =

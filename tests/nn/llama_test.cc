@@ -125,7 +125,7 @@ TEST(LlamaTest, ReplicatedForwardOnSeveralRanksEqualsOneRank) {
 std::map<std::string, Sharding> RandomShardings(const LlamaConfig& config,
                                                 std::mt19937& rng) {
   std::unique_ptr<Transformer> model = *Transformer::Create(config);
-  std::map<std::string, Sharding> layouts;
+  std::map<std::string, Sharding> shardings;
   for (const nn::NamedSlot& named : model->NamedSlots()) {
     const int64_t rank = static_cast<int64_t>(named.slot->shape.size());
     std::vector<Placement> placements;
@@ -133,9 +133,9 @@ std::map<std::string, Sharding> RandomShardings(const LlamaConfig& config,
       placements.push_back(rng() % 3 == 0 ? Placement::Replicate()
                                           : Placement::Shard(rng() % rank));
     }
-    layouts[named.name] = *Sharding::FromPlacements(placements, rank);
+    shardings[named.name] = *Sharding::FromPlacements(placements, rank);
   }
-  return layouts;
+  return shardings;
 }
 
 TEST(LlamaTest, ShardedParametersGiveTheOneRankForward) {
@@ -149,12 +149,12 @@ TEST(LlamaTest, ShardedParametersGiveTheOneRankForward) {
   };
   std::mt19937 rng(3);
   for (const std::vector<Placement>& token_placements : all_token_placements) {
-    const std::map<std::string, Sharding> layouts =
+    const std::map<std::string, Sharding> shardings =
         RandomShardings(config, rng);
     InitOptions options = Seeded(kSeed);
-    options.layout = [&](absl::string_view fqn,
-                         const Shape&) -> absl::StatusOr<Sharding> {
-      return layouts.at(std::string(fqn));
+    options.sharding = [&](absl::string_view fqn,
+                           const Shape&) -> absl::StatusOr<Sharding> {
+      return shardings.at(std::string(fqn));
     };
     const absl::Status status = RunOnMesh(
         {2, 2},

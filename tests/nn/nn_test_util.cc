@@ -76,14 +76,14 @@ bool Close(const std::vector<double>& a, const std::vector<double>& b,
 absl::Status FlushCollectives(const std::shared_ptr<Runtime>& runtime,
                               const DeviceMesh& mesh) {
   for (int64_t d = 0; d < mesh.ndim(); ++d) {
-    std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
-    layout[d] = Placement::Shard(0);
+    std::vector<Placement> sharding(mesh.ndim(), Placement::Replicate());
+    sharding[d] = Placement::Shard(0);
     FromLocalOptions options;
     options.global_shape = Shape{mesh.size(d)};
     DT_ASSIGN_OR_RETURN(Tensor one,
                         Tensor::FromVector(std::vector<float>{1}, {1}));
     DT_ASSIGN_OR_RETURN(
-        DTensor x, DTensor::FromLocal(runtime, one, mesh, layout, options));
+        DTensor x, DTensor::FromLocal(runtime, one, mesh, sharding, options));
     DT_RETURN_IF_ERROR(x.FullTensor().status());
   }
   return absl::OkStatus();

@@ -36,7 +36,7 @@ std::vector<double> Values(const Tensor& t) {
 // the layouts their gradients arrive in.
 struct ParamSpec {
   Shape shape;
-  TestSharding layout;
+  TestSharding sharding;
   TestSharding grad_sharding;
 };
 
@@ -86,7 +86,7 @@ absl::StatusOr<std::vector<std::vector<double>>> RunSteps(
     for (size_t i = 0; i < specs.size(); ++i) {
       DT_ASSIGN_OR_RETURN(DTensor p,
                           DTensor::Distribute(runtime, initial[i], mesh,
-                                              specs[i].layout.placements));
+                                              specs[i].sharding.placements));
       params.push_back(std::move(p));
     }
     DT_ASSIGN_OR_RETURN(std::unique_ptr<nn::Optimizer> optimizer, make(params));
@@ -103,7 +103,7 @@ absl::StatusOr<std::vector<std::vector<double>>> RunSteps(
     for (size_t i = 0; i < specs.size(); ++i) {
       // Updated in place: the caller's copies see the new values, and the
       // layout is kept.
-      EXPECT_EQ(params[i].placements(), specs[i].layout.placements);
+      EXPECT_EQ(params[i].placements(), specs[i].sharding.placements);
       DT_ASSIGN_OR_RETURN(Tensor full, params[i].FullTensor());
       if (groups.rank() == 0) result[i] = Values(full);
     }
@@ -301,7 +301,7 @@ TEST(OptimizerTest, BadInputsAreErrors) {
 // uneven) and one on a 1-D mesh over the same ranks.
 struct ClipCase {
   Shape shape;
-  TestSharding layout;
+  TestSharding sharding;
   bool one_dim_mesh = false;
 };
 
@@ -337,9 +337,9 @@ TEST(ClipGradNormTest, NormOfMixedLayoutsMatchesOneDevice) {
           for (size_t i = 0; i < full.size(); ++i) {
             const ClipCase& c = cases[i];
             DT_ASSIGN_OR_RETURN(
-                DTensor g,
-                DistributeWithTerms(runtime, full[i],
-                                    c.one_dim_mesh ? mesh1 : mesh2, c.layout));
+                DTensor g, DistributeWithTerms(runtime, full[i],
+                                               c.one_dim_mesh ? mesh1 : mesh2,
+                                               c.sharding));
             grads.push_back(std::move(g));
           }
           grads.push_back(DTensor());  // skipped
@@ -351,9 +351,9 @@ TEST(ClipGradNormTest, NormOfMixedLayoutsMatchesOneDevice) {
           const double scale = max_norm < norm ? max_norm / (norm + 1e-6) : 1.0;
           for (size_t i = 0; i < full.size(); ++i) {
             EXPECT_EQ(grads[i].sharding(),
-                      *Sharding::FromPlacements(cases[i].layout.placements,
+                      *Sharding::FromPlacements(cases[i].sharding.placements,
                                                 full[i].dim(),
-                                                cases[i].layout.order));
+                                                cases[i].sharding.order));
             DT_ASSIGN_OR_RETURN(Tensor clipped, grads[i].FullTensor());
             const std::vector<double> got_values = Values(clipped);
             const std::vector<double> want = Values(full[i]);
@@ -376,13 +376,13 @@ TEST(ClipGradNormTest, OneSmallAllReducePerMesh) {
   const DeviceMesh mesh = *DeviceMesh::Create({2, 2});
   const Placement r = Placement::Replicate();
   std::vector<DTensor> grads;
-  for (const auto& [shape, layout] :
+  for (const auto& [shape, sharding] :
        std::vector<std::pair<Shape, std::vector<Placement>>>{
            {{8, 4}, {Placement::Shard(0), Placement::Shard(1)}},
            {{6}, {r, r}},
            {{5, 3}, {r, Placement::Shard(0)}}}) {
     grads.push_back(*DTensor::FromSpec(
-        runtime, *DTensorSpec::Create(mesh, layout, shape, DType::kF32)));
+        runtime, *DTensorSpec::Create(mesh, sharding, shape, DType::kF32)));
   }
   CommCounter comms;
   {

@@ -84,7 +84,7 @@ TEST(StateDictTest, RoundTripGivesEqualParametersAndForward) {
 TEST(StateDictTest, LoadingKeepsTheSlotsLayoutAndDtype) {
   const nn::LlamaConfig config = nn_testing::TinyConfig();
   InitOptions sharded = Seeded(2);
-  sharded.layout = [](absl::string_view, const Shape& shape) {
+  sharded.sharding = [](absl::string_view, const Shape& shape) {
     return Sharding::Parse(shape.size() == 1 ? "R,S(0)" : "S(1),S(0)",
                            static_cast<int64_t>(shape.size()));
   };

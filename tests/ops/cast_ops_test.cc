@@ -74,26 +74,26 @@ TEST(CastCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
   for (const OpDef* op : ops::CastOps()) EXPECT_EQ(op->name, "to");
 }
 
-MetaOutcome Convert(const std::string& layout, DType from, DType to) {
-  return RunOnMeta({4}, {{{8, 6}, layout, from}},
+MetaOutcome Convert(const std::string& sharding, DType from, DType to) {
+  return RunOnMeta({4}, {{{8, 6}, sharding, from}},
                    [to](const In& in) { return ops::To(in[0], to); });
 }
 
 TEST(CastLayoutTest, ShardsStayAndPartialsPassWhereConversionCommutes) {
   MetaOutcome o = Convert("S(1)", DType::kF32, DType::kBF16);
-  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // Widening keeps sums; narrowing would round every term, so it reduces
   // first.
   o = Convert("P(sum)", DType::kF32, DType::kF64);
-  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.sharding, "P(sum)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = Convert("P(sum)", DType::kF32, DType::kBF16);
-  EXPECT_EQ(o.layout.find("P"), std::string::npos) << o.layout;
+  EXPECT_EQ(o.sharding.find("P"), std::string::npos) << o.sharding;
   EXPECT_GE(o.comms.total_collectives(), 1);
   // Nondecreasing conversions keep max and min.
   o = Convert("P(max)", DType::kF32, DType::kI32);
-  EXPECT_EQ(o.layout, "P(max)");
+  EXPECT_EQ(o.sharding, "P(max)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // i64 -> i32 wraps, x != 0 is not monotone.
   o = Convert("P(max)", DType::kI64, DType::kI32);

@@ -161,9 +161,9 @@ OpCase MakeCase(const Spec& spec, int64_t mesh_ndim, std::mt19937& rng) {
         spec.op == "where" && i == 0 ? DType::kBool : dtype;
     c.inputs.push_back(RandomTensor(shape, input_dtype, positive ? 0.5 : -3,
                                     positive ? 3 : 3, rng));
-    c.layouts.push_back(RandomSharding(mesh_ndim,
-                                       static_cast<int64_t>(shape.size()),
-                                       PartialOpsFor(input_dtype), rng));
+    c.shardings.push_back(RandomSharding(mesh_ndim,
+                                         static_cast<int64_t>(shape.size()),
+                                         PartialOpsFor(input_dtype), rng));
   }
   c.description = spec.op;
   return c;
@@ -228,8 +228,8 @@ TEST(ElementwisePropertyTest, GeluTanhApproximationMatches) {
     const Shape shape = RandomShape(rng() % 4, 5, rng);
     OpCase c;
     c.inputs = {RandomTensor(shape, DType::kF32, -3, 3, rng)};
-    c.layouts = {RandomSharding(2, static_cast<int64_t>(shape.size()),
-                                PartialOpsFor(DType::kF32), rng)};
+    c.shardings = {RandomSharding(2, static_cast<int64_t>(shape.size()),
+                                  PartialOpsFor(DType::kF32), rng)};
     cases.push_back(std::move(c));
   }
   const absl::Status status = CheckCases(
@@ -253,7 +253,7 @@ TEST(ElementwisePropertyTest, GeluTanhApproximationMatches) {
 // ---- The Partial rules and layouts users expect (1-D mesh of 4). ----
 
 struct Outcome {
-  std::string layout;
+  std::string sharding;
   int64_t collectives = 0;
 };
 
@@ -265,8 +265,8 @@ Outcome RunMeta(
   auto runtime = Runtime::MetadataOnly(0);
   const DeviceMesh mesh = *DeviceMesh::Create(mesh_shape);
   std::vector<DTensor> tensors;
-  for (const auto& [shape, layout] : inputs) {
-    tensors.push_back(*MetaTensor(runtime, mesh, shape, layout));
+  for (const auto& [shape, sharding] : inputs) {
+    tensors.push_back(*MetaTensor(runtime, mesh, shape, sharding));
   }
   CommCounter counter;
   absl::StatusOr<DTensor> out;
@@ -285,37 +285,37 @@ TEST(ElementwiseLayoutTest, SumOfPartialsStaysPartialWithoutCommunication) {
   const Outcome o = RunMeta({{{8, 4}, "P"}, {{8, 4}, "P"}}, [](const In& in) {
     return ops::Add(in[0], in[1]);
   });
-  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.sharding, "P(sum)");
   EXPECT_EQ(o.collectives, 0);
   const Outcome sub =
       RunMeta({{{8, 4}, "P(avg)"}, {{4}, "P(avg)"}},
               [](const In& in) { return ops::Sub(in[0], in[1]); });
-  EXPECT_EQ(sub.layout, "P(avg)");
+  EXPECT_EQ(sub.sharding, "P(avg)");
   EXPECT_EQ(sub.collectives, 0);
 }
 
 TEST(ElementwiseLayoutTest, PartialTimesReplicatedStaysPartial) {
   EXPECT_EQ(RunMeta({{{8, 4}, "P"}, {{8, 4}, "R"}},
                     [](const In& in) { return ops::Mul(in[0], in[1]); })
-                .layout,
+                .sharding,
             "P(sum)");
   EXPECT_EQ(RunMeta({{{8, 4}, "R"}, {{4}, "P"}},
                     [](const In& in) { return ops::Mul(in[0], in[1]); })
-                .layout,
+                .sharding,
             "P(sum)");
   EXPECT_EQ(RunMeta({{{8, 4}, "P"}},
                     [](const In& in) { return ops::Mul(in[0], 3.0); })
-                .layout,
+                .sharding,
             "P(sum)");
   EXPECT_EQ(
       RunMeta({{{8, 4}, "P"}}, [](const In& in) { return ops::Neg(in[0]); })
-          .layout,
+          .sharding,
       "P(sum)");
   // A Replicate operand of a Partial sum joins it locally: no collective.
   const Outcome add = RunMeta({{{8, 4}, "P"}, {{8, 4}, "R"}}, [](const In& in) {
     return ops::Add(in[0], in[1]);
   });
-  EXPECT_EQ(add.layout, "P(sum)");
+  EXPECT_EQ(add.sharding, "P(sum)");
   EXPECT_EQ(add.collectives, 0);
 }
 
@@ -327,7 +327,7 @@ TEST(ElementwiseLayoutTest, NonlinearOpsDoNotKeepPartial) {
            [](const In& in) { return ops::Add(in[0], 1.0); },
        }) {
     const Outcome o = RunMeta({{{8, 4}, "P"}}, op);
-    EXPECT_EQ(o.layout.find("P"), std::string::npos) << o.layout;
+    EXPECT_EQ(o.sharding.find("P"), std::string::npos) << o.sharding;
     EXPECT_GE(o.collectives, 1);
   }
   // x * x of a Partial x: all-reducing one copy would leave a Partial product
@@ -335,22 +335,22 @@ TEST(ElementwiseLayoutTest, NonlinearOpsDoNotKeepPartial) {
   // cheaper and ends complete (docs/ops.md, the cost rule).
   const Outcome square = RunMeta(
       {{{8, 4}, "P"}}, [](const In& in) { return ops::Mul(in[0], in[0]); });
-  EXPECT_EQ(square.layout, "S(0)");
+  EXPECT_EQ(square.sharding, "S(0)");
   EXPECT_EQ(square.collectives, 2);
   // A sum reduced by the cheaper reduce-scatter rather than an all-reduce.
   const Outcome exp =
       RunMeta({{{8, 4}, "P"}}, [](const In& in) { return ops::Exp(in[0]); });
-  EXPECT_EQ(exp.layout, "S(0)");
+  EXPECT_EQ(exp.sharding, "S(0)");
 }
 
 TEST(ElementwiseLayoutTest, MaxPartialsPassMonotoneOps) {
   EXPECT_EQ(RunMeta({{{8, 4}, "P(max)"}},
                     [](const In& in) { return ops::Relu(in[0]); })
-                .layout,
+                .sharding,
             "P(max)");
   EXPECT_EQ(RunMeta({{{8, 4}, "P(max)"}, {{8, 4}, "R"}},
                     [](const In& in) { return ops::Maximum(in[0], in[1]); })
-                .layout,
+                .sharding,
             "P(max)");
 }
 
@@ -358,12 +358,12 @@ TEST(ElementwiseLayoutTest, OutputsFollowShardsThroughBroadcasting) {
   const Outcome o = RunMeta({{{8, 6}, "S(1)"}, {{6}, "R"}}, [](const In& in) {
     return ops::Add(in[0], in[1]);
   });
-  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_EQ(o.collectives, 0);
   const Outcome b =
       RunMeta({{{8, 6}, "S(0)"}, {{1, 6}, "R"}},
               [](const In& in) { return ops::Mul(in[0], in[1]); });
-  EXPECT_EQ(b.layout, "S(0)");
+  EXPECT_EQ(b.sharding, "S(0)");
   EXPECT_EQ(b.collectives, 0);
 }
 
@@ -373,7 +373,7 @@ TEST(ElementwiseLayoutTest, TiesPreferNoRedistribution) {
   const Outcome o = RunMeta({{{8, 4}, "R"}, {{8, 4}, "R"}}, [](const In& in) {
     return ops::Add(in[0], in[1]);
   });
-  EXPECT_EQ(o.layout, "R");
+  EXPECT_EQ(o.sharding, "R");
 }
 
 TEST(ElementwiseLayoutTest, NestedShardsKeepTheirOrder) {
@@ -382,7 +382,7 @@ TEST(ElementwiseLayoutTest, NestedShardsKeepTheirOrder) {
   const Outcome o =
       RunMeta({{{16, 4}, "S(0)[1],S(0)[0]"}},
               [](const In& in) { return ops::Relu(in[0]); }, {2, 2});
-  EXPECT_EQ(o.layout, "S(0)[1],S(0)[0]");
+  EXPECT_EQ(o.sharding, "S(0)[1],S(0)[0]");
   EXPECT_EQ(o.collectives, 0);
 }
 

@@ -84,7 +84,7 @@ TEST(JoinPropertyTest, LongListsAreJoinedInSeveralCalls) {
     for (int k = 0; k < 37; ++k) {
       const Shape shape = {stack ? 3 : static_cast<int64_t>(rng() % 3), 4};
       c.inputs.push_back(RandomTensor(shape, DType::kF32, -1, 1, rng));
-      c.layouts.push_back(
+      c.shardings.push_back(
           RandomSharding(2, 2, PartialOpsFor(DType::kF32), rng));
     }
     const absl::Status status =
@@ -114,20 +114,20 @@ TEST(JoinLayoutTest, OtherDimsKeepTheirShardsTheJoinedDimIsGathered) {
   };
   MetaOutcome o = RunOnMeta({4}, {{{8, 4}, "S(0)"}, {{8, 6}, "S(0)"}}, cat(1));
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.sharding, "S(0)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // Along the sharded dim: the shards move first.
   o = RunOnMeta({4}, {{{8, 4}, "S(0)"}, {{8, 4}, "S(0)"}}, cat(0));
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_NE(o.layout, "S(0)");
+  EXPECT_NE(o.sharding, "S(0)");
   EXPECT_GE(o.comms.total_collectives(), 2);
   // Partials of one op pass through.
   o = RunOnMeta({4}, {{{8, 4}, "P(max)"}, {{8, 4}, "P(max)"}}, cat(0));
-  EXPECT_EQ(o.layout, "P(max)");
+  EXPECT_EQ(o.sharding, "P(max)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = RunOnMeta({4}, {{{8, 4}, "S(1)"}, {{8, 4}, "S(1)"}},
                 [](const In& in) { return ops::Stack(in, 0); });
-  EXPECT_EQ(o.layout, "S(2)");
+  EXPECT_EQ(o.sharding, "S(2)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 

@@ -70,7 +70,7 @@ TEST(LossParallelScopeTest, ClassShardedLogitsAreNeverMoved) {
     EXPECT_EQ(o.comms.count(CommKind::kAllReduce), 2 + count_all_reduce)
         << logits;
     EXPECT_EQ(o.comms.total_collectives(), 2 + count_all_reduce) << logits;
-    EXPECT_EQ(o.layout, count_all_reduce ? "P(sum),R" : "R,R") << logits;
+    EXPECT_EQ(o.sharding, count_all_reduce ? "P(sum),R" : "R,R") << logits;
   }
 }
 

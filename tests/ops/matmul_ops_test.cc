@@ -38,13 +38,13 @@ OpCase MakeCase(const std::vector<std::optional<Shape>>& shapes, DType dtype,
   for (const std::optional<Shape>& shape : shapes) {
     if (!shape.has_value()) {
       c.inputs.emplace_back();
-      c.layouts.emplace_back();
+      c.shardings.emplace_back();
       continue;
     }
     c.inputs.push_back(RandomTensor(*shape, dtype, -2, 2, rng));
-    c.layouts.push_back(RandomSharding(mesh_ndim,
-                                       static_cast<int64_t>(shape->size()),
-                                       PartialOpsFor(dtype), rng));
+    c.shardings.push_back(RandomSharding(mesh_ndim,
+                                         static_cast<int64_t>(shape->size()),
+                                         PartialOpsFor(dtype), rng));
   }
   return c;
 }
@@ -188,7 +188,7 @@ TEST(MatmulPropertyTest, AddmmMatchesTheTensorLayer) {
 // ---- The layouts users expect (1-D mesh of 4 unless said). ----
 
 struct Outcome {
-  std::string layout;
+  std::string sharding;
   int64_t collectives = 0;
 };
 
@@ -202,8 +202,8 @@ Outcome RunMeta(
   auto runtime = Runtime::MetadataOnly(0);
   const DeviceMesh mesh = *DeviceMesh::Create(mesh_shape);
   std::vector<DTensor> tensors;
-  for (const auto& [shape, layout] : inputs) {
-    absl::StatusOr<DTensor> t = MetaTensor(runtime, mesh, shape, layout);
+  for (const auto& [shape, sharding] : inputs) {
+    absl::StatusOr<DTensor> t = MetaTensor(runtime, mesh, shape, sharding);
     EXPECT_TRUE(t.ok()) << t.status();
     tensors.push_back(*t);
   }
@@ -224,47 +224,48 @@ std::function<absl::StatusOr<DTensor>(const std::vector<DTensor>&)> MmCall() {
 
 TEST(MatmulLayoutTest, RowShardedTimesReplicatedIsRowSharded) {
   const Outcome o = RunMeta({4}, {{{12, 8}, "S(0)"}, {{8, 4}, "R"}}, MmCall());
-  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.sharding, "S(0)");
   EXPECT_EQ(o.collectives, 0);
 }
 
 TEST(MatmulLayoutTest, ReplicatedTimesColumnShardedIsColumnSharded) {
   const Outcome o = RunMeta({4}, {{{12, 8}, "R"}, {{8, 4}, "S(1)"}}, MmCall());
-  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_EQ(o.collectives, 0);
 }
 
 TEST(MatmulLayoutTest, ContractionShardedIsPartialSumWithoutCommunication) {
   const Outcome o =
       RunMeta({4}, {{{12, 8}, "S(1)"}, {{8, 4}, "S(0)"}}, MmCall());
-  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.sharding, "P(sum)");
   EXPECT_EQ(o.collectives, 0);
 }
 
 TEST(MatmulLayoutTest, ReplicatedTimesReplicatedStaysReplicated) {
   const Outcome o = RunMeta({4}, {{{12, 8}, "R"}, {{8, 4}, "R"}}, MmCall());
-  EXPECT_EQ(o.layout, "R");
+  EXPECT_EQ(o.sharding, "R");
   EXPECT_EQ(o.collectives, 0);
 }
 
 TEST(MatmulLayoutTest, PartialTimesReplicatedStaysPartial) {
-  EXPECT_EQ(RunMeta({4}, {{{12, 8}, "P"}, {{8, 4}, "R"}}, MmCall()).layout,
+  EXPECT_EQ(RunMeta({4}, {{{12, 8}, "P"}, {{8, 4}, "R"}}, MmCall()).sharding,
             "P(sum)");
-  EXPECT_EQ(RunMeta({4}, {{{12, 8}, "R"}, {{8, 4}, "P(avg)"}}, MmCall()).layout,
-            "P(avg)");
+  EXPECT_EQ(
+      RunMeta({4}, {{{12, 8}, "R"}, {{8, 4}, "P(avg)"}}, MmCall()).sharding,
+      "P(avg)");
 }
 
 TEST(MatmulLayoutTest, BatchDimsShardedAlikeStaySharded) {
   const Outcome o = RunMeta(
       {4}, {{{8, 6, 5}, "S(0)"}, {{8, 5, 3}, "S(0)"}},
       [](const std::vector<DTensor>& in) { return ops::Bmm(in[0], in[1]); });
-  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.sharding, "S(0)");
   EXPECT_EQ(o.collectives, 0);
   // A broadcast batch dim is Replicate in the operand that broadcasts it.
   const Outcome b = RunMeta(
       {4}, {{{8, 6, 5}, "S(0)"}, {{1, 5, 3}, "R"}},
       [](const std::vector<DTensor>& in) { return ops::Matmul(in[0], in[1]); });
-  EXPECT_EQ(b.layout, "S(0)");
+  EXPECT_EQ(b.sharding, "S(0)");
   EXPECT_EQ(b.collectives, 0);
 }
 
@@ -272,7 +273,7 @@ TEST(MatmulLayoutTest, ChoosesPerMeshDimOnATwoDimMesh) {
   // dp x tp: rows on dp, the weight's columns on tp.
   const Outcome o =
       RunMeta({2, 4}, {{{16, 8}, "S(0),R"}, {{8, 12}, "R,S(1)"}}, MmCall());
-  EXPECT_EQ(o.layout, "S(0),S(1)");
+  EXPECT_EQ(o.sharding, "S(0),S(1)");
   EXPECT_EQ(o.collectives, 0);
 }
 
@@ -284,7 +285,7 @@ TEST(MatmulLayoutTest, RowwiseLinearIsPartialWithALocalBias) {
               [](const std::vector<DTensor>& in) {
                 return ops::Linear(in[0], in[1], in[2]);
               });
-  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.sharding, "P(sum)");
   EXPECT_EQ(o.collectives, 0);
   // Colwise: weight sharded on out features, bias alike: S(last).
   const Outcome c =
@@ -292,7 +293,7 @@ TEST(MatmulLayoutTest, RowwiseLinearIsPartialWithALocalBias) {
               [](const std::vector<DTensor>& in) {
                 return ops::Linear(in[0], in[1], in[2]);
               });
-  EXPECT_EQ(c.layout, "S(1)");
+  EXPECT_EQ(c.sharding, "S(1)");
   EXPECT_EQ(c.collectives, 0);
 }
 
@@ -317,7 +318,7 @@ TEST(MatmulLayoutTest, DataParallelWeightGradientIsOnePartialSum) {
     const std::vector<std::pair<Shape, std::string>> inputs = {{{4, 8}, c.g_t},
                                                                {{8, 16}, c.x}};
     const Outcome o = RunMeta(c.mesh, inputs, MmCall());
-    EXPECT_EQ(o.layout, c.dw) << c.g_t << " @ " << c.x;
+    EXPECT_EQ(o.sharding, c.dw) << c.g_t << " @ " << c.x;
     EXPECT_EQ(o.collectives, 0) << c.g_t << " @ " << c.x;
     // Read complete (Replicate where it was Partial): one all-reduce.
     const Outcome read =

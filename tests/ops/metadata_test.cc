@@ -28,13 +28,13 @@ namespace {
 // What a chain run yields on one rank: every op output's layout in order and
 // the collectives by kind.
 struct Trace {
-  std::vector<std::string> layouts;
+  std::vector<std::string> shardings;
   std::map<CommKind, int64_t> counts;
 };
 
-// Makes an input of `shape` laid out by `layout` (real data or metadata).
+// Makes an input of `shape` laid out by `sharding` (real data or metadata).
 using MakeInput = std::function<absl::StatusOr<DTensor>(
-    const Shape& shape, const std::string& layout)>;
+    const Shape& shape, const std::string& sharding)>;
 
 // Sizes of one chain: batch, hidden, feed-forward.
 struct Sizes {
@@ -56,7 +56,7 @@ absl::StatusOr<Trace> RunChain(const MakeInput& make, const Sizes& s,
   CommCounter counter;
   CommCounter::Scope scope(counter);
   const auto record = [&](const DTensor& t) {
-    trace.layouts.push_back(t.sharding().ToString());
+    trace.shardings.push_back(t.sharding().ToString());
   };
   DT_ASSIGN_OR_RETURN(DTensor x, make({s.batch, s.hidden}, data_dims + ",R"));
   for (int layer = 0; layer < layers; ++layer) {
@@ -106,8 +106,8 @@ absl::StatusOr<Trace> RunMetadata(const std::vector<int64_t>& mesh_shape,
   std::optional<OpCounter::Scope> scope;
   if (ops != nullptr) scope.emplace(*ops);
   return RunChain(
-      [&](const Shape& shape, const std::string& layout) {
-        return testing_util::MetaTensor(runtime, mesh, shape, layout);
+      [&](const Shape& shape, const std::string& sharding) {
+        return testing_util::MetaTensor(runtime, mesh, shape, sharding);
       },
       sizes, data_dims, data_replicated, layers);
 }
@@ -126,12 +126,13 @@ absl::StatusOr<Trace> RunReal(const std::vector<int64_t>& mesh_shape,
         Trace mine,
         RunChain(
             [&](const Shape& shape,
-                const std::string& layout) -> absl::StatusOr<DTensor> {
+                const std::string& sharding) -> absl::StatusOr<DTensor> {
               const Tensor full =
                   testing_util::RandomTensor(shape, DType::kF32, -1, 1, rng);
               DT_ASSIGN_OR_RETURN(
                   Sharding sharding,
-                  Sharding::Parse(layout, static_cast<int64_t>(shape.size())));
+                  Sharding::Parse(sharding,
+                                  static_cast<int64_t>(shape.size())));
               return DTensor::Distribute(runtime, full, mesh,
                                          sharding.placements(),
                                          sharding.shard_order());
@@ -148,7 +149,7 @@ std::string Describe(const Trace& t) {
   for (const auto& [kind, n] : t.counts) {
     counts.push_back(absl::StrCat(CommKindName(kind), "=", n));
   }
-  return absl::StrCat(absl::StrJoin(t.layouts, " | "), "\n",
+  return absl::StrCat(absl::StrJoin(t.shardings, " | "), "\n",
                       absl::StrJoin(counts, ", "));
 }
 
@@ -162,24 +163,25 @@ TEST(MetadataTest, LargeMeshMetadataMatchesASmallRealRun) {
   ASSERT_TRUE(real.ok()) << real.status();
   absl::StatusOr<Trace> meta_small = RunMetadata({4, 2}, small, "S(0)", "R", 2);
   ASSERT_TRUE(meta_small.ok()) << meta_small.status();
-  EXPECT_EQ(big->layouts, real->layouts) << "metadata (64, 8):\n"
-                                         << Describe(*big) << "\nreal (4, 2):\n"
-                                         << Describe(*real);
+  EXPECT_EQ(big->shardings, real->shardings)
+      << "metadata (64, 8):\n"
+      << Describe(*big) << "\nreal (4, 2):\n"
+      << Describe(*real);
   EXPECT_EQ(big->counts, real->counts) << Describe(*big) << "\n"
                                        << Describe(*real);
-  EXPECT_EQ(meta_small->layouts, real->layouts);
+  EXPECT_EQ(meta_small->shardings, real->shardings);
   EXPECT_EQ(meta_small->counts, real->counts);
   // The tensor-parallel block as users know it: the colwise product is
   // sharded on features, the row max a Partial(max) all-reduced for the
   // subtraction, the rowwise product a partial sum that the residual joins
   // locally and relu reduce-scatters; the next block gathers it again.
-  ASSERT_EQ(big->layouts.size(), 2u * 11 + 1);
-  EXPECT_EQ(big->layouts[0], "S(0),S(1)");
-  EXPECT_EQ(big->layouts[3], "S(0),P(max)");
-  EXPECT_EQ(big->layouts[4], "S(0),S(1)");
-  EXPECT_EQ(big->layouts[8], "S(0),P(sum)");
-  EXPECT_EQ(big->layouts[9], "S(0),P(sum)");
-  EXPECT_EQ(big->layouts[22], "P(sum),P(sum)");
+  ASSERT_EQ(big->shardings.size(), 2u * 11 + 1);
+  EXPECT_EQ(big->shardings[0], "S(0),S(1)");
+  EXPECT_EQ(big->shardings[3], "S(0),P(max)");
+  EXPECT_EQ(big->shardings[4], "S(0),S(1)");
+  EXPECT_EQ(big->shardings[8], "S(0),P(sum)");
+  EXPECT_EQ(big->shardings[9], "S(0),P(sum)");
+  EXPECT_EQ(big->shardings[22], "P(sum),P(sum)");
   const std::map<CommKind, int64_t> expected = {{CommKind::kAllReduce, 4},
                                                 {CommKind::kReduceScatter, 2},
                                                 {CommKind::kAllGather, 1}};
@@ -195,11 +197,11 @@ TEST(MetadataTest, AModelOnFourThousandRanksMatchesAnEightRankRun) {
   ASSERT_TRUE(big.ok()) << big.status();
   absl::StatusOr<Trace> real = RunReal({2, 2, 2}, small, "S(0),S(0)", "R,R", 8);
   ASSERT_TRUE(real.ok()) << real.status();
-  EXPECT_EQ(big->layouts, real->layouts) << Describe(*big) << "\n"
-                                         << Describe(*real);
+  EXPECT_EQ(big->shardings, real->shardings) << Describe(*big) << "\n"
+                                             << Describe(*real);
   EXPECT_EQ(big->counts, real->counts) << Describe(*big) << "\n"
                                        << Describe(*real);
-  EXPECT_EQ(big->layouts.size(), 8u * 11 + 1);
+  EXPECT_EQ(big->shardings.size(), 8u * 11 + 1);
 }
 
 TEST(MetadataTest, OpCounterEstimatesEachRanksOutputBytes) {

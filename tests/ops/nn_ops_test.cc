@@ -273,19 +273,19 @@ TEST(NnLayoutTest, SoftmaxOverAShardedDimMovesItsShardsAway) {
     // cheapest way there.
     MetaOutcome o = RunOnMeta({4}, {{{8, 6}, "S(1)"}}, softmax(1));
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, "S(0)");
+    EXPECT_EQ(o.sharding, "S(0)");
     EXPECT_EQ(o.comms.count(CommKind::kAllToAll), 1);
     EXPECT_EQ(o.comms.total_collectives(), 1);
     // With no other dim to move to: an all-gather.
     o = RunOnMeta({4}, {{{8}, "S(0)"}}, softmax(0));
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, "R");
+    EXPECT_EQ(o.sharding, "R");
     EXPECT_EQ(o.comms.count(CommKind::kAllGather), 1);
     EXPECT_EQ(o.comms.total_collectives(), 1);
     // Other dims stay sharded, nested orders included.
     o = RunOnMeta({2, 2}, {{{8, 6, 5}, "S(0)[1],S(0)[0]"}}, softmax(-1));
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, "S(0)[1],S(0)[0]");
+    EXPECT_EQ(o.sharding, "S(0)[1],S(0)[0]");
     EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
 }
@@ -296,23 +296,23 @@ TEST(NnLayoutTest, AttentionShardedOnHeadsOrBatchDoesNotCommunicate) {
       return ops::ScaledDotProductAttention(in[0], in[1], in[2], causal);
     };
     const Shape qkv = {2, 4, 8, 16};  // [batch, heads, seq, head_dim]
-    for (const char* layout : {"S(1)", "S(0)"}) {
+    for (const char* sharding : {"S(1)", "S(0)"}) {
       const MetaOutcome o = RunOnMeta(
-          {2}, {{qkv, layout}, {qkv, layout}, {qkv, layout}}, attention);
+          {2}, {{qkv, sharding}, {qkv, sharding}, {qkv, sharding}}, attention);
       ASSERT_TRUE(o.status.ok()) << o.status;
-      EXPECT_EQ(o.layout, layout);
+      EXPECT_EQ(o.sharding, sharding);
       EXPECT_THAT(o.comms, IssuedNoCollectives());
     }
     MetaOutcome o = RunOnMeta(
         {2, 2}, {{qkv, "S(0),S(1)"}, {qkv, "S(0),S(1)"}, {qkv, "S(0),S(1)"}},
         attention);
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, "S(0),S(1)");
+    EXPECT_EQ(o.sharding, "S(0),S(1)");
     EXPECT_THAT(o.comms, IssuedNoCollectives());
     // Queries sharded on the sequence, keys and values whole.
     o = RunOnMeta({4}, {{qkv, "S(2)"}, {qkv, "R"}, {qkv, "R"}}, attention);
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, "S(2)");
+    EXPECT_EQ(o.sharding, "S(2)");
     EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
 }
@@ -346,7 +346,7 @@ TEST(NnLayoutTest, AttentionBackwardKeepsTheForwardsShards) {
   for (int pick : {0, 1, 2}) {
     const MetaOutcome o = AttentionGradOnMeta({2}, q, kv, "S(1)", "S(1)", pick);
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, "S(1)") << pick;
+    EXPECT_EQ(o.sharding, "S(1)") << pick;
     EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
   // The query group sharded (k, v broadcast over it): dk and dv are sums
@@ -355,7 +355,7 @@ TEST(NnLayoutTest, AttentionBackwardKeepsTheForwardsShards) {
   for (int pick : {0, 1, 2}) {
     const MetaOutcome o = AttentionGradOnMeta({2}, q, kv, "S(2)", "R", pick);
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, by_group[pick]) << pick;
+    EXPECT_EQ(o.sharding, by_group[pick]) << pick;
     EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
   // Queries sharded on the sequence: dq sharded, dk and dv Partial.
@@ -363,7 +363,7 @@ TEST(NnLayoutTest, AttentionBackwardKeepsTheForwardsShards) {
   for (int pick : {0, 1, 2}) {
     const MetaOutcome o = AttentionGradOnMeta({4}, q, kv, "S(3)", "R", pick);
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, by_query[pick]) << pick;
+    EXPECT_EQ(o.sharding, by_query[pick]) << pick;
     EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
 }
@@ -372,12 +372,12 @@ TEST(NnLayoutTest, RotaryEmbeddingKeepsSequenceShards) {
   const auto rotary = [](const In& in) { return ops::RotaryEmbedding(in[0]); };
   MetaOutcome o = RunOnMeta({4}, {{{2, 8, 4, 16}, "S(1)"}}, rotary);
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // head_dim holds rotation pairs: never sharded.
   o = RunOnMeta({4}, {{{2, 8, 4, 16}, "S(3)"}}, rotary);
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_NE(o.layout, "S(3)");
+  EXPECT_NE(o.sharding, "S(3)");
   EXPECT_GE(o.comms.total_collectives(), 1);
 }
 

@@ -166,7 +166,7 @@ TEST(NormPropertyTest, BackwardOnLeadingDimShardsMatchesOneRank) {
       c.inputs = {RandomTensor({5, 3, 8}, DType::kF64, -3, 3, rng),
                   RandomTensor({5, 3, 8}, DType::kF64, -1, 1, rng),
                   RandomTensor({8}, DType::kF64, 0.5, 2, rng)};
-      c.layouts = {rows, rows, replicate};
+      c.shardings = {rows, rows, replicate};
       const absl::Status status = testing_util::CheckCases(
           {2, 2}, {c},
           [layer_norm](const In& in) -> absl::StatusOr<std::vector<DTensor>> {
@@ -210,19 +210,19 @@ TEST(NormLayoutTest, NormsRunOnSequenceShardsWithReplicatedWeights) {
   MetaOutcome o = RunOnMeta(
       {4}, {{{2, 8, 16}, "S(1)"}, {{16}, "R"}, {{16}, "R"}}, layer_norm);
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // The normalized dim cannot stay sharded.
   o = RunOnMeta({4}, {{{2, 8, 16}, "S(2)"}, {{16}, "R"}, {{16}, "R"}},
                 layer_norm);
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_NE(o.layout, "S(2)");
+  EXPECT_NE(o.sharding, "S(2)");
   EXPECT_GE(o.comms.total_collectives(), 1);
   // A Partial weight with a replicated x gives a Partial output.
   o = RunOnMeta({4}, {{{2, 8, 16}, "R"}, {{16}, "P"}},
                 [](const In& in) { return ops::RmsNorm(in[0], in[1]); });
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.sharding, "P(sum)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
@@ -249,12 +249,12 @@ TEST(NormLayoutTest, BackwardOnRowShardsGivesPartialParameterGradients) {
         {{2, 8, 16}, "S(1)"}, {{2, 8, 16}, "S(1)"}, {{16}, "R"}};
     MetaOutcome o = RunOnMeta({4}, sequence, BackwardOutput(layer_norm, 0));
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, "S(1)");
+    EXPECT_EQ(o.sharding, "S(1)");
     EXPECT_THAT(o.comms, IssuedNoCollectives());
     for (int param = 1; param <= (layer_norm ? 2 : 1); ++param) {
       o = RunOnMeta({4}, sequence, BackwardOutput(layer_norm, param));
       ASSERT_TRUE(o.status.ok()) << o.status;
-      EXPECT_EQ(o.layout, "P(sum)");
+      EXPECT_EQ(o.sharding, "P(sum)");
       EXPECT_THAT(o.comms, IssuedNoCollectives());
     }
     // dp x tp: rows sharded by batch and sequence.
@@ -262,17 +262,17 @@ TEST(NormLayoutTest, BackwardOnRowShardsGivesPartialParameterGradients) {
         {{4, 8, 16}, "S(0),S(1)"}, {{4, 8, 16}, "S(0),S(1)"}, {{16}, "R,R"}};
     o = RunOnMeta({2, 2}, both, BackwardOutput(layer_norm, 0));
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, "S(0),S(1)");
+    EXPECT_EQ(o.sharding, "S(0),S(1)");
     EXPECT_THAT(o.comms, IssuedNoCollectives());
     o = RunOnMeta({2, 2}, both, BackwardOutput(layer_norm, 1));
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, "P(sum),P(sum)");
+    EXPECT_EQ(o.sharding, "P(sum),P(sum)");
     // The normalized dim cannot stay sharded.
     o = RunOnMeta({4},
                   {{{2, 8, 16}, "S(2)"}, {{2, 8, 16}, "S(2)"}, {{16}, "R"}},
                   BackwardOutput(layer_norm, 0));
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_NE(o.layout, "S(2)");
+    EXPECT_NE(o.sharding, "S(2)");
     EXPECT_GE(o.comms.total_collectives(), 1);
   }
 }

@@ -82,12 +82,12 @@ std::unique_ptr<OpDef> TestOp(std::vector<TextStrategy> strategies,
 
 // Propagates `op` on one metadata tensor on a mesh of 4.
 absl::StatusOr<std::shared_ptr<const Propagation>> PropagateOne(
-    const OpDef& op, const Shape& shape, const std::string& layout,
+    const OpDef& op, const Shape& shape, const std::string& sharding,
     DType dtype = DType::kF32) {
   auto runtime = Runtime::MetadataOnly(0);
   const DeviceMesh mesh = *DeviceMesh::Create({4});
   DT_ASSIGN_OR_RETURN(DTensor x,
-                      MetaTensor(runtime, mesh, shape, layout, dtype));
+                      MetaTensor(runtime, mesh, shape, sharding, dtype));
   const DTensorSpec* in[] = {&x.spec()};
   return Propagate(op, in, OpArgs(), *runtime);
 }

@@ -82,7 +82,7 @@ TEST(RandomPropertyTest, DropoutDoesNotDependOnTheLayout) {
   const DeviceMesh mesh = *DeviceMesh::Create({2, 3});
   std::mt19937 rng(73);
   const Tensor x = RandomTensor({5, 7}, DType::kF32, -3, 3, rng);
-  const std::vector<TestSharding> layouts = {
+  const std::vector<TestSharding> shardings = {
       {{Placement::Replicate(), Placement::Replicate()}, {}},
       {{Placement::Shard(0), Placement::Shard(1)}, {}},
       {{Placement::Shard(1), Placement::Shard(0)}, {}},
@@ -94,22 +94,22 @@ TEST(RandomPropertyTest, DropoutDoesNotDependOnTheLayout) {
       cluster.Run([&](ProcessGroups& groups) -> absl::Status {
         auto runtime = Runtime::ForRank(groups);
         Tensor first;
-        for (const TestSharding& layout : layouts) {
+        for (const TestSharding& sharding : shardings) {
           DT_ASSIGN_OR_RETURN(DTensor input,
-                              DistributeWithTerms(runtime, x, mesh, layout));
+                              DistributeWithTerms(runtime, x, mesh, sharding));
           DT_ASSIGN_OR_RETURN(DTensor out, ops::Dropout(input, 0.5, 1234));
           DT_ASSIGN_OR_RETURN(Tensor full, out.FullTensor());
           if (!first.defined()) {
             first = full;
           } else if (!AllClose(full, first, 0, 0)) {
             return absl::InternalError(
-                absl::StrCat("layout ", layout.ToString(), " gives\n",
+                absl::StrCat("layout ", sharding.ToString(), " gives\n",
                              full.ToString(), "\nnot\n", first.ToString()));
           }
         }
         // Another seed or offset draws other numbers.
-        DT_ASSIGN_OR_RETURN(DTensor input,
-                            DistributeWithTerms(runtime, x, mesh, layouts[1]));
+        DT_ASSIGN_OR_RETURN(
+            DTensor input, DistributeWithTerms(runtime, x, mesh, shardings[1]));
         DT_ASSIGN_OR_RETURN(DTensor other, ops::Dropout(input, 0.5, 1235));
         DT_ASSIGN_OR_RETURN(Tensor other_full, other.FullTensor());
         DT_ASSIGN_OR_RETURN(DTensor later, ops::Dropout(input, 0.5, 1234, 35));
@@ -148,13 +148,13 @@ TEST(RandomPropertyTest, DropoutDropsAboutAFractionP) {
 }
 
 TEST(RandomLayoutTest, DropoutKeepsShardsAndPartials) {
-  for (const char* layout :
+  for (const char* sharding :
        {"S(0),S(1)", "S(1)[1],S(1)[0]", "P(sum),S(0)", "P(max),R"}) {
     const MetaOutcome o =
-        RunOnMeta({2, 2}, {{{8, 6}, layout}},
+        RunOnMeta({2, 2}, {{{8, 6}, sharding}},
                   [](const In& in) { return ops::Dropout(in[0], 0.1, 7); });
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, layout);
+    EXPECT_EQ(o.sharding, sharding);
     EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
 }

@@ -126,8 +126,8 @@ TEST_P(ReductionPropertyTest, MatchesTheTensorLayerOnGatheredInputs) {
       const DType dtype = spec.dtypes[rng() % spec.dtypes.size()];
       OpCase c;
       c.inputs = {RandomTensor(shape, dtype, -4, 4, rng)};
-      c.layouts = {RandomSharding(static_cast<int64_t>(mesh_shape.size()), rank,
-                                  PartialOpsFor(dtype), rng)};
+      c.shardings = {RandomSharding(static_cast<int64_t>(mesh_shape.size()),
+                                    rank, PartialOpsFor(dtype), rng)};
       c.description = absl::StrCat(spec.op, " dims [", absl::StrJoin(dims, ","),
                                    "] keepdim ", keepdim);
       cases.push_back(std::move(c));
@@ -167,17 +167,17 @@ TEST(ReductionCoverageTest, EveryRegisteredReductionIsTested) {
 // ---- Layouts (1-D mesh of 4 unless said). ----
 
 struct Outcome {
-  std::vector<std::string> layouts;
+  std::vector<std::string> shardings;
   int64_t collectives = 0;
 };
 
-Outcome RunMeta(const Shape& shape, const std::string& layout,
+Outcome RunMeta(const Shape& shape, const std::string& sharding,
                 const std::string& op, std::vector<int64_t> dims,
                 bool keepdim = false,
                 const std::vector<int64_t>& mesh_shape = {4}) {
   auto runtime = Runtime::MetadataOnly(0);
   const DeviceMesh mesh = *DeviceMesh::Create(mesh_shape);
-  const DTensor x = *MetaTensor(runtime, mesh, shape, layout);
+  const DTensor x = *MetaTensor(runtime, mesh, shape, sharding);
   OpArgs args;
   args.AddInts(dims).AddBool(keepdim);
   const DTensor* in[] = {&x};
@@ -191,12 +191,12 @@ Outcome RunMeta(const Shape& shape, const std::string& layout,
   if (!out.ok()) return {};
   Outcome outcome{{}, counter.total_collectives()};
   for (const DTensor& t : *out)
-    outcome.layouts.push_back(t.sharding().ToString());
+    outcome.shardings.push_back(t.sharding().ToString());
   return outcome;
 }
 
 TEST(ReductionLayoutTest, ShardedReducedDimGivesPartialWithoutCommunication) {
-  for (const auto& [op, layout] :
+  for (const auto& [op, sharding] :
        std::vector<std::pair<std::string, std::string>>{{"sum", "P(sum)"},
                                                         {"mean", "P(sum)"},
                                                         {"amax", "P(max)"},
@@ -204,31 +204,31 @@ TEST(ReductionLayoutTest, ShardedReducedDimGivesPartialWithoutCommunication) {
                                                         {"amin", "P(min)"},
                                                         {"min", "P(min)"}}) {
     const Outcome o = RunMeta({8, 6}, "S(0)", op, {0});
-    ASSERT_EQ(o.layouts.size(), 1u);
-    EXPECT_EQ(o.layouts[0], layout) << op;
+    ASSERT_EQ(o.shardings.size(), 1u);
+    EXPECT_EQ(o.shardings[0], sharding) << op;
     EXPECT_EQ(o.collectives, 0) << op;
   }
   const Outcome both = RunMeta({8, 6}, "S(1)", "aminmax", {1});
-  EXPECT_EQ(both.layouts, (std::vector<std::string>{"P(min)", "P(max)"}));
+  EXPECT_EQ(both.shardings, (std::vector<std::string>{"P(min)", "P(max)"}));
   EXPECT_EQ(both.collectives, 0);
 }
 
 TEST(ReductionLayoutTest, KeptDimsKeepTheirShards) {
   // Dim 1 becomes dim 0 when dim 0 is reduced away.
-  EXPECT_EQ(RunMeta({8, 6}, "S(1)", "sum", {0}).layouts[0], "S(0)");
-  EXPECT_EQ(RunMeta({8, 6}, "S(1)", "sum", {0}, true).layouts[0], "S(1)");
+  EXPECT_EQ(RunMeta({8, 6}, "S(1)", "sum", {0}).shardings[0], "S(0)");
+  EXPECT_EQ(RunMeta({8, 6}, "S(1)", "sum", {0}, true).shardings[0], "S(1)");
   EXPECT_EQ(
-      RunMeta({8, 6, 4}, "S(2),S(0)", "mean", {1}, false, {2, 2}).layouts[0],
+      RunMeta({8, 6, 4}, "S(2),S(0)", "mean", {1}, false, {2, 2}).shardings[0],
       "S(1),S(0)");
 }
 
 TEST(ReductionLayoutTest, SumsOfPartialsStayPartial) {
-  EXPECT_EQ(RunMeta({8, 6}, "P", "sum", {1}).layouts[0], "P(sum)");
-  EXPECT_EQ(RunMeta({8, 6}, "P(avg)", "mean", {}).layouts[0], "P(avg)");
-  EXPECT_EQ(RunMeta({8, 6}, "P(max)", "amax", {0}).layouts[0], "P(max)");
+  EXPECT_EQ(RunMeta({8, 6}, "P", "sum", {1}).shardings[0], "P(sum)");
+  EXPECT_EQ(RunMeta({8, 6}, "P(avg)", "mean", {}).shardings[0], "P(avg)");
+  EXPECT_EQ(RunMeta({8, 6}, "P(max)", "amax", {0}).shardings[0], "P(max)");
   // A max of partial sums needs the sums first.
   const Outcome o = RunMeta({8, 6}, "P", "amax", {1});
-  EXPECT_EQ(o.layouts[0].find("P"), std::string::npos);
+  EXPECT_EQ(o.shardings[0].find("P"), std::string::npos);
   EXPECT_GE(o.collectives, 1);
 }
 
@@ -238,8 +238,8 @@ TEST(ReductionLayoutTest, SumsOfPartialsStayPartial) {
 TEST(ReductionLayoutTest, AMaxOfPartialSumsEndsCompleteAfterOneCollective) {
   for (const char* op : {"amax", "amin", "max", "min"}) {
     const Outcome o = RunMeta({8, 16}, "P", op, {});
-    ASSERT_EQ(o.layouts.size(), 1u) << op;
-    EXPECT_EQ(o.layouts[0], "R") << op;
+    ASSERT_EQ(o.shardings.size(), 1u) << op;
+    EXPECT_EQ(o.shardings[0], "R") << op;
     EXPECT_EQ(o.collectives, 1) << op;
   }
 }
@@ -248,17 +248,18 @@ TEST(ReductionLayoutTest, AMaxOfPartialSumsEndsCompleteAfterOneCollective) {
 // slicing the input would be free too, but its Partial output would cost a
 // collective to read that nothing in the caller's layouts called for.
 TEST(ReductionLayoutTest, ReductionsOfReplicatedInputsStayReplicate) {
-  for (const auto& [mesh, layout] :
+  for (const auto& [mesh, sharding] :
        std::vector<std::pair<std::vector<int64_t>, std::string>>{
            {{4}, "R"}, {{2, 2}, "R,R"}, {{2, 3}, "R,R"}}) {
     for (const std::string op : {"sum", "mean", "amax"}) {
       for (const std::vector<int64_t>& dims :
            std::vector<std::vector<int64_t>>{{}, {0}, {1}}) {
-        const Outcome o = RunMeta({64, 48}, layout, op, dims, false, mesh);
-        ASSERT_EQ(o.layouts.size(), 1u) << op;
-        EXPECT_EQ(o.layouts[0], layout)
-            << op << " over [" << absl::StrJoin(dims, ",") << "] on " << layout;
-        EXPECT_EQ(o.collectives, 0) << op << " on " << layout;
+        const Outcome o = RunMeta({64, 48}, sharding, op, dims, false, mesh);
+        ASSERT_EQ(o.shardings.size(), 1u) << op;
+        EXPECT_EQ(o.shardings[0], sharding)
+            << op << " over [" << absl::StrJoin(dims, ",") << "] on "
+            << sharding;
+        EXPECT_EQ(o.collectives, 0) << op << " on " << sharding;
       }
     }
   }

@@ -166,16 +166,16 @@ TEST(SliceLayoutTest, OnlyTheSlicedDimLosesItsShards) {
     return ops::Narrow(in[0], 1, 1, 3);
   });
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.sharding, "S(0)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = RunOnMeta({4}, {{{8, 6}, "S(0)"}},
                 [](const In& in) { return ops::Slice(in[0], 0, 1, 7, 2); });
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_NE(o.layout, "S(0)");
+  EXPECT_NE(o.sharding, "S(0)");
   EXPECT_EQ(o.comms.total_collectives(), 1);
   o = RunOnMeta({4}, {{{8, 6}, "P(sum)"}},
                 [](const In& in) { return ops::Narrow(in[0], 0, 2, 2); });
-  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.sharding, "P(sum)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 

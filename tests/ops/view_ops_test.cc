@@ -332,13 +332,13 @@ TEST(ViewCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
 
 // ---- The merge and split rules (metadata only). ----
 
-// The layout of `call` on x of `shape` laid out by `layout`, and whether it
+// The layout of `call` on x of `shape` laid out by `sharding`, and whether it
 // communicated.
 MetaOutcome OnMeta(
     const std::vector<int64_t>& mesh, const Shape& shape,
-    const std::string& layout,
+    const std::string& sharding,
     std::function<absl::StatusOr<DTensor>(const DTensor&)> call) {
-  return RunOnMeta(mesh, {{shape, layout}},
+  return RunOnMeta(mesh, {{shape, sharding}},
                    [&call](const In& in) { return call(in[0]); });
 }
 
@@ -346,7 +346,7 @@ TEST(ViewLayoutTest, MergingKeepsAnOutermostShardWhereChunksAlign) {
   const auto flat = [](const DTensor& x) { return ops::Reshape(x, {-1}); };
   MetaOutcome o = OnMeta({2}, {8, 3}, "S(0)", flat);
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.sharding, "S(0)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // 5 rows on 2 ranks (3, 2) hold 9 and 6 elements; 15 chunks as 8, 7.
   o = OnMeta({2}, {5, 3}, "S(0)", flat);
@@ -358,16 +358,16 @@ TEST(ViewLayoutTest, MergingKeepsAnOutermostShardWhereChunksAlign) {
   EXPECT_GE(o.comms.total_collectives(), 1);
   // Nested shards keep their order.
   o = OnMeta({2, 2}, {16, 3}, "S(0),S(0)", flat);
-  EXPECT_EQ(o.layout, "S(0),S(0)");
+  EXPECT_EQ(o.sharding, "S(0),S(0)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2, 2}, {16, 3}, "S(0)[1],S(0)[0]", flat);
-  EXPECT_EQ(o.layout, "S(0)[1],S(0)[0]");
+  EXPECT_EQ(o.sharding, "S(0)[1],S(0)[0]");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // Other groups keep their shards.
   o = OnMeta({2, 2}, {4, 2, 6, 3}, "S(0),S(2)", [](const DTensor& x) {
     return ops::Reshape(x, {8, 18});
   });
-  EXPECT_EQ(o.layout, "S(0),S(1)");
+  EXPECT_EQ(o.sharding, "S(0),S(1)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
@@ -376,12 +376,12 @@ TEST(ViewLayoutTest, SplittingKeepsTheShardOnTheOutermostPiece) {
     return ops::View(x, {2, 12});
   });
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.sharding, "S(0)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2}, {2, 24}, "S(1)", [](const DTensor& x) {
     return ops::Unflatten(x, 1, {4, 6});
   });
-  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // 12 on 4 ranks is 3 each, but 3 rows of 4 on 4 ranks are 1, 1, 1, 0.
   o = OnMeta({4}, {12}, "S(0)", [](const DTensor& x) {
@@ -395,25 +395,25 @@ TEST(ViewLayoutTest, PermutationsAndUnitDimsMoveShardsWithTheirDims) {
   MetaOutcome o = OnMeta({2}, {8, 6}, "S(0)", [](const DTensor& x) {
     return ops::Transpose(x, 0, 1);
   });
-  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2, 2}, {2, 4, 6}, "S(0),S(2)", [](const DTensor& x) {
     return ops::Permute(x, {2, 0, 1});
   });
-  EXPECT_EQ(o.layout, "S(1),S(0)");
+  EXPECT_EQ(o.sharding, "S(1),S(0)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2}, {8, 6}, "S(1)",
              [](const DTensor& x) { return ops::Unsqueeze(x, 0); });
-  EXPECT_EQ(o.layout, "S(2)");
+  EXPECT_EQ(o.sharding, "S(2)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2}, {8, 1, 6}, "S(2)",
              [](const DTensor& x) { return ops::Squeeze(x); });
-  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2}, {1, 6}, "S(1)", [](const DTensor& x) {
     return ops::Expand(x, {3, 4, 6});
   });
-  EXPECT_EQ(o.layout, "S(2)");
+  EXPECT_EQ(o.sharding, "S(2)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
@@ -424,16 +424,16 @@ TEST(ViewLayoutTest, ShardedSizeOneDimsKeepTheirShardThroughViews) {
     return ops::View(x, {4, 1, 2, 4});
   });
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({4}, {4, 1, 8}, "S(1)",
              [](const DTensor& x) { return ops::Unsqueeze(x, 0); });
-  EXPECT_EQ(o.layout, "S(2)");
+  EXPECT_EQ(o.sharding, "S(2)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = OnMeta({2, 2}, {1, 6, 1}, "S(0),S(2)", [](const DTensor& x) {
     return ops::Reshape(x, {1, 2, 3, 1});
   });
-  EXPECT_EQ(o.layout, "S(0),S(3)");
+  EXPECT_EQ(o.sharding, "S(0),S(3)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // Squeezed away, the dim has nowhere to keep its shard.
   o = OnMeta({4}, {4, 1, 8}, "S(1)",
@@ -443,11 +443,11 @@ TEST(ViewLayoutTest, ShardedSizeOneDimsKeepTheirShardThroughViews) {
 }
 
 TEST(ViewLayoutTest, EveryPartialPassesThrough) {
-  for (const char* layout : {"P(sum)", "P(avg)", "P(max)", "P(min)"}) {
-    const MetaOutcome o = OnMeta({2}, {8, 6}, layout, [](const DTensor& x) {
+  for (const char* sharding : {"P(sum)", "P(avg)", "P(max)", "P(min)"}) {
+    const MetaOutcome o = OnMeta({2}, {8, 6}, sharding, [](const DTensor& x) {
       return ops::Reshape(x, {4, 12});
     });
-    EXPECT_EQ(o.layout, layout);
+    EXPECT_EQ(o.sharding, sharding);
     EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
 }

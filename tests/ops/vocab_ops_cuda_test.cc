@@ -48,18 +48,18 @@ absl::StatusOr<Tensor> Gathered(const DTensor& t, bool expect_cuda) {
   return full.To(Device::CPU());
 }
 
-absl::StatusOr<Results> CrossEntropyOn(const Layout& layout,
+absl::StatusOr<Results> CrossEntropyOn(const Layout& sharding,
                                        const Tensor& logits,
                                        const Tensor& target, Device device) {
-  DT_ASSIGN_OR_RETURN(const DeviceMesh mesh, DeviceMesh::Create(layout.mesh));
+  DT_ASSIGN_OR_RETURN(const DeviceMesh mesh, DeviceMesh::Create(sharding.mesh));
   Results results;
   LocalCluster cluster(mesh.size(), CommunicatorOptions(), device);
   DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) -> absl::Status {
     auto runtime = Runtime::ForRank(groups);
     DT_ASSIGN_OR_RETURN(
-        DTensor x, DTensor::Distribute(runtime, logits, mesh, layout.logits));
+        DTensor x, DTensor::Distribute(runtime, logits, mesh, sharding.logits));
     DT_ASSIGN_OR_RETURN(
-        DTensor t, DTensor::Distribute(runtime, target, mesh, layout.target));
+        DTensor t, DTensor::Distribute(runtime, target, mesh, sharding.target));
     std::vector<Tensor> losses;
     for (Reduction reduction :
          {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
@@ -99,7 +99,7 @@ TEST(VocabOpsCudaTest, CrossEntropyOnCudaShardsMatchesTheCpu) {
   const Placement r = Placement::Replicate();
   const Placement rows = Placement::Shard(0);
   const Placement classes = Placement::Shard(1);
-  const std::vector<Layout> layouts = {
+  const std::vector<Layout> shardings = {
       {{2}, {classes}, {r}},                 // Loss parallel.
       {{3}, {classes}, {r}},                 // Uneven class blocks.
       {{2, 2}, {rows, classes}, {rows, r}},  // Batch and classes.
@@ -112,14 +112,14 @@ TEST(VocabOpsCudaTest, CrossEntropyOnCudaShardsMatchesTheCpu) {
     Tensor target =
         testing_util::RandomTensor({6}, DType::kI64, 0, 9, rng).Clone();
     target.data<int64_t>()[1] = -100;  // Ignored.
-    for (const Layout& layout : layouts) {
+    for (const Layout& sharding : shardings) {
       const std::string what =
           absl::StrCat(std::string(DTypeName(dtype)), " mesh [",
-                       absl::StrJoin(layout.mesh, ","), "]");
+                       absl::StrJoin(sharding.mesh, ","), "]");
       absl::StatusOr<Results> gpu =
-          CrossEntropyOn(layout, logits, target, Device::CUDA(0));
+          CrossEntropyOn(sharding, logits, target, Device::CUDA(0));
       absl::StatusOr<Results> cpu =
-          CrossEntropyOn(layout, logits, target, Device::CPU());
+          CrossEntropyOn(sharding, logits, target, Device::CPU());
       ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
       ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status();
       for (size_t k = 0; k < cpu->losses.size(); ++k) {

@@ -222,17 +222,17 @@ MetaOutcome EmbeddingOnMeta(const std::vector<int64_t>& mesh,
 TEST(VocabLayoutTest, RowShardedTableGivesAPartialSumWithoutCommunication) {
   MetaOutcome o = EmbeddingOnMeta({4}, "R", "S(0)");
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.sharding, "P(sum)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // Columns give the last dim; sharded indices their dims.
   o = EmbeddingOnMeta({4}, "R", "S(1)");
-  EXPECT_EQ(o.layout, "S(2)");
+  EXPECT_EQ(o.sharding, "S(2)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = EmbeddingOnMeta({4}, "S(1)", "R");
-  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = EmbeddingOnMeta({2, 2}, "S(0),R", "R,S(0)");
-  EXPECT_EQ(o.layout, "S(0),P(sum)");
+  EXPECT_EQ(o.sharding, "S(0),P(sum)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
@@ -252,21 +252,21 @@ MetaOutcome EmbeddingBackwardOnMeta(const std::vector<int64_t>& mesh,
 TEST(VocabLayoutTest, EmbeddingBackwardFollowsTheTableWithoutCommunication) {
   MetaOutcome o = EmbeddingBackwardOnMeta({4}, "R", "R", "S(0)");
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.sharding, "S(0)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = EmbeddingBackwardOnMeta({4}, "R", "S(2)", "S(1)");
-  EXPECT_EQ(o.layout, "S(1)");
+  EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   o = EmbeddingBackwardOnMeta({4}, "S(0)", "S(0)", "R");
-  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.sharding, "P(sum)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // dp x tp with a vocab-parallel table: Partial on dp, rows on tp.
   o = EmbeddingBackwardOnMeta({2, 2}, "S(0),R", "S(0),R", "R,S(0)");
-  EXPECT_EQ(o.layout, "P(sum),S(0)");
+  EXPECT_EQ(o.sharding, "P(sum),S(0)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // A replicated table keeps a replicated gradient where the grad is.
   o = EmbeddingBackwardOnMeta({4}, "R", "R", "R");
-  EXPECT_EQ(o.layout, "R");
+  EXPECT_EQ(o.sharding, "R");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
   // The table is layout-only: even where no strategy wants its layout (a
   // Partial table), none of its data moves.
@@ -374,7 +374,7 @@ TEST(VocabLayoutTest, LossParallelReducesBatchSizedVectorsNotLogits) {
     const MetaOutcome o =
         CrossEntropyOnMeta({4}, {1024, 32000}, "S(1)", "R", reduction);
     ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.layout, "R");
+    EXPECT_EQ(o.sharding, "R");
     EXPECT_EQ(o.comms.count(CommKind::kAllGather), 0);
     EXPECT_EQ(o.comms.count(CommKind::kAllToAll), 0);
     EXPECT_EQ(o.comms.count(CommKind::kAllReduce), 2);
@@ -391,7 +391,7 @@ TEST(VocabLayoutTest, SummedLossOfSmallClassShardedLogitsEndsComplete) {
   const MetaOutcome o =
       CrossEntropyOnMeta({4}, {8, 16}, "S(1)", "R", Reduction::kSum);
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "R");
+  EXPECT_EQ(o.sharding, "R");
   EXPECT_EQ(o.comms.total_collectives(), 1);
 }
 
@@ -429,7 +429,7 @@ TEST(VocabLayoutTest, SummedLossParallelOverReplicatedRowsEndsComplete) {
                                              "R,R", Reduction::kSum);
     const std::string name = absl::StrJoin(mesh, "x");
     ASSERT_TRUE(o.status.ok()) << name << ": " << o.status;
-    EXPECT_EQ(o.layout, "R,R") << name;
+    EXPECT_EQ(o.sharding, "R,R") << name;
     ExpectOnlyLossParallelAllReduces(o.comms, name);
     EXPECT_DOUBLE_EQ(
         o.comms.total_bytes(),
@@ -493,7 +493,7 @@ TEST(VocabLayoutTest, BatchShardedMeanCountsTargetsWithOneSmallAllReduce) {
   MetaOutcome o = CrossEntropyOnMeta({2, 2}, shape, "S(0),S(1)", "S(0),R",
                                      Reduction::kMean);
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "P(sum),R");
+  EXPECT_EQ(o.sharding, "P(sum),R");
   EXPECT_EQ(o.comms.count(CommKind::kAllReduce), 3);
   EXPECT_EQ(o.comms.total_collectives(), 3);
   EXPECT_DOUBLE_EQ(o.comms.total_bytes(), AllReduceBytes(2, 513 * 4) +
@@ -501,14 +501,14 @@ TEST(VocabLayoutTest, BatchShardedMeanCountsTargetsWithOneSmallAllReduce) {
                                               AllReduceBytes(2, 8));
   // A sum needs no count; per-sample losses stay sharded.
   o = CrossEntropyOnMeta({2, 2}, shape, "S(0),S(1)", "S(0),R", Reduction::kSum);
-  EXPECT_EQ(o.layout, "P(sum),R");
+  EXPECT_EQ(o.sharding, "P(sum),R");
   EXPECT_EQ(o.comms.total_collectives(), 2);
   o = CrossEntropyOnMeta({2, 2}, shape, "S(0),S(1)", "S(0),R",
                          Reduction::kNone);
-  EXPECT_EQ(o.layout, "S(0),R");
+  EXPECT_EQ(o.sharding, "S(0),R");
   EXPECT_EQ(o.comms.total_collectives(), 2);
   o = CrossEntropyOnMeta({4}, shape, "S(0)", "S(0)", Reduction::kNone);
-  EXPECT_EQ(o.layout, "S(0)");
+  EXPECT_EQ(o.sharding, "S(0)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 

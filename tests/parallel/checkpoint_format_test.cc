@@ -59,7 +59,7 @@ CheckpointMetadata Example() {
   w.dtype = DType::kBF16;
   w.shape = {5, 3};
   w.mesh_shape = {2, 2};
-  w.layout = "S(0),R";
+  w.sharding = "S(0),R";
   w.blocks.push_back({"data_0.bin", 0, {{3, 3}, {0, 0}}, {1, 4294967295u}});
   w.blocks.push_back({"data_2.bin", 7, {{2, 3}, {3, 0}}, {12345}});
   StoredTensor& step = metadata.tensors["step"];
@@ -79,7 +79,7 @@ TEST(CheckpointMetadataTest, RoundTrips) {
   EXPECT_EQ(w.dtype, DType::kBF16);
   EXPECT_EQ(w.shape, (Shape{5, 3}));
   EXPECT_EQ(w.mesh_shape, (std::vector<int64_t>{2, 2}));
-  EXPECT_EQ(w.layout, "S(0),R");
+  EXPECT_EQ(w.sharding, "S(0),R");
   ASSERT_EQ(w.blocks.size(), 2u);
   EXPECT_EQ(w.blocks[1].file, "data_2.bin");
   EXPECT_EQ(w.blocks[1].file_offset, 7);

@@ -197,12 +197,12 @@ StepOrder MetadataSteps(const DeviceMesh& mesh, const std::string& plan,
   for (const nn::NamedSlot& named : model->NamedParameters()) {
     params.push_back(named.slot->value);
   }
-  std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
-  layout[*mesh.DimIndex("dp")] = Placement::Shard(0);
+  std::vector<Placement> sharding(mesh.ndim(), Placement::Replicate());
+  sharding[*mesh.DimIndex("dp")] = Placement::Shard(0);
   const DTensor tokens = *DTensor::FromSpec(
-      runtime, *DTensorSpec::Create(mesh, layout, {8, 8}, DType::kI64));
+      runtime, *DTensorSpec::Create(mesh, sharding, {8, 8}, DType::kI64));
   const DTensor labels = *DTensor::FromSpec(
-      runtime, *DTensorSpec::Create(mesh, layout, {64}, DType::kI64));
+      runtime, *DTensorSpec::Create(mesh, sharding, {64}, DType::kI64));
   StepOrder order;
   for (int step = 0; step < steps; ++step) {
     nn::GradientTape tape;
@@ -282,12 +282,13 @@ absl::Status FirstStepThenSgd(nn::Module& model) {
     params.push_back(named.slot->value);
   }
   const DTensor& any = params.front();
-  std::vector<Placement> layout(any.mesh().ndim(), Placement::Replicate());
-  layout[0] = Placement::Shard(0);  // dp is mesh dim 0 here.
+  std::vector<Placement> sharding(any.mesh().ndim(), Placement::Replicate());
+  sharding[0] = Placement::Shard(0);  // dp is mesh dim 0 here.
   DT_ASSIGN_OR_RETURN(
       Tensor ids, Tensor::FromVector(std::vector<int64_t>(4 * 8, 3), {4, 8}));
-  DT_ASSIGN_OR_RETURN(DTensor tokens, DTensor::Distribute(any.runtime(), ids,
-                                                          any.mesh(), layout));
+  DT_ASSIGN_OR_RETURN(
+      DTensor tokens,
+      DTensor::Distribute(any.runtime(), ids, any.mesh(), sharding));
   nn::GradientTape tape;
   DTensor loss;
   {

@@ -97,11 +97,11 @@ absl::StatusOr<Result> Step(const DeviceMesh& mesh,
       values.push_back(std::sin(0.7 * i + 0.3));
     }
     DT_ASSIGN_OR_RETURN(Tensor full, Tensor::FromVector(values, {kBatch, kIn}));
-    std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
+    std::vector<Placement> sharding(mesh.ndim(), Placement::Replicate());
     if (mesh.DimIndex("dp").ok())
-      layout[*mesh.DimIndex("dp")] = Placement::Shard(0);
+      sharding[*mesh.DimIndex("dp")] = Placement::Shard(0);
     DT_ASSIGN_OR_RETURN(DTensor x,
-                        DTensor::Distribute(runtime, full, mesh, layout));
+                        DTensor::Distribute(runtime, full, mesh, sharding));
     std::vector<nn::NamedSlot> named = model.NamedParameters();
     std::vector<DTensor> params;
     for (const nn::NamedSlot& slot : named) params.push_back(slot.slot->value);

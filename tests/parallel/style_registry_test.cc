@@ -48,7 +48,7 @@ struct Result {
   std::map<std::string, std::vector<float>> grads;
   // Rank 0's: each parameter's placement on the tp dim ("0.weight S(0)"),
   // the output's placements, the forward collectives by kind.
-  std::map<std::string, std::string> layouts;
+  std::map<std::string, std::string> shardings;
   std::string output_layout;
   int64_t forward_all_reduces = 0;
   int64_t forward_all_gathers = 0;
@@ -87,7 +87,7 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
   DT_ASSIGN_OR_RETURN(
       DTensor x, parallel_testing::DistributeReplicated(runtime, full, mesh));
   for (const nn::NamedSlot& slot : model->NamedParameters()) {
-    mine.layouts[slot.name] = slot.slot->value.placements().back().ToString();
+    mine.shardings[slot.name] = slot.slot->value.placements().back().ToString();
   }
   for (const nn::NamedModule& m : model->NamedModules()) {
     mine.hooks += m.module->num_input_hooks() + m.module->num_output_hooks();
@@ -155,9 +155,9 @@ TEST(StyleRegistryTest, UserStyleFromAPlanFileMatchesOneRank) {
   ASSERT_TRUE(RegisterUserStyle().ok()) << RegisterUserStyle();
   const Result r = ExpectMatchesOneRank(
       R"({"tp": {"0": "colwise_gathered", "1.0": "colwise_gathered"}})");
-  EXPECT_EQ(r.layouts.at("0.weight"), "S(0)");
-  EXPECT_EQ(r.layouts.at("0.bias"), "S(0)");
-  EXPECT_EQ(r.layouts.at("1.0.weight"), "S(0)");
+  EXPECT_EQ(r.shardings.at("0.weight"), "S(0)");
+  EXPECT_EQ(r.shardings.at("0.bias"), "S(0)");
+  EXPECT_EQ(r.shardings.at("1.0.weight"), "S(0)");
   EXPECT_EQ(r.output_layout, "R");
   // Each Linear's output is all-gathered: nothing else moves.
   EXPECT_EQ(r.forward_all_gathers, 2);
@@ -232,9 +232,9 @@ TEST(StyleRegistryTest, BuiltinStylesAreTheirClasses) {
 TEST(StyleRegistryTest, HuggingFaceColwiseRowwise) {
   const Result r =
       ExpectMatchesOneRank(R"({"tp": {"0": "colwise", "1.0": "rowwise"}})");
-  EXPECT_EQ(r.layouts.at("0.weight"), "S(0)");
-  EXPECT_EQ(r.layouts.at("1.0.weight"), "S(1)");
-  EXPECT_EQ(r.layouts.at("1.0.bias"), "R");
+  EXPECT_EQ(r.shardings.at("0.weight"), "S(0)");
+  EXPECT_EQ(r.shardings.at("1.0.weight"), "S(1)");
+  EXPECT_EQ(r.shardings.at("1.0.bias"), "R");
   EXPECT_EQ(r.output_layout, "R");
   EXPECT_EQ(r.forward_all_reduces, 1);
   EXPECT_EQ(r.forward_collectives, 1);
@@ -245,8 +245,8 @@ TEST(StyleRegistryTest, HuggingFaceRepStyles) {
   // (a local slice to S(-1)) and all-reduces.
   const Result r = ExpectMatchesOneRank(
       R"({"tp": {"0": "colwise_rep", "1.0": "rowwise_rep"}})");
-  EXPECT_EQ(r.layouts.at("0.weight"), "S(0)");
-  EXPECT_EQ(r.layouts.at("1.0.weight"), "S(1)");
+  EXPECT_EQ(r.shardings.at("0.weight"), "S(0)");
+  EXPECT_EQ(r.shardings.at("1.0.weight"), "S(1)");
   EXPECT_EQ(r.output_layout, "R");
   EXPECT_EQ(r.forward_all_gathers, 1);
   EXPECT_EQ(r.forward_all_reduces, 1);
@@ -269,8 +269,8 @@ TEST(StyleRegistryTest, HuggingFaceReplicateAndLocal) {
   // is given).
   const Result r =
       ExpectMatchesOneRank(R"({"tp": {"0": "replicate", "1": "local"}})");
-  EXPECT_EQ(r.layouts.at("0.weight"), "R");
-  EXPECT_EQ(r.layouts.at("1.0.weight"), "R");
+  EXPECT_EQ(r.shardings.at("0.weight"), "R");
+  EXPECT_EQ(r.shardings.at("1.0.weight"), "R");
   EXPECT_EQ(r.output_layout, "R");
   EXPECT_EQ(r.forward_collectives, 0);
   EXPECT_EQ(r.hooks, 2);  // replicate's input and output hooks.
@@ -281,9 +281,9 @@ TEST(StyleRegistryTest, ParameterKeyPlacesTheParameterAloneAndGatherReduces) {
   // hooks), so 1.0's output is Partial; "gather" on "1" all-reduces it.
   const Result r = ExpectMatchesOneRank(
       R"({"tp": {"0": "colwise", "1.0.weight": "rowwise", "1": "gather"}})");
-  EXPECT_EQ(r.layouts.at("0.weight"), "S(0)");
-  EXPECT_EQ(r.layouts.at("1.0.weight"), "S(1)");
-  EXPECT_EQ(r.layouts.at("1.0.bias"), "R");
+  EXPECT_EQ(r.shardings.at("0.weight"), "S(0)");
+  EXPECT_EQ(r.shardings.at("1.0.weight"), "S(1)");
+  EXPECT_EQ(r.shardings.at("1.0.bias"), "R");
   EXPECT_EQ(r.output_layout, "R");
   EXPECT_EQ(r.forward_all_reduces, 1);
   EXPECT_EQ(r.forward_collectives, 1);

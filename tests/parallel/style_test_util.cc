@@ -25,10 +25,10 @@ constexpr int64_t kBatch = 4, kSeq = 8;
 
 // The batch layout: S(0) on "dp" when the mesh has it, else Replicate.
 std::vector<Placement> BatchSharding(const DeviceMesh& mesh) {
-  std::vector<Placement> layout(mesh.ndim(), Placement::Replicate());
+  std::vector<Placement> sharding(mesh.ndim(), Placement::Replicate());
   absl::StatusOr<int64_t> dp = mesh.DimIndex("dp");
-  if (dp.ok()) layout[*dp] = Placement::Shard(0);
-  return layout;
+  if (dp.ok()) sharding[*dp] = Placement::Shard(0);
+  return sharding;
 }
 
 // One rank's step; fills `mine`.
@@ -50,11 +50,11 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
   DT_ASSIGN_OR_RETURN(Tensor ids_full, Tensor::FromVector(ids, {kBatch, kSeq}));
   DT_ASSIGN_OR_RETURN(Tensor targets_full,
                       Tensor::FromVector(targets, {kBatch * kSeq}));
-  const std::vector<Placement> layout = BatchSharding(mesh);
+  const std::vector<Placement> sharding = BatchSharding(mesh);
   DT_ASSIGN_OR_RETURN(DTensor tokens,
-                      DTensor::Distribute(runtime, ids_full, mesh, layout));
-  DT_ASSIGN_OR_RETURN(DTensor labels,
-                      DTensor::Distribute(runtime, targets_full, mesh, layout));
+                      DTensor::Distribute(runtime, ids_full, mesh, sharding));
+  DT_ASSIGN_OR_RETURN(DTensor labels, DTensor::Distribute(runtime, targets_full,
+                                                          mesh, sharding));
   DTensor loss;
   DT_ASSIGN_OR_RETURN(
       ModelStep step,

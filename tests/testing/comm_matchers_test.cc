@@ -142,7 +142,7 @@ TEST(CommMatchersTest, MatchesTheCollectivesOfARedistribution) {
         return in[0].Redistribute({Placement::Replicate()});
       });
   ASSERT_TRUE(outcome.status.ok()) << outcome.status;
-  EXPECT_EQ(outcome.layout, "R");
+  EXPECT_EQ(outcome.sharding, "R");
   EXPECT_THAT(outcome.comms, IssuedCollectives({{CommKind::kAllGather, 1}}));
   EXPECT_THAT(outcome.comms, ReceivedBytes(Eq(144.0)));
 }
@@ -155,7 +155,7 @@ TEST(CommMatchersTest, RowwiseLinearOnAThousandRanks) {
       {1024}, {{{8, 4096}, "S(1)"}, {{4096, 4096}, "S(0)"}},
       [](const In& in) { return ops::Matmul(in[0], in[1]); });
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.layout, "P(sum)");
+  EXPECT_EQ(o.sharding, "P(sum)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 
   o = testing_util::RunOnMeta(
