@@ -19,7 +19,7 @@ namespace dtensor {
 
 class DTensor;
 
-// Sees every DTensor::Redistribute on this thread that changed the layout,
+// Sees every DTensor::Redistribute on this thread that changed the sharding,
 // after it succeeded, with its input and output (autograd's tape records
 // redistributions through it: dtensor/nn/autograd.h).
 using RedistributeObserver = void (*)(const DTensor& input,
@@ -38,7 +38,7 @@ struct FromLocalOptions {
   // Nesting order of the shards (empty: default, left to right).
   ShardOrder order;
   // Verifies with the peers that every rank's local shape is the one the
-  // layout gives it (one small all-gather); an error names the first rank
+  // sharding gives it (one small all-gather); an error names the first rank
   // that disagrees.
   bool run_check = false;
 };
@@ -50,14 +50,14 @@ struct FromLocalOptions {
 // All ranks of the mesh run the same DTensor code (SPMD); operations that
 // communicate must be called by every rank of the mesh. In a metadata-only
 // runtime a DTensor has no data (`ToLocal()` is undefined) and operations only
-// compute layouts and record the communication they would do.
+// compute shardings and record the communication they would do.
 class DTensor {
  public:
   DTensor() = default;
 
   // Wraps this rank's shard `local` of a tensor laid out over `mesh` by
   // `placements`. Errors: a placement count other than mesh.ndim(), a shard
-  // dim out of range, a local shape that differs from what the layout gives
+  // dim out of range, a local shape that differs from what the sharding gives
   // this rank, this rank not in `mesh`.
   static absl::StatusOr<DTensor> FromLocal(
       std::shared_ptr<Runtime> runtime, Tensor local, DeviceMesh mesh,
@@ -85,7 +85,7 @@ class DTensor {
   // Wraps `local` as this rank's shard of the tensor `spec` describes,
   // without the checks (and the cost) of FromLocal: the caller guarantees
   // that `runtime`'s rank is in the mesh and that `local` has the shape the
-  // layout gives it (undefined under a metadata-only runtime). For op
+  // sharding gives it (undefined under a metadata-only runtime). For op
   // dispatch, which shares precomputed output specs between calls.
   static DTensor WrapUnchecked(std::shared_ptr<Runtime> runtime,
                                std::shared_ptr<const DTensorSpec> spec,

@@ -17,7 +17,7 @@
 namespace dtensor {
 
 // The global description of a distributed tensor: the mesh it lives on, its
-// layout over the mesh (placements and nesting order, as a Sharding), its
+// sharding over the mesh (placements and nesting order, as a Sharding), its
 // global shape and dtype. An immutable value; it answers which block of the
 // global tensor each rank holds.
 class DTensorSpec {

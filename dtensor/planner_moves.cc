@@ -5,7 +5,7 @@
 namespace dtensor {
 namespace {
 
-// Whether every permute from a layout costs the same, whatever mesh dims it
+// Whether every permute from a sharding costs the same, whatever mesh dims it
 // crosses: all links equal and no mesh dim of size 1 (a permute that crosses
 // only those is free).
 bool UniformPermuteCosts(absl::Span<const int64_t> mesh_shape,
@@ -59,7 +59,7 @@ PackedSharding PlannerMoves::EffectiveWithUnitMeshDims(
 }
 
 double PlannerMoves::LocalBytes(const ShardOrders& orders) const {
-  // As PaddedLocalBytes, on the decoded layout.
+  // As PaddedLocalBytes, on the decoded sharding.
   double elements = 1;
   for (int64_t d = 0; d < shapes_.tensor_rank; ++d) {
     int64_t extent = shapes_.global_shape[d];

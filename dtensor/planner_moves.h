@@ -14,9 +14,9 @@
 
 namespace dtensor {
 
-// The moves of the redistribution planner: the layouts one step from a packed
-// layout (the steps PlanRedistribution lists), with each step's kind and cost
-// under the cost model, for one tensor, mesh and target layout.
+// The moves of the redistribution planner: the shardings one step from a packed
+// sharding (the steps PlanRedistribution lists), with each step's kind and cost
+// under the cost model, for one tensor, mesh and target sharding.
 class PlannerMoves {
  public:
   // A step's kind and cost.
@@ -24,7 +24,7 @@ class PlannerMoves {
     CommKind kind;
     double cost_us;
   };
-  // Receives the layout `next` one `step` away, over `mesh_dims`, moving
+  // Receives the sharding `next` one `step` away, over `mesh_dims`, moving
   // shards of `tensor_dims` (views valid during the call only).
   using Visitor = absl::FunctionRef<void(
       PackedSharding next, Step step, absl::Span<const int64_t> mesh_dims,
@@ -42,9 +42,9 @@ class PlannerMoves {
   // nothing): call it once per state, as the search settles it.
   void ForEachNeighbor(PackedSharding state, double cost, Visitor visit);
 
-  // `layout` as the cost model sees it: mesh dims of size 1 Replicate (their
+  // `packed` as the cost model sees it: mesh dims of size 1 Replicate (their
   // chunk is everything) and each shard's position counting only mesh dims of
-  // size > 1. Two layouts agree on a mesh dim of size > 1 here exactly when
+  // size > 1. Two shardings agree on a mesh dim of size > 1 here exactly when
   // it plays the same role in both.
   PackedSharding Effective(PackedSharding packed) const {
     return has_unit_mesh_dims_ ? EffectiveWithUnitMeshDims(packed) : packed;
@@ -65,7 +65,7 @@ class PlannerMoves {
   PackedSharding EffectiveWithUnitMeshDims(PackedSharding packed) const;
   // A `kind` step over `mesh_dims` from the state being expanded: local when
   // the group has one rank (it moves nothing). The moves compute it once for
-  // all the layouts the same collective can reach.
+  // all the shardings the same collective can reach.
   Step MakeStep(CommKind kind, absl::Span<const int64_t> mesh_dims) const {
     if (kind != CommKind::kLocal &&
         GroupSize(mesh_dims, shapes_.mesh_shape) == 1) {
@@ -76,7 +76,7 @@ class PlannerMoves {
   }
   // The mesh dims along which a permute from `from` to `to` moves data.
   MeshDimList MovedMeshDims(PackedSharding from, PackedSharding to) const;
-  // Padded local bytes of a layout with shard orders `orders`.
+  // Padded local bytes of a sharding with shard orders `orders`.
   double LocalBytes(const ShardOrders& orders) const;
 
   const PlanShapes shapes_;
@@ -85,7 +85,7 @@ class PlannerMoves {
   const PackedSharding to_;
   // Whether some mesh dim has size 1.
   const bool has_unit_mesh_dims_;
-  // Whether every permute from a layout costs the same.
+  // Whether every permute from a sharding costs the same.
   const bool uniform_permute_costs_;
   PermuteClasses permute_classes_;
   // The ops Replicate -> Partial may introduce at the state being expanded.

@@ -39,7 +39,7 @@ PermuteClasses::PermuteClasses(absl::Span<const int64_t> mesh_shape,
 
 bool PermuteClasses::HoldsSameBlocks(const ShardOrders& from_orders,
                                      PackedSharding to) const {
-  // Both layouts split every tensor dim into as many blocks, with disjoint
+  // Both shardings split every tensor dim into as many blocks, with disjoint
   // mesh dims per tensor dim, so every combination of per-dim blocks is held
   // by equally many ranks at every Partial coordinate. A permute can deliver
   // every non-empty block `to` needs when, per tensor dim, its non-empty

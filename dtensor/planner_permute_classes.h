@@ -21,7 +21,7 @@ inline int64_t GroupSize(absl::Span<const int64_t> mesh_dims,
   return size;
 }
 
-// The layouts a permute can reach from one another: same Partial mesh dims,
+// The shardings a permute can reach from one another: same Partial mesh dims,
 // every tensor dim split into as many blocks.
 struct PermuteClass {
   std::vector<PackedSharding> states;
@@ -32,7 +32,7 @@ struct PermuteClass {
   std::vector<std::pair<double, double>> expanded;
 };
 
-// The permute classes of the layouts of one tensor on one mesh, each made on
+// The permute classes of the shardings of one tensor on one mesh, each made on
 // first use by a pruned search over the assignments of mesh dims to tensor
 // dims, and cached.
 class PermuteClasses {
@@ -44,7 +44,7 @@ class PermuteClasses {
   // The class of `state`, whose shard orders are `orders`.
   PermuteClass& Of(PackedSharding state, const ShardOrders& orders);
 
-  // Whether a permute from a layout whose shard orders are `from_orders` to
+  // Whether a permute from a sharding whose shard orders are `from_orders` to
   // `to` (of the same class) can deliver every block `to` needs.
   bool HoldsSameBlocks(const ShardOrders& from_orders, PackedSharding to) const;
 
@@ -58,7 +58,7 @@ class PermuteClasses {
                       absl::Span<int64_t> assignment,
                       absl::Span<int64_t> parts_left, PackedSharding partials,
                       std::vector<PackedSharding>* members);
-  // Appends `layout` with the mesh dims `by_dim[e]` sharding tensor dim e,
+  // Appends `packed` with the mesh dims `by_dim[e]` sharding tensor dim e,
   // for e >= d, in every nesting order.
   static void AddOrders(std::vector<MeshDimList>& by_dim, int64_t d,
                         PackedSharding packed,

@@ -222,7 +222,7 @@ absl::StatusOr<Tensor> StepRunner::Permute(const RedistributeStep& step,
                                            const Tensor& local) {
   // Every member works out the same transfers: each member needing a
   // non-empty block it does not hold gets it from a member holding it (under
-  // the old layout) that sends nothing else yet.
+  // the old sharding) that sends nothing else yet.
   const int64_t n = GroupSize(step.mesh_dims);
   std::vector<ShardBlock> old_blocks, new_blocks;
   for (int64_t member = 0; member < n; ++member) {

@@ -14,7 +14,7 @@ namespace dtensor {
 
 // Runs `plan` on this rank (`groups.rank()`):
 // `local` is its shard of a tensor of `global_shape` under the plan's first
-// layout; returns its shard under the last. Every rank of `mesh` must call it
+// sharding; returns its shard under the last. Every rank of `mesh` must call it
 // with the same plan. Collectives take pieces of unequal size where shards are
 // uneven; local steps return views (no copy) where they can. Each step is
 // recorded in the CommCounters active on this thread.

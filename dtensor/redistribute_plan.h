@@ -38,7 +38,7 @@ struct RedistributeStep {
   std::string ToString() const;
 };
 
-// A sequence of steps from one layout to another, with its total cost.
+// A sequence of steps from one sharding to another, with its total cost.
 struct RedistributePlan {
   std::vector<RedistributeStep> steps;
   double total_cost_us = 0;

@@ -31,7 +31,7 @@ double MinCollectiveUs(absl::Span<const int64_t> mesh_shape,
 }
 
 // Whether every tensor dim's extent divides by the number of ranks of the mesh
-// (then every layout splits it into equal blocks).
+// (then every sharding splits it into equal blocks).
 bool EvenBlocks(absl::Span<const int64_t> mesh_shape,
                 absl::Span<const int64_t> global_shape) {
   int64_t ranks = 1;
@@ -56,7 +56,7 @@ double MaxBandwidthGbps(const CostModel& cost_model) {
   return max_gbps;
 }
 
-// A* over layouts. States are PackedShardings; edges are the steps listed in
+// A* over shardings. States are PackedShardings; edges are the steps listed in
 // the header; the first time the target is settled its path is optimal.
 class PlanSearch {
  public:
@@ -64,7 +64,7 @@ class PlanSearch {
              absl::Span<const int64_t> global_shape, DType dtype,
              const CostModel& cost_model);
 
-  // Errors: Internal when the search exhausts the layouts without reaching
+  // Errors: Internal when the search exhausts the shardings without reaching
   // `to` (CheckRedistribution admits only pairs with a path).
   absl::StatusOr<RedistributePlan> Run(const Sharding& from);
 
@@ -117,7 +117,7 @@ class PlanSearch {
   // The cheapest conceivable collective (the A* bound's unit).
   const double min_collective_us_;
   // Whether every tensor dim divides evenly among all the mesh's ranks, so
-  // that every layout's blocks are even (the bytes bound needs it).
+  // that every sharding's blocks are even (the bytes bound needs it).
   const bool even_;
   // The tensor's bytes.
   const double total_bytes_;

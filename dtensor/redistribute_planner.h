@@ -20,7 +20,7 @@
 namespace dtensor {
 
 // Whether `from` can be redistributed to `to` for a tensor of `global_shape`
-// on a mesh of `mesh_shape`. Errors name the offending value: layouts for
+// on a mesh of `mesh_shape`. Errors name the offending value: shardings for
 // another mesh rank or tensor rank than the shapes, a mesh size < 1, a
 // negative tensor size, a mesh dim going from Shard to Partial, or from
 // Partial(op1) to Partial(op2) (a Partial target must come from Replicate or
@@ -31,8 +31,8 @@ absl::Status CheckRedistribution(const Sharding& from, const Sharding& to,
 
 // The cheapest sequence of steps from `from` to `to` under `cost_model`,
 // found by an exact shortest-path search (A* with a consistent lower bound)
-// over layouts. Meshes of at most 8 dims and tensors of rank at most 31 (the
-// search packs a layout into 64 bits); larger ones get an InvalidArgument
+// over shardings. Meshes of at most 8 dims and tensors of rank at most 31 (the
+// search packs a sharding into 64 bits); larger ones get an InvalidArgument
 // error naming both. The moves:
 //   - all-gather of the innermost mesh dim(s) of a tensor dim;
 //   - all-to-all moving the innermost mesh dim(s) of one tensor dim to the
@@ -40,13 +40,13 @@ absl::Status CheckRedistribution(const Sharding& from, const Sharding& to,
 //   - all-reduce of Partial mesh dim(s) with one op;
 //   - reduce-scatter of Partial mesh dim(s) into the innermost position of a
 //     tensor dim;
-//   - collective permute to any layout holding the same blocks (same Partial
+//   - collective permute to any sharding holding the same blocks (same Partial
 //     mesh dims, every tensor dim split into the same blocks): reordering the
 //     nesting of a tensor dim, moving shards between mesh dims or tensor dims
 //     of equal block size; it runs over the mesh dims whose role changes;
 //   - local: slicing a Replicate mesh dim into the innermost shard of a tensor
 //     dim; Replicate -> Partial(op) with sum or an op that a Partial mesh dim
-//     of the layout or of `to` has (so that one reduction covers more mesh
+//     of the sharding or of `to` has (so that one reduction covers more mesh
 //     dims); and any step over a group of one rank.
 // Several mesh dims move in one step over their flattened group where one
 // collective serves. Local bytes are those of the largest (padded) shard.

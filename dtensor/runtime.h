@@ -21,7 +21,7 @@ namespace dtensor {
 // communicators, the cost model of each mesh, and the redistribution planner.
 //
 // A runtime either drives a real rank (its ProcessGroups reach the peers) or
-// is metadata-only: no data and no communication, layouts and costs computed
+// is metadata-only: no data and no communication, shardings and costs computed
 // as the given rank would see them (for tests and plan checks on meshes of
 // any size). Thread-safe; shared by the DTensors made with it.
 class Runtime {

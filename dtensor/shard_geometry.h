@@ -66,12 +66,12 @@ absl::StatusOr<ShardBlock> ShardBlockAt(const Sharding& sharding,
                                         absl::Span<const int64_t> global_shape,
                                         absl::Span<const int64_t> coord);
 
-// FSDP's layout, where `mesh_dim` is the innermost split of tensor dim 0:
+// FSDP's sharding, where `mesh_dim` is the innermost split of tensor dim 0:
 // the block of sharding.WithReplicated({mesh_dim}) held at `coord` (`whole`)
 // and, per coordinate along `mesh_dim`, the rows of `whole` the rank there
 // holds (offsets relative to whole's first row): contiguous chunks that
 // cover it in order. Errors: a sharding where mesh_dim is not the innermost
-// mesh dim sharding dim 0 (decided from the layout alone, so every rank
+// mesh dim sharding dim 0 (decided from the sharding alone, so every rank
 // answers alike), ShardBlockAt's.
 struct InnermostRowSplit {
   ShardBlock whole;

@@ -29,10 +29,10 @@ using MeshDimList = absl::InlinedVector<int64_t, 4>;
 // that tensor dim (0 = outermost). Equivalently: per tensor dim the ordered
 // list of mesh dims that split it, and the partial mesh dims with their op.
 //
-// Every spelling of the same layout ("S(-2)" vs "S(0)", "P" vs "P(sum)", an
+// Every spelling of the same sharding ("S(-2)" vs "S(0)", "P" vs "P(sum)", an
 // explicit default order vs none) gives the same value, so Shardings compare
-// and hash equal exactly when the layouts are equal. Small (no heap storage up
-// to 4 mesh dims) and cheap to copy: it is meant as the state of planners.
+// and hash equal exactly when the shardings are equal. Small (no heap storage
+// up to 4 mesh dims) and cheap to copy: it is meant as the state of planners.
 // The mesh itself (sizes, ranks) is not part of it; see DTensorSpec.
 class Sharding {
  public:
@@ -83,14 +83,14 @@ class Sharding {
   std::vector<int64_t> ReplicaMeshDims() const;
 
   // ---- Edits, the moves of a redistribution planner. Each returns the new
-  // layout in canonical form.
+  // sharding in canonical form.
   // Requires: valid dtensor/mesh/tensor dims (the caller's contract, checked by
   // DT_DCHECK only: this is the planner's hot path). ----
 
   // `mesh_dims` become Replicate; the mesh dims still sharding each tensor dim
   // keep their relative nesting order.
   Sharding WithReplicated(absl::Span<const int64_t> mesh_dims) const;
-  // Every Partial mesh dim made Replicate: the layout of a gradient of a
+  // Every Partial mesh dim made Replicate: the sharding of a gradient of a
   // tensor laid out by this (the gradient of a sum of terms is the same for
   // every term).
   Sharding WithoutPartials() const;

@@ -24,20 +24,20 @@ bool IsDifferentiable(const DTensor& x);
 
 // Options of GradientTape::Gradient.
 struct GradientOptions {
-  // The gradient of the target (its shape; any layout). Undefined: 1.
+  // The gradient of the target (its shape; any sharding). Undefined: 1.
   // Errors: undefined with a target of more than one element (not a scalar
   // loss).
   DTensor output_gradient;
-  // false: each gradient is redistributed to its source's layout, a Partial
+  // false: each gradient is redistributed to its source's sharding, a Partial
   // one completed there (Replicate source: all-reduce; Shard: reduce-scatter;
   // a Partial source's gradient comes as Replicate). true: gradients keep
-  // the layouts propagation gave them (a data-parallel weight's gradient
+  // the shardings propagation gave them (a data-parallel weight's gradient
   // stays Partial), so that accumulating several steps' gradients
   // (AccumulateGradients) and the optimizer's redistribution communicate
   // once.
   bool keep_propagated_shardings = false;
   // If set, called once per source (by index) with its gradient, in the
-  // layout propagation gave it, as soon as that gradient is final: right
+  // sharding propagation gave it, as soon as that gradient is final: right
   // after the backward of the earliest record that holds the source, while
   // the pass goes on (sources no record holds, and those without a gradient,
   // with zeros, at the end). It lets a caller start a gradient's
@@ -65,7 +65,7 @@ struct GradientOptions {
 // Reverse-mode autograd over DTensor ops, like TensorFlow's GradientTape.
 // While a Scope of the tape is alive, every op dispatched on the thread
 // (dtensor/ops/dispatch.h: every ops:: call) and every DTensor::Redistribute
-// that changes a layout is recorded with its inputs, arguments and outputs;
+// that changes a sharding is recorded with its inputs, arguments and outputs;
 // Gradient() then runs the ops' backward definitions (OpDef::backward, written
 // with ops, so gradients are sharded and propagated like any other call) in
 // reverse order.
@@ -112,7 +112,7 @@ class GradientTape {
   GradientTape& operator=(const GradientTape&) = delete;
 
   // d target / d source for each source, in order; see GradientOptions for
-  // the layouts. Every rank of the mesh must call it (SPMD). Errors: an
+  // the shardings. Every rank of the mesh must call it (SPMD). Errors: an
   // undefined or non-floating target or an undefined source (naming its
   // index); a target of several elements without output_gradient, or an
   // output_gradient of another shape; a recorded op on the path from a
@@ -158,16 +158,16 @@ class GradientTape {
   // Recompute in backward ("activation checkpointing" of one tensor):
   // declares, to every tape with an active scope on this thread (recording
   // or paused by NoGrad), that `value` can be rebuilt by redistributing
-  // `source` to value's layout. Those tapes then keep, wherever a record holds
-  // `value` (as an input or an output: the record that made it, and every
-  // later one), a stand-in with its id and spec but no data, so that the
+  // `source` to value's sharding. Those tapes then keep, wherever a record
+  // holds `value` (as an input or an output: the record that made it, and
+  // every later one), a stand-in with its id and spec but no data, so that the
   // tapes no longer keep value's storage alive (a later recorded
   // redistribution of `value`, possibly a view of it, is recomputed from
   // `source` likewise); Gradient() rebuilds `value`
   // (one redistribution of `source`, with the same communication as in
   // forward) when, walking backward, it first runs the backward of a record
   // that holds it (recorded redistributions excepted: their backward reads
-  // only layouts), shares the rebuilt tensor with the earlier records that
+  // only shardings), shares the rebuilt tensor with the earlier records that
   // hold it and drops it after the earliest. FSDP gathers parameters this way
   // (dtensor/parallel/parallelize.h): the gathered copy is freed after the
   // module's forward and gathered again in backward.
@@ -182,7 +182,7 @@ class GradientTape {
   static absl::Status RecomputeInBackward(const DTensor& value,
                                           const DTensor& source);
   // The same, rebuilt by `rebuild` instead of a redistribution of `source`
-  // (which stays the tensor `value` derives from: its layout, mesh and
+  // (which stays the tensor `value` derives from: its sharding, mesh and
   // gradient path): FSDP rebuilds a group's parameters with one flat
   // all-gather and prefetches the next group's. `group` keys the tensors
   // rebuilt together (HeldTensor::rebuild_group; may be null).
@@ -203,7 +203,7 @@ class GradientTape {
   struct Recorded {
     absl::string_view name;
     const BackwardFn* backward;
-    // A redistribution: its backward reads only its input's layout, and its
+    // A redistribution: its backward reads only its input's sharding, and its
     // output is recomputed when its input is (see RecomputeInBackward).
     bool is_redistribution;
     // Its backward reads no tensor data (redistributions, and functions
@@ -231,7 +231,7 @@ class GradientTape {
     DTensor source;
     DTensor stand_in;
     // Builds the tensor source derives (empty: source itself), which is then
-    // redistributed to stand_in's layout where that differs.
+    // redistributed to stand_in's sharding where that differs.
     RebuildFn rebuild;
     const void* group = nullptr;
   };

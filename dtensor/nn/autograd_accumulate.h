@@ -22,7 +22,7 @@ namespace nn {
 //
 // Adds `grads` into `accumulated`, entry by entry, with ops::Add (not
 // recorded by a tape): an undefined accumulator takes the gradient as is, an
-// undefined gradient leaves its accumulator. The sums keep the layouts
+// undefined gradient leaves its accumulator. The sums keep the shardings
 // propagation gives them, so gradients taken with keep_propagated_shardings
 // stay Partial and are reduced once, when the optimizer redistributes them.
 // An empty `accumulated` is first sized to `grads`. Errors: a count or shape

@@ -114,18 +114,18 @@ class GradientTape::BackwardPass {
   // its rebuilt value is dropped after that record.
   void FindEarliestUses();
   // With options.on_gradient_ready, or when gradients are brought to their
-  // sources' layouts (settle_when_ready_), for each source the earliest record
-  // holding it: its gradient is final after that record's backward.
+  // sources' shardings (settle_when_ready_), for each source the earliest
+  // record holding it: its gradient is final after that record's backward.
   void FindReadyPoints(const GradientOptions& options);
   // Backward from the target's gradient `seed`, the gradient of each tensor
   // complete once every later call that used it has been run; a tensor's
   // gradient is dropped once used, unless it is a source.
   absl::Status RunBackward(const DTensor& seed);
   // Hands the sources whose gradient became final at record r to
-  // on_gradient_ready, or brings them to their layouts (settle_when_ready_).
+  // on_gradient_ready, or brings them to their shardings (settle_when_ready_).
   absl::Status ReportReady(size_t r);
   // Each source's gradient (zeros where it got none), brought to its
-  // source's layout unless `options` keeps propagated layouts.
+  // source's sharding unless `options` keeps propagated shardings.
   absl::StatusOr<std::vector<DTensor>> FinishSourceGradients(
       const GradientOptions& options);
 
@@ -133,7 +133,7 @@ class GradientTape::BackwardPass {
   // Hands `grad`, source s's final gradient, to on_gradient_ready; with
   // release_handed_over, clears `grad` (the pass's reference).
   absl::Status HandOver(size_t s, DTensor& grad);
-  // `grad`, source s's gradient, in s's layout (Partials completed).
+  // `grad`, source s's gradient, in s's sharding (Partials completed).
   absl::StatusOr<DTensor> InSourceSharding(size_t s, const DTensor& grad) const;
   // The slots of record r's inputs and outputs.
   const int32_t* InputSlots(size_t r) const {
@@ -175,7 +175,7 @@ class GradientTape::BackwardPass {
   std::vector<bool> depends_;
   std::vector<DTensor> grads_;
   // Per source, the owner of the earliest call that used it (its last
-  // gradient contribution): the redistribution of its gradient to its layout
+  // gradient contribution): the redistribution of its gradient to its sharding
   // is that owner's communication.
   std::vector<const void*> source_owner_;
   // Tensors recomputed in backward, rebuilt while records still need them:
@@ -189,8 +189,8 @@ class GradientTape::BackwardPass {
   std::function<absl::Status(size_t, const DTensor&)> on_ready_;
   std::function<absl::Status()> after_ready_;
   bool release_handed_over_ = false;
-  // Without a callback, and unless the caller keeps propagated layouts, a
-  // source's gradient is brought to its layout as soon as it is final, so
+  // Without a callback, and unless the caller keeps propagated shardings, a
+  // source's gradient is brought to its sharding as soon as it is final, so
   // that a large propagated gradient (an FSDP parameter's, full on dp) is
   // reduced and freed during the pass rather than all at its end.
   bool settle_when_ready_ = false;
@@ -353,7 +353,7 @@ absl::StatusOr<std::vector<DTensor>> GradientTape::BackwardPass::CallBackward(
   const Record& record = tape_.records_[r];
   const Recorded& recorded = record.recorded;
   // A recorded redistribution's backward (or a function's that says so)
-  // reads only layouts, which the stand-ins carry; other records' stand-ins
+  // reads only shardings, which the stand-ins carry; other records' stand-ins
   // are replaced by their rebuilt tensors, in copies.
   absl::Span<const DTensor> inputs = record.inputs;
   absl::Span<const DTensor> outputs = record.outputs;

@@ -33,7 +33,7 @@ ThreadRecording& Recording() {
 }
 
 // A redistribution as the tape records it: a function whose backward sends
-// the gradient back to the input's layout (Partials as Replicate).
+// the gradient back to the input's sharding (Partials as Replicate).
 const Function& RedistributeFunction() {
   static const Function function{
       "redistribute",

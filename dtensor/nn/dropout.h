@@ -15,7 +15,7 @@ namespace nn {
 
 // In training mode, zeroes each element with probability p and scales the
 // others by 1 / (1 - p) (ops::Dropout: the mask depends on the element's
-// global position, never on the layout); in evaluation mode, or with p = 0,
+// global position, never on the sharding); in evaluation mode, or with p = 0,
 // returns its input. Each call draws fresh numbers: the stream of `seed` is
 // consumed from `offset()`, which advances by the input's element count.
 class Dropout : public Module {

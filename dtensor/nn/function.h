@@ -21,7 +21,7 @@ namespace nn {
 struct Function {
   absl::string_view name;
   BackwardFn backward;
-  // Whether `backward` reads only its tensors' layouts (specs), never their
+  // Whether `backward` reads only its tensors' shardings (specs), never their
   // data, as a redistribution's does: then the tape does not rebuild
   // tensors recomputed in backward for it (GradientTape::RecomputeInBackward).
   bool backward_reads_specs_only = false;

@@ -18,7 +18,7 @@
 namespace dtensor {
 namespace nn {
 
-// The layout of the slot `fqn` (of global `shape`) on the mesh.
+// The sharding of the slot `fqn` (of global `shape`) on the mesh.
 using SlotShardingFn = std::function<absl::StatusOr<Sharding>(
     absl::string_view fqn, const Shape& shape)>;
 
@@ -32,12 +32,12 @@ struct InitOptions {
 };
 
 // Gives every parameter and buffer of the tree `root` its initial value: a
-// DTensor on `mesh` laid out by `options.layout`, whose values its
+// DTensor on `mesh` laid out by `options.sharding`, whose values its
 // initializer draws from the stream TensorKey(options.seed, fqn), with `fqn`
 // relative to `root`. A value thus depends only on the seed and the name,
-// never on the mesh or the layout: each rank materialises only its own block
+// never on the mesh or the sharding: each rank materialises only its own block
 // (dtensor/nn/initializer.h). Under a metadata-only runtime the DTensors have
-// no data. Replaces existing values. Errors: a layout error, a Partial
+// no data. Replaces existing values. Errors: a sharding error, a Partial
 // placement, this rank not in the mesh, a non-floating dtype (each naming the
 // slot); on error no slot is changed.
 absl::Status Initialize(Module& root, std::shared_ptr<Runtime> runtime,

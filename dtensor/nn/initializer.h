@@ -18,7 +18,7 @@ namespace nn {
 
 // How the initial values of a parameter or buffer are drawn.
 //
-// Random initializers are layout-independent: element i of the GLOBAL tensor
+// Random initializers are sharding-independent: element i of the GLOBAL tensor
 // (row-major index) takes draws 2i and 2i + 1 of the Philox stream of the
 // tensor's key (dtensor/tensor/generator.h), computed in double and converted
 // to the tensor's dtype. So each rank can materialise exactly its own block

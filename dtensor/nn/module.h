@@ -23,7 +23,7 @@ namespace nn {
 // shape and the rule that initializes it. `value` is undefined until the tree
 // is initialized (dtensor/nn/init.h) or loaded (dtensor/nn/state_dict.h);
 // afterwards it may be replaced by any DTensor of the same global shape
-// (another layout, mesh or dtype), which is how a parallelizer re-lays out a
+// (another sharding, mesh or dtype), which is how a parallelizer re-lays out a
 // module.
 struct TensorSlot {
   std::string name;  // Local to its module: "weight".
@@ -50,7 +50,7 @@ struct NamedModule {
 
 // A node of a module tree: parameters and buffers (TensorSlots), named
 // children, and a forward function from one DTensor to one DTensor written
-// with ops (dtensor/ops/*_ops.h), so that it runs on any layout and under a
+// with ops (dtensor/ops/*_ops.h), so that it runs on any sharding and under a
 // metadata-only runtime, and an active autograd tape records it.
 //
 // Modules are neither copyable nor movable (slots and children keep stable

@@ -19,7 +19,7 @@ namespace nn {
 // their local shards are overwritten, so every copy of a parameter DTensor
 // (a module's slot) sees the new values, and each rank updates only its own
 // shard (elementwise; a Replicate parameter identically on every replica).
-// State (momentum, moments) is kept as DTensors in each parameter's layout.
+// State (momentum, moments) is kept as DTensors in each parameter's sharding.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -27,7 +27,7 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // One update from `grads`, one per parameter in order (undefined: that
-  // parameter is left alone this step). A gradient in another layout than
+  // parameter is left alone this step). A gradient in another sharding than
   // its parameter is redistributed to it first: a Partial gradient of a
   // Replicate parameter is all-reduced, of a Shard parameter
   // reduce-scattered. Every rank calls it (SPMD). Under a metadata-only
@@ -45,14 +45,14 @@ class Optimizer {
   Optimizer(std::vector<DTensor> params, double learning_rate);
 
   // Updates the local shard of parameter `i` from `grad`, the local shard of
-  // its gradient in the parameter's layout.
+  // its gradient in the parameter's sharding.
   virtual absl::Status Update(size_t i, const Tensor& grad) = 0;
 
-  // A DTensor of zeros in parameter i's layout: optimizer state.
+  // A DTensor of zeros in parameter i's sharding: optimizer state.
   absl::StatusOr<DTensor> ZerosLikeParam(size_t i) const;
 
  private:
-  // The gradient in parameter i's layout; errors as for Step.
+  // The gradient in parameter i's sharding; errors as for Step.
   absl::StatusOr<DTensor> GradientInSharding(size_t i,
                                              const DTensor& grad) const;
 

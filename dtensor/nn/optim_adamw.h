@@ -32,7 +32,7 @@ class AdamW : public Optimizer {
   static absl::StatusOr<std::unique_ptr<AdamW>> Create(
       std::vector<DTensor> params, const AdamWOptions& options);
 
-  // The moments m and v, in the parameters' layouts (undefined until the
+  // The moments m and v, in the parameters' shardings (undefined until the
   // parameter's first step or MaterializeState), and the steps taken per
   // parameter.
   const std::vector<DTensor>& exp_avg() const { return exp_avg_; }
@@ -46,7 +46,7 @@ class AdamW : public Optimizer {
 
   // The optimizer state as DTensors keyed by name, parameter i called
   // `param_names[i]`: "<name>.exp_avg" and "<name>.exp_avg_sq" in the
-  // parameter's layout, and "<name>.step", the i64 step count as a 0-d
+  // parameter's sharding, and "<name>.step", the i64 step count as a 0-d
   // DTensor replicated over the parameter's mesh. The state is materialized
   // first. The DTensors share storage with the optimizer, so writing their
   // local shards (a checkpoint load) sets its state. Errors: a name count

@@ -11,7 +11,7 @@ namespace dtensor {
 namespace nn {
 
 // The 2-norm of all elements of all `grads` together (undefined entries
-// skipped), each global element counted once whatever the layouts: the sums
+// skipped), each global element counted once whatever the shardings: the sums
 // of squares are ops::SumOfSquares reductions (one fused pass over each
 // shard, f64), so sharded dims add their shards' sums and replicated dims
 // count once. Gradients on one mesh share one
@@ -23,7 +23,7 @@ absl::StatusOr<double> GlobalGradNorm(absl::Span<const DTensor> grads);
 
 // Clips gradients by their global norm, like torch.nn.utils.clip_grad_norm_:
 // when GlobalGradNorm exceeds `max_norm`, every gradient is scaled by
-// max_norm / (norm + 1e-6) (layouts kept). Returns the norm before
+// max_norm / (norm + 1e-6) (shardings kept). Returns the norm before
 // clipping. Errors: a negative max_norm, GlobalGradNorm's errors.
 absl::StatusOr<double> ClipGradNorm(std::vector<DTensor>* grads,
                                     double max_norm);

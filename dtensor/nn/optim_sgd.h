@@ -34,7 +34,7 @@ class Sgd : public Optimizer {
   static absl::StatusOr<std::unique_ptr<Sgd>> Create(
       std::vector<DTensor> params, const SgdOptions& options);
 
-  // The momentum buffers, in the parameters' layouts (undefined until the
+  // The momentum buffers, in the parameters' shardings (undefined until the
   // first step that updates the parameter with momentum set).
   const std::vector<DTensor>& momentum_buffers() const { return buffers_; }
 

@@ -13,7 +13,7 @@ namespace dtensor {
 namespace nn {
 namespace {
 
-// `loaded` in the layout and dtype of `slot`'s current value (as it is when
+// `loaded` in the sharding and dtype of `slot`'s current value (as it is when
 // the slot has none). Errors name the problem, not the key.
 absl::StatusOr<DTensor> Adapt(const TensorSlot& slot, const DTensor& loaded) {
   if (!loaded.defined()) {

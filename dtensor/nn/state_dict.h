@@ -28,8 +28,8 @@ struct LoadOptions {
 };
 
 // Sets the parameters and buffers of `root` from `state`. A slot that has a
-// value keeps its layout and dtype: the loaded DTensor, on the slot's mesh,
-// is redistributed to the slot's layout and converted to its dtype. A slot
+// value keeps its sharding and dtype: the loaded DTensor, on the slot's mesh,
+// is redistributed to the slot's sharding and converted to its dtype. A slot
 // without a value takes the loaded DTensor as it is.
 // Requires: every rank of the mesh calls it (as for any redistribution).
 //

@@ -109,7 +109,7 @@ absl::StatusOr<DTensor> ArangeAlong(const DTensor& like, int64_t dim,
 namespace {
 
 // The mesh dims where `partial` is Partial(sum) and `complete` Replicate,
-// when their layouts differ only there (so that partial's layout is that of
+// when their shardings differ only there (so that partial's sharding is that of
 // their sum); empty otherwise.
 absl::InlinedVector<int64_t, 4> CompletedDims(const Sharding& partial,
                                               const Sharding& complete) {

@@ -38,7 +38,7 @@ absl::StatusOr<DTensor> FullWithSharding(const DTensor& like,
                                          const Sharding& sharding, double value,
                                          DType dtype);
 
-// `value` everywhere, in like's shape, dtype and layout without Partials.
+// `value` everywhere, in like's shape, dtype and sharding without Partials.
 absl::StatusOr<DTensor> FullLike(const DTensor& like, double value);
 
 // `full` (the same tensor on every rank) as a Replicate DTensor.
@@ -51,7 +51,7 @@ absl::StatusOr<DTensor> ReplicatedConstant(const DTensor& like,
 absl::StatusOr<DTensor> ArangeAlong(const DTensor& like, int64_t dim,
                                     DType dtype);
 
-// Whether `partial`'s layout is `complete`'s with one or more of its
+// Whether `partial`'s sharding is `complete`'s with one or more of its
 // Replicate mesh dims Partial(sum) instead, on the same mesh: the condition
 // of AddCompleteToPartial.
 bool CanAddCompleteToPartial(const DTensor& partial, const DTensor& complete);
@@ -62,7 +62,7 @@ bool CanAddCompleteToPartial(const DTensor& partial, const DTensor& complete);
 // Replicate, the other ranks keep their partial terms. (Add would turn
 // `complete` Partial first: fresh zeros on the other ranks, added there.) No
 // collective. Errors: InvalidArgument (naming both specs) when the
-// layouts do not fit; the local addition's errors.
+// shardings do not fit; the local addition's errors.
 absl::StatusOr<DTensor> AddCompleteToPartial(const DTensor& partial,
                                              const DTensor& complete);
 

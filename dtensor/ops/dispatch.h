@@ -16,8 +16,8 @@ using OpOutputs = absl::InlinedVector<DTensor, 1>;
 // Runs `op` on DTensors (SPMD: every rank of the mesh makes the same call):
 // looks the call up in the propagation cache (PropagationCache::Shared(),
 // propagating on a miss), redistributes the inputs that the chosen strategy
-// needs in another layout, runs the kernel on the local shards and returns
-// the outputs in the strategy's layouts. Under a metadata-only runtime it
+// needs in another sharding, runs the kernel on the local shards and returns
+// the outputs in the strategy's shardings. Under a metadata-only runtime it
 // only records the redistributions' and the kernel's collectives in the
 // active CommCounters and returns DTensors without data. Ops dispatched while
 // an OpCounter is active are recorded with their outputs' local bytes.

@@ -17,7 +17,7 @@
 namespace dtensor {
 
 // What kind of value one argument of an op holds.
-//   kInt, kInts, kBool, kDouble  attributes: they may change the layouts
+//   kInt, kInts, kBool, kDouble  attributes: they may change the shardings
 //                                (dims, keepdim, ...), so they are part of
 //                                the propagation cache key;
 //   kScalar                      a number only the kernel reads (the other

@@ -13,7 +13,7 @@
 namespace dtensor {
 
 // Counts the ops dispatched on this thread while the counter is active, the
-// way CommCounter counts collectives: which ops ran, their output layouts and
+// way CommCounter counts collectives: which ops ran, their output shardings and
 // the bytes of this rank's output shards. Under a metadata-only runtime this
 // estimates each rank's activation memory without computing anything.
 //

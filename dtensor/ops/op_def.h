@@ -25,7 +25,7 @@ struct Propagation;
 
 // What a kernel sees besides its local inputs: the call's arguments, the
 // propagation that chose its strategy (the global specs of its inputs in the
-// layouts the strategy gave them, and of its outputs), and the runtime (its
+// shardings the strategy gave them, and of its outputs), and the runtime (its
 // rank, and the process groups for a kernel that communicates itself).
 class KernelContext {
  public:
@@ -57,8 +57,8 @@ using InferFn = std::function<absl::StatusOr<std::vector<TensorMeta>>(
     absl::Span<const DTensorSpec* const> inputs, const OpArgs& args)>;
 
 // Every strategy the op supports for the call (see dtensor/ops/strategy.h,
-// dtensor/ops/einsum_strategy.h). The engine drops those whose input layouts
-// cannot be reached from the inputs' layouts, or that give a Partial a dtype
+// dtensor/ops/einsum_strategy.h). The engine drops those whose input shardings
+// cannot be reached from the inputs' shardings, or that give a Partial a dtype
 // cannot reduce with (avg of integers, sum or avg of bools), and picks the
 // cheapest of the rest. Only strategies that are correct for uneven shards may
 // be returned.
@@ -107,12 +107,12 @@ struct OpDef {
   // (cross_entropy's count and log-sum-exp): the engine does not count
   // completing their Partials into a strategy's cost (docs/ops.md).
   int num_saved_outputs = 0;
-  // Inputs whose data the kernel never reads: only their layout steers the
+  // Inputs whose data the kernel never reads: only their sharding steers the
   // choice (embedding_backward's table: the gradient comes out laid out like
   // it). A strategy's cost still counts their redistribution, as the price
-  // of the layout it picks for them, but the propagation carries no plan for
+  // of the sharding it picks for them, but the propagation carries no plan for
   // them: no data moves and no collective is recorded; the kernel gets their
-  // local tensor as it is (not in the strategy's layout) and must not read
+  // local tensor as it is (not in the strategy's sharding) and must not read
   // it.
   std::vector<int> spec_only_inputs;
   // The non-tensor arguments, in call order.

@@ -81,7 +81,7 @@ bool Reachable(const Sharding& from, const Sharding& to) {
   return true;
 }
 
-// Whether a layout fits a tensor of `rank` on a mesh of `mesh_ndim` dims.
+// Whether a sharding fits a tensor of `rank` on a mesh of `mesh_ndim` dims.
 bool Fits(const Sharding& s, int64_t mesh_ndim, int64_t rank) {
   return s.mesh_ndim() == mesh_ndim && s.tensor_rank() == rank;
 }
@@ -120,7 +120,7 @@ struct Score {
 // The mesh dims (a bit each) on which `plan` runs a collective. Local steps
 // do not count: slicing a value into shards or handing the op a Partial term
 // (P(sum) + R -> P(sum)) spends nothing. Where some input is already Shard or
-// Partial, a Partial output follows from the caller's layouts (a
+// Partial, a Partial output follows from the caller's shardings (a
 // data-parallel weight gradient stays one all-reduce); where none is,
 // MeshDimsAllReplicate charges it.
 uint64_t MeshDimsRedistributed(const RedistributePlan& plan) {
@@ -133,7 +133,7 @@ uint64_t MeshDimsRedistributed(const RedistributePlan& plan) {
 }
 
 // The mesh dims (a bit each) on which every given input is Replicate. A
-// Partial output there is not implied by the caller's layouts: only a
+// Partial output there is not implied by the caller's shardings: only a
 // strategy that slices the replicated inputs makes it, for free, and reading
 // it costs a collective that the complete alternative never needs (loss
 // parallel's summed loss over rows replicated on dp).
@@ -311,7 +311,7 @@ absl::StatusOr<std::vector<TensorMeta>> InferOutputs(
 }
 
 // Scores the strategies of one call (see "The cost rule" in docs/ops.md),
-// planning each input's redistribution to a target layout once however many
+// planning each input's redistribution to a target sharding once however many
 // strategies share it.
 class StrategyScorer {
  public:
@@ -344,7 +344,7 @@ class StrategyScorer {
   }
 
   // The score of `s`; nullopt when it is invalid (an unreachable input
-  // layout, a Partial a dtype cannot reduce).
+  // sharding, a Partial a dtype cannot reduce).
   std::optional<Score> ScoreOf(const OpStrategy& s) {
     for (size_t j = 0; j < ctx_.outputs.size(); ++j) {
       if (!PartialsAllowed(s.outputs[j], ctx_.outputs[j].dtype)) {

@@ -19,13 +19,13 @@
 
 namespace dtensor {
 
-// How one input of a call reaches the layout its strategy needs.
+// How one input of a call reaches the sharding its strategy needs.
 struct InputRedistribution {
   // The spec the input arrives with and the one the kernel gets (the same
-  // pointer when the layout is kept); both null for an absent input.
+  // pointer when the sharding is kept); both null for an absent input.
   std::shared_ptr<const DTensorSpec> from;
   std::shared_ptr<const DTensorSpec> to;
-  // The planner's plan from `from` to `to`; null when the layout is kept.
+  // The planner's plan from `from` to `to`; null when the sharding is kept.
   std::shared_ptr<const RedistributePlan> plan;
 
   double cost_us() const { return plan == nullptr ? 0 : plan->total_cost_us; }

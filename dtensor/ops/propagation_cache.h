@@ -25,9 +25,9 @@ namespace dtensor {
 // cost model where the runtime has set links): a hit returns the shared
 // propagation (strategy, redistribution plans, output specs) without
 // generating or costing anything. The key is hashed without allocating: the
-// specs' layouts, shapes and dtypes and a few words of their meshes; equality
+// specs' shardings, shapes and dtypes and a few words of their meshes; equality
 // is exact: the same spec object (the cheap case: op outputs and DTensors
-// passed again share the spec objects the cache holds), or an equal layout,
+// passed again share the spec objects the cache holds), or an equal sharding,
 // shape, dtype and mesh.
 // Results do not depend on the calling rank, so one cache serves every rank
 // of a process. Thread-safe; a hit takes a reader lock.

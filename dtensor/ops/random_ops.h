@@ -11,7 +11,7 @@
 namespace dtensor {
 namespace ops {
 
-// Random ops whose result does not depend on the layout: the random number
+// Random ops whose result does not depend on the sharding: the random number
 // of an element comes from its GLOBAL position, so every rank draws exactly
 // the numbers of its own block, whatever the sharding (and replicas draw the
 // same ones).

@@ -52,7 +52,7 @@ DTENSOR_DECLARE_REDUCTION(Min)
 absl::StatusOr<DTensor> SumOfSquares(const DTensor& x,
                                      absl::Span<const int64_t> dims = {},
                                      bool keepdim = false);
-// (min, max) in one pass over the layouts, like torch.aminmax.
+// (min, max) in one pass over the shardings, like torch.aminmax.
 absl::StatusOr<std::pair<DTensor, DTensor>> Aminmax(
     const DTensor& x, absl::Span<const int64_t> dims = {},
     bool keepdim = false);

@@ -164,7 +164,7 @@ OpArgs NarrowArgs(int64_t dim, int64_t start, int64_t length) {
 }
 
 // The parts of `x` along `dim` that the tensor layer's `parts` of a probe of
-// x's shape have, narrowed from one layout of x that suits them all.
+// x's shape have, narrowed from one sharding of x that suits them all.
 absl::StatusOr<std::vector<DTensor>> NarrowParts(
     absl::string_view op, const DTensor& x, int64_t dim,
     const absl::StatusOr<std::vector<Tensor>>& parts) {

@@ -20,7 +20,7 @@ namespace ops {
 // parts are views.
 // Errors: what the tensor layer's functions report for the global shapes.
 //
-// Split and Chunk lay the input out once (the layout the first part's
+// Split and Chunk lay the input out once (the sharding the first part's
 // narrow would choose) and then take every part without communication.
 //
 // Registry names and arguments: narrow ("dim", "start", "length", ints);

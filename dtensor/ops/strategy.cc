@@ -68,7 +68,7 @@ bool OptionViable(const StrategyContext& ctx, const DimStrategy& c, int64_t m) {
 }
 
 // One tensor of the op seen by the combination: its loop dims and, for an
-// input, the layout it arrives with (null for outputs and absent inputs).
+// input, the sharding it arrives with (null for outputs and absent inputs).
 struct TensorSlot {
   const std::vector<int>* loops;
   const Sharding* current;
@@ -164,7 +164,7 @@ std::vector<std::vector<int64_t>> CandidateOrders(
   return orders;
 }
 
-// The layout of `slot` in `combination` with the loop dims' nesting orders.
+// The sharding of `slot` in `combination` with the loop dims' nesting orders.
 absl::StatusOr<Sharding> SlotSharding(
     absl::Span<const DimStrategy* const> combination, const TensorSlot& slot,
     const std::map<int, std::vector<int64_t>>& orders) {

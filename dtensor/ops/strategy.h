@@ -44,15 +44,15 @@ struct KernelComm {
   }
 };
 
-// One way to run an op on a mesh: the layout every input must have (an empty
-// Sharding for an absent optional input), the layout every output then has,
+// One way to run an op on a mesh: the sharding every input must have (an empty
+// Sharding for an absent optional input), the sharding every output then has,
 // and the collectives the kernel runs itself (none for most ops).
 struct OpStrategy {
   absl::InlinedVector<Sharding, 3> inputs;
   absl::InlinedVector<Sharding, 1> outputs;
   std::vector<KernelComm> kernel_comms;
 
-  // "[S(0)] [R] -> [S(0)]": the inputs' layouts, then the outputs'.
+  // "[S(0)] [R] -> [S(0)]": the inputs' shardings, then the outputs'.
   std::string ToString() const;
 
   friend bool operator==(const OpStrategy& a, const OpStrategy& b) {
@@ -112,7 +112,7 @@ bool PartialsAllowed(const Sharding& sharding, DType dtype);
 // loop dim, their nesting order is one an input already has on that loop dim
 // (restricted to those mesh dims, the others appended ascending), or the
 // default (ascending): one strategy per distinct order, so that an input
-// keeps its layout where it can. Errors: a candidate sharding a tensor dim
+// keeps its sharding where it can. Errors: a candidate sharding a tensor dim
 // that iterates no loop dim, tensors sharing a loop dim sharded differently
 // (a generator bug), or more than kMaxStrategies combinations.
 absl::StatusOr<std::vector<OpStrategy>> CombineMeshDims(

@@ -164,7 +164,7 @@ absl::StatusOr<InputGrads> EmbeddingGrad(const BackwardCall& call) {
 }
 
 // ---- embedding_backward: (indices [*], grad [*, dim], table [num, dim]) ->
-// [num, dim]; the table gives only its shape and layout. ----
+// [num, dim]; the table gives only its shape and sharding. ----
 
 absl::StatusOr<std::vector<TensorMeta>> EmbeddingBackwardInfer(
     absl::Span<const DTensorSpec* const> inputs, const OpArgs&) {
@@ -191,8 +191,8 @@ absl::StatusOr<std::vector<TensorMeta>> EmbeddingBackwardInfer(
 // table iterates both as the output does, so each strategy wants the table
 // sharded as the gradient it gives (Replicate where that is Partial), and
 // the cost of bringing the table there (counted, never paid: the table is a
-// layout-only input) prices the gradient's later move to the table's layout:
-// the cheapest is the table's own layout where the indices and grad allow it
+// spec-only input) prices the gradient's later move to the table's sharding:
+// the cheapest is the table's own sharding where the indices and grad allow it
 // (rows: each rank adds only the rows of its block, indices and grad
 // Replicate).
 absl::StatusOr<std::vector<OpStrategy>> EmbeddingBackwardStrategies(

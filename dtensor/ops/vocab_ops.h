@@ -29,9 +29,9 @@ namespace ops {
 // embedding_backward (indices, grad [indices..., dim], table [num, dim]) ->
 // [num, dim], embedding's table gradient as one scatter-add pass
 // (dtensor/tensor/nn_functional.h EmbeddingBackward), what embedding's backward
-// runs. The table gives only its shape and layout (no data of it moves): each
+// runs. The table gives only its shape and sharding (no data of it moves): each
 // strategy prices the table sharded as the gradient it gives (Replicate where
-// that is Partial), so the gradient comes out in the table's layout where the
+// that is Partial), so the gradient comes out in the table's sharding where the
 // indices and grad allow:
 //   indices and grad sharded alike on an index dim -> Partial(sum);
 //   grad S(last)                  -> S(1);

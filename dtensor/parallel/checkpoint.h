@@ -15,7 +15,7 @@ class ProcessGroups;
 namespace parallel {
 
 // Sharded checkpoints of DTensors (model parameters, optimizer state): every
-// rank writes only its own blocks, and a load reshards to any layout on any
+// rank writes only its own blocks, and a load reshards to any sharding on any
 // mesh. See docs/checkpoint.md for the directory format.
 
 // What one rank's SaveCheckpoint or LoadCheckpoint moved (tensor data only,
@@ -63,7 +63,7 @@ struct LoadCheckpointOptions {
 // ProcessGroups) calls it with the DTensors it holds; the keys may differ
 // between ranks (a DTensor lives on the ranks of its mesh, and a rank may
 // hold none: then set SaveOptions::groups), but DTensors under one key must
-// have one global shape, dtype and layout. Each block of each tensor is
+// have one global shape, dtype and sharding. Each block of each tensor is
 // written once, by the lowest rank holding it; Partial mesh dims are first
 // reduced (redistributed to Replicate: a collective on the DTensor's mesh,
 // started only once every rank has passed its own checks). Data files and a
@@ -87,7 +87,7 @@ absl::Status SaveCheckpoint(const std::string& dir, const nn::StateDict& state,
 
 // Loads the checkpoint in `dir` into the DTensors of `state` in place: each
 // DTensor's local shard is overwritten (so every copy of it, module slots and
-// optimizer state included, sees the values), whatever its mesh and layout,
+// optimizer state included, sees the values), whatever its mesh and sharding,
 // which need not be those it was saved with. SPMD like SaveCheckpoint. Each
 // rank reads only the checksum chunks of the stored blocks that overlap its
 // shards and verifies every chunk it reads. Keys of the checkpoint missing
@@ -99,7 +99,7 @@ absl::Status SaveCheckpoint(const std::string& dir, const nn::StateDict& state,
 // the ranks agree; only then are the staged values copied into the local
 // shards. Errors, after which no DTensor has changed on any rank: a key of
 // `state` missing from the checkpoint, a wrong global shape or dtype, or a
-// Partial target layout (InvalidArgument naming the key); a non-contiguous
+// Partial target sharding (InvalidArgument naming the key); a non-contiguous
 // local shard on an accelerator (FailedPrecondition); no metadata.json
 // (NotFound); a truncated or invalid metadata.json, a checksum mismatch or a
 // short data file (DataLoss naming the tensor, block and file); a missing

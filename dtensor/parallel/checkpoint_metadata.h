@@ -28,7 +28,7 @@ struct StoredBlock {
   std::vector<uint32_t> chunk_crc32c;
 };
 
-// One tensor of a checkpoint: its global shape and dtype, the layout it was
+// One tensor of a checkpoint: its global shape and dtype, the sharding it was
 // saved from (for people; loading uses the blocks' boxes only) and its
 // blocks, which tile the tensor without overlap.
 struct StoredTensor {
@@ -79,7 +79,7 @@ absl::StatusOr<CheckpointMetadata> ParseMetadata(
 // Adds the tensors and blocks of `piece` to `into`; the blocks of a tensor
 // both hold are concatenated (overlaps are CheckCoverage's to find).
 // Errors: InvalidArgument for chunk sizes that differ, or for a tensor both
-// hold with another dtype, shape, mesh shape or layout (naming its key);
+// hold with another dtype, shape, mesh shape or sharding (naming its key);
 // `into` may then hold part of `piece`.
 absl::Status MergeMetadata(const CheckpointMetadata& piece,
                            CheckpointMetadata& into);

@@ -16,7 +16,7 @@ namespace parallel {
 // The flat buffers of the data-parallel collectives that move several
 // tensors at once (GradientBuckets' all-reduces and reduce-scatters, FSDP's
 // all-gathers): tensors back to back, or, where each rank of a mesh dim
-// holds some rows of each tensor (FSDP's layout, InnermostRowSplitAt), rank
+// holds some rows of each tensor (FSDP's sharding, InnermostRowSplitAt), rank
 // by rank: rank 0's rows of every tensor in order, then rank 1's, ...
 // Requires: `flat` is 1-D, of the tensors' dtype, and large enough.
 

@@ -32,7 +32,7 @@ namespace parallel {
 namespace {
 
 // The backward of a group's gather: each gathered parameter's gradient as
-// it is, typically Partial on dp (the layout propagation gave it). The
+// it is, typically Partial on dp (the sharding propagation gave it). The
 // sharded parameter is a source of the tape, which reduce-scatters it as
 // soon as it is final, or hands it to GradientBuckets, which reduce-scatters
 // a bucket of them with one asynchronous collective.
@@ -54,7 +54,7 @@ const nn::Function& GatherFunction() {
 class FlatGather {
  public:
   // Starts the gather of `sharded` (one dtype; each sharded on `dp` as the
-  // innermost split of dim 0). Errors: a layout where the dp blocks do not
+  // innermost split of dim 0). Errors: a sharding where the dp blocks do not
   // tile the gathered block along dim 0, the collective's start.
   static absl::StatusOr<std::unique_ptr<FlatGather>> Start(
       std::vector<DTensor> sharded, int64_t dp, absl::string_view label);

@@ -15,7 +15,7 @@ namespace parallel {
 // applied to each group's module:
 //
 // - Forward: when a group's module is called, its parameters (each sharded
-//   on the dp mesh dim, innermost on dim 0: ParallelizeModule's layout) are
+//   on the dp mesh dim, innermost on dim 0: ParallelizeModule's sharding) are
 //   all-gathered over dp with ONE collective of a flat buffer per dtype (the
 //   rank's blocks back to back; uneven blocks as they are), and the slots hold
 //   the gathered copies until the call returns, when they get the sharded

@@ -176,7 +176,7 @@ absl::Status GradientBuckets::Add(size_t index, const DTensor& grad) {
     const DTensor& param = params_[index];
     DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
                         param.mesh().CoordinateOf(param.runtime()->rank()));
-    // Not FSDP's layout (the same answer on every rank): redistributed alone.
+    // Not FSDP's sharding (the same answer on every rank): redistributed alone.
     absl::StatusOr<InnermostRowSplit> split =
         InnermostRowSplitAt(param.sharding(), param.mesh().shape(),
                             param.shape(), coord, reduction.mesh_dims[0]);

@@ -38,7 +38,7 @@ namespace parallel {
 // rest of the backward pass (the step's first bucket of each set of mesh dims
 // closes earlier, at `first_bucket_bytes`). Finish() starts the last, partly
 // filled buckets, waits for every bucket and returns each parameter's gradient
-// in its parameter's layout. Every rank gets the gradients in the same order
+// in its parameter's sharding. Every rank gets the gradients in the same order
 // (SPMD), so the ranks' buckets match. Each all-reduce is counted (CommCounter)
 // as one all_reduce over the bucket's bytes, shared out to the CommOwner each
 // gradient was handed over under (the module that used the parameter), so
@@ -55,9 +55,9 @@ namespace parallel {
 // group's module): it starts at GroupReadyCallback (backward handed the
 // group over), when a gradient of another owner comes, or at its size limit.
 //
-// Gradients of other layouts (a parameter sharded by TP, complete
+// Gradients of other shardings (a parameter sharded by TP, complete
 // gradients, Partial over several dims where one shards the parameter) are
-// redistributed to their parameter's layout when handed over.
+// redistributed to their parameter's sharding when handed over.
 //
 // Gradient accumulation: AccumulateWithoutSync(grads) adds a micro-batch's
 // gradients (taken without the callback) locally; the next synchronized
@@ -79,7 +79,7 @@ class GradientBuckets {
   GradientBuckets& operator=(const GradientBuckets&) = delete;
 
   // The gradient of params[index], final: adds it to the open buckets (or,
-  // when no bucket takes it, redistributes it to its parameter's layout at
+  // when no bucket takes it, redistributes it to its parameter's sharding at
   // once). Errors: an index out of range or given twice in a step, a shape
   // mismatch, the redistribution's, the copy's or a collective start's
   // errors.
@@ -98,7 +98,7 @@ class GradientBuckets {
     return [this] { return StartGroups(); };
   }
   // Starts the buckets still open, waits for every all-reduce and returns
-  // the parameters' gradients in their layouts (zeros where none was given),
+  // the parameters' gradients in their shardings (zeros where none was given),
   // then resets for the next step. Errors: the collectives' errors (naming
   // the bucket).
   absl::StatusOr<std::vector<DTensor>> Finish();
@@ -143,7 +143,7 @@ class GradientBuckets {
   // Records the bucket's collective (CommCounter), its bytes shared out to
   // the owners of its parameters' gradients.
   void Count(const Bucket& bucket) const;
-  // A gradient no bucket takes, brought to its parameter's layout at once
+  // A gradient no bucket takes, brought to its parameter's sharding at once
   // (in backward, under the CommOwner it was handed over under).
   absl::Status KeepUnbucketed(size_t index, DTensor grad);
   // Copies the bucket's gradients into one buffer and starts its all-reduce

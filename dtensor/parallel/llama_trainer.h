@@ -65,7 +65,7 @@ class LlamaTrainer {
   // Forward records the mean cross-entropy loss on a fresh tape (under an
   // ops::LossParallelScope when the plan has a loss_parallel entry, so the
   // vocab-sharded logits are never gathered); Backward
-  // takes the gradients of every parameter (in their layouts: unless the
+  // takes the gradients of every parameter (in their shardings: unless the
   // plan's dp is fsdp, the gradients that are Partial where their parameter
   // is Replicate, data-parallel and norm weights, are all-reduced in
   // buckets of the plan's bucket_mb while backward goes on,

@@ -19,10 +19,10 @@ namespace parallel {
 // Layouts are the placement on the tp mesh dim as text ("R", "S(1)",
 // "S(-1)", "P"), parsed when the style is applied (errors name the module).
 struct StyleOptions {
-  // The layout of the module's input on the tp dim: the target it is
+  // The sharding of the module's input on the tp dim: the target it is
   // redistributed to (sequence_parallel, prepare_input), and for every style
   // how a tp-local input (see use_local_output) is read: it is wrapped onto
-  // the full mesh with this placement (default: the style's input layout,
+  // the full mesh with this placement (default: the style's input sharding,
   // colwise R, rowwise S(-1), sequence_parallel S(1)), like PyTorch's
   // from_local in its input preparation.
   std::optional<std::string> input_layouts;
@@ -84,7 +84,7 @@ class ParallelStyle {
 
   // The hooks for `module` (named `fqn`, used only in messages).
   // Requires: CheckFits(module) is OK.
-  // Errors: InvalidArgument for a layout option that does not parse, naming
+  // Errors: InvalidArgument for a sharding option that does not parse, naming
   // the text and `fqn`.
   virtual absl::StatusOr<StyleHooks> Hooks(const nn::Module& module,
                                            absl::string_view fqn) const = 0;
@@ -97,7 +97,7 @@ class ParallelStyle {
 absl::Status CheckModuleType(const nn::Module& module, absl::string_view fqn,
                              const std::vector<absl::string_view>& types);
 
-// A layout option (`text`: "R", "S(1)", "S(-1)", "P") parsed; nullopt for
+// A sharding option (`text`: "R", "S(1)", "S(-1)", "P") parsed; nullopt for
 // no text.
 // Errors: InvalidArgument for text that is not a placement, naming the text
 // and `fqn`.
@@ -105,7 +105,7 @@ absl::StatusOr<std::optional<Placement>> ParsePlacementOption(
     absl::string_view fqn, const std::optional<std::string>& text);
 
 // The styles of PyTorch's torch.distributed.tensor.parallel, with the
-// layouts of docs/parallel.md. Each carries its StyleOptions.
+// shardings of docs/parallel.md. Each carries its StyleOptions.
 // `name` is the name the style was created under (a plan file's alias,
 // such as Hugging Face's "colwise_rep", names its ColwiseParallel so).
 class StyleWithOptions : public ParallelStyle {
@@ -116,7 +116,7 @@ class StyleWithOptions : public ParallelStyle {
   const StyleOptions& options() const { return options_; }
 
  protected:
-  // The hooks with the options' layouts parsed: `input` and `output` as
+  // The hooks with the options' shardings parsed: `input` and `output` as
   // given, local_input = input, use_local_output as given; a subclass then
   // fills in its defaults.
   // Errors: those of ParsePlacementOption.

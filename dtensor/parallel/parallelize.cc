@@ -38,7 +38,7 @@ absl::StatusOr<DTensor> RedistributeOnDim(const DTensor& x, int64_t tp,
 
 // The input hook of an entry: a tp-local input (dtensor/parallel/tp_local.h) is
 // wrapped onto `mesh` with `local_sharding` on the tp dim, then moved to
-// `target` (when set). Without a local layout a tp-local input passes as it
+// `target` (when set). Without a local sharding a tp-local input passes as it
 // is.
 nn::Module::Hook InputHook(const DeviceMesh& mesh, int64_t tp,
                            std::optional<Placement> local_sharding,
@@ -161,7 +161,7 @@ absl::StatusOr<std::vector<FsdpGroup>> FsdpGroupsOf(nn::Module& root,
   return groups;
 }
 
-// The layout of a parameter: `placements`, and with FSDP dim 0 sharded on
+// The sharding of a parameter: `placements`, and with FSDP dim 0 sharded on
 // the dp dim as well, innermost (FSDP2's strided sharding with tp): so the
 // all-gather on dp alone rebuilds the tp shard, and the gradient's
 // reduce-scatter on dp alone shards it again.
@@ -190,7 +190,7 @@ absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
   if (plan.dp != DataParallel::kNone) {
     DT_ASSIGN_OR_RETURN(dp, mesh.DimIndex(plan.dp_dim));
   }
-  // Hooks first (they can fail on a bad layout), then the parameters.
+  // Hooks first (they can fail on a bad sharding), then the parameters.
   for (const ResolvedEntry& r : resolved) {
     // A parameter key places its parameter alone.
     if (r.parameter.empty()) DT_RETURN_IF_ERROR(AddStyleHooks(r, mesh, *tp));

@@ -18,7 +18,7 @@ namespace parallel {
 // (a tp-local input first wrapped by local_input) redistributed to `input`,
 // the output (a tp-local output first wrapped by local_output) to `output`,
 // then handed on as its tp-local value when use_local_output (see
-// dtensor/parallel/tp_local.h). The built-in styles' layouts:
+// dtensor/parallel/tp_local.h). The built-in styles' shardings:
 //   colwise    Linear weight [out,in] S(0), bias S(0); input -> R; output as
 //              output_layouts if given (else the propagated S(-1)).
 //              Embedding weight S(1).
@@ -28,11 +28,11 @@ namespace parallel {
 //   loss_parallel  as colwise, output kept S(-1) (vocab-sharded logits; a
 //              loss computed under ops::LossParallelScope keeps them so).
 //   sequence_parallel  parameters R; input -> input_layouts, default S(1).
-//   prepare_input / prepare_output  input/output -> the given layouts.
+//   prepare_input / prepare_output  input/output -> the given shardings.
 // and Hugging Face's names (docs/parallel.md).
 // Parameters of modules no entry names stay Replicate on the tp dim. On the
 // dp dim (plan.dp_dim): "replicate" keeps parameters R (their gradients come
-// back partial and are all-reduced when brought to the parameter layout);
+// back partial and are all-reduced when brought to the parameter sharding);
 // "fsdp" shards dim 0 of every parameter of rank >= 1 on the dp dim, inside
 // the tp shard when tp shards dim 0 too, and gives every module that owns
 // parameters a pre-forward hook that all-gathers them on dp (one
@@ -42,7 +42,7 @@ namespace parallel {
 // backward gathers
 // again and reduce-scatters the gradients. Parameter DTensors (ids) taken
 // from the slots after this call stay valid. Errors: those of ResolvePlan, a
-// layout that does not parse (naming it), and failed redistributions.
+// sharding that does not parse (naming it), and failed redistributions.
 absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
                                const Plan& plan);
 

@@ -16,9 +16,9 @@ namespace parallel {
 // tensor-parallel mesh dim `tp`, still a DTensor over the other mesh dims. It
 // lives on the tp-local mesh of the rank: the mesh with dim `tp` cut down to
 // the rank's own coordinate (size 1; names, order and the other dims
-// unchanged), so that a layout keeps one placement per mesh dim and `tp` keeps
-// its index. Ops run on it like on any DTensor; its global shape is the tp
-// shard's.
+// unchanged), so that a sharding keeps one placement per mesh dim and `tp`
+// keeps its index. Ops run on it like on any DTensor; its global shape is the
+// tp shard's.
 
 // The tp-local mesh of `rank`: mesh.PinnedAt(tp, rank), computed once per
 // mesh and tp coordinate.
@@ -32,11 +32,11 @@ bool IsTpLocal(const DTensor& x, const DeviceMesh& mesh, int64_t tp);
 // x's tp-local value: the same local data, on TpLocalMesh, placed as x on the
 // other mesh dims and Replicate on `tp`; a dim that `tp` shards takes the
 // size of the rank's block. No communication. Recorded by an active
-// GradientTape (the gradient comes back to x's layout, a Partial as
+// GradientTape (the gradient comes back to x's sharding, a Partial as
 // Replicate).
 // Errors: `tp` not a mesh dim of x, x Partial on `tp` (a term is no tp-local
 // value), or the tensor dim that `tp` shards also sharded by another mesh dim
-// (InvalidArgument naming the layout).
+// (InvalidArgument naming the sharding).
 absl::StatusOr<DTensor> ToTpLocal(const DTensor& x, int64_t tp);
 
 // The inverse, like PyTorch's DTensor.from_local on the tp group: wraps the

@@ -87,7 +87,7 @@ absl::StatusOr<std::vector<Tensor>> OneRankGradients(const GradCase& c,
   return grads;
 }
 
-// The same on a mesh of `mesh_shape` with random layouts.
+// The same on a mesh of `mesh_shape` with random shardings.
 absl::Status CheckShardings(const GradCase& c, const Tensor& c_full,
                             const std::vector<Tensor>& expected,
                             const std::vector<int64_t>& mesh_shape,

@@ -32,10 +32,10 @@ struct GradCase {
 //     against central finite differences (nn::CheckGradients), with a random
 //     output gradient c;
 //  2. on `sharding_rounds` random meshes (1-D to 3-D, in-process ranks), every
-//     input in a random layout (nested orders; Partial terms for floating
-//     inputs), c too: each gradient must come in its input's layout without
+//     input in a random sharding (nested orders; Partial terms for floating
+//     inputs), c too: each gradient must come in its input's sharding without
 //     Partials, and gathered equal the one-rank gradient within `tol`.
-// Errors name the case, the mesh and the layouts.
+// Errors name the case, the mesh and the shardings.
 absl::Status CheckGradCase(const GradCase& c, uint32_t seed,
                            int sharding_rounds, double tol);
 

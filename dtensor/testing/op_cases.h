@@ -25,7 +25,7 @@ namespace testing_util {
 // ranks).
 std::vector<int64_t> RandomMeshShape(std::mt19937& rng);
 
-// A layout of a tensor over a mesh: one placement per mesh dim and the
+// A sharding of a tensor over a mesh: one placement per mesh dim and the
 // nesting order of the mesh dims sharding each tensor dim.
 struct TestSharding {
   std::vector<Placement> placements;
@@ -72,7 +72,7 @@ absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
                                             const TestSharding& sharding);
 
 // One call of an op to check: full inputs (undefined for an absent optional
-// input) and their layouts.
+// input) and their shardings.
 struct OpCase {
   std::vector<Tensor> inputs;
   std::vector<TestSharding> shardings;
@@ -87,7 +87,7 @@ using ReferenceCall = std::function<absl::StatusOr<std::vector<Tensor>>(
 
 // Runs every case on in-process ranks of a mesh of `mesh_shape`: each rank
 // distributes the inputs (DistributeWithTerms), calls `call`, checks that
-// every output's local shard has the shape its layout gives the rank, and
+// every output's local shard has the shape its sharding gives the rank, and
 // compares every output gathered (FullTensor) with `reference` on the full
 // inputs (AllClose with rtol, atol, in f64). Returns the first failure,
 // naming the case.

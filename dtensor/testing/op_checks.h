@@ -36,7 +36,7 @@ struct OpCall {
 // Draws one call.
 using OpCallMaker = std::function<OpCall(std::mt19937& rng)>;
 
-// The property test over layouts: `rounds` random meshes (RandomMeshShape:
+// The property test over shardings: `rounds` random meshes (RandomMeshShape:
 // 1-D to 3-D), `calls_per_mesh` calls each, every input in a RandomSharding
 // (Partial with the ops its dtype allows), checked by CheckCases through the
 // typed call. All drawn from `seed`.
@@ -84,7 +84,7 @@ struct StrategyCase {
 // `max_strategies`, drawn with `seed` when there are more), bypassing the
 // cost-based choice: the inputs are laid out as the strategy says (Partial
 // terms as in DistributeWithTerms), the kernel's outputs are wrapped in the
-// strategy's output layouts, checked for their local shapes, gathered and
+// strategy's output shardings, checked for their local shapes, gathered and
 // compared with the reference. Returns the first failure, naming the case
 // and the strategy.
 absl::Status CheckEveryStrategy(const std::vector<int64_t>& mesh_shape,
@@ -97,7 +97,7 @@ DTensorCall OneOutput(
 ReferenceCall OneReference(
     std::function<absl::StatusOr<Tensor>(const std::vector<Tensor>&)> call);
 
-// One metadata-only input: its global shape, layout (Sharding::Parse text)
+// One metadata-only input: its global shape, sharding (Sharding::Parse text)
 // and dtype.
 struct MetaInput {
   Shape shape;
@@ -106,7 +106,7 @@ struct MetaInput {
 };
 
 // What one call did on metadata-only DTensors: its status, the first
-// output's layout (Sharding text) and the collectives counted.
+// output's sharding (Sharding text) and the collectives counted.
 struct MetaOutcome {
   absl::Status status;
   std::string sharding;
@@ -114,7 +114,7 @@ struct MetaOutcome {
 };
 
 // Calls `call` on metadata-only DTensors of `inputs` (an undefined DTensor
-// where the layout is "-") on a mesh of `mesh_shape`, seen by rank 0.
+// where the sharding is "-") on a mesh of `mesh_shape`, seen by rank 0.
 MetaOutcome RunOnMeta(
     const std::vector<int64_t>& mesh_shape,
     const std::vector<MetaInput>& inputs,
