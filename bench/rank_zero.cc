@@ -15,9 +15,9 @@ RankZero::RankZero(int64_t world_size)
       runtime_(Runtime::ForRank(groups_)) {}
 
 DTensor OnesOfRankZero(const std::shared_ptr<Runtime>& runtime,
-                       const DeviceMesh& mesh, const char* sharding,
+                       const DeviceMesh& mesh, const char* sharding_text,
                        Device device) {
-  const Sharding sharding = *Sharding::Parse(sharding, 2);
+  const Sharding sharding = *Sharding::Parse(sharding_text, 2);
   const DTensorSpec spec =
       *DTensorSpec::Create(mesh, sharding, {8, 8}, DType::kF32);
   if (runtime->metadata_only()) return *DTensor::FromSpec(runtime, spec);

@@ -26,10 +26,10 @@ class RankZero {
 };
 
 // The DTensor of rank 0 (of `runtime`, real or metadata-only) of an [8, 8]
-// f32 tensor of ones laid out by `sharding` ("S(0),R", ...) on `mesh`, its
+// f32 tensor of ones laid out by `sharding_text` ("S(0),R", ...) on `mesh`, its
 // local block on `device`. Aborts on bad arguments (benchmarks only).
 DTensor OnesOfRankZero(const std::shared_ptr<Runtime>& runtime,
-                       const DeviceMesh& mesh, const char* sharding,
+                       const DeviceMesh& mesh, const char* sharding_text,
                        Device device = Device::CPU());
 
 }  // namespace dtensor::bench

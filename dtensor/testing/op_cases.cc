@@ -196,9 +196,10 @@ absl::StatusOr<DTensor> DistributeWithTerms(std::shared_ptr<Runtime> runtime,
 
 absl::StatusOr<DTensor> MetaTensor(std::shared_ptr<Runtime> runtime,
                                    const DeviceMesh& mesh, const Shape& shape,
-                                   absl::string_view sharding, DType dtype) {
+                                   absl::string_view sharding_text,
+                                   DType dtype) {
   DT_ASSIGN_OR_RETURN(Sharding sharding,
-                      Sharding::Parse(std::string(sharding),
+                      Sharding::Parse(std::string(sharding_text),
                                       static_cast<int64_t>(shape.size())));
   DT_ASSIGN_OR_RETURN(DTensorSpec spec,
                       DTensorSpec::Create(mesh, sharding, shape, dtype));

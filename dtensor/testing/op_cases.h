@@ -96,11 +96,11 @@ absl::Status CheckCases(const std::vector<int64_t>& mesh_shape,
                         const DTensorCall& call, const ReferenceCall& reference,
                         double rtol, double atol);
 
-// A metadata-only DTensor of `shape` laid out by `sharding` (Sharding::Parse
-// text, e.g. "S(0),R").
+// A metadata-only DTensor of `shape` laid out by `sharding_text`
+// (Sharding::Parse text, e.g. "S(0),R").
 absl::StatusOr<DTensor> MetaTensor(std::shared_ptr<Runtime> runtime,
                                    const DeviceMesh& mesh, const Shape& shape,
-                                   absl::string_view sharding,
+                                   absl::string_view sharding_text,
                                    DType dtype = DType::kF32);
 
 }  // namespace testing_util
