@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/debug_check.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/ops/reduction_ops.h"
 #include "dtensor/ops/view_ops.h"
@@ -48,6 +49,7 @@ absl::StatusOr<DTensor> FullWithSharding(const DTensor& like,
                                          const Shape& shape,
                                          const Sharding& sharding, double value,
                                          DType dtype) {
+  DT_DCHECK(value == 0 || sharding == sharding.WithoutPartials());
   DT_ASSIGN_OR_RETURN(DTensorSpec spec,
                       DTensorSpec::Create(like.mesh(), sharding, shape, dtype));
   Tensor local;

@@ -31,8 +31,9 @@ absl::StatusOr<DTensor> ScalarLike(const DTensor& like, double value,
                                    DType dtype);
 
 // A DTensor of `shape` and `dtype` filled with `value`, laid out by
-// `sharding` (which must not be Partial other than for value 0, whose terms
-// may all be 0).
+// `sharding`.
+// Requires: `sharding` has no Partial unless value is 0 (whose terms may all
+//   be 0); debug-checked.
 absl::StatusOr<DTensor> FullWithSharding(const DTensor& like,
                                          const Shape& shape,
                                          const Sharding& sharding, double value,

@@ -16,8 +16,9 @@ namespace dtensor {
 namespace parallel {
 
 // The options of a style, as PyTorch's parallel style classes take them.
-// Layouts are the placement on the tp mesh dim as text ("R", "S(1)",
-// "S(-1)", "P"), parsed when the style is applied (errors name the module).
+// The *_layouts options (PyTorch's names) are the placement on the tp mesh
+// dim as text ("R", "S(1)", "S(-1)", "P"), parsed when the style is applied
+// (errors name the module).
 struct StyleOptions {
   // The sharding of the module's input on the tp dim: the target it is
   // redistributed to (sequence_parallel, prepare_input), and for every style

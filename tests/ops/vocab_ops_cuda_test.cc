@@ -25,8 +25,9 @@
 namespace dtensor {
 namespace {
 
-// One layout of the logits [N, C] (targets sharded like the rows).
-struct Layout {
+// One placement of the logits [N, C] on a mesh (targets sharded like the
+// rows).
+struct LogitsPlacement {
   std::vector<int64_t> mesh;
   std::vector<Placement> logits;
   std::vector<Placement> target;
@@ -48,18 +49,19 @@ absl::StatusOr<Tensor> Gathered(const DTensor& t, bool expect_cuda) {
   return full.To(Device::CPU());
 }
 
-absl::StatusOr<Results> CrossEntropyOn(const Layout& sharding,
+absl::StatusOr<Results> CrossEntropyOn(const LogitsPlacement& placement,
                                        const Tensor& logits,
                                        const Tensor& target, Device device) {
-  DT_ASSIGN_OR_RETURN(const DeviceMesh mesh, DeviceMesh::Create(sharding.mesh));
+  DT_ASSIGN_OR_RETURN(const DeviceMesh mesh,
+                      DeviceMesh::Create(placement.mesh));
   Results results;
   LocalCluster cluster(mesh.size(), CommunicatorOptions(), device);
   DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) -> absl::Status {
     auto runtime = Runtime::ForRank(groups);
-    DT_ASSIGN_OR_RETURN(
-        DTensor x, DTensor::Distribute(runtime, logits, mesh, sharding.logits));
-    DT_ASSIGN_OR_RETURN(
-        DTensor t, DTensor::Distribute(runtime, target, mesh, sharding.target));
+    DT_ASSIGN_OR_RETURN(DTensor x, DTensor::Distribute(runtime, logits, mesh,
+                                                       placement.logits));
+    DT_ASSIGN_OR_RETURN(DTensor t, DTensor::Distribute(runtime, target, mesh,
+                                                       placement.target));
     std::vector<Tensor> losses;
     for (Reduction reduction :
          {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
@@ -99,7 +101,7 @@ TEST(VocabOpsCudaTest, CrossEntropyOnCudaShardsMatchesTheCpu) {
   const Placement r = Placement::Replicate();
   const Placement rows = Placement::Shard(0);
   const Placement classes = Placement::Shard(1);
-  const std::vector<Layout> shardings = {
+  const std::vector<LogitsPlacement> placements = {
       {{2}, {classes}, {r}},                 // Loss parallel.
       {{3}, {classes}, {r}},                 // Uneven class blocks.
       {{2, 2}, {rows, classes}, {rows, r}},  // Batch and classes.
@@ -112,14 +114,14 @@ TEST(VocabOpsCudaTest, CrossEntropyOnCudaShardsMatchesTheCpu) {
     Tensor target =
         testing_util::RandomTensor({6}, DType::kI64, 0, 9, rng).Clone();
     target.data<int64_t>()[1] = -100;  // Ignored.
-    for (const Layout& sharding : shardings) {
+    for (const LogitsPlacement& placement : placements) {
       const std::string what =
           absl::StrCat(std::string(DTypeName(dtype)), " mesh [",
-                       absl::StrJoin(sharding.mesh, ","), "]");
+                       absl::StrJoin(placement.mesh, ","), "]");
       absl::StatusOr<Results> gpu =
-          CrossEntropyOn(sharding, logits, target, Device::CUDA(0));
+          CrossEntropyOn(placement, logits, target, Device::CUDA(0));
       absl::StatusOr<Results> cpu =
-          CrossEntropyOn(sharding, logits, target, Device::CPU());
+          CrossEntropyOn(placement, logits, target, Device::CPU());
       ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
       ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status();
       for (size_t k = 0; k < cpu->losses.size(); ++k) {

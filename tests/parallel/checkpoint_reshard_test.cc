@@ -27,11 +27,6 @@ namespace {
 using parallel::CheckpointStats;
 using testing::TensorCase;
 
-struct Layout {
-  std::vector<Placement> placements;
-  ShardOrder order;
-};
-
 // The distinct non-empty blocks that the ranks of `spec`'s mesh hold.
 std::vector<ShardBlock> DistinctBlocks(const DTensorSpec& spec) {
   std::vector<ShardBlock> blocks;
