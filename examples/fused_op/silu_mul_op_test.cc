@@ -27,7 +27,7 @@ using testing_util::OpCase;
 using In = std::vector<DTensor>;
 using Full = std::vector<Tensor>;
 
-TEST(SiluMulTest, MatchesTheFullTensorReferenceOnRandomLayouts) {
+TEST(SiluMulTest, MatchesTheFullTensorReferenceOnRandomShardings) {
   std::mt19937 rng(7);
   for (int round = 0; round < 6; ++round) {
     const std::vector<int64_t> mesh = testing_util::RandomMeshShape(rng);

@@ -121,7 +121,7 @@ TEST(DTensorTest, FromLocalRunCheckNamesTheRankThatDisagrees) {
   }
 }
 
-TEST(DTensorTest, RedistributeErrorsNameTheLayouts) {
+TEST(DTensorTest, RedistributeErrorsNameTheShardings) {
   const DeviceMesh mesh = *DeviceMesh::Create({2});
   RunOnMesh(mesh, [&](std::shared_ptr<Runtime> runtime) -> absl::Status {
     DT_ASSIGN_OR_RETURN(Tensor full, Iota({4, 2}));

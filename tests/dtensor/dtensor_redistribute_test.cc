@@ -233,7 +233,7 @@ void RunCase(uint64_t seed) {
   EXPECT_TRUE(status.ok()) << what << "\n" << status;
 }
 
-TEST_F(RedistributeTest, RandomLayoutPairsMatchTheReference) {
+TEST_F(RedistributeTest, RandomShardingPairsMatchTheReference) {
   for (uint64_t seed = 1; seed <= 300; ++seed) {
     RunCase(seed);
     if (HasFailure()) break;

@@ -1,16 +1,17 @@
 // The planner against an exhaustive search written here: on every pair of
-// layouts of small meshes, no sequence of the contract's steps is cheaper than
-// the planner's plan, and the plan itself is a valid sequence of such steps.
+// shardings of small meshes, no sequence of the contract's steps is cheaper
+// than the planner's plan, and the plan itself is a valid sequence of such
+// steps.
 //
-// The reference (tests/dtensor/redistribution_reference.h) has its own layout
+// The reference (tests/dtensor/redistribution_reference.h) has its own sharding
 // representation and move generator; this file builds the whole state graph
 // of a (mesh, tensor rank, shape) from it and runs Floyd-Warshall, so every
 // step sequence of any length is covered. Placements are R, S(d) in every
 // nesting order, and P(sum) (one op keeps the graph finite and small).
 //
-// Coverage: every ordered pair of layouts for meshes (2), (4), (2,2), (2,3),
+// Coverage: every ordered pair of shardings for meshes (2), (4), (2,2), (2,3),
 // (2,2,2) and tensor ranks 1-3, each at a tiny, a mid-sized and a large shape,
-// except (2,2,2) with rank 3 (176 layouts, 31k pairs: the planner takes too
+// except (2,2,2) with rank 3 (176 shardings, 31k pairs: the planner takes too
 // long for CI), where a random sample of 2500 pairs per shape stands in. Then
 // uneven shapes (all pairs, sampled on (2,2,2)) and a slow mesh dim 0. A
 // second suite lets an all-to-all land its mesh dims in any order.
@@ -32,7 +33,7 @@
 namespace dtensor {
 namespace {
 
-using reference::Layout;
+using reference::ModelSharding;
 using reference::Move;
 using reference::Problem;
 
@@ -78,7 +79,7 @@ std::vector<Config> Configs() {
       {2}, {4}, {2, 2}, {2, 3}, {2, 2, 2}};
   for (const std::vector<int64_t>& mesh : meshes) {
     for (int rank = 1; rank <= 3; ++rank) {
-      // (2,2,2) with rank 3 has 176 layouts: all 31k pairs take the planner
+      // (2,2,2) with rank 3 has 176 shardings: all 31k pairs take the planner
       // too long for CI, so a random sample covers them instead.
       const int sample = mesh.size() == 3 && rank == 3 ? 2500 : 0;
       for (const std::vector<int64_t>& shape : Shapes(rank)) {
@@ -109,17 +110,17 @@ std::vector<Config> Configs() {
 // All-pairs cheapest costs over the reference's state graph.
 class StateGraph {
  public:
-  StateGraph(std::vector<Layout> layouts, const Problem& problem)
-      : layouts_(std::move(layouts)),
+  StateGraph(std::vector<ModelSharding> shardings, const Problem& problem)
+      : shardings_(std::move(shardings)),
         problem_(problem),
-        n_(layouts_.size()),
+        n_(shardings_.size()),
         dist_(n_ * n_, kInf),
         next_(n_ * n_, -1) {
-    for (size_t i = 0; i < n_; ++i) index_[layouts_[i]] = i;
+    for (size_t i = 0; i < n_; ++i) index_[shardings_[i]] = i;
     for (size_t s = 0; s < n_; ++s) {
       dist_[s * n_ + s] = 0;
       next_[s * n_ + s] = static_cast<int>(s);
-      for (const Move& move : reference::Moves(layouts_[s], problem_)) {
+      for (const Move& move : reference::Moves(shardings_[s], problem_)) {
         auto it = index_.find(move.after);
         if (it == index_.end()) {
           ADD_FAILURE() << "move out of the state space: " << move.ToString();
@@ -148,7 +149,7 @@ class StateGraph {
   }
 
   size_t size() const { return n_; }
-  const Layout& layout(size_t i) const { return layouts_[i]; }
+  const ModelSharding& sharding(size_t i) const { return shardings_[i]; }
   double Cost(size_t from, size_t to) const { return dist_[from * n_ + to]; }
 
   // The cheapest reference path, one move per line.
@@ -157,9 +158,10 @@ class StateGraph {
     for (size_t at = from; at != to;) {
       const size_t hop = next_[at * n_ + to];
       const Move* best = nullptr;
-      const std::vector<Move> moves = reference::Moves(layouts_[at], problem_);
+      const std::vector<Move> moves =
+          reference::Moves(shardings_[at], problem_);
       for (const Move& move : moves) {
-        if (move.after == layouts_[hop] &&
+        if (move.after == shardings_[hop] &&
             (best == nullptr || move.cost_us < best->cost_us)) {
           best = &move;
         }
@@ -171,16 +173,16 @@ class StateGraph {
   }
 
  private:
-  std::vector<Layout> layouts_;
+  std::vector<ModelSharding> shardings_;
   const Problem& problem_;
   size_t n_;
-  std::map<Layout, size_t> index_;
+  std::map<ModelSharding, size_t> index_;
   std::vector<double> dist_;
   std::vector<int> next_;
 };
 
 // Whether some mesh dim goes from Shard to Partial: the contract's error.
-bool ShardToPartial(const Layout& from, const Layout& to) {
+bool ShardToPartial(const ModelSharding& from, const ModelSharding& to) {
   for (size_t m = 0; m < from.partial_op.size(); ++m) {
     if (to.partial_op[m] != reference::kNotPartial &&
         from.partial_op[m] == reference::kNotPartial &&
@@ -206,15 +208,15 @@ TEST_P(PlannerOptimalityTest, NoStepSequenceIsCheaperThanThePlan) {
   problem.reordering_all_to_all = config.reordering_all_to_all;
   const int mesh_ndim = static_cast<int>(config.mesh_shape.size());
   const int rank = static_cast<int>(config.global_shape.size());
-  const StateGraph graph(reference::AllLayouts(mesh_ndim, rank, {kSum}),
+  const StateGraph graph(reference::AllModelShardings(mesh_ndim, rank, {kSum}),
                          problem);
   std::vector<Sharding> shardings;
   for (size_t i = 0; i < graph.size(); ++i) {
     absl::StatusOr<Sharding> sharding =
-        Sharding::Parse(graph.layout(i).ToText(), rank);
+        Sharding::Parse(graph.sharding(i).ToText(), rank);
     ASSERT_TRUE(sharding.ok()) << sharding.status();
-    ASSERT_EQ(reference::FromSharding(*sharding), graph.layout(i))
-        << graph.layout(i).ToText();
+    ASSERT_EQ(reference::FromSharding(*sharding), graph.sharding(i))
+        << graph.sharding(i).ToText();
     shardings.push_back(*sharding);
   }
 
@@ -240,8 +242,8 @@ TEST_P(PlannerOptimalityTest, NoStepSequenceIsCheaperThanThePlan) {
   ASSERT_TRUE(cost_model.ok()) << cost_model.status();
   int failures = 0;
   for (const auto& [s, t] : pairs) {
-    const Layout& from = graph.layout(s);
-    const Layout& to = graph.layout(t);
+    const ModelSharding& from = graph.sharding(s);
+    const ModelSharding& to = graph.sharding(t);
     absl::StatusOr<RedistributePlan> plan =
         PlanRedistribution(shardings[s], shardings[t], config.mesh_shape,
                            config.global_shape, DType::kF32, *cost_model);

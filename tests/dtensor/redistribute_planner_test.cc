@@ -19,7 +19,7 @@
 namespace dtensor {
 namespace {
 
-using reference::Layout;
+using reference::ModelSharding;
 using reference::Problem;
 
 // Every expected cost below is the contract's formula written out by hand:
@@ -44,11 +44,11 @@ Sharding ParseOrDie(const std::string& text, int64_t rank) {
   return sharding.ok() ? *sharding : Sharding();
 }
 
-// The partial ops `layout` uses: the ones a local Replicate -> Partial may
+// The partial ops `sharding` uses: the ones a local Replicate -> Partial may
 // introduce on the way to it.
-std::vector<int> PartialOps(const Layout& layout) {
+std::vector<int> PartialOps(const ModelSharding& sharding) {
   std::set<int> ops = {0};  // Sum, always offered.
-  for (int op : layout.partial_op) {
+  for (int op : sharding.partial_op) {
     if (op != reference::kNotPartial) ops.insert(op);
   }
   return {ops.begin(), ops.end()};
@@ -68,11 +68,12 @@ RedistributePlan CheckedPlan(const std::string& from, const std::string& to,
     return {};
   }
   Problem problem = MakeProblem(mesh_shape, global_shape);
-  const Layout target = reference::ParseLayout(to, static_cast<int>(rank));
+  const ModelSharding target =
+      reference::ParseModelSharding(to, static_cast<int>(rank));
   problem.local_partial_ops = PartialOps(target);
   const std::string error = reference::CheckPlan(
-      *plan, reference::ParseLayout(from, static_cast<int>(rank)), target,
-      problem);
+      *plan, reference::ParseModelSharding(from, static_cast<int>(rank)),
+      target, problem);
   EXPECT_EQ(error, "") << from << " -> " << to << "\n" << plan->ToString();
   return *plan;
 }
@@ -81,7 +82,8 @@ RedistributePlan CheckedPlan(const std::string& from, const std::string& to,
 // collective per op) and all-gather every sharded tensor dim (one collective
 // over all its mesh dims), in the cheapest order, then slice locally for
 // free. Priced with the reference's formula.
-double GatherThenSliceCostUs(const Layout& from, const Problem& problem) {
+double GatherThenSliceCostUs(const ModelSharding& from,
+                             const Problem& problem) {
   // -1 - op: the all-reduce of the mesh dims Partial with op; d >= 0: the
   // all-gather of tensor dim d.
   std::vector<int> collectives;
@@ -92,21 +94,21 @@ double GatherThenSliceCostUs(const Layout& from, const Problem& problem) {
   std::sort(collectives.begin(), collectives.end());
   double best = std::numeric_limits<double>::infinity();
   do {
-    Layout layout = from;
+    ModelSharding sharding = from;
     double cost = 0;
     for (int c : collectives) {
-      const double bytes = reference::PaddedBytes(layout, problem);
+      const double bytes = reference::PaddedBytes(sharding, problem);
       if (c >= 0) {
-        cost += reference::StepCostUs(CommKind::kAllGather, layout.splits[c],
+        cost += reference::StepCostUs(CommKind::kAllGather, sharding.splits[c],
                                       bytes, problem.network);
-        layout.splits[c].clear();
+        sharding.splits[c].clear();
         continue;
       }
       std::vector<int> group;
-      for (size_t m = 0; m < layout.partial_op.size(); ++m) {
-        if (layout.partial_op[m] == -1 - c) {
+      for (size_t m = 0; m < sharding.partial_op.size(); ++m) {
+        if (sharding.partial_op[m] == -1 - c) {
           group.push_back(static_cast<int>(m));
-          layout.partial_op[m] = reference::kNotPartial;
+          sharding.partial_op[m] = reference::kNotPartial;
         }
       }
       cost += reference::StepCostUs(CommKind::kAllReduce, group, bytes,
@@ -120,9 +122,9 @@ double GatherThenSliceCostUs(const Layout& from, const Problem& problem) {
 double GatherThenSliceCostUs(const std::string& from,
                              const std::vector<int64_t>& mesh_shape,
                              const std::vector<int64_t>& global_shape) {
-  return GatherThenSliceCostUs(
-      reference::ParseLayout(from, static_cast<int>(global_shape.size())),
-      MakeProblem(mesh_shape, global_shape));
+  return GatherThenSliceCostUs(reference::ParseModelSharding(
+                                   from, static_cast<int>(global_shape.size())),
+                               MakeProblem(mesh_shape, global_shape));
 }
 
 // The step-by-step check the tests rely on catches broken plans.
@@ -132,8 +134,8 @@ TEST(ReferenceCheckTest, RejectsTamperedPlans) {
       CheckedPlan("S(0),P(sum)", "R,S(1)", mesh, shape);
   ASSERT_EQ(plan.steps.size(), 2u) << plan.ToString();
   const Problem problem = MakeProblem(mesh, shape);
-  const Layout from = reference::ParseLayout("S(0),P(sum)", 2);
-  const Layout to = reference::ParseLayout("R,S(1)", 2);
+  const ModelSharding from = reference::ParseModelSharding("S(0),P(sum)", 2);
+  const ModelSharding to = reference::ParseModelSharding("R,S(1)", 2);
   auto check_edited = [&](const std::function<void(RedistributePlan&)>& edit) {
     RedistributePlan copy = plan;
     edit(copy);
@@ -173,10 +175,11 @@ TEST(ReferenceCheckTest, RejectsTamperedPlans) {
                         32,
                         kLaunch + kHop + 32 / kBytesPerUs});
   fake.total_cost_us = fake.steps[0].cost_us;
-  EXPECT_NE(reference::CheckPlan(fake, reference::ParseLayout("S(0),R", 1),
-                                 reference::ParseLayout("R,R", 1),
-                                 MakeProblem({2, 2}, {16})),
-            "");
+  EXPECT_NE(
+      reference::CheckPlan(fake, reference::ParseModelSharding("S(0),R", 1),
+                           reference::ParseModelSharding("R,R", 1),
+                           MakeProblem({2, 2}, {16})),
+      "");
 }
 
 // ---- One collective where one serves. ----
@@ -214,7 +217,7 @@ TEST(PlannerTest, SwappingTheNestingOrderIsOnePermute) {
     EXPECT_EQ(plan.steps[0].kind, CommKind::kPermute);
     const Problem problem = MakeProblem(c.mesh, c.shape);
     const double block = reference::PaddedBytes(
-        reference::ParseLayout(c.from, static_cast<int>(c.shape.size())),
+        reference::ParseModelSharding(c.from, static_cast<int>(c.shape.size())),
         problem);
     EXPECT_NEAR(plan.total_cost_us, kLaunch + kHop + block / kBytesPerUs, 1e-9);
     EXPECT_LT(plan.total_cost_us,
@@ -285,7 +288,7 @@ TEST(PlannerTest, PartialToShardIsOneReduceScatter) {
       int64_t n = 1;
       for (int64_t m : c.mesh_dims) n *= c.mesh[m];
       const double local = reference::PaddedBytes(
-          reference::ParseLayout(c.from, 2), MakeProblem(c.mesh, shape));
+          reference::ParseModelSharding(c.from, 2), MakeProblem(c.mesh, shape));
       EXPECT_NEAR(
           plan.total_cost_us,
           kLaunch + (n - 1) * kHop + (n - 1.0) / n * local / kBytesPerUs, 1e-9);
@@ -362,7 +365,7 @@ TEST(PlannerTest, PartialsWithDifferentOpsReduceSeparately) {
 
 // ---- Steps that move nothing. ----
 
-TEST(PlannerTest, SameLayoutIsTheEmptyPlan) {
+TEST(PlannerTest, SameShardingIsTheEmptyPlan) {
   const RedistributePlan plan =
       CheckedPlan("S(0)[0],S(0)[1],P(max)", "S(0),S(0),P(max)", {2, 2, 2}, {8});
   EXPECT_TRUE(plan.steps.empty());
@@ -449,7 +452,7 @@ TEST(PlannerTest, ScalarsReduceAndGoPartial) {
   EXPECT_EQ(plan.total_cost_us, 0);
 }
 
-// Random pairs of layouts (all ops, every nesting order) on random meshes and
+// Random pairs of shardings (all ops, every nesting order) on random meshes and
 // shapes, even and uneven: every plan is a valid chain of contract steps and
 // never costs more than gathering everything and slicing.
 TEST(PlannerTest, RandomPairsAreValidAndBeatGatherThenSlice) {
@@ -464,10 +467,10 @@ TEST(PlannerTest, RandomPairsAreValidAndBeatGatherThenSlice) {
       shape.push_back(rng() % 4 == 0 ? static_cast<int64_t>(rng() % 20)
                                      : int64_t{24} << (rng() % 8));
     }
-    const std::vector<Layout> layouts = reference::AllLayouts(
+    const std::vector<ModelSharding> shardings = reference::AllModelShardings(
         static_cast<int>(mesh.size()), rank, {0, 1, 2, 3});
-    const Layout& from = layouts[rng() % layouts.size()];
-    Layout to = layouts[rng() % layouts.size()];
+    const ModelSharding& from = shardings[rng() % shardings.size()];
+    ModelSharding to = shardings[rng() % shardings.size()];
     // Keep the pair legal: a Partial target needs Replicate or the same op.
     for (size_t m = 0; m < mesh.size(); ++m) {
       if (to.partial_op[m] != reference::kNotPartial &&
@@ -583,8 +586,8 @@ TEST(PlannerErrorTest, PartialOpChange) {
               {"mesh dim 1", "P(avg)", "P(min)"});
 }
 
-TEST(PlannerErrorTest, ShapesThatDoNotFitTheLayouts) {
-  // Tensor rank 2 layouts for a rank 3 shape.
+TEST(PlannerErrorTest, ShapesThatDoNotFitTheShardings) {
+  // Tensor rank 2 shardings for a rank 3 shape.
   ExpectError("S(0),R", "R,R", 2, {2, 2}, {8, 8, 8}, {"rank 2", "[8, 8, 8]"});
   // Two placements for a 1-d mesh.
   ExpectError("S(0),R", "R,R", 1, {4}, {8}, {"2 placements", "[4]"});

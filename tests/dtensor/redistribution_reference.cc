@@ -17,9 +17,9 @@ namespace {
 constexpr const char* kOpNames[] = {"sum", "avg", "max", "min"};
 
 // The tensor dim that mesh dim m shards, or -1.
-int ShardedDim(const Layout& layout, int m) {
-  for (size_t d = 0; d < layout.splits.size(); ++d) {
-    const std::vector<int>& dims = layout.splits[d];
+int ShardedDim(const ModelSharding& sharding, int m) {
+  for (size_t d = 0; d < sharding.splits.size(); ++d) {
+    const std::vector<int>& dims = sharding.splits[d];
     if (std::find(dims.begin(), dims.end(), m) != dims.end()) {
       return static_cast<int>(d);
     }
@@ -44,7 +44,7 @@ void Chunk(int64_t extent, int64_t k, int64_t i, int64_t* offset,
 
 // How many ranks hold each non-empty block, keyed by the rank's coordinates
 // on the Partial mesh dims, then (offset, size) per tensor dim.
-std::map<std::vector<int64_t>, int> HeldBlocks(const Layout& layout,
+std::map<std::vector<int64_t>, int> HeldBlocks(const ModelSharding& sharding,
                                                const Problem& problem) {
   const std::vector<int64_t>& mesh = problem.network.mesh_shape;
   std::map<std::vector<int64_t>, int> held;
@@ -52,12 +52,12 @@ std::map<std::vector<int64_t>, int> HeldBlocks(const Layout& layout,
   while (true) {
     std::vector<int64_t> key;
     for (size_t m = 0; m < mesh.size(); ++m) {
-      if (layout.partial_op[m] != kNotPartial) key.push_back(coord[m]);
+      if (sharding.partial_op[m] != kNotPartial) key.push_back(coord[m]);
     }
     bool empty = false;
-    for (size_t d = 0; d < layout.splits.size(); ++d) {
+    for (size_t d = 0; d < sharding.splits.size(); ++d) {
       int64_t offset = 0, size = problem.global_shape[d];
-      for (int m : layout.splits[d]) {
+      for (int m : sharding.splits[d]) {
         Chunk(size, mesh[m], coord[m], &offset, &size);
       }
       key.push_back(offset);
@@ -74,7 +74,7 @@ std::map<std::vector<int64_t>, int> HeldBlocks(const Layout& layout,
 }
 
 // Whether every block `to` needs is held by at least as many ranks in `from`.
-bool PermuteServes(const Layout& from, const Layout& to,
+bool PermuteServes(const ModelSharding& from, const ModelSharding& to,
                    const Problem& problem) {
   const std::map<std::vector<int64_t>, int> held = HeldBlocks(from, problem);
   for (const auto& [block, count] : HeldBlocks(to, problem)) {
@@ -84,12 +84,13 @@ bool PermuteServes(const Layout& from, const Layout& to,
   return true;
 }
 
-// What mesh dim `m` does in `layout`: the tensor dim it splits (-1 for none)
+// What mesh dim `m` does in `sharding`: the tensor dim it splits (-1 for none)
 // and how many mesh dims of size > 1 split that tensor dim outside it.
-std::pair<int, int> Role(const Layout& layout, int m, const Problem& problem) {
-  for (size_t d = 0; d < layout.splits.size(); ++d) {
+std::pair<int, int> Role(const ModelSharding& sharding, int m,
+                         const Problem& problem) {
+  for (size_t d = 0; d < sharding.splits.size(); ++d) {
     int depth = 0;
-    for (int other : layout.splits[d]) {
+    for (int other : sharding.splits[d]) {
       if (other == m) return {static_cast<int>(d), depth};
       if (problem.network.mesh_shape[other] > 1) ++depth;
     }
@@ -99,8 +100,8 @@ std::pair<int, int> Role(const Layout& layout, int m, const Problem& problem) {
 
 // The mesh dims of size > 1 whose role differs between `from` and `to`:
 // ranks that agree on every other mesh dim exchange blocks among themselves.
-std::vector<int> ChangedRoles(const Layout& from, const Layout& to,
-                              const Problem& problem) {
+std::vector<int> ChangedRoles(const ModelSharding& from,
+                              const ModelSharding& to, const Problem& problem) {
   std::vector<int> changed;
   for (size_t m = 0; m < from.partial_op.size(); ++m) {
     const int dim = static_cast<int>(m);
@@ -112,13 +113,13 @@ std::vector<int> ChangedRoles(const Layout& from, const Layout& to,
   return changed;
 }
 
-// Layouts that keep the Partial mesh dims of `like` and put every other mesh
+// Shardings that keep the Partial mesh dims of `like` and put every other mesh
 // dim on Replicate or on a tensor dim, in every nesting order.
-std::vector<Layout> LayoutsWithPartials(const Layout& like) {
+std::vector<ModelSharding> ShardingsWithPartials(const ModelSharding& like) {
   const int mesh_ndim = static_cast<int>(like.partial_op.size());
   const int rank = static_cast<int>(like.splits.size());
-  std::vector<Layout> result;
-  Layout current{std::vector<std::vector<int>>(rank), like.partial_op};
+  std::vector<ModelSharding> result;
+  ModelSharding current{std::vector<std::vector<int>>(rank), like.partial_op};
   // Mesh dims are placed in ascending order; each shard is inserted at every
   // position of its tensor dim, which yields every nesting order once.
   std::function<void(int)> place = [&](int m) {
@@ -149,25 +150,26 @@ std::vector<int> Subset(const std::vector<int>& items, int mask) {
   return subset;
 }
 
-Layout WithoutShards(Layout layout, int d, size_t count) {
-  layout.splits[d].resize(layout.splits[d].size() - count);
-  return layout;
+ModelSharding WithoutShards(ModelSharding sharding, int d, size_t count) {
+  sharding.splits[d].resize(sharding.splits[d].size() - count);
+  return sharding;
 }
 
-Layout WithShardsAppended(Layout layout, int d, const std::vector<int>& dims) {
-  layout.splits[d].insert(layout.splits[d].end(), dims.begin(), dims.end());
-  return layout;
+ModelSharding WithShardsAppended(ModelSharding sharding, int d,
+                                 const std::vector<int>& dims) {
+  sharding.splits[d].insert(sharding.splits[d].end(), dims.begin(), dims.end());
+  return sharding;
 }
 
 // Collects moves, turning steps over one rank into local ones and pricing
 // each with the contract's formula.
 class MoveList {
  public:
-  MoveList(const Layout& from, const Problem& problem)
+  MoveList(const ModelSharding& from, const Problem& problem)
       : problem_(problem), local_bytes_(PaddedBytes(from, problem)) {}
 
   void Add(CommKind kind, std::vector<int> mesh_dims,
-           std::vector<int> tensor_dims, Layout after) {
+           std::vector<int> tensor_dims, ModelSharding after) {
     if (GroupSize(mesh_dims, problem_.network) == 1) kind = CommKind::kLocal;
     Move move{kind, std::move(mesh_dims), std::move(tensor_dims),
               std::move(after)};
@@ -194,7 +196,7 @@ std::vector<int> ToInts(const std::vector<int64_t>& values) {
 }
 
 // Whether `step` is `move` (see CheckPlan).
-bool StepIsMove(const RedistributeStep& step, const Layout& after,
+bool StepIsMove(const RedistributeStep& step, const ModelSharding& after,
                 const Move& move) {
   if (move.kind != step.kind || move.after != after ||
       move.tensor_dims != ToInts(step.tensor_dims) ||
@@ -214,11 +216,11 @@ bool StepIsMove(const RedistributeStep& step, const Layout& after,
 
 }  // namespace
 
-bool Layout::IsReplicate(int m) const {
+bool ModelSharding::IsReplicate(int m) const {
   return partial_op[m] == kNotPartial && ShardedDim(*this, m) < 0;
 }
 
-std::string Layout::ToText() const {
+std::string ModelSharding::ToText() const {
   std::vector<std::string> items;
   for (size_t m = 0; m < partial_op.size(); ++m) {
     if (partial_op[m] != kNotPartial) {
@@ -237,11 +239,11 @@ std::string Layout::ToText() const {
   return absl::StrJoin(items, ",");
 }
 
-Layout FromSharding(const Sharding& sharding) {
-  Layout layout;
+ModelSharding FromSharding(const Sharding& sharding) {
+  ModelSharding sharding;
   for (int64_t d = 0; d < sharding.tensor_rank(); ++d) {
     const MeshDimList dims = sharding.MeshDimsSharding(d);
-    layout.splits.emplace_back(dims.begin(), dims.end());
+    sharding.splits.emplace_back(dims.begin(), dims.end());
   }
   for (int64_t m = 0; m < sharding.mesh_ndim(); ++m) {
     const Placement& p = sharding.placement(m);
@@ -252,12 +254,12 @@ Layout FromSharding(const Sharding& sharding) {
     if (p.is_partial() && op == kNotPartial) {
       ADD_FAILURE() << "unknown reduce op " << p.ToString();
     }
-    layout.partial_op.push_back(op);
+    sharding.partial_op.push_back(op);
   }
-  return layout;
+  return sharding;
 }
 
-Layout ParseLayout(const std::string& text, int tensor_rank) {
+ModelSharding ParseModelSharding(const std::string& text, int tensor_rank) {
   absl::StatusOr<Sharding> sharding = Sharding::Parse(text, tensor_rank);
   if (!sharding.ok()) {
     ADD_FAILURE() << "cannot parse '" << text << "': " << sharding.status();
@@ -266,17 +268,17 @@ Layout ParseLayout(const std::string& text, int tensor_rank) {
   return FromSharding(*sharding);
 }
 
-std::vector<Layout> AllLayouts(int mesh_ndim, int tensor_rank,
-                               const std::vector<int>& partial_ops) {
-  std::vector<Layout> result;
+std::vector<ModelSharding> AllModelShardings(
+    int mesh_ndim, int tensor_rank, const std::vector<int>& partial_ops) {
+  std::vector<ModelSharding> result;
   // Every choice of Partial op (or none) per mesh dim, then every placement
   // of the others.
   std::vector<int> ops(mesh_ndim, kNotPartial);
   std::function<void(int)> choose = [&](int m) {
     if (m == mesh_ndim) {
-      Layout like{std::vector<std::vector<int>>(tensor_rank), ops};
-      for (Layout& layout : LayoutsWithPartials(like)) {
-        result.push_back(std::move(layout));
+      ModelSharding like{std::vector<std::vector<int>>(tensor_rank), ops};
+      for (ModelSharding& sharding : ShardingsWithPartials(like)) {
+        result.push_back(std::move(sharding));
       }
       return;
     }
@@ -338,11 +340,11 @@ double StepCostUs(CommKind kind, const std::vector<int>& mesh_dims,
   return network.launch_us + hops * hop + seconds * 1e6;
 }
 
-double PaddedBytes(const Layout& layout, const Problem& problem) {
+double PaddedBytes(const ModelSharding& sharding, const Problem& problem) {
   double bytes = static_cast<double>(problem.element_bytes);
-  for (size_t d = 0; d < layout.splits.size(); ++d) {
+  for (size_t d = 0; d < sharding.splits.size(); ++d) {
     int64_t extent = problem.global_shape[d];
-    for (int m : layout.splits[d]) {
+    for (int m : sharding.splits[d]) {
       const int64_t k = problem.network.mesh_shape[m];
       extent = (extent + k - 1) / k;
     }
@@ -358,7 +360,7 @@ std::string Move::ToString() const {
                       " (", cost_us, " us)");
 }
 
-std::vector<Move> Moves(const Layout& from, const Problem& problem) {
+std::vector<Move> Moves(const ModelSharding& from, const Problem& problem) {
   MoveList moves(from, problem);
   const int rank = static_cast<int>(from.splits.size());
   const int mesh_ndim = static_cast<int>(from.partial_op.size());
@@ -367,7 +369,7 @@ std::vector<Move> Moves(const Layout& from, const Problem& problem) {
     const std::vector<int>& dims = from.splits[d];
     for (size_t count = 1; count <= dims.size(); ++count) {
       std::vector<int> inner(dims.end() - count, dims.end());
-      const Layout gathered = WithoutShards(from, d, count);
+      const ModelSharding gathered = WithoutShards(from, d, count);
       moves.Add(CommKind::kAllGather, inner, {d}, gathered);
       for (int e = 0; e < rank; ++e) {
         if (e == d) continue;
@@ -391,7 +393,7 @@ std::vector<Move> Moves(const Layout& from, const Problem& problem) {
     }
     for (int mask = 1; mask < (1 << partial.size()); ++mask) {
       std::vector<int> group = Subset(partial, mask);
-      Layout reduced = from;
+      ModelSharding reduced = from;
       for (int m : group) reduced.partial_op[m] = kNotPartial;
       moves.Add(CommKind::kAllReduce, group, {}, reduced);
       do {
@@ -415,13 +417,13 @@ std::vector<Move> Moves(const Layout& from, const Problem& problem) {
       if (op != kNotPartial) ops.insert(op);
     }
     for (int op : ops) {
-      Layout partial = from;
+      ModelSharding partial = from;
       partial.partial_op[m] = op;
       moves.Add(CommKind::kLocal, {m}, {}, partial);
     }
   }
   // Permutes, over the mesh dims whose role changes.
-  for (Layout& to : LayoutsWithPartials(from)) {
+  for (ModelSharding& to : ShardingsWithPartials(from)) {
     if (to != from && PermuteServes(from, to, problem)) {
       std::vector<int> group = ChangedRoles(from, to, problem);
       moves.Add(CommKind::kPermute, std::move(group), {}, std::move(to));
@@ -430,18 +432,18 @@ std::vector<Move> Moves(const Layout& from, const Problem& problem) {
   return moves.Take();
 }
 
-std::string CheckPlan(const RedistributePlan& plan, const Layout& from,
-                      const Layout& to, const Problem& problem) {
-  Layout current = from;
+std::string CheckPlan(const RedistributePlan& plan, const ModelSharding& from,
+                      const ModelSharding& to, const Problem& problem) {
+  ModelSharding current = from;
   double total = 0;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const RedistributeStep& step = plan.steps[i];
-    const Layout before = FromSharding(step.before);
+    const ModelSharding before = FromSharding(step.before);
     if (before != current) {
       return absl::StrCat("step ", i, " starts at ", before.ToText(),
                           ", not at ", current.ToText());
     }
-    const Layout after = FromSharding(step.after);
+    const ModelSharding after = FromSharding(step.after);
     bool found = false;
     std::vector<std::string> same_after;
     for (const Move& move : Moves(current, problem)) {

@@ -203,7 +203,7 @@ std::vector<std::vector<int64_t>> AllCoordinates(
 // blocks tile the tensor with each element held by exactly the product of
 // the non-sharding mesh sizes, and the replica indices of the ranks holding
 // one block are 0..g-1.
-TEST(ShardBlockAtTest, RandomLayoutsMatchBruteForce) {
+TEST(ShardBlockAtTest, RandomShardingsMatchBruteForce) {
   std::mt19937 rng(2024);
   for (int iteration = 0; iteration < 2000; ++iteration) {
     const Case c = RandomCase(rng);

@@ -59,7 +59,7 @@ TEST(ShardingTest, ParsePrintRoundTrips) {
   }
 }
 
-TEST(ShardingTest, SpellingsOfOneLayoutCompareAndHashEqual) {
+TEST(ShardingTest, SpellingsOfOneShardingCompareAndHashEqual) {
   const std::vector<std::vector<std::string>> groups = {
       {"S(0),S(0)", "S(0)[0],S(0)[1]", "S(-2),S(0)", " S(0)[0] , S(-2)[1] "},
       {"S(0)[1],S(0)[0]", "S(-2)[1],S(0)[0]"},
@@ -160,7 +160,7 @@ TEST(ShardingTest, OrderErrorsNameTheBadValue) {
 
 // Random placements and orders survive ToString -> Parse and
 // placements() + shard_order() -> FromPlacements.
-TEST(ShardingTest, RandomLayoutsRoundTrip) {
+TEST(ShardingTest, RandomShardingsRoundTrip) {
   std::mt19937 rng(17);
   for (int iteration = 0; iteration < 500; ++iteration) {
     const int64_t rank = rng() % 4;

@@ -152,7 +152,7 @@ TEST(ElementwiseGradTest, EveryOpIsCovered) {
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
 }
 
-TEST(ElementwiseGradTest, GradientsMatchFiniteDifferencesAndLayouts) {
+TEST(ElementwiseGradTest, GradientsMatchFiniteDifferencesAndShardings) {
   const absl::Status status = CheckGradCases(Cases(), 11, 2, kTol);
   EXPECT_TRUE(status.ok()) << status;
 }

@@ -136,7 +136,7 @@ TEST(MatmulGradTest, EveryOpIsCovered) {
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
 }
 
-TEST(MatmulGradTest, GradientsMatchFiniteDifferencesAndLayouts) {
+TEST(MatmulGradTest, GradientsMatchFiniteDifferencesAndShardings) {
   const absl::Status status = CheckGradCases(MatmulCases(), 21, 2, kTol);
   EXPECT_TRUE(status.ok()) << status;
 }
@@ -147,7 +147,7 @@ TEST(ReductionGradTest, EveryOpIsCovered) {
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
 }
 
-TEST(ReductionGradTest, GradientsMatchFiniteDifferencesAndLayouts) {
+TEST(ReductionGradTest, GradientsMatchFiniteDifferencesAndShardings) {
   const absl::Status status = CheckGradCases(ReductionCases(), 31, 2, kTol);
   EXPECT_TRUE(status.ok()) << status;
 }

@@ -222,7 +222,7 @@ TEST(AdamWTest, StepsMatchTheReference) {
   }
 }
 
-TEST(OptimizerTest, StateLivesInTheParameterLayoutAndSkipsMissingGradients) {
+TEST(OptimizerTest, StateLivesInTheParameterShardingAndSkipsMissingGradients) {
   const absl::Status status =
       LocalCluster(2).Run([](ProcessGroups& groups) -> absl::Status {
         auto runtime = Runtime::ForRank(groups);
@@ -317,7 +317,7 @@ std::vector<ClipCase> ClipCases() {
   };
 }
 
-TEST(ClipGradNormTest, NormOfMixedLayoutsMatchesOneDevice) {
+TEST(ClipGradNormTest, NormOfMixedShardingsMatchesOneDevice) {
   std::mt19937 rng(3);
   const std::vector<ClipCase> cases = ClipCases();
   std::vector<Tensor> full;

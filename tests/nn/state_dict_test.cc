@@ -81,7 +81,7 @@ TEST(StateDictTest, RoundTripGivesEqualParametersAndForward) {
 
 // A replicated f64 state loaded into a sharded f32 model: every slot keeps
 // its layout and dtype, with the loaded values.
-TEST(StateDictTest, LoadingKeepsTheSlotsLayoutAndDtype) {
+TEST(StateDictTest, LoadingKeepsTheSlotsShardingAndDtype) {
   const nn::LlamaConfig config = nn_testing::TinyConfig();
   InitOptions sharded = Seeded(2);
   sharded.sharding = [](absl::string_view, const Shape& shape) {

@@ -79,7 +79,7 @@ MetaOutcome Convert(const std::string& sharding, DType from, DType to) {
                    [to](const In& in) { return ops::To(in[0], to); });
 }
 
-TEST(CastLayoutTest, ShardsStayAndPartialsPassWhereConversionCommutes) {
+TEST(CastShardingTest, ShardsStayAndPartialsPassWhereConversionCommutes) {
   MetaOutcome o = Convert("S(1)", DType::kF32, DType::kBF16);
   EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_THAT(o.comms, IssuedNoCollectives());

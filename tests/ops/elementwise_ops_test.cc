@@ -281,7 +281,7 @@ Outcome RunMeta(
 
 using In = std::vector<DTensor>;
 
-TEST(ElementwiseLayoutTest, SumOfPartialsStaysPartialWithoutCommunication) {
+TEST(ElementwiseShardingTest, SumOfPartialsStaysPartialWithoutCommunication) {
   const Outcome o = RunMeta({{{8, 4}, "P"}, {{8, 4}, "P"}}, [](const In& in) {
     return ops::Add(in[0], in[1]);
   });
@@ -294,7 +294,7 @@ TEST(ElementwiseLayoutTest, SumOfPartialsStaysPartialWithoutCommunication) {
   EXPECT_EQ(sub.collectives, 0);
 }
 
-TEST(ElementwiseLayoutTest, PartialTimesReplicatedStaysPartial) {
+TEST(ElementwiseShardingTest, PartialTimesReplicatedStaysPartial) {
   EXPECT_EQ(RunMeta({{{8, 4}, "P"}, {{8, 4}, "R"}},
                     [](const In& in) { return ops::Mul(in[0], in[1]); })
                 .sharding,
@@ -319,7 +319,7 @@ TEST(ElementwiseLayoutTest, PartialTimesReplicatedStaysPartial) {
   EXPECT_EQ(add.collectives, 0);
 }
 
-TEST(ElementwiseLayoutTest, NonlinearOpsDoNotKeepPartial) {
+TEST(ElementwiseShardingTest, NonlinearOpsDoNotKeepPartial) {
   for (const auto& op :
        std::vector<std::function<absl::StatusOr<DTensor>(const In&)>>{
            [](const In& in) { return ops::Exp(in[0]); },
@@ -343,7 +343,7 @@ TEST(ElementwiseLayoutTest, NonlinearOpsDoNotKeepPartial) {
   EXPECT_EQ(exp.sharding, "S(0)");
 }
 
-TEST(ElementwiseLayoutTest, MaxPartialsPassMonotoneOps) {
+TEST(ElementwiseShardingTest, MaxPartialsPassMonotoneOps) {
   EXPECT_EQ(RunMeta({{{8, 4}, "P(max)"}},
                     [](const In& in) { return ops::Relu(in[0]); })
                 .sharding,
@@ -354,7 +354,7 @@ TEST(ElementwiseLayoutTest, MaxPartialsPassMonotoneOps) {
             "P(max)");
 }
 
-TEST(ElementwiseLayoutTest, OutputsFollowShardsThroughBroadcasting) {
+TEST(ElementwiseShardingTest, OutputsFollowShardsThroughBroadcasting) {
   const Outcome o = RunMeta({{{8, 6}, "S(1)"}, {{6}, "R"}}, [](const In& in) {
     return ops::Add(in[0], in[1]);
   });
@@ -367,7 +367,7 @@ TEST(ElementwiseLayoutTest, OutputsFollowShardsThroughBroadcasting) {
   EXPECT_EQ(b.collectives, 0);
 }
 
-TEST(ElementwiseLayoutTest, TiesPreferNoRedistribution) {
+TEST(ElementwiseShardingTest, TiesPreferNoRedistribution) {
   // Sharding both operands would also cost nothing (local slices), but
   // nothing beats keeping the layouts.
   const Outcome o = RunMeta({{{8, 4}, "R"}, {{8, 4}, "R"}}, [](const In& in) {
@@ -376,7 +376,7 @@ TEST(ElementwiseLayoutTest, TiesPreferNoRedistribution) {
   EXPECT_EQ(o.sharding, "R");
 }
 
-TEST(ElementwiseLayoutTest, NestedShardsKeepTheirOrder) {
+TEST(ElementwiseShardingTest, NestedShardsKeepTheirOrder) {
   // Mesh dim 1 splits dim 0 first, then mesh dim 0: relu keeps that order
   // (no permute back to the default).
   const Outcome o =

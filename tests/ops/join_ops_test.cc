@@ -108,7 +108,7 @@ TEST(JoinCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
 
 // ---- Layouts. ----
 
-TEST(JoinLayoutTest, OtherDimsKeepTheirShardsTheJoinedDimIsGathered) {
+TEST(JoinShardingTest, OtherDimsKeepTheirShardsTheJoinedDimIsGathered) {
   const auto cat = [](int64_t dim) {
     return [dim](const In& in) { return ops::Cat(in, dim); };
   };

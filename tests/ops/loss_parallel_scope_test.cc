@@ -129,7 +129,7 @@ OpCall ScopedCrossEntropyCall(std::mt19937& rng) {
   return c;
 }
 
-TEST(LossParallelScopePropertyTest, MatchesPlainLoopsOnRandomLayouts) {
+TEST(LossParallelScopePropertyTest, MatchesPlainLoopsOnRandomShardings) {
   const absl::Status status = CheckOnRandomShardings(
       31, 5, 10, ScopedCrossEntropyCall, /*rtol=*/1e-4, /*atol=*/1e-4);
   EXPECT_TRUE(status.ok()) << status;

@@ -222,32 +222,32 @@ std::function<absl::StatusOr<DTensor>(const std::vector<DTensor>&)> MmCall() {
   return [](const std::vector<DTensor>& in) { return ops::Mm(in[0], in[1]); };
 }
 
-TEST(MatmulLayoutTest, RowShardedTimesReplicatedIsRowSharded) {
+TEST(MatmulShardingTest, RowShardedTimesReplicatedIsRowSharded) {
   const Outcome o = RunMeta({4}, {{{12, 8}, "S(0)"}, {{8, 4}, "R"}}, MmCall());
   EXPECT_EQ(o.sharding, "S(0)");
   EXPECT_EQ(o.collectives, 0);
 }
 
-TEST(MatmulLayoutTest, ReplicatedTimesColumnShardedIsColumnSharded) {
+TEST(MatmulShardingTest, ReplicatedTimesColumnShardedIsColumnSharded) {
   const Outcome o = RunMeta({4}, {{{12, 8}, "R"}, {{8, 4}, "S(1)"}}, MmCall());
   EXPECT_EQ(o.sharding, "S(1)");
   EXPECT_EQ(o.collectives, 0);
 }
 
-TEST(MatmulLayoutTest, ContractionShardedIsPartialSumWithoutCommunication) {
+TEST(MatmulShardingTest, ContractionShardedIsPartialSumWithoutCommunication) {
   const Outcome o =
       RunMeta({4}, {{{12, 8}, "S(1)"}, {{8, 4}, "S(0)"}}, MmCall());
   EXPECT_EQ(o.sharding, "P(sum)");
   EXPECT_EQ(o.collectives, 0);
 }
 
-TEST(MatmulLayoutTest, ReplicatedTimesReplicatedStaysReplicated) {
+TEST(MatmulShardingTest, ReplicatedTimesReplicatedStaysReplicated) {
   const Outcome o = RunMeta({4}, {{{12, 8}, "R"}, {{8, 4}, "R"}}, MmCall());
   EXPECT_EQ(o.sharding, "R");
   EXPECT_EQ(o.collectives, 0);
 }
 
-TEST(MatmulLayoutTest, PartialTimesReplicatedStaysPartial) {
+TEST(MatmulShardingTest, PartialTimesReplicatedStaysPartial) {
   EXPECT_EQ(RunMeta({4}, {{{12, 8}, "P"}, {{8, 4}, "R"}}, MmCall()).sharding,
             "P(sum)");
   EXPECT_EQ(
@@ -255,7 +255,7 @@ TEST(MatmulLayoutTest, PartialTimesReplicatedStaysPartial) {
       "P(avg)");
 }
 
-TEST(MatmulLayoutTest, BatchDimsShardedAlikeStaySharded) {
+TEST(MatmulShardingTest, BatchDimsShardedAlikeStaySharded) {
   const Outcome o = RunMeta(
       {4}, {{{8, 6, 5}, "S(0)"}, {{8, 5, 3}, "S(0)"}},
       [](const std::vector<DTensor>& in) { return ops::Bmm(in[0], in[1]); });
@@ -269,7 +269,7 @@ TEST(MatmulLayoutTest, BatchDimsShardedAlikeStaySharded) {
   EXPECT_EQ(b.collectives, 0);
 }
 
-TEST(MatmulLayoutTest, ChoosesPerMeshDimOnATwoDimMesh) {
+TEST(MatmulShardingTest, ChoosesPerMeshDimOnATwoDimMesh) {
   // dp x tp: rows on dp, the weight's columns on tp.
   const Outcome o =
       RunMeta({2, 4}, {{{16, 8}, "S(0),R"}, {{8, 12}, "R,S(1)"}}, MmCall());
@@ -277,7 +277,7 @@ TEST(MatmulLayoutTest, ChoosesPerMeshDimOnATwoDimMesh) {
   EXPECT_EQ(o.collectives, 0);
 }
 
-TEST(MatmulLayoutTest, RowwiseLinearIsPartialWithALocalBias) {
+TEST(MatmulShardingTest, RowwiseLinearIsPartialWithALocalBias) {
   // x sharded on in-features, weight [out, in] sharded on in: the product is
   // a partial sum; the replicated bias joins it locally (one rank keeps it).
   const Outcome o =
@@ -303,7 +303,7 @@ TEST(MatmulLayoutTest, RowwiseLinearIsPartialWithALocalBias) {
 // loss) g^T is sliced locally; x is batch-sharded already, so that P(sum)
 // comes from the caller's layouts and is not charged: completing instead
 // would cost an all-gather of x now and still leave the gradient to update.
-TEST(MatmulLayoutTest, DataParallelWeightGradientIsOnePartialSum) {
+TEST(MatmulShardingTest, DataParallelWeightGradientIsOnePartialSum) {
   struct Case {
     std::vector<int64_t> mesh;
     std::string g_t;
@@ -334,7 +334,7 @@ TEST(MatmulLayoutTest, DataParallelWeightGradientIsOnePartialSum) {
   }
 }
 
-TEST(MatmulLayoutTest, MismatchedInnerDimsAreAnErrorNamingTheShapes) {
+TEST(MatmulShardingTest, MismatchedInnerDimsAreAnErrorNamingTheShapes) {
   auto runtime = Runtime::MetadataOnly(0);
   const DeviceMesh mesh = *DeviceMesh::Create({2});
   const DTensor a = *MetaTensor(runtime, mesh, {4, 3}, "R");

@@ -262,7 +262,7 @@ TEST(NnCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
 
 // ---- The layouts users expect. ----
 
-TEST(NnLayoutTest, SoftmaxOverAShardedDimMovesItsShardsAway) {
+TEST(NnShardingTest, SoftmaxOverAShardedDimMovesItsShardsAway) {
   for (bool log : {false, true}) {
     const auto softmax = [log](int64_t dim) {
       return [log, dim](const In& in) {
@@ -290,7 +290,7 @@ TEST(NnLayoutTest, SoftmaxOverAShardedDimMovesItsShardsAway) {
   }
 }
 
-TEST(NnLayoutTest, AttentionShardedOnHeadsOrBatchDoesNotCommunicate) {
+TEST(NnShardingTest, AttentionShardedOnHeadsOrBatchDoesNotCommunicate) {
   for (bool causal : {false, true}) {
     const auto attention = [causal](const In& in) {
       return ops::ScaledDotProductAttention(in[0], in[1], in[2], causal);
@@ -339,7 +339,7 @@ MetaOutcome AttentionGradOnMeta(const std::vector<int64_t>& mesh,
                    });
 }
 
-TEST(NnLayoutTest, AttentionBackwardKeepsTheForwardsShards) {
+TEST(NnShardingTest, AttentionBackwardKeepsTheForwardsShards) {
   const Shape q = {2, 4, 2, 8, 16};  // [batch, kv heads, group, seq, dim]
   const Shape kv = {2, 4, 1, 8, 16};
   // Heads sharded: every gradient sharded alike, no communication.
@@ -368,7 +368,7 @@ TEST(NnLayoutTest, AttentionBackwardKeepsTheForwardsShards) {
   }
 }
 
-TEST(NnLayoutTest, RotaryEmbeddingKeepsSequenceShards) {
+TEST(NnShardingTest, RotaryEmbeddingKeepsSequenceShards) {
   const auto rotary = [](const In& in) { return ops::RotaryEmbedding(in[0]); };
   MetaOutcome o = RunOnMeta({4}, {{{2, 8, 4, 16}, "S(1)"}}, rotary);
   ASSERT_TRUE(o.status.ok()) << o.status;

@@ -203,7 +203,7 @@ TEST(NormCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
 
 // ---- The layouts users expect. ----
 
-TEST(NormLayoutTest, NormsRunOnSequenceShardsWithReplicatedWeights) {
+TEST(NormShardingTest, NormsRunOnSequenceShardsWithReplicatedWeights) {
   const auto layer_norm = [](const In& in) {
     return ops::LayerNorm(in[0], in[1], in[2]);
   };
@@ -241,7 +241,7 @@ std::function<absl::StatusOr<DTensor>(const In&)> BackwardOutput(
   };
 }
 
-TEST(NormLayoutTest, BackwardOnRowShardsGivesPartialParameterGradients) {
+TEST(NormShardingTest, BackwardOnRowShardsGivesPartialParameterGradients) {
   for (bool layer_norm : {false, true}) {
     SCOPED_TRACE(layer_norm ? "layer_norm" : "rms_norm");
     // Sequence parallel: [batch, seq, hidden] sharded on seq.

@@ -147,7 +147,7 @@ TEST(RandomPropertyTest, DropoutDropsAboutAFractionP) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-TEST(RandomLayoutTest, DropoutKeepsShardsAndPartials) {
+TEST(RandomShardingTest, DropoutKeepsShardsAndPartials) {
   for (const char* sharding :
        {"S(0),S(1)", "S(1)[1],S(1)[0]", "P(sum),S(0)", "P(max),R"}) {
     const MetaOutcome o =

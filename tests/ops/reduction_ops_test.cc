@@ -195,7 +195,7 @@ Outcome RunMeta(const Shape& shape, const std::string& sharding,
   return outcome;
 }
 
-TEST(ReductionLayoutTest, ShardedReducedDimGivesPartialWithoutCommunication) {
+TEST(ReductionShardingTest, ShardedReducedDimGivesPartialWithoutCommunication) {
   for (const auto& [op, sharding] :
        std::vector<std::pair<std::string, std::string>>{{"sum", "P(sum)"},
                                                         {"mean", "P(sum)"},
@@ -213,7 +213,7 @@ TEST(ReductionLayoutTest, ShardedReducedDimGivesPartialWithoutCommunication) {
   EXPECT_EQ(both.collectives, 0);
 }
 
-TEST(ReductionLayoutTest, KeptDimsKeepTheirShards) {
+TEST(ReductionShardingTest, KeptDimsKeepTheirShards) {
   // Dim 1 becomes dim 0 when dim 0 is reduced away.
   EXPECT_EQ(RunMeta({8, 6}, "S(1)", "sum", {0}).shardings[0], "S(0)");
   EXPECT_EQ(RunMeta({8, 6}, "S(1)", "sum", {0}, true).shardings[0], "S(1)");
@@ -222,7 +222,7 @@ TEST(ReductionLayoutTest, KeptDimsKeepTheirShards) {
       "S(1),S(0)");
 }
 
-TEST(ReductionLayoutTest, SumsOfPartialsStayPartial) {
+TEST(ReductionShardingTest, SumsOfPartialsStayPartial) {
   EXPECT_EQ(RunMeta({8, 6}, "P", "sum", {1}).shardings[0], "P(sum)");
   EXPECT_EQ(RunMeta({8, 6}, "P(avg)", "mean", {}).shardings[0], "P(avg)");
   EXPECT_EQ(RunMeta({8, 6}, "P(max)", "amax", {0}).shardings[0], "P(max)");
@@ -235,7 +235,7 @@ TEST(ReductionLayoutTest, SumsOfPartialsStayPartial) {
 // PyTorch completes the sums with one all-reduce and returns a complete max;
 // reduce-scattering them (cheaper alone) would leave a P(max) that costs a
 // second collective to read, which the engine counts (docs/ops.md).
-TEST(ReductionLayoutTest, AMaxOfPartialSumsEndsCompleteAfterOneCollective) {
+TEST(ReductionShardingTest, AMaxOfPartialSumsEndsCompleteAfterOneCollective) {
   for (const char* op : {"amax", "amin", "max", "min"}) {
     const Outcome o = RunMeta({8, 16}, "P", op, {});
     ASSERT_EQ(o.shardings.size(), 1u) << op;
@@ -247,7 +247,7 @@ TEST(ReductionLayoutTest, AMaxOfPartialSumsEndsCompleteAfterOneCollective) {
 // A reduction of a replicated input stays Replicate without communication:
 // slicing the input would be free too, but its Partial output would cost a
 // collective to read that nothing in the caller's layouts called for.
-TEST(ReductionLayoutTest, ReductionsOfReplicatedInputsStayReplicate) {
+TEST(ReductionShardingTest, ReductionsOfReplicatedInputsStayReplicate) {
   for (const auto& [mesh, sharding] :
        std::vector<std::pair<std::vector<int64_t>, std::string>>{
            {{4}, "R"}, {{2, 2}, "R,R"}, {{2, 3}, "R,R"}}) {

@@ -161,7 +161,7 @@ TEST(SliceCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
 
 // ---- Layouts. ----
 
-TEST(SliceLayoutTest, OnlyTheSlicedDimLosesItsShards) {
+TEST(SliceShardingTest, OnlyTheSlicedDimLosesItsShards) {
   MetaOutcome o = RunOnMeta({4}, {{{8, 6}, "S(0)"}}, [](const In& in) {
     return ops::Narrow(in[0], 1, 1, 3);
   });
@@ -179,7 +179,7 @@ TEST(SliceLayoutTest, OnlyTheSlicedDimLosesItsShards) {
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
-TEST(SliceLayoutTest, SplitRedistributesOnceForAllItsParts) {
+TEST(SliceShardingTest, SplitRedistributesOnceForAllItsParts) {
   auto runtime = Runtime::MetadataOnly(0);
   const DeviceMesh mesh = *DeviceMesh::Create({4});
   const DTensor x = *MetaTensor(runtime, mesh, {8, 6}, "S(0)");

@@ -342,7 +342,7 @@ MetaOutcome OnMeta(
                    [&call](const In& in) { return call(in[0]); });
 }
 
-TEST(ViewLayoutTest, MergingKeepsAnOutermostShardWhereChunksAlign) {
+TEST(ViewShardingTest, MergingKeepsAnOutermostShardWhereChunksAlign) {
   const auto flat = [](const DTensor& x) { return ops::Reshape(x, {-1}); };
   MetaOutcome o = OnMeta({2}, {8, 3}, "S(0)", flat);
   ASSERT_TRUE(o.status.ok()) << o.status;
@@ -371,7 +371,7 @@ TEST(ViewLayoutTest, MergingKeepsAnOutermostShardWhereChunksAlign) {
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
-TEST(ViewLayoutTest, SplittingKeepsTheShardOnTheOutermostPiece) {
+TEST(ViewShardingTest, SplittingKeepsTheShardOnTheOutermostPiece) {
   MetaOutcome o = OnMeta({2}, {24}, "S(0)", [](const DTensor& x) {
     return ops::View(x, {2, 12});
   });
@@ -391,7 +391,7 @@ TEST(ViewLayoutTest, SplittingKeepsTheShardOnTheOutermostPiece) {
   EXPECT_GE(o.comms.total_collectives(), 1);
 }
 
-TEST(ViewLayoutTest, PermutationsAndUnitDimsMoveShardsWithTheirDims) {
+TEST(ViewShardingTest, PermutationsAndUnitDimsMoveShardsWithTheirDims) {
   MetaOutcome o = OnMeta({2}, {8, 6}, "S(0)", [](const DTensor& x) {
     return ops::Transpose(x, 0, 1);
   });
@@ -419,7 +419,7 @@ TEST(ViewLayoutTest, PermutationsAndUnitDimsMoveShardsWithTheirDims) {
 
 // As in PyTorch: a sharded size-1 dim that meets a size-1 dim of the output
 // keeps its shard (rank 0 holds the one row, the others none).
-TEST(ViewLayoutTest, ShardedSizeOneDimsKeepTheirShardThroughViews) {
+TEST(ViewShardingTest, ShardedSizeOneDimsKeepTheirShardThroughViews) {
   MetaOutcome o = OnMeta({4}, {4, 1, 8}, "S(1)", [](const DTensor& x) {
     return ops::View(x, {4, 1, 2, 4});
   });
@@ -442,7 +442,7 @@ TEST(ViewLayoutTest, ShardedSizeOneDimsKeepTheirShardThroughViews) {
   EXPECT_EQ(o.comms.total_collectives(), 1);
 }
 
-TEST(ViewLayoutTest, EveryPartialPassesThrough) {
+TEST(ViewShardingTest, EveryPartialPassesThrough) {
   for (const char* sharding : {"P(sum)", "P(avg)", "P(max)", "P(min)"}) {
     const MetaOutcome o = OnMeta({2}, {8, 6}, sharding, [](const DTensor& x) {
       return ops::Reshape(x, {4, 12});

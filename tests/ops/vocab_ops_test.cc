@@ -219,7 +219,7 @@ MetaOutcome EmbeddingOnMeta(const std::vector<int64_t>& mesh,
                    [](const In& in) { return ops::Embedding(in[0], in[1]); });
 }
 
-TEST(VocabLayoutTest, RowShardedTableGivesAPartialSumWithoutCommunication) {
+TEST(VocabShardingTest, RowShardedTableGivesAPartialSumWithoutCommunication) {
   MetaOutcome o = EmbeddingOnMeta({4}, "R", "S(0)");
   ASSERT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.sharding, "P(sum)");
@@ -249,7 +249,7 @@ MetaOutcome EmbeddingBackwardOnMeta(const std::vector<int64_t>& mesh,
       [](const In& in) { return ops::EmbeddingBackward(in[0], in[1], in[2]); });
 }
 
-TEST(VocabLayoutTest, EmbeddingBackwardFollowsTheTableWithoutCommunication) {
+TEST(VocabShardingTest, EmbeddingBackwardFollowsTheTableWithoutCommunication) {
   MetaOutcome o = EmbeddingBackwardOnMeta({4}, "R", "R", "S(0)");
   ASSERT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.sharding, "S(0)");
@@ -275,7 +275,7 @@ TEST(VocabLayoutTest, EmbeddingBackwardFollowsTheTableWithoutCommunication) {
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
-TEST(VocabLayoutTest, EmbeddingBackwardChecksIndicesAgainstTheTable) {
+TEST(VocabShardingTest, EmbeddingBackwardChecksIndicesAgainstTheTable) {
   LocalCluster cluster(2);
   const DeviceMesh mesh = *DeviceMesh::Create({2});
   const absl::Status status =
@@ -308,7 +308,7 @@ TEST(VocabLayoutTest, EmbeddingBackwardChecksIndicesAgainstTheTable) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-TEST(VocabLayoutTest, RowShardedLookupIsCompletedByOneAllReduce) {
+TEST(VocabShardingTest, RowShardedLookupIsCompletedByOneAllReduce) {
   // Rows 0..9 on 4 ranks (3, 3, 3, 1): each index found on one rank only.
   LocalCluster cluster(4);
   const DeviceMesh mesh = *DeviceMesh::Create({4});
@@ -366,7 +366,7 @@ MetaOutcome CrossEntropyOnMeta(const std::vector<int64_t>& mesh,
 
 // Logits of realistic size, where moving them would cost far more than the
 // two collective launches of loss parallel.
-TEST(VocabLayoutTest, LossParallelReducesBatchSizedVectorsNotLogits) {
+TEST(VocabShardingTest, LossParallelReducesBatchSizedVectorsNotLogits) {
   for (Reduction reduction :
        {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
     // 1024 tokens, 32000 classes on 4 ranks: a max of 1024 floats, then 1024
@@ -387,7 +387,7 @@ TEST(VocabLayoutTest, LossParallelReducesBatchSizedVectorsNotLogits) {
 // move alone, but a summed loss over sharded rows is a P(sum) that costs one
 // more all-reduce to read; gathering the logits gives the complete loss after
 // one collective, as PyTorch does.
-TEST(VocabLayoutTest, SummedLossOfSmallClassShardedLogitsEndsComplete) {
+TEST(VocabShardingTest, SummedLossOfSmallClassShardedLogitsEndsComplete) {
   const MetaOutcome o =
       CrossEntropyOnMeta({4}, {8, 16}, "S(1)", "R", Reduction::kSum);
   ASSERT_TRUE(o.status.ok()) << o.status;
@@ -422,7 +422,7 @@ void ExpectOnlyLossParallelAllReduces(const CommCounter& comms,
 // and that costs one more all-reduce to read. PyTorch returns the complete
 // loss after the loss-parallel all-reduces over tp; so does the engine
 // (docs/ops.md, "The cost rule").
-TEST(VocabLayoutTest, SummedLossParallelOverReplicatedRowsEndsComplete) {
+TEST(VocabShardingTest, SummedLossParallelOverReplicatedRowsEndsComplete) {
   for (const std::vector<int64_t>& mesh :
        std::vector<std::vector<int64_t>>{{2, 2}, {2, 3}, {4, 2}}) {
     const MetaOutcome o = CrossEntropyOnMeta(mesh, {1024, 32000}, "R,S(1)",
@@ -441,7 +441,7 @@ TEST(VocabLayoutTest, SummedLossParallelOverReplicatedRowsEndsComplete) {
 // The same on ranks, under LossParallelScope (small logits, which the cost
 // model alone would gather): the loss is complete on every rank after the two
 // all-reduces over tp and equals the single-rank loss of the full tensors.
-TEST(VocabLayoutTest, SummedLossParallelOnRanksEqualsTheSingleRankLoss) {
+TEST(VocabShardingTest, SummedLossParallelOnRanksEqualsTheSingleRankLoss) {
   for (const std::vector<int64_t>& mesh_shape :
        std::vector<std::vector<int64_t>>{{2, 2}, {2, 3}, {4, 2}}) {
     const std::string name = absl::StrJoin(mesh_shape, "x");
@@ -487,7 +487,7 @@ TEST(VocabLayoutTest, SummedLossParallelOnRanksEqualsTheSingleRankLoss) {
   }
 }
 
-TEST(VocabLayoutTest, BatchShardedMeanCountsTargetsWithOneSmallAllReduce) {
+TEST(VocabShardingTest, BatchShardedMeanCountsTargetsWithOneSmallAllReduce) {
   // 1025 tokens (513, 512) on mesh dim 0, 32000 classes on mesh dim 1.
   const Shape shape = {1025, 32000};
   MetaOutcome o = CrossEntropyOnMeta({2, 2}, shape, "S(0),S(1)", "S(0),R",
@@ -512,7 +512,7 @@ TEST(VocabLayoutTest, BatchShardedMeanCountsTargetsWithOneSmallAllReduce) {
   EXPECT_THAT(o.comms, IssuedNoCollectives());
 }
 
-TEST(VocabLayoutTest, LossParallelOnRanksCommunicatesOnlyTheReductions) {
+TEST(VocabShardingTest, LossParallelOnRanksCommunicatesOnlyTheReductions) {
   // Uneven: 62 classes on 4 ranks (16, 16, 16, 14), 4 samples, one ignored.
   // A slow link makes bytes dominate, as they do at realistic sizes.
   LocalCluster cluster(4);

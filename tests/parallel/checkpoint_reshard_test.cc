@@ -96,7 +96,7 @@ void ExpectAllOk(const std::vector<absl::Status>& statuses,
   }
 }
 
-TEST(CheckpointReshardTest, RandomMeshAndLayoutPairsRoundTripExactly) {
+TEST(CheckpointReshardTest, RandomMeshAndShardingPairsRoundTripExactly) {
   std::mt19937 rng(20261122);
   const DType dtypes[] = {DType::kF32, DType::kBF16, DType::kI64};
   const int64_t chunk_sizes[] = {8, 24, int64_t{1} << 20};

@@ -103,7 +103,7 @@ TEST(TpStylesTest, LossParallelMatchesOneRankWithVocabShardedLogits) {
   }
 }
 
-TEST(TpStylesTest, PrepareInputAndOutputRedistributeToTheGivenLayouts) {
+TEST(TpStylesTest, PrepareInputAndOutputRedistributeToTheGivenShardings) {
   // The attention block gets S(1) inputs (its projections gather them
   // again); the feed-forward block hands on S(1).
   const std::string plan = absl::StrCat(R"({"tp": {)", kMegatron, R"plan(,
@@ -126,7 +126,7 @@ TEST(TpStylesTest, PrepareInputAndOutputRedistributeToTheGivenLayouts) {
   }
 }
 
-TEST(TpStylesTest, ABadLayoutIsAnErrorNamingIt) {
+TEST(TpStylesTest, ABadShardingIsAnErrorNamingIt) {
   auto step = LlamaStep(
       Mesh({2}, {"tp"}),
       R"({"tp": {"norm": {"style": "prepare_input", "input_layouts": "Q"}}})");

@@ -62,7 +62,7 @@ Result RunTool(const std::vector<std::string>& args) {
   return result;
 }
 
-TEST(DtensorCliTest, LayoutJsonForTheIssueExample) {
+TEST(DtensorCliTest, ShardingJsonForTheIssueExample) {
   const Result r = RunTool({"layout", "--mesh", "4x2", "--shape", "18,2",
                             "--placements", "S(0),S(0)", "--json"});
   EXPECT_EQ(r.status, 0) << r.err;
@@ -81,7 +81,7 @@ TEST(DtensorCliTest, LayoutJsonForTheIssueExample) {
       "\n");
 }
 
-TEST(DtensorCliTest, LayoutTextHasTableAndPicture) {
+TEST(DtensorCliTest, ShardingTextHasTableAndPicture) {
   const Result r = RunTool({"layout", "--mesh", "4x2", "--shape", "18,2",
                             "--placements", "S(0)[1],S(0)[0]"});
   EXPECT_EQ(r.status, 0) << r.err;

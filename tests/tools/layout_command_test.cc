@@ -21,7 +21,7 @@ Result RunLayout(const std::vector<std::string>& args) {
   return {status, out.str(), err.str()};
 }
 
-TEST(LayoutCommandTest, JsonForTheIssueExample) {
+TEST(ShardingCommandTest, JsonForTheIssueExample) {
   const Result r = RunLayout({"--mesh", "4x2", "--shape", "18,2",
                               "--placements", "S(0),S(0)", "--json"});
   EXPECT_EQ(r.status, 0);
@@ -49,7 +49,7 @@ TEST(LayoutCommandTest, JsonForTheIssueExample) {
 
 // Mesh dim 1 outermost: 18 -> 9, 9; each 9 -> 3, 3, 3, 0. The placements are
 // printed canonically (explicit positions, negative dims normalised).
-TEST(LayoutCommandTest, JsonForTheSwappedOrder) {
+TEST(ShardingCommandTest, JsonForTheSwappedOrder) {
   const Result r =
       RunLayout({"--mesh=2x2", "--shape=9", "--placements", "S(-1)[1], S(0)[0]",
                  "--json", "--dtype", "bf16"});
@@ -69,7 +69,7 @@ TEST(LayoutCommandTest, JsonForTheSwappedOrder) {
 
 // The JSON read back by ParseJson, a reader independent of the writer. (Its
 // only string, the canonical placements, never needs escapes.)
-TEST(LayoutCommandTest, JsonReadsBackWithParseJson) {
+TEST(ShardingCommandTest, JsonReadsBackWithParseJson) {
   const Result r = RunLayout({"--mesh", "dp=2,tp=3", "--shape", "7,5",
                               "--placements", "S(0),S(1)", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -92,7 +92,7 @@ TEST(LayoutCommandTest, JsonReadsBackWithParseJson) {
   EXPECT_EQ(last.Find("global_offset")->items()[1].number_value(), 4);
 }
 
-TEST(LayoutCommandTest, TableAndPictureFor2dTensor) {
+TEST(ShardingCommandTest, TableAndPictureFor2dTensor) {
   const Result r = RunLayout(
       {"--mesh", "2x2", "--shape", "5,4", "--placements", "S(0),S(1)"});
   EXPECT_EQ(r.status, 0) << r.err;
@@ -114,7 +114,7 @@ TEST(LayoutCommandTest, TableAndPictureFor2dTensor) {
             "    +-----+-----+\n");
 }
 
-TEST(LayoutCommandTest, PictureLabelsReplicasAndListsEmptyBlocks) {
+TEST(ShardingCommandTest, PictureLabelsReplicasAndListsEmptyBlocks) {
   const Result r = RunLayout(
       {"--mesh", "2x4", "--shape", "3", "--placements", "P(max),S(0)"});
   EXPECT_EQ(r.status, 0) << r.err;
@@ -132,7 +132,7 @@ TEST(LayoutCommandTest, PictureLabelsReplicasAndListsEmptyBlocks) {
       << r.out;
 }
 
-TEST(LayoutCommandTest, NoPictureBeyondTwoDims) {
+TEST(ShardingCommandTest, NoPictureBeyondTwoDims) {
   const Result r =
       RunLayout({"--mesh", "2", "--shape", "2,2,2", "--placements", "S(2)"});
   EXPECT_EQ(r.status, 0) << r.err;
@@ -142,7 +142,7 @@ TEST(LayoutCommandTest, NoPictureBeyondTwoDims) {
       << r.out;
 }
 
-TEST(LayoutCommandTest, EmptyTensorHasNoBoxes) {
+TEST(ShardingCommandTest, EmptyTensorHasNoBoxes) {
   const Result r =
       RunLayout({"--mesh", "2", "--shape", "0,3", "--placements", "S(1)"});
   EXPECT_EQ(r.status, 0) << r.err;
@@ -151,7 +151,7 @@ TEST(LayoutCommandTest, EmptyTensorHasNoBoxes) {
       << r.out;
 }
 
-TEST(LayoutCommandTest, HelpGoesToStdout) {
+TEST(ShardingCommandTest, HelpGoesToStdout) {
   const Result r = RunLayout({"--help"});
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("usage: dtensor layout"), std::string::npos);
@@ -160,7 +160,7 @@ TEST(LayoutCommandTest, HelpGoesToStdout) {
 
 // Bad arguments: exit status 2, nothing on stdout, one line on stderr naming
 // the bad value.
-TEST(LayoutCommandTest, BadArgumentsAreOneLineErrors) {
+TEST(ShardingCommandTest, BadArgumentsAreOneLineErrors) {
   struct Case {
     std::vector<std::string> args;
     std::string names;
