@@ -314,80 +314,44 @@ OpDef MakeExpand() {
 
 // ---- The family. ----
 
-// One accessor per op, each definition built once.
-const OpDef& ViewDef() {
-  static const OpDef* def = new OpDef(MakeReshape(
-      "view", "the same elements in another shape (as reshape)", kShapeArgs,
-      [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return in[0].View(args.Get(kShape));
-      }));
-  return *def;
-}
-
-const OpDef& ReshapeDef() {
-  static const OpDef* def = new OpDef(MakeReshape(
-      "reshape", "the same elements in another shape (one -1 inferred)",
-      kShapeArgs, [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return in[0].Reshape(args.Get(kShape));
-      }));
-  return *def;
-}
-
-const OpDef& FlattenDef() {
-  static const OpDef* def = new OpDef(MakeReshape(
-      "flatten", "merge dims start_dim..end_dim", kFlattenArgs,
-      [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return in[0].Flatten(args.Get(kStartDim), args.Get(kEndDim));
-      }));
-  return *def;
-}
-
-const OpDef& UnflattenDef() {
-  static const OpDef* def = new OpDef(MakeReshape(
-      "unflatten", "split dim into sizes", kUnflattenArgs,
-      [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return UnflattenLocal(in[0], args.Get(kUnflattenDim), args.Get(kSizes));
-      }));
-  return *def;
-}
-
-const OpDef& SqueezeDef() {
-  static const OpDef* def = new OpDef(MakeReshape(
-      "squeeze", "remove size-1 dims (all, or those listed)", kSqueezeArgs,
-      [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return SqueezeLocal(in[0], args.Get(kSqueezeDims));
-      }));
-  return *def;
-}
-
-const OpDef& UnsqueezeDef() {
-  static const OpDef* def = new OpDef(
-      MakeReshape("unsqueeze", "insert a size-1 dim", kUnsqueezeArgs,
-                  [](absl::Span<const Tensor> in, const OpArgs& args) {
-                    return in[0].Unsqueeze(args.Get(kUnsqueezeDim));
-                  }));
-  return *def;
-}
-
-const OpDef& TransposeDef() {
-  static const OpDef* def = new OpDef(MakePermutation(
-      "transpose", "swap two dims", kTransposeArgs,
-      [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return in[0].Transpose(args.Get(kDim0), args.Get(kDim1));
-      },
-      TransposePermutation));
-  return *def;
-}
-
-const OpDef& PermuteDef() {
-  static const OpDef* def = new OpDef(MakePermutation(
-      "permute", "reorder dims", kPermuteArgs,
-      [](absl::Span<const Tensor> in, const OpArgs& args) {
-        return in[0].Permute(args.Get(kPermuteDims));
-      },
-      PermutePermutation));
-  return *def;
-}
+// One accessor per op, each definition built once: `Def()` is the op
+// `make` (MakeReshape or MakePermutation) builds from its name, summary,
+// argument schema, local function (the expression `local` of `in` and
+// `args`) and the maker's further arguments.
+#define DTENSOR_VIEW_DEF(Def, make, name, summary, schema, local, ...)         \
+  const OpDef& Def() {                                                         \
+    static const OpDef* def = new OpDef(make(                                  \
+        name, summary, schema,                                                 \
+        [](absl::Span<const Tensor> in, const OpArgs& args) { return local; }, \
+        ##__VA_ARGS__));                                                       \
+    return *def;                                                               \
+  }
+DTENSOR_VIEW_DEF(ViewDef, MakeReshape, "view",
+                 "the same elements in another shape (as reshape)", kShapeArgs,
+                 in[0].View(args.Get(kShape)))
+DTENSOR_VIEW_DEF(ReshapeDef, MakeReshape, "reshape",
+                 "the same elements in another shape (one -1 inferred)",
+                 kShapeArgs, in[0].Reshape(args.Get(kShape)))
+DTENSOR_VIEW_DEF(FlattenDef, MakeReshape, "flatten",
+                 "merge dims start_dim..end_dim", kFlattenArgs,
+                 in[0].Flatten(args.Get(kStartDim), args.Get(kEndDim)))
+DTENSOR_VIEW_DEF(UnflattenDef, MakeReshape, "unflatten", "split dim into sizes",
+                 kUnflattenArgs,
+                 UnflattenLocal(in[0], args.Get(kUnflattenDim),
+                                args.Get(kSizes)))
+DTENSOR_VIEW_DEF(SqueezeDef, MakeReshape, "squeeze",
+                 "remove size-1 dims (all, or those listed)", kSqueezeArgs,
+                 SqueezeLocal(in[0], args.Get(kSqueezeDims)))
+DTENSOR_VIEW_DEF(UnsqueezeDef, MakeReshape, "unsqueeze", "insert a size-1 dim",
+                 kUnsqueezeArgs, in[0].Unsqueeze(args.Get(kUnsqueezeDim)))
+DTENSOR_VIEW_DEF(TransposeDef, MakePermutation, "transpose", "swap two dims",
+                 kTransposeArgs,
+                 in[0].Transpose(args.Get(kDim0), args.Get(kDim1)),
+                 TransposePermutation)
+DTENSOR_VIEW_DEF(PermuteDef, MakePermutation, "permute", "reorder dims",
+                 kPermuteArgs, in[0].Permute(args.Get(kPermuteDims)),
+                 PermutePermutation)
+#undef DTENSOR_VIEW_DEF
 
 const OpDef& ExpandDef() { return StaticOpDef<MakeExpand>(); }
 
