@@ -135,9 +135,9 @@ void BM_MetadataModel4096(benchmark::State& state) {
   const bool cold = state.range(0) == 1;
   const DeviceMesh mesh = *DeviceMesh::Create({8, 64, 8});
   auto runtime = Runtime::MetadataOnly(0);
-  const auto make = [&](Shape shape, const char* sharding) {
+  const auto make = [&](Shape shape, const char* sharding_text) {
     const Sharding sharding =
-        *Sharding::Parse(sharding, static_cast<int64_t>(shape.size()));
+        *Sharding::Parse(sharding_text, static_cast<int64_t>(shape.size()));
     return *DTensor::FromSpec(
         runtime, *DTensorSpec::Create(mesh, sharding, shape, DType::kF32));
   };

@@ -240,10 +240,10 @@ std::string ModelSharding::ToText() const {
 }
 
 ModelSharding FromSharding(const Sharding& sharding) {
-  ModelSharding sharding;
+  ModelSharding model;
   for (int64_t d = 0; d < sharding.tensor_rank(); ++d) {
     const MeshDimList dims = sharding.MeshDimsSharding(d);
-    sharding.splits.emplace_back(dims.begin(), dims.end());
+    model.splits.emplace_back(dims.begin(), dims.end());
   }
   for (int64_t m = 0; m < sharding.mesh_ndim(); ++m) {
     const Placement& p = sharding.placement(m);
@@ -254,9 +254,9 @@ ModelSharding FromSharding(const Sharding& sharding) {
     if (p.is_partial() && op == kNotPartial) {
       ADD_FAILURE() << "unknown reduce op " << p.ToString();
     }
-    sharding.partial_op.push_back(op);
+    model.partial_op.push_back(op);
   }
-  return sharding;
+  return model;
 }
 
 ModelSharding ParseModelSharding(const std::string& text, int tensor_rank) {

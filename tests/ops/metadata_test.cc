@@ -126,12 +126,12 @@ absl::StatusOr<Trace> RunReal(const std::vector<int64_t>& mesh_shape,
         Trace mine,
         RunChain(
             [&](const Shape& shape,
-                const std::string& sharding) -> absl::StatusOr<DTensor> {
+                const std::string& sharding_text) -> absl::StatusOr<DTensor> {
               const Tensor full =
                   testing_util::RandomTensor(shape, DType::kF32, -1, 1, rng);
               DT_ASSIGN_OR_RETURN(
                   Sharding sharding,
-                  Sharding::Parse(sharding,
+                  Sharding::Parse(sharding_text,
                                   static_cast<int64_t>(shape.size())));
               return DTensor::Distribute(runtime, full, mesh,
                                          sharding.placements(),
