@@ -271,12 +271,6 @@ Reduction ReductionOf(const OpArgs& args) {
   return static_cast<Reduction>(args.Get(kReduction));
 }
 
-// Float for f32 and the 16-bit formats, double for f64: what the kernel
-// computes and communicates in.
-DType ComputeDType(DType logits) {
-  return logits == DType::kF64 ? DType::kF64 : DType::kF32;
-}
-
 absl::StatusOr<std::vector<TensorMeta>> CrossEntropyInfer(
     absl::Span<const DTensorSpec* const> inputs, const OpArgs& args) {
   const DTensorSpec& logits = *inputs[0];
@@ -310,7 +304,7 @@ absl::StatusOr<std::vector<TensorMeta>> CrossEntropyInfer(
   return std::vector<TensorMeta>{
       {out, logits.dtype()},
       {Shape{}, DType::kI64},
-      {target.shape(), ComputeDType(logits.dtype())}};
+      {target.shape(), ComputeDTypeOf(logits.dtype())}};
 }
 
 // The mesh dims a cross-entropy kernel with logits laid out by `logits`
@@ -345,7 +339,7 @@ std::vector<KernelComm> CrossEntropyComms(
             ? NestedChunk(shape[0], batch_nesting, mesh_shape, origin).size
             : 1;
     const double bytes =
-        static_cast<double>(batch * ElementSize(ComputeDType(dtype)));
+        static_cast<double>(batch * ElementSize(ComputeDTypeOf(dtype)));
     comms.push_back({CommKind::kAllReduce, groups.class_dims, bytes});
     comms.push_back({CommKind::kAllReduce, groups.class_dims, 2 * bytes});
   }
@@ -496,7 +490,7 @@ absl::StatusOr<Tensor> RowResultsOnLogitsDevice(
     return RowResultsOnDevice(ctx, logits, on_device, class_offset,
                               class_group);
   }
-  const DType compute = ComputeDType(ctx.input(0)->dtype());
+  const DType compute = ComputeDTypeOf(ctx.input(0)->dtype());
   DT_ASSIGN_OR_RETURN(Tensor host, logits.To(compute));
   host = host.Contiguous();
   return compute == DType::kF64
@@ -573,7 +567,7 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
   if (rank == 1) {
     DT_ASSIGN_OR_RETURN(logits, logits.Unsqueeze(0));
   }
-  const DType compute = ComputeDType(spec.dtype());
+  const DType compute = ComputeDTypeOf(spec.dtype());
   const LossGroups groups = LossGroupsOf(spec.sharding());
   DT_ASSIGN_OR_RETURN(const Tensor rows,
                       RowResultsOnLogitsDevice(ctx, logits, inputs[1], targets,

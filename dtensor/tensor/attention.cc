@@ -75,11 +75,6 @@ absl::Status CheckLikeOutput(const Tensor& t, const Tensor& q,
   return absl::OkStatus();
 }
 
-// bf16/f16 run in f32 and round once at the end; f32 and f64 in themselves.
-DType ComputeDTypeOf(DType dtype) {
-  return dtype == DType::kF64 ? DType::kF64 : DType::kF32;
-}
-
 // ---- The host passes. ----
 
 struct NoSync {

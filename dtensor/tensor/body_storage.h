@@ -2,7 +2,9 @@
 #define DTENSOR_TENSOR_BODY_STORAGE_H_
 
 #include "dtensor/tensor/cuda/host_device.h"
+#include "dtensor/tensor/dtype.h"
 #include "dtensor/tensor/half.h"
+#include "dtensor/tensor/kernel_checks.h"
 
 namespace dtensor {
 
@@ -22,6 +24,17 @@ template <>
 struct BodyStorage<Half> {
   using type = cuda::F16;
 };
+
+// internal::DispatchFloatingDType in the bodies' storage types: fn(S{}) with
+// S = BodyStorage<T>::type for the element type T of `dtype`.
+// Requires: IsFloatingPoint(dtype) (debug-checked).
+template <typename Fn>
+decltype(auto) DispatchFloatingBodyStorage(DType dtype, Fn&& fn) {
+  return internal::DispatchFloatingDType(
+      dtype, [&fn](auto tag) -> decltype(auto) {
+        return fn(typename BodyStorage<decltype(tag)>::type{});
+      });
+}
 
 }  // namespace dtensor
 

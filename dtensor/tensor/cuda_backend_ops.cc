@@ -868,15 +868,6 @@ absl::StatusOr<NormGrads> NormBackwardOnDevice(const Tensor& x,
   return grads;
 }
 
-namespace {
-
-// The compute dtype of floating `dtype`: f64 for f64, else f32.
-DType ComputeDTypeOf(DType dtype) {
-  return dtype == DType::kF64 ? DType::kF64 : DType::kF32;
-}
-
-}  // namespace
-
 absl::StatusOr<Tensor> LossShardMaxOnDevice(const Tensor& logits) {
   DT_RETURN_IF_ERROR(
       internal::CheckFloatingDType(logits, "cross_entropy", "logits"));

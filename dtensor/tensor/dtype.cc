@@ -45,6 +45,10 @@ bool IsFloatingPoint(DType dtype) {
          dtype == DType::kBF16 || dtype == DType::kF16;
 }
 
+DType ComputeDTypeOf(DType dtype) {
+  return dtype == DType::kF64 ? DType::kF64 : DType::kF32;
+}
+
 std::ostream& operator<<(std::ostream& os, DType dtype) {
   return os << DTypeName(dtype);
 }

@@ -27,6 +27,10 @@ absl::StatusOr<DType> ParseDType(std::string_view name);
 
 bool IsFloatingPoint(DType dtype);
 
+// The dtype kernels compute a floating `dtype` in: f64 for f64, f32 for f32
+// and for the 16-bit storage formats (rounded once at the end).
+DType ComputeDTypeOf(DType dtype);
+
 std::ostream& operator<<(std::ostream& os, DType dtype);
 
 // Every DType with the C++ type stored for it, as X(enumerator, type): the

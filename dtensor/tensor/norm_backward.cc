@@ -79,8 +79,8 @@ absl::StatusOr<NormGrads> NormBackwardOnCpu(const Tensor& x,
   DT_ASSIGN_OR_RETURN(grads.dx, Tensor::Empty(x.shape(), x.dtype()));
   std::vector<double> dweight_sum(weight.defined() ? width : 0, 0.0);
   std::vector<double> dbias_sum(want_dbias ? width : 0, 0.0);
-  internal::DispatchFloatingDType(x.dtype(), [&](auto tag) {
-    using T = typename BodyStorage<decltype(tag)>::type;
+  DispatchFloatingBodyStorage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
     NormBackwardRows(
         static_cast<const T*>(input.raw_data()),
         static_cast<const T*>(grad.raw_data()),

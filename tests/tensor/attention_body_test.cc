@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/tensor/body_storage.h"
 #include "dtensor/tensor/cuda/host_device.h"
 #include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"
@@ -206,20 +207,6 @@ struct DeviceBlocks {
   }
 };
 
-template <typename Fn>
-void ForStorage(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kF64:
-      return fn(double{});
-    case DType::kBF16:
-      return fn(Bf16{});
-    case DType::kF16:
-      return fn(F16{});
-    default:
-      return fn(float{});
-  }
-}
-
 TEST(AttentionBodyTest, DeviceBlocksOnOneHostWorkerMatchTheReference) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 24; ++trial) {
@@ -247,7 +234,7 @@ TEST(AttentionBodyTest, DeviceBlocksOnOneHostWorkerMatchTheReference) {
                      ShapeToString(kv_batch), causal ? " causal" : "");
     const testing::AttentionReference r =
         testing::ReferenceAttention(q, k, v, dout, causal, scale);
-    ForStorage(dtype, [&](auto tag) {
+    DispatchFloatingBodyStorage(dtype, [&](auto tag) {
       using T = decltype(tag);
       const DeviceBlocks<T> blocks(q, k, v, dout, batch, causal, scale);
       ExpectClose(blocks.out, r.out_shape, r.out, ToleranceFor(dtype),

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/tensor/body_storage.h"
 #include "dtensor/tensor/cuda/host_device.h"
 #include "dtensor/tensor/cuda/row_body.h"
 #include "dtensor/tensor/norm_backward.h"
@@ -26,23 +27,6 @@ namespace {
 
 using ::dtensor::testing::Layout;
 using ::dtensor::testing::RandomTensor;
-
-// Calls fn(T{}) with the bodies' storage type of a floating `dtype`.
-template <typename Fn>
-void ForFloatingStorage(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kF32:
-      return fn(float{});
-    case DType::kF64:
-      return fn(double{});
-    case DType::kBF16:
-      return fn(Bf16{});
-    case DType::kF16:
-      return fn(F16{});
-    default:
-      FAIL() << "not a floating dtype";
-  }
-}
 
 // The backward of contiguous x, g [rows, width] by the bodies as the device
 // combines them, with `lanes` lanes per row; weight may be undefined.
@@ -137,7 +121,7 @@ TEST(NormBodyTest, DeviceCombinationMatchesTheCpuKernel) {
             std::string(DTypeName(dtype)),
             layer_norm ? " layer_norm" : " rms_norm", " lanes ", lanes);
         NormGrads host;
-        ForFloatingStorage(dtype, [&](auto tag) {
+        DispatchFloatingBodyStorage(dtype, [&](auto tag) {
           host =
               HostNormBackward<decltype(tag)>(x, g, w, 1e-5, layer_norm, lanes);
         });
