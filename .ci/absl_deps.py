@@ -56,7 +56,7 @@ def normalized(label):
 
 
 def source_path(label):
-    """'//dtensor/ops:dispatch.cc' -> 'dtensor/ops/dispatch.cc'."""
+    """'//ops:dispatch.cc' -> 'dtensor/ops/dispatch.cc'."""
     package, name = label[2:].split(":", 1)
     return f"{package}/{name}" if package else name
 

@@ -4,7 +4,7 @@
 // included. The propagation cache is cleared before every iteration, as in
 // a fresh `dtensor explain` process (the redistribution planner's cache has
 // no Clear and stays warm after the first iteration). Run with
-// `bazel run -c opt //bench:explain_bench` (reads dtensor/parallel/plans from
+// `bazel run -c opt //bench:explain_bench` (reads parallel/plans from
 // the runfiles).
 #include <cstdint>
 #include <string>
@@ -28,7 +28,7 @@ void BM_Explain(benchmark::State& state) {
   const std::string plan_name = kPlans[state.range(1)];
   absl::StatusOr<nn::LlamaConfig> config = LoadLlamaConfig(config_name);
   absl::StatusOr<parallel::Plan> plan = parallel::LoadPlanFile(
-      absl::StrCat("dtensor/parallel/plans/", plan_name, ".json"));
+      absl::StrCat("parallel/plans/", plan_name, ".json"));
   absl::StatusOr<DeviceMesh> mesh =
       ParseMeshFlag(config_name == "tiny" ? "dp=2,tp=2" : "dp=64,tp=8");
   if (!config.ok() || !plan.ok() || !mesh.ok()) {

@@ -64,7 +64,7 @@ nn::LlamaConfig ModelConfig() {
 }
 
 // Megatron's block plan on a tp-only mesh: the layer entries of
-// dtensor/parallel/plans/tp_dp.json (which also shards the embedding and the
+// parallel/plans/tp_dp.json (which also shards the embedding and the
 // output projection by vocabulary; the hand-written step keeps those
 // replicated).
 constexpr char kTpPlan[] = R"({

@@ -2,7 +2,7 @@
 // examples/data, on in-process ranks, parallelized by a plan file.
 //
 //   ./bazelw run //examples:train_llama -- [--mesh dp=2,tp=2]
-//       [--plan dtensor/parallel/plans/tp_dp.json] [--steps 40] [--seed 0]
+//       [--plan parallel/plans/tp_dp.json] [--steps 40] [--seed 0]
 //       [--backend inprocess]
 //   bazel-bin/tools/dtrun --nproc 4 -- bazel-bin/examples/train_llama
 //       --backend gloo          (one process per rank, over TCP)
@@ -59,7 +59,7 @@ struct Options {
   std::string config = "tiny";
   nn::LlamaConfig model;
   std::string mesh = "dp=2,tp=2";
-  std::string plan = "dtensor/parallel/plans/tp_dp.json";
+  std::string plan = "parallel/plans/tp_dp.json";
   int64_t steps = 40;
   uint64_t seed = 0;
   std::string backend = "inprocess";

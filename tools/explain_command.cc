@@ -38,7 +38,7 @@ constexpr char kUsage[] =
     "  --model      llama (the only model, the default)\n"
     "  --config     tiny, 1b, 8b, 70b, 405b, or a JSON file of LlamaConfig "
     "fields\n"
-    "  --plan       a plan file (dtensor/parallel/plans/*.json)\n"
+    "  --plan       a plan file (parallel/plans/*.json)\n"
     "  --mesh       mesh sizes: 4x2, or named: dp=4,tp=2\n"
     "  --batch      global batch (default: the dp mesh dim's size)\n"
     "  --seq        sequence length (default: the config's max_seq_len)\n"

@@ -20,7 +20,7 @@ namespace dtensor {
 // LlamaConfig::Validate's.
 absl::StatusOr<nn::LlamaConfig> ParseLlamaConfigJson(absl::string_view json);
 
-// A shipped config (dtensor/nn/configs/: "tiny", "1b", "8b", "70b", "405b") by
+// A shipped config (nn/configs/: "tiny", "1b", "8b", "70b", "405b") by
 // name, else the JSON file at `name_or_path`. Errors: NotFound naming the value
 // and the shipped names when it is neither; a file's parse errors prefixed with
 // its path.

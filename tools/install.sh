@@ -22,11 +22,16 @@ readonly version=0.1.0
 absl_modules=$(cat "$(./bazelw info output_base)/external/com_google_absl/pkg_config_modules.txt")
 
 mkdir -p "$prefix/include" "$prefix/lib/cmake/dtensor" "$prefix/lib/pkgconfig"
-# The headers of the shared library's code: the test library (dtensor/testing,
-# GoogleTest based) is a Bazel target only.
-git ls-files 'dtensor/*.h' | grep -v '^dtensor/testing/' |
+# The headers of the shared library's code, by the path they are included by
+# (dtensor/<layer>/..., dtensor_library.bzl): dtensor/ as it is, each layer
+# folder under include/dtensor/. The test library (testing/, GoogleTest based)
+# is a Bazel target only.
+git ls-files 'dtensor/*.h' | while read -r header; do
+  install -D -m 0644 "$header" "$prefix/include/$header"
+done
+git ls-files base collectives mesh nn ops parallel tensor | grep '\.h$' |
   while read -r header; do
-    install -D -m 0644 "$header" "$prefix/include/$header"
+    install -D -m 0644 "$header" "$prefix/include/dtensor/$header"
   done
 install -m 0755 bazel-bin/libdtensor.so "$prefix/lib/libdtensor.so"
 

@@ -7,7 +7,7 @@ the same GPU in the same run (the device bundle's run.sh calls this):
   attention  causal grouped-query scaled_dot_product_attention forward +
              backward, bf16, TFLOP/s (causal flops: half of the full square)
   llama      one training step (forward, backward, AdamW) of two 1B-shaped
-             Llama layers (dtensor/nn/configs/1b.json: dim 2048, 32 heads, 8 kv heads,
+             Llama layers (nn/configs/1b.json: dim 2048, 32 heads, 8 kv heads,
              ffn 8192, vocab 128256) in bf16, eager, tokens/s
 
 Prints one line per figure: "<name> <value> <unit>". Skips (exit 0) without

@@ -29,7 +29,7 @@ except ImportError:
     print("skip: PyTorch is not installed (apt-get install python3-torch)")
     sys.exit(0)
 
-# dtensor/nn/configs/tiny.json and train_llama's defaults.
+# nn/configs/tiny.json and train_llama's defaults.
 DIM, LAYERS, HEADS, KV_HEADS, VOCAB = 256, 4, 8, 4, 256
 HIDDEN = 704  # 4 * 256 * 2 / 3 = 682, rounded up to a multiple of 64
 BATCH, SEQ, LR = 8, 64, 3e-3

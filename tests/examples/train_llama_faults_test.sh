@@ -65,7 +65,7 @@ rank1_differs() {  # rank1_differs <flag> <value>: rank 1 gets another one.
     "${train[@]}" --steps 3 >"$log" 2>&1 &
   job=$!
 }
-rank1_differs --plan dtensor/parallel/plans/tp_sp_fsdp.json
+rank1_differs --plan parallel/plans/tp_sp_fsdp.json
 expect_job_error 'train_llama: '
 echo "--- ranks started with different meshes"
 rank1_differs --mesh dp=4,tp=1

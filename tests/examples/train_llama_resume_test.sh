@@ -10,7 +10,7 @@ straight=$(examples/train_llama --steps 4 --seed 5 | losses)
 first=$(examples/train_llama --steps 2 --seed 5 --save "$checkpoint" | losses)
 [[ -f "$checkpoint/metadata.json" ]] || { echo "no checkpoint written"; exit 1; }
 resumed_output=$(examples/train_llama --steps 4 --seed 5 --resume \
-  "$checkpoint" --mesh dp=1,tp=4 --plan dtensor/parallel/plans/tp_sp_fsdp.json)
+  "$checkpoint" --mesh dp=1,tp=4 --plan parallel/plans/tp_sp_fsdp.json)
 echo "$resumed_output"
 grep -q 'resumed from .* after step 2' <<<"$resumed_output" ||
   { echo "no resume line"; exit 1; }

@@ -217,7 +217,7 @@ absl::StatusOr<PhaseCounts> MeasureStep(
   const char* srcdir = std::getenv("TEST_SRCDIR");
   if (srcdir == nullptr) return absl::NotFoundError("TEST_SRCDIR is not set");
   DT_ASSIGN_OR_RETURN(Plan plan, LoadPlanFile(absl::StrCat(
-                                     srcdir, "/dtensor/dtensor/parallel/plans/",
+                                     srcdir, "/dtensor/parallel/plans/",
                                      plan_name, ".json")));
   if (tp_only) plan.dp = DataParallel::kNone;
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_flag));

@@ -1,4 +1,4 @@
-// Every plan shipped in dtensor/parallel/plans/ parses and binds to the Llama
+// Every plan shipped in parallel/plans/ parses and binds to the Llama
 // tree: each pattern matches modules of the right type, none twice.
 #include <cstdlib>
 #include <string>
@@ -19,7 +19,7 @@ TEST_P(ShippedPlanTest, ParsesAndBindsToTheLlamaTree) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   ASSERT_NE(srcdir, nullptr);
   const std::string path = std::string(srcdir) +
-                           "/dtensor/dtensor/parallel/plans/" + GetParam() +
+                           "/dtensor/parallel/plans/" + GetParam() +
                            ".json";
   absl::StatusOr<Plan> plan = LoadPlanFile(path);
   ASSERT_TRUE(plan.ok()) << plan.status();

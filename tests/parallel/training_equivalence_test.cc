@@ -108,7 +108,7 @@ std::string ShapesName(Shapes shapes) {
 enum class Part { kAll, kTpOnly, kDpOnly };
 
 struct Case {
-  std::string plan;  // File name in dtensor/parallel/plans/ without ".json".
+  std::string plan;  // File name in parallel/plans/ without ".json".
   Part part;
   std::string mesh;  // A --mesh flag.
   Shapes shapes;
@@ -143,7 +143,7 @@ absl::StatusOr<Plan> LoadCasePlan(const Case& c) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   if (srcdir == nullptr) return absl::NotFoundError("TEST_SRCDIR is not set");
   DT_ASSIGN_OR_RETURN(Plan plan, LoadPlanFile(absl::StrCat(
-                                     srcdir, "/dtensor/dtensor/parallel/plans/",
+                                     srcdir, "/dtensor/parallel/plans/",
                                      c.plan, ".json")));
   if (c.part == Part::kTpOnly) plan.dp = DataParallel::kNone;
   if (c.part == Part::kDpOnly) plan.tp.clear();

@@ -20,7 +20,7 @@ namespace {
 std::string Plan(const std::string& name) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   return absl::StrCat(srcdir == nullptr ? "." : srcdir,
-                      "/dtensor/dtensor/parallel/plans/", name, ".json");
+                      "/dtensor/parallel/plans/", name, ".json");
 }
 
 struct Result {

@@ -25,7 +25,7 @@ namespace {
 std::vector<std::string> ShippedPlanPaths() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const std::string dir = absl::StrCat(srcdir == nullptr ? "." : srcdir,
-                                       "/dtensor/dtensor/parallel/plans");
+                                       "/dtensor/parallel/plans");
   std::vector<std::string> paths;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() == ".json") paths.push_back(entry.path());

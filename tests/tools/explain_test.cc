@@ -38,7 +38,7 @@ namespace {
 std::string PlansDir() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   return absl::StrCat(srcdir == nullptr ? "." : srcdir,
-                      "/dtensor/dtensor/parallel/plans");
+                      "/dtensor/parallel/plans");
 }
 
 std::vector<std::string> ShippedPlanPaths() {

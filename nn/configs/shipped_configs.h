@@ -7,7 +7,7 @@
 namespace dtensor {
 namespace nn {
 
-// A model config shipped in dtensor/nn/configs/: its name (the file name
+// A model config shipped in nn/configs/: its name (the file name
 // without
 // ".json": "tiny", "1b", "8b", "70b", "405b") and the file's JSON text.
 struct ShippedConfig {
