@@ -8,7 +8,7 @@
 #include "benchmark/benchmark.h"
 #include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/dtensor.h"
-#include "dtensor/redistribute_planner.h"
+#include "dtensor/redistribute/planner.h"
 #include "dtensor/sharding.h"
 
 namespace dtensor {

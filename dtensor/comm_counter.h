@@ -10,7 +10,7 @@
 #include "absl/types/span.h"
 #include "dtensor/base/thread_scope.h"
 #include "dtensor/comm_owner.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 
 namespace dtensor {
 

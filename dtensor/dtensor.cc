@@ -8,7 +8,7 @@
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/communicator.h"
 #include "dtensor/collectives/functional.h"
-#include "dtensor/redistribute_executor.h"
+#include "dtensor/redistribute/executor.h"
 
 namespace dtensor {
 namespace {

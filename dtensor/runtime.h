@@ -11,9 +11,9 @@
 #include "absl/status/status.h"
 #include "dtensor/base/mutex.h"
 #include "dtensor/collectives/process_groups.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/mesh/device_mesh.h"
-#include "dtensor/redistribute_planner.h"
+#include "dtensor/redistribute/planner.h"
 
 namespace dtensor {
 

@@ -13,7 +13,7 @@
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/mesh/device_mesh.h"
-#include "dtensor/redistribute_planner.h"
+#include "dtensor/redistribute/planner.h"
 #include "dtensor/tensor/matmul.h"
 #include "dtensor/tensor/tensor.h"
 

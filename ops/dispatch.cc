@@ -9,7 +9,7 @@
 #include "dtensor/ops/op_counter.h"
 #include "dtensor/ops/propagation.h"
 #include "dtensor/ops/propagation_cache.h"
-#include "dtensor/redistribute_executor.h"
+#include "dtensor/redistribute/executor.h"
 
 namespace dtensor {
 namespace {

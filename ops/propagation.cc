@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/base/status_macros.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/ops/sharding_override.h"
-#include "dtensor/redistribute_planner.h"
+#include "dtensor/redistribute/planner.h"
 
 namespace dtensor {
 

@@ -14,7 +14,7 @@
 #include "dtensor/ops/op_args.h"
 #include "dtensor/ops/op_def.h"
 #include "dtensor/ops/strategy.h"
-#include "dtensor/redistribute_plan.h"
+#include "dtensor/redistribute/plan.h"
 #include "dtensor/runtime.h"
 
 namespace dtensor {

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "dtensor/base/mutex.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/ops/op_args.h"
 #include "dtensor/ops/op_def.h"

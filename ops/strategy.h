@@ -8,7 +8,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/mesh/device_mesh.h"
 #include "dtensor/ops/op_args.h"

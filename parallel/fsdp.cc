@@ -18,7 +18,7 @@
 #include "dtensor/collectives/work.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/comm_owner.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/nn/autograd.h"

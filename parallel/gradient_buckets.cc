@@ -9,7 +9,7 @@
 #include "dtensor/collectives/process_groups.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/comm_owner.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/mesh/device_mesh.h"
 #include "dtensor/nn/autograd.h"
 #include "dtensor/nn/autograd_accumulate.h"

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "dtensor/comm_counter.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "gmock/gmock.h"
 
 namespace dtensor {

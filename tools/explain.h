@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "dtensor/comm_counter.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/mesh/device_mesh.h"
 #include "dtensor/nn/llama_config.h"
 #include "dtensor/parallel/plan.h"

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/mesh/device_mesh.h"
 #include "tools/arg_parser.h"
 

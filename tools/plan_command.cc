@@ -14,7 +14,7 @@
 #include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/mesh/device_mesh.h"
-#include "dtensor/redistribute_planner.h"
+#include "dtensor/redistribute/planner.h"
 #include "dtensor/sharding.h"
 #include "dtensor/tensor/dtype.h"
 #include "nlohmann/json.hpp"

@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "dtensor/base/json_text.h"
 #include "dtensor/base/status_macros.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/mesh/device_mesh.h"
 #include "dtensor/ops/op_args.h"

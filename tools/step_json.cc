@@ -3,7 +3,7 @@
 #include <string>
 
 #include "dtensor/base/json_text.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 
 namespace dtensor {
 

@@ -1,7 +1,7 @@
 #ifndef DTENSOR_TOOLS_STEP_JSON_H_
 #define DTENSOR_TOOLS_STEP_JSON_H_
 
-#include "dtensor/redistribute_plan.h"
+#include "dtensor/redistribute/plan.h"
 #include "nlohmann/json.hpp"
 
 namespace dtensor {

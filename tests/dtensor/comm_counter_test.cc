@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/json_value.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "gtest/gtest.h"
 
 namespace dtensor {

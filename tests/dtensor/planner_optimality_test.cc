@@ -25,8 +25,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/cost_model.h"
-#include "dtensor/redistribute_planner.h"
+#include "dtensor/redistribute/cost_model.h"
+#include "dtensor/redistribute/planner.h"
 #include "gtest/gtest.h"
 #include "tests/dtensor/redistribution_reference.h"
 

@@ -1,4 +1,4 @@
-#include "dtensor/redistribute_planner.h"
+#include "dtensor/redistribute/planner.h"
 
 #include <algorithm>
 #include <functional>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/sharding.h"
 #include "gtest/gtest.h"
 #include "tests/dtensor/redistribution_reference.h"

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/cost_model.h"
-#include "dtensor/redistribute_plan.h"
+#include "dtensor/redistribute/cost_model.h"
+#include "dtensor/redistribute/plan.h"
 #include "dtensor/sharding.h"
 
 namespace dtensor {

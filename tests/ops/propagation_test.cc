@@ -15,7 +15,7 @@
 #include "dtensor/collectives/communicator.h"
 #include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/einsum_strategy.h"
 #include "dtensor/ops/elementwise_ops.h"

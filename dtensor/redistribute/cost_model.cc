@@ -1,4 +1,4 @@
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 
 #include <algorithm>
 

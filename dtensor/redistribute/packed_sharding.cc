@@ -1,4 +1,4 @@
-#include "dtensor/packed_sharding.h"
+#include "dtensor/redistribute/packed_sharding.h"
 
 #include <vector>
 

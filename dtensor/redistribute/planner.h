@@ -12,8 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "dtensor/base/mutex.h"
-#include "dtensor/cost_model.h"
-#include "dtensor/redistribute_plan.h"
+#include "dtensor/redistribute/cost_model.h"
+#include "dtensor/redistribute/plan.h"
 #include "dtensor/sharding.h"
 #include "dtensor/tensor/dtype.h"
 

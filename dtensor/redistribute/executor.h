@@ -7,7 +7,7 @@
 #include "absl/types/span.h"
 #include "dtensor/collectives/process_groups.h"
 #include "dtensor/mesh/device_mesh.h"
-#include "dtensor/redistribute_plan.h"
+#include "dtensor/redistribute/plan.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor {

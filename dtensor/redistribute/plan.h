@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/cost_model.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/sharding.h"
 
 namespace dtensor {

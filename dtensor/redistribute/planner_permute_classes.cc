@@ -1,4 +1,4 @@
-#include "dtensor/planner_permute_classes.h"
+#include "dtensor/redistribute/planner_permute_classes.h"
 
 #include <algorithm>
 

@@ -8,7 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
-#include "dtensor/packed_sharding.h"
+#include "dtensor/redistribute/packed_sharding.h"
 #include "dtensor/sharding.h"
 
 namespace dtensor {

@@ -1,4 +1,4 @@
-#include "dtensor/redistribute_plan.h"
+#include "dtensor/redistribute/plan.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -1,4 +1,4 @@
-#include "dtensor/planner_moves.h"
+#include "dtensor/redistribute/planner_moves.h"
 
 #include <algorithm>
 

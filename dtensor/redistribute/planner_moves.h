@@ -7,9 +7,9 @@
 #include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "dtensor/collectives/reduce_op.h"
-#include "dtensor/cost_model.h"
-#include "dtensor/packed_sharding.h"
-#include "dtensor/planner_permute_classes.h"
+#include "dtensor/redistribute/cost_model.h"
+#include "dtensor/redistribute/packed_sharding.h"
+#include "dtensor/redistribute/planner_permute_classes.h"
 #include "dtensor/tensor/dtype.h"
 
 namespace dtensor {

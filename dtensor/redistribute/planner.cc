@@ -1,4 +1,4 @@
-#include "dtensor/redistribute_planner.h"
+#include "dtensor/redistribute/planner.h"
 
 #include <algorithm>
 #include <array>
@@ -9,9 +9,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/packed_sharding.h"
-#include "dtensor/planner_moves.h"
-#include "dtensor/planner_permute_classes.h"
+#include "dtensor/redistribute/packed_sharding.h"
+#include "dtensor/redistribute/planner_moves.h"
+#include "dtensor/redistribute/planner_permute_classes.h"
 
 namespace dtensor {
 namespace {

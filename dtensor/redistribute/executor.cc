@@ -1,4 +1,4 @@
-#include "dtensor/redistribute_executor.h"
+#include "dtensor/redistribute/executor.h"
 
 #include <utility>
 #include <vector>
