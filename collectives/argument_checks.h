@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/base/reduce_op.h"
 #include "dtensor/tensor/device.h"
 #include "dtensor/tensor/tensor.h"
 

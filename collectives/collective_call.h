@@ -9,7 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dtensor/collectives/call_signature.h"
-#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/base/reduce_op.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor {

@@ -14,7 +14,7 @@
 #include "absl/types/span.h"
 #include "dtensor/collectives/collective_call.h"
 #include "dtensor/collectives/collective_options.h"
-#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/base/reduce_op.h"
 #include "dtensor/collectives/work.h"
 #include "dtensor/tensor/device.h"
 #include "dtensor/tensor/tensor.h"

@@ -8,7 +8,7 @@
 #include "absl/types/span.h"
 #include "dtensor/collectives/collective_options.h"
 #include "dtensor/collectives/communicator.h"
-#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/base/reduce_op.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor {

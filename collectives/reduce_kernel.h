@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
-#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/base/reduce_op.h"
 #include "dtensor/tensor/dtype.h"
 
 namespace dtensor {

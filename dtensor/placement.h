@@ -7,11 +7,11 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/base/reduce_op.h"
 
 namespace dtensor {
 
-// The terms of a Partial placement combine by a ReduceOp (dtensor/collectives/
+// The terms of a Partial placement combine by a ReduceOp (dtensor/base/
 // reduce_op.h), the same op the collectives reduce with.
 
 // Inverse of ReduceOpName; an error names the unknown string.

@@ -5,7 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/base/reduce_op.h"
 #include "dtensor/ops/strategy.h"
 
 namespace dtensor {

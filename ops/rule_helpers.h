@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/base/reduce_op.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/ops/local_fn.h"
 #include "dtensor/ops/op_def.h"

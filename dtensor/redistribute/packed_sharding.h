@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
-#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/base/reduce_op.h"
 #include "dtensor/sharding.h"
 
 namespace dtensor {

@@ -6,7 +6,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
-#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/base/reduce_op.h"
 #include "dtensor/redistribute/cost_model.h"
 #include "dtensor/redistribute/packed_sharding.h"
 #include "dtensor/redistribute/planner_permute_classes.h"

@@ -10,7 +10,7 @@
 #include "absl/time/time.h"
 #include "dtensor/collectives/collective_options.h"
 #include "dtensor/collectives/communicator.h"
-#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/base/reduce_op.h"
 #include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "dtensor/collectives/reduce_op.h"
+#include "dtensor/base/reduce_op.h"
 
 #include "dtensor/base/enum_names.h"
 

@@ -1,5 +1,5 @@
-#ifndef DTENSOR_COLLECTIVES_REDUCE_OP_H_
-#define DTENSOR_COLLECTIVES_REDUCE_OP_H_
+#ifndef DTENSOR_BASE_REDUCE_OP_H_
+#define DTENSOR_BASE_REDUCE_OP_H_
 
 #include <ostream>
 
@@ -20,4 +20,4 @@ std::ostream& operator<<(std::ostream& os, ReduceOp op);
 
 }  // namespace dtensor
 
-#endif  // DTENSOR_COLLECTIVES_REDUCE_OP_H_
+#endif  // DTENSOR_BASE_REDUCE_OP_H_
