@@ -8,21 +8,18 @@
 
 namespace dtensor {
 
+// Storage sizes are the C++ types' sizes: the 16-bit formats and bool must be
+// as small as the dtypes they store (tensors are read as raw bytes, by other
+// backends and from checkpoints).
+static_assert(sizeof(BFloat16) == 2 && sizeof(Half) == 2 && sizeof(bool) == 1);
+
 size_t ElementSize(DType dtype) {
   switch (dtype) {
-    case DType::kF32:
-      return 4;
-    case DType::kF64:
-      return 8;
-    case DType::kBF16:
-    case DType::kF16:
-      return 2;
-    case DType::kI32:
-      return 4;
-    case DType::kI64:
-      return 8;
-    case DType::kBool:
-      return 1;
+#define DTENSOR_DTYPE_SIZE(enumerator, cpp_type) \
+  case DType::enumerator:                        \
+    return sizeof(cpp_type);
+    DTENSOR_FOR_EACH_DTYPE(DTENSOR_DTYPE_SIZE)
+#undef DTENSOR_DTYPE_SIZE
   }
   return 0;  // Unreachable: every enumerator is handled above.
 }
