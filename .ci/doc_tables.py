@@ -17,8 +17,11 @@ import sys
 PATH = re.compile(r'`([A-Za-z0-9_.*/-]+(?:\.(?:h|cc|cu|cuh|md|bzl|sh|py)|/|/\*))`')
 
 
-LAYER_FOLDERS = ('base', 'collectives', 'mesh', 'nn', 'ops', 'parallel', 'tensor',
-                 'testing')  # dtensor_library.bzl's
+# The folders whose headers are included as "dtensor/<folder>/...".
+LAYER_FOLDERS = re.findall(
+    r'"(\w+)"',
+    re.search(r'LAYER_FOLDERS = \[(.*?)\]', open('dtensor_library.bzl').read(),
+              re.S).group(1))
 
 
 def in_tree(path):

@@ -29,7 +29,10 @@ mkdir -p "$prefix/include" "$prefix/lib/cmake/dtensor" "$prefix/lib/pkgconfig"
 git ls-files 'dtensor/*.h' | while read -r header; do
   install -D -m 0644 "$header" "$prefix/include/$header"
 done
-git ls-files base collectives mesh nn ops parallel tensor | grep '\.h$' |
+layers=$(sed -n '/^LAYER_FOLDERS = \[/,/^]/s/^ *"\([a-z_]*\)",/\1/p' dtensor_library.bzl |
+  grep -vx testing)
+# shellcheck disable=SC2086  # one folder a word
+git ls-files $layers | grep '\.h$' |
   while read -r header; do
     install -D -m 0644 "$header" "$prefix/include/dtensor/$header"
   done
