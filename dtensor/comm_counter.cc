@@ -1,6 +1,5 @@
 #include "dtensor/comm_counter.h"
 
-#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -32,41 +31,42 @@ void CommCounter::RecordOnThread(const Event& event) {
   if (Scope::Active().empty()) return;
   Event owned = event;
   owned.owner = CommOwner::Current();
-  for (CommCounter* counter : Scope::Active()) {
-    counter->events_.push_back(owned);
-  }
+  for (CommCounter* counter : Scope::Active()) counter->Record(owned);
+}
+
+void CommCounter::Record(const Event& event) {
+  KindTotals& kind = kinds_[static_cast<size_t>(event.kind)];
+  ++kind.count;
+  kind.bytes += event.bytes;
+  total_bytes_ += event.bytes;
+  estimated_us_ += event.estimated_us;
+  if (keep_ == Keep::kEvents) events_.push_back(event);
 }
 
 int64_t CommCounter::count(CommKind kind) const {
-  return std::count_if(events_.begin(), events_.end(),
-                       [kind](const Event& e) { return e.kind == kind; });
+  return kinds_[static_cast<size_t>(kind)].count;
 }
 
 int64_t CommCounter::total_collectives() const {
-  return static_cast<int64_t>(events_.size()) - count(CommKind::kLocal);
+  int64_t total = 0;
+  for (const KindTotals& kind : kinds_) total += kind.count;
+  return total - count(CommKind::kLocal);
 }
 
 double CommCounter::bytes(CommKind kind) const {
-  double total = 0;
-  for (const Event& e : events_) {
-    if (e.kind == kind) total += e.bytes;
-  }
-  return total;
+  return kinds_[static_cast<size_t>(kind)].bytes;
 }
 
-double CommCounter::total_bytes() const {
-  double total = 0;
-  for (const Event& e : events_) total += e.bytes;
-  return total;
-}
+double CommCounter::total_bytes() const { return total_bytes_; }
 
-double CommCounter::estimated_us() const {
-  double total = 0;
-  for (const Event& e : events_) total += e.estimated_us;
-  return total;
-}
+double CommCounter::estimated_us() const { return estimated_us_; }
 
-void CommCounter::Reset() { events_.clear(); }
+void CommCounter::Reset() {
+  events_.clear();
+  kinds_ = {};
+  total_bytes_ = 0;
+  estimated_us_ = 0;
+}
 
 namespace {
 

@@ -1,6 +1,7 @@
 #ifndef DTENSOR_DTENSOR_COMM_COUNTER_H_
 #define DTENSOR_DTENSOR_COMM_COUNTER_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -28,8 +29,17 @@ namespace dtensor {
 //
 // Scopes nest; every active counter on the thread records. In the in-process
 // backend each rank is a thread, so each rank's counter sees its own steps.
+// A counter that spans a long run keeps only its totals (Keep::kTotals), so
+// that its memory does not grow with every step.
 class CommCounter {
  public:
+  // What a counter keeps. kEvents: every event (for traces, matchers, tables
+  // per owner); its memory grows with each step recorded. kTotals: only the
+  // figures per kind (count, bytes, estimated time); events() stays empty.
+  enum class Keep : uint8_t { kEvents, kTotals };
+
+  explicit CommCounter(Keep keep = Keep::kEvents) : keep_(keep) {}
+
   // One step of a redistribution (local steps included).
   struct Event {
     CommKind kind;
@@ -82,6 +92,7 @@ class CommCounter {
   double bytes(CommKind kind) const;
   double total_bytes() const;
   double estimated_us() const;
+  // Empty under Keep::kTotals.
   const std::vector<Event>& events() const { return events_; }
   void Reset();
 
@@ -93,7 +104,19 @@ class CommCounter {
   absl::Status WriteChromeTrace(const std::string& path, int64_t rank) const;
 
  private:
+  struct KindTotals {
+    int64_t count = 0;
+    double bytes = 0;
+  };
+
+  void Record(const Event& event);
+
+  Keep keep_;
   std::vector<Event> events_;
+  // Summed in recording order, whatever is kept.
+  std::array<KindTotals, static_cast<size_t>(CommKind::kLocal) + 1> kinds_{};
+  double total_bytes_ = 0;
+  double estimated_us_ = 0;
 };
 
 }  // namespace dtensor

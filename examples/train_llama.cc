@@ -205,10 +205,11 @@ void PrintProgress(const Options& options, int64_t first, int64_t step,
 }
 
 // What a rank's training did: the steps it ran (after a resumed step) and
-// the collectives they issued.
+// the collectives they issued (totals only: a counter of every event would
+// grow with each step of a long run).
 struct RankReport {
   int64_t steps = 0;
-  CommCounter comms;
+  CommCounter comms{CommCounter::Keep::kTotals};
 };
 
 // Trains on the rank `groups` belongs to.

@@ -1,12 +1,14 @@
 // CommCounter's Chrome trace, read back with ParseJson: the events' fields in
 // order, times to the nanosecond, a label that needs escapes, and a
-// non-finite time as null.
+// non-finite time as null. Its totals, under both Keep modes, against sums
+// over the recorded events.
 #include "dtensor/comm_counter.h"
 
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -92,6 +94,60 @@ TEST(CommCounterTest, WriteChromeTraceWritesTheSameText) {
   std::stringstream text;
   text << file.rdbuf();
   EXPECT_EQ(text.str(), counter.ChromeTraceJson(3));
+}
+
+
+// Random events of every kind, recorded by an events counter and a totals
+// counter in one scope: the totals equal sums over the events (summed here in
+// recording order), the totals counter keeps no event, and Reset clears both.
+TEST(CommCounterTest, TotalsAreSumsOverTheEventsInBothModes) {
+  constexpr int kKinds = static_cast<int>(CommKind::kLocal) + 1;
+  std::mt19937 random(7);
+  CommCounter events;
+  CommCounter totals(CommCounter::Keep::kTotals);
+  {
+    CommCounter::Scope events_scope(events);
+    CommCounter::Scope totals_scope(totals);
+    for (int i = 0; i < 500; ++i) {
+      CommCounter::Event event;
+      event.kind = static_cast<CommKind>(random() % kKinds);
+      event.bytes = static_cast<double>(random() % 100000);
+      event.estimated_us = static_cast<double>(random() % 1000) / 7.0;
+      event.label = "S(0) -> R";
+      CommCounter::RecordOnThread(event);
+    }
+  }
+  ASSERT_EQ(events.events().size(), 500u);
+  EXPECT_TRUE(totals.events().empty());
+  double bytes[kKinds] = {};
+  int64_t counts[kKinds] = {};
+  double total_bytes = 0;
+  double estimated_us = 0;
+  for (const CommCounter::Event& event : events.events()) {
+    counts[static_cast<int>(event.kind)] += 1;
+    bytes[static_cast<int>(event.kind)] += event.bytes;
+    total_bytes += event.bytes;
+    estimated_us += event.estimated_us;
+  }
+  for (const CommCounter* counter : {&events, &totals}) {
+    for (int k = 0; k < kKinds; ++k) {
+      EXPECT_EQ(counter->count(static_cast<CommKind>(k)), counts[k]) << k;
+      EXPECT_EQ(counter->bytes(static_cast<CommKind>(k)), bytes[k]) << k;
+    }
+    EXPECT_EQ(counter->total_collectives(),
+              500 - counts[static_cast<int>(CommKind::kLocal)]);
+    EXPECT_EQ(counter->total_bytes(), total_bytes);
+    EXPECT_EQ(counter->estimated_us(), estimated_us);
+  }
+  totals.Reset();
+  events.Reset();
+  for (const CommCounter* counter : {&events, &totals}) {
+    EXPECT_TRUE(counter->events().empty());
+    EXPECT_EQ(counter->total_collectives(), 0);
+    EXPECT_EQ(counter->count(CommKind::kLocal), 0);
+    EXPECT_EQ(counter->total_bytes(), 0);
+    EXPECT_EQ(counter->estimated_us(), 0);
+  }
 }
 
 }  // namespace
