@@ -13,13 +13,13 @@
 
 #include "dtensor/mesh/device_mesh.h"
 #include "dtensor/nn/llama.h"
-#include "dtensor/nn/llama_config.h"
 #include "dtensor/nn/module.h"
 #include "dtensor/parallel/plan.h"
 #include "dtensor/placement.h"
 #include "dtensor/runtime.h"
 #include "dtensor/sharding.h"
 #include "gtest/gtest.h"
+#include "tests/nn/nn_test_util.h"
 
 namespace dtensor {
 namespace parallel {
@@ -27,17 +27,11 @@ namespace {
 
 DeviceMesh Mesh() { return DeviceMesh::Create({2, 2}, {"dp", "tp"}).value(); }
 
-// Two blocks, every parameter Replicate on Mesh() (metadata only).
+// The tiny Llama (two blocks), every parameter Replicate on Mesh()
+// (metadata only).
 std::unique_ptr<nn::Transformer> TinyLlama() {
-  nn::LlamaConfig config;
-  config.dim = 32;
-  config.n_layers = 2;
-  config.n_heads = 4;
-  config.n_kv_heads = 2;
-  config.vocab_size = 64;
-  config.multiple_of = 32;
-  config.max_seq_len = 16;
-  auto model = nn::BuildLlama(config, Runtime::MetadataOnly(0), Mesh());
+  auto model = nn::BuildLlama(nn_testing::TinyConfig(),
+                              Runtime::MetadataOnly(0), Mesh());
   EXPECT_TRUE(model.ok()) << model.status();
   return std::move(model).value();
 }
@@ -63,10 +57,11 @@ std::string Text(const std::optional<Placement>& placement) {
   return placement ? placement->ToString() : "-";
 }
 
-// "fqn style parameter | input output" for an entry.
+// "fqn style [slot parameter] | input output" for an entry.
 std::string Describe(const ResolvedEntry& r) {
-  return r.fqn + " " + r.style->name() + " " + r.parameter + "| " +
-         Text(r.hooks.input) + " " + Text(r.hooks.output);
+  const std::string slot = r.parameter.empty() ? "" : " slot " + r.parameter;
+  return r.fqn + " " + r.style->name() + slot + " | " + Text(r.hooks.input) +
+         " " + Text(r.hooks.output);
 }
 
 // The modules of a group by name, `model` giving the names.
@@ -83,7 +78,8 @@ std::vector<std::string> MemberNames(const FsdpGroup& group,
   return members;
 }
 
-// The 9 modules of block `i` that own parameters, in module order.
+// The modules of block `i` that own parameters, in module order; the
+// attention's projections only `with_attention`.
 std::vector<std::string> BlockMembers(int i, bool with_attention) {
   const std::string b = "layers." + std::to_string(i) + ".";
   std::vector<std::string> members;
@@ -119,15 +115,16 @@ TEST(PlanResolutionTest, WildcardsBindModulesAndParameterKeysWithHooks) {
   // colwise: input R, output as propagated; rowwise: input S(-1), output
   // output_layouts; sequence_parallel: input S(1); loss_parallel: input R,
   // output S(-1); a parameter key: no hooks. Pre-order over the tree.
-  EXPECT_EQ(entries, (std::vector<std::string>{
-                         "layers.0.attention.wq colwise | R -",
-                         "layers.0.attention.wo rowwise | S(-1) S(1)",
-                         "layers.1.attention.wq colwise | R -",
-                         "layers.1.attention.wo rowwise | S(-1) S(1)",
-                         "layers.1.feed_forward.w2.weight rowwise weight| - -",
-                         "norm sequence_parallel | S(1) -",
-                         "output loss_parallel | R S(-1)",
-                     }));
+  EXPECT_EQ(entries,
+            (std::vector<std::string>{
+                "layers.0.attention.wq colwise | R -",
+                "layers.0.attention.wo rowwise | S(-1) S(1)",
+                "layers.1.attention.wq colwise | R -",
+                "layers.1.attention.wo rowwise | S(-1) S(1)",
+                "layers.1.feed_forward.w2.weight rowwise slot weight | - -",
+                "norm sequence_parallel | S(1) -",
+                "output loss_parallel | R S(-1)",
+            }));
 }
 
 TEST(PlanResolutionTest, ParameterShardingsOnTpAndFsdp) {
@@ -255,25 +252,6 @@ TEST(PlanResolutionTest, ResolutionLeavesTheTreeAlone) {
   }
 }
 
-TEST(PlanResolutionTest, FsdpAndOptionErrorsNameTheValue) {
-  auto model = TinyLlama();
-  const std::pair<const char*, const char*> cases[] = {
-      {R"json({"dp": "fsdp", "fsdp_groups": ["blocks.*"]})json",
-       "plan: fsdp_groups pattern \"blocks.*\" names no module"},
-      {R"json({"tp": {"output": {"style": "colwise",
-                                 "output_layouts": "X(3)"}}})json",
-       "bad layout \"X(3)\" for \"output\""},
-  };
-  for (const auto& c : cases) {
-    auto plan = ParsePlan(c.first);
-    ASSERT_TRUE(plan.ok()) << c.first << plan.status();
-    auto resolved = ResolvePlan(*plan, *model, Mesh());
-    ASSERT_FALSE(resolved.ok()) << c.first;
-    EXPECT_NE(resolved.status().message().find(c.second), std::string::npos)
-        << c.first << " -> " << resolved.status();
-  }
-}
-
 TEST(PlanResolutionTest, MatchPatternStarIsOneComponent) {
   // Reference: component-wise comparison written out by hand per case.
   EXPECT_TRUE(MatchPattern("layers.*.attention.wq", "layers.3.attention.wq"));
@@ -329,6 +307,11 @@ TEST(PlanResolutionTest, ResolveErrorsNameTheValue) {
        "of type Embedding"},
       {R"json({"tp_dim": "model", "tp": {"output": "colwise"}})json", "model"},
       {R"json({"dp_dim": "data", "dp": "fsdp"})json", "data"},
+      {R"json({"dp": "fsdp", "fsdp_groups": ["blocks.*"]})json",
+       "plan: fsdp_groups pattern \"blocks.*\" names no module"},
+      {R"json({"tp": {"output": {"style": "colwise",
+                                 "output_layouts": "X(3)"}}})json",
+       "bad layout \"X(3)\" for \"output\""},
   };
   for (const auto& c : cases) {
     auto plan = ParsePlan(c.first);
