@@ -41,8 +41,10 @@ namespace parallel {
 // gathered copies are freed when the call returns (even with an error);
 // backward gathers
 // again and reduce-scatters the gradients. Parameter DTensors (ids) taken
-// from the slots after this call stay valid. Errors: those of ResolvePlan, a
-// sharding that does not parse (naming it), and failed redistributions.
+// from the slots after this call stay valid. Every decision is taken first
+// by ResolvePlan (dtensor/parallel/plan_resolution.h), which this applies.
+// Errors: those of ResolvePlan (the tree is then left as it was), and failed
+// redistributions.
 absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
                                const Plan& plan);
 

@@ -10,7 +10,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "dtensor/base/enum_names.h"
 #include "dtensor/base/json_value.h"
 #include "dtensor/base/status_macros.h"
@@ -83,25 +82,6 @@ absl::StatusOr<StyleSpec> ParseStyleSpec(absl::string_view pattern,
   spec.style = style->string_value();
   DT_RETURN_IF_ERROR(ParseOptions(pattern, value, spec));
   return spec;
-}
-
-// The style object of an entry, made by the registry from its spec unless
-// the entry has one. Errors name the pattern.
-absl::StatusOr<std::shared_ptr<const ParallelStyle>> StyleOf(
-    const PlanEntry& entry) {
-  if (entry.style != nullptr) return entry.style;
-  absl::StatusOr<std::shared_ptr<const ParallelStyle>> style =
-      StyleRegistry::Global().Create(entry.spec.style, entry.spec);
-  if (!style.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "plan: \"", entry.pattern, "\": ", style.status().message()));
-  }
-  if (*style == nullptr) {
-    return absl::InternalError(absl::StrCat("plan: the factory of style \"",
-                                            entry.spec.style,
-                                            "\" returned no style"));
-  }
-  return style;
 }
 
 // The entries of a "tp" object, with their styles.
@@ -189,120 +169,27 @@ absl::StatusOr<int64_t> ParseBucketBytes(absl::string_view key,
   return std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20)));
 }
 
-// Where the entries of a plan bind in a module tree, entry by entry.
-class PlanBinding {
- public:
-  explicit PlanBinding(std::vector<nn::NamedModule> modules)
-      : modules_(std::move(modules)), owners_(modules_.size()) {}
-
-  // Binds `entry` to every module its pattern matches; false if none.
-  absl::StatusOr<bool> BindModules(
-      const PlanEntry& entry,
-      const std::shared_ptr<const ParallelStyle>& style) {
-    bool matched = false;
-    for (size_t i = 0; i < modules_.size(); ++i) {
-      if (!MatchPattern(entry.pattern, modules_[i].name)) continue;
-      matched = true;
-      Owner& owner = owners_[i];
-      if (owner.module.entry != nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "plan: module \"", modules_[i].name, "\" is matched by both \"",
-            owner.module.entry->pattern, "\" and \"", entry.pattern, "\""));
-      }
-      DT_RETURN_IF_ERROR(CheckFits(entry, *style, modules_[i]));
-      DT_RETURN_IF_ERROR(CheckNoParameterKey(owner, entry, modules_[i].name));
-      owner.module = ResolvedEntry{modules_[i].name, modules_[i].module, &entry,
-                                   style, ""};
-    }
-    return matched;
-  }
-
-  // Binds `entry` to every parameter its pattern matches; false if none.
-  absl::StatusOr<bool> BindParameters(
-      const PlanEntry& entry,
-      const std::shared_ptr<const ParallelStyle>& style) {
-    bool matched = false;
-    for (size_t i = 0; i < modules_.size(); ++i) {
-      for (const nn::TensorSlot& slot : modules_[i].module->slots()) {
-        const std::string fqn = SlotName(modules_[i].name, slot.name);
-        if (!slot.is_parameter || !MatchPattern(entry.pattern, fqn)) continue;
-        matched = true;
-        DT_RETURN_IF_ERROR(CheckFits(entry, *style, modules_[i]));
-        Owner& owner = owners_[i];
-        for (const ResolvedEntry& other : owner.parameters) {
-          if (other.parameter != slot.name) continue;
-          return absl::InvalidArgumentError(absl::StrCat(
-              "plan: parameter \"", fqn, "\" is matched by both \"",
-              other.entry->pattern, "\" and \"", entry.pattern, "\""));
-        }
-        if (owner.module.entry != nullptr) {
-          return BothKeys(fqn, *owner.module.entry, entry);
-        }
-        owner.parameters.push_back(
-            ResolvedEntry{fqn, modules_[i].module, &entry, style, slot.name});
-      }
-    }
-    return matched;
-  }
-
-  // Pre-order: each module's entry, then its parameters' entries.
-  std::vector<ResolvedEntry> Resolved() const {
-    std::vector<ResolvedEntry> resolved;
-    for (const Owner& owner : owners_) {
-      if (owner.module.entry != nullptr) resolved.push_back(owner.module);
-      for (const ResolvedEntry& p : owner.parameters) resolved.push_back(p);
-    }
-    return resolved;
-  }
-
- private:
-  // The entries bound to one module and to its parameters.
-  struct Owner {
-    ResolvedEntry module{"", nullptr, nullptr, nullptr, ""};
-    std::vector<ResolvedEntry> parameters;
-  };
-
-  static std::string SlotName(absl::string_view module,
-                              absl::string_view slot) {
-    return module.empty() ? std::string(slot) : absl::StrCat(module, ".", slot);
-  }
-
-  static absl::Status CheckFits(const PlanEntry& entry,
-                                const ParallelStyle& style,
-                                const nn::NamedModule& named) {
-    absl::Status fits = style.CheckFits(*named.module, named.name);
-    if (fits.ok()) return fits;
-    return absl::Status(fits.code(),
-                        absl::StrCat("plan: style ", style.name(), " of \"",
-                                     entry.pattern, "\" ", fits.message()));
-  }
-
-  static absl::Status BothKeys(absl::string_view parameter,
-                               const PlanEntry& module_key,
-                               const PlanEntry& parameter_key) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "plan: parameter \"", parameter,
-        "\" is placed by both the module key \"", module_key.pattern,
-        "\" and the parameter key \"", parameter_key.pattern, "\""));
-  }
-
-  // A module key for a module whose parameter a parameter key names.
-  static absl::Status CheckNoParameterKey(const Owner& owner,
-                                          const PlanEntry& entry,
-                                          absl::string_view module) {
-    if (owner.parameters.empty()) return absl::OkStatus();
-    const ResolvedEntry& p = owner.parameters.front();
-    return BothKeys(p.fqn, entry, *p.entry);
-  }
-
-  std::vector<nn::NamedModule> modules_;
-  std::vector<Owner> owners_;
-};
-
 }  // namespace
 
 absl::string_view DataParallelName(DataParallel dp) {
   return kDataParallelNames.Name(dp);
+}
+
+absl::StatusOr<std::shared_ptr<const ParallelStyle>> StyleOf(
+    const PlanEntry& entry) {
+  if (entry.style != nullptr) return entry.style;
+  absl::StatusOr<std::shared_ptr<const ParallelStyle>> style =
+      StyleRegistry::Global().Create(entry.spec.style, entry.spec);
+  if (!style.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan: \"", entry.pattern, "\": ", style.status().message()));
+  }
+  if (*style == nullptr) {
+    return absl::InternalError(absl::StrCat("plan: the factory of style \"",
+                                            entry.spec.style,
+                                            "\" returned no style"));
+  }
+  return style;
 }
 
 absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
@@ -367,40 +254,6 @@ absl::StatusOr<Plan> LoadPlanFile(const std::string& path) {
                         absl::StrCat(path, ": ", plan.status().message()));
   }
   return plan;
-}
-
-bool MatchPattern(absl::string_view pattern, absl::string_view fqn) {
-  std::vector<absl::string_view> want = absl::StrSplit(pattern, '.');
-  std::vector<absl::string_view> have = absl::StrSplit(fqn, '.');
-  if (want.size() != have.size()) return false;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (want[i] != "*" && want[i] != have[i]) return false;
-  }
-  return true;
-}
-
-absl::StatusOr<std::vector<ResolvedEntry>> ResolvePlan(const Plan& plan,
-                                                       nn::Module& root,
-                                                       const DeviceMesh& mesh) {
-  if (!plan.tp.empty()) DT_RETURN_IF_ERROR(mesh.DimIndex(plan.tp_dim).status());
-  if (plan.dp != DataParallel::kNone) {
-    DT_RETURN_IF_ERROR(mesh.DimIndex(plan.dp_dim).status());
-  }
-  PlanBinding binding(root.NamedModules());
-  for (const PlanEntry& entry : plan.tp) {
-    DT_ASSIGN_OR_RETURN(std::shared_ptr<const ParallelStyle> style,
-                        StyleOf(entry));
-    DT_ASSIGN_OR_RETURN(bool matched, binding.BindModules(entry, style));
-    if (!matched) {
-      DT_ASSIGN_OR_RETURN(matched, binding.BindParameters(entry, style));
-    }
-    if (!matched) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("plan: pattern \"", entry.pattern,
-                       "\" matches no module or parameter"));
-    }
-  }
-  return binding.Resolved();
 }
 
 }  // namespace parallel

@@ -8,8 +8,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "dtensor/mesh/device_mesh.h"
-#include "dtensor/nn/module.h"
 #include "dtensor/parallel/parallel_style.h"
 
 namespace dtensor {
@@ -56,8 +54,8 @@ absl::string_view DataParallelName(DataParallel dp);
 // allows): the style then places those parameters alone (as for their
 // module) and adds no hooks. `style` is the style object: ParsePlan makes it
 // from `spec` through the registry; a plan built in code may set it directly
-// (then `spec` is not used), or leave it null to have ResolvePlan make it
-// from `spec`.
+// (then `spec` is not used), or leave it null to have StyleOf (so ResolvePlan,
+// dtensor/parallel/plan_resolution.h) make it from `spec`.
 struct PlanEntry {
   std::string pattern;
   StyleSpec spec;
@@ -91,37 +89,12 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json);
 // Errors: a missing file (NotFound naming the path); what ParsePlan reports.
 absl::StatusOr<Plan> LoadPlanFile(const std::string& path);
 
-// Whether `pattern` matches the fully-qualified module name `fqn`. Both are
-// split at "."; a "*" component matches exactly one component (any name,
-// never zero or several), any other component must be equal. So
-// "layers.*.attention.wq" matches "layers.3.attention.wq" but not
-// "layers.attention.wq" or "layers.3.x.attention.wq".
-bool MatchPattern(absl::string_view pattern, absl::string_view fqn);
-
-// A plan entry bound to the module it applies to, or to one parameter of
-// it (then `fqn` is the parameter's and `parameter` its slot name).
-struct ResolvedEntry {
-  std::string fqn;
-  nn::Module* module;
-  const PlanEntry* entry;
-  std::shared_ptr<const ParallelStyle> style;
-  std::string parameter;
-};
-
-// Binds every entry of `plan.tp` to the modules of `root` it matches (or,
-// matching none, to the parameters it matches), in pre-order: a module, then
-// the parameter entries of its slots.
-// Errors: (each naming the value) a pattern matching no module or parameter,
-// a module or parameter matched by two patterns, a parameter named by a
-// parameter key and by its module's key (naming both), a style that does not
-// fit the module's type (ParallelStyle::CheckFits: colwise/rowwise/
-// loss_parallel need Linear, colwise/rowwise also accept Embedding;
-// sequence_parallel needs RMSNorm, LayerNorm or Dropout; for a parameter
-// key, its module's type), and
-// tp_dim/dp_dim that are not dims of `mesh` (dp_dim only when dp is used).
-absl::StatusOr<std::vector<ResolvedEntry>> ResolvePlan(const Plan& plan,
-                                                       nn::Module& root,
-                                                       const DeviceMesh& mesh);
+// The style object of `entry`: `entry.style` when set, else made by
+// StyleRegistry::Global() from `entry.spec`.
+// Errors: an unknown style name or an option the style does not take
+// (InvalidArgument naming the pattern).
+absl::StatusOr<std::shared_ptr<const ParallelStyle>> StyleOf(
+    const PlanEntry& entry);
 
 }  // namespace parallel
 }  // namespace dtensor

@@ -7,6 +7,7 @@
 #include "dtensor/nn/llama.h"
 #include "dtensor/nn/llama_config.h"
 #include "dtensor/parallel/plan.h"
+#include "dtensor/parallel/plan_resolution.h"
 #include "gtest/gtest.h"
 
 namespace dtensor {
@@ -18,9 +19,8 @@ class ShippedPlanTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(ShippedPlanTest, ParsesAndBindsToTheLlamaTree) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   ASSERT_NE(srcdir, nullptr);
-  const std::string path = std::string(srcdir) +
-                           "/dtensor/parallel/plans/" + GetParam() +
-                           ".json";
+  const std::string path =
+      std::string(srcdir) + "/dtensor/parallel/plans/" + GetParam() + ".json";
   absl::StatusOr<Plan> plan = LoadPlanFile(path);
   ASSERT_TRUE(plan.ok()) << plan.status();
   nn::LlamaConfig config;
@@ -34,11 +34,10 @@ TEST_P(ShippedPlanTest, ParsesAndBindsToTheLlamaTree) {
   auto model = nn::Transformer::Create(config);
   ASSERT_TRUE(model.ok()) << model.status();
   const DeviceMesh mesh = *DeviceMesh::Create({2, 2}, {"dp", "tp"});
-  absl::StatusOr<std::vector<ResolvedEntry>> resolved =
-      ResolvePlan(*plan, **model, mesh);
+  absl::StatusOr<PlanResolution> resolved = ResolvePlan(*plan, **model, mesh);
   ASSERT_TRUE(resolved.ok()) << resolved.status();
   // Seven projections per block, at least.
-  EXPECT_GE(resolved->size(), 7u * config.n_layers);
+  EXPECT_GE(resolved->entries.size(), 7u * config.n_layers);
   const bool fsdp = GetParam().find("fsdp") != std::string::npos;
   EXPECT_EQ(plan->dp, fsdp ? DataParallel::kFsdp : DataParallel::kReplicate);
 }

@@ -24,6 +24,7 @@
 #include "dtensor/ops/elementwise_ops.h"
 #include "dtensor/ops/reduction_ops.h"
 #include "dtensor/parallel/plan.h"
+#include "dtensor/parallel/plan_resolution.h"
 #include "dtensor/runtime.h"
 #include "examples/user_style/colwise_gathered.h"
 #include "gtest/gtest.h"
