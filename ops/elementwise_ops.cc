@@ -76,7 +76,7 @@ absl::StatusOr<Shape> BroadcastAll(
   return shape;
 }
 
-OpDef MakeElementwise(absl::string_view name, absl::string_view summary,
+OpDef ElementwiseOp(absl::string_view name, absl::string_view summary,
                       int arity, absl::Span<const ArgSpec> args, LocalFn fn,
                       Linearity linearity, BackwardFn backward) {
   OpDef def = NamedOpDef(name, summary, args);
@@ -264,7 +264,7 @@ using Unary = absl::StatusOr<Tensor> (*)(const Tensor&);
 
 OpDef BinaryOp(absl::string_view name, absl::string_view summary, Binary f,
                Linearity linearity, BackwardFn backward) {
-  return MakeElementwise(
+  return ElementwiseOp(
       name, summary, 2, {},
       [f](absl::Span<const Tensor> in, const OpArgs&) {
         return f(in[0], in[1]);
@@ -274,7 +274,7 @@ OpDef BinaryOp(absl::string_view name, absl::string_view summary, Binary f,
 
 OpDef ScalarOp(absl::string_view name, absl::string_view summary, WithScalar f,
                Linearity linearity, BackwardFn backward) {
-  return MakeElementwise(
+  return ElementwiseOp(
       name, summary, 1, kScalarArgs,
       [f](absl::Span<const Tensor> in, const OpArgs& args) {
         return f(in[0], args.Get(kOther));
@@ -284,7 +284,7 @@ OpDef ScalarOp(absl::string_view name, absl::string_view summary, WithScalar f,
 
 OpDef UnaryOp(absl::string_view name, absl::string_view summary, Unary f,
               Linearity linearity, BackwardFn backward) {
-  return MakeElementwise(
+  return ElementwiseOp(
       name, summary, 1, {},
       [f](absl::Span<const Tensor> in, const OpArgs&) { return f(in[0]); },
       linearity, std::move(backward));
@@ -537,7 +537,7 @@ const OpDef& ReluDef() {
 }
 
 const OpDef& GeluDef() {
-  static const OpDef* def = new OpDef(MakeElementwise(
+  static const OpDef* def = new OpDef(ElementwiseOp(
       "gelu", "GELU (erf, or the tanh approximation with tanh=true)", 1,
       kGeluArgs,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
@@ -581,7 +581,7 @@ const OpDef& TanhDef() {
 }
 
 const OpDef& WhereDef() {
-  static const OpDef* def = new OpDef(MakeElementwise(
+  static const OpDef* def = new OpDef(ElementwiseOp(
       "where", "cond ? a : b (inputs cond, a, b)", 3, {},
       [](absl::Span<const Tensor> in, const OpArgs&) {
         return dtensor::Where(in[0], in[1], in[2]);
