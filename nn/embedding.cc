@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/nn/layer_checks.h"
-#include "dtensor/ops/vocab_ops.h"
+#include "dtensor/ops/embedding_ops.h"
 
 namespace dtensor {
 namespace nn {

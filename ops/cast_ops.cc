@@ -48,43 +48,42 @@ absl::StatusOr<DType> TargetDType(const OpArgs& args) {
   return static_cast<DType>(value);
 }
 
-const OpDef& ToDef() {
-  static const OpDef* def = [] {
-    auto* d = new OpDef(NamedOpDef("to", "convert to another dtype", kToArgs));
-    d->infer =
-        [](absl::Span<const DTensorSpec* const> inputs,
-           const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
-      DT_ASSIGN_OR_RETURN(DType dtype, TargetDType(args));
-      return std::vector<TensorMeta>{{inputs[0]->shape(), dtype}};
-    };
-    d->strategies = [](const StrategyContext& ctx) {
-      const int64_t rank = ctx.inputs[0]->ndim();
-      EinsumSpec spec;
-      spec.num_loops = static_cast<int>(rank);
-      spec.loops = {{IdentityLoops(rank)}, {IdentityLoops(rank)}};
-      std::vector<ReduceOp> through =
-          PartialsThrough(ctx.inputs[0]->dtype(), ctx.outputs[0].dtype);
-      if (!through.empty()) spec.partial_rules = {{{0}, std::move(through)}};
-      return EinsumStrategies(ctx, spec);
-    };
-    d->kernel = LocalKernel([](absl::Span<const Tensor> in,
-                               const OpArgs& args) -> absl::StatusOr<Tensor> {
-      DT_ASSIGN_OR_RETURN(DType dtype, TargetDType(args));
-      return in[0].To(dtype);
-    });
-    // The gradient converted back; none through a non-floating dtype.
-    d->backward = [](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
-      const DType from = call.inputs[0].dtype();
-      if (!IsFloatingPoint(from) || !IsFloatingPoint(call.outputs[0].dtype())) {
-        return InputGrads(1);
-      }
-      DT_ASSIGN_OR_RETURN(DTensor dx, To(call.grad_outputs[0], from));
-      return InputGrads{std::move(dx)};
-    };
-    return d;
-  }();
-  return *def;
+OpDef MakeTo() {
+  OpDef def = NamedOpDef("to", "convert to another dtype", kToArgs);
+  def.infer =
+      [](absl::Span<const DTensorSpec* const> inputs,
+         const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
+    DT_ASSIGN_OR_RETURN(DType dtype, TargetDType(args));
+    return std::vector<TensorMeta>{{inputs[0]->shape(), dtype}};
+  };
+  def.strategies = [](const StrategyContext& ctx) {
+    const int64_t rank = ctx.inputs[0]->ndim();
+    EinsumSpec spec;
+    spec.num_loops = static_cast<int>(rank);
+    spec.loops = {{IdentityLoops(rank)}, {IdentityLoops(rank)}};
+    std::vector<ReduceOp> through =
+        PartialsThrough(ctx.inputs[0]->dtype(), ctx.outputs[0].dtype);
+    if (!through.empty()) spec.partial_rules = {{{0}, std::move(through)}};
+    return EinsumStrategies(ctx, spec);
+  };
+  def.kernel = LocalKernel([](absl::Span<const Tensor> in,
+                              const OpArgs& args) -> absl::StatusOr<Tensor> {
+    DT_ASSIGN_OR_RETURN(DType dtype, TargetDType(args));
+    return in[0].To(dtype);
+  });
+  // The gradient converted back; none through a non-floating dtype.
+  def.backward = [](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
+    const DType from = call.inputs[0].dtype();
+    if (!IsFloatingPoint(from) || !IsFloatingPoint(call.outputs[0].dtype())) {
+      return InputGrads(1);
+    }
+    DT_ASSIGN_OR_RETURN(DTensor dx, To(call.grad_outputs[0], from));
+    return InputGrads{std::move(dx)};
+  };
+  return def;
 }
+
+const OpDef& ToDef() { return StaticOpDef<MakeTo>(); }
 
 }  // namespace
 

@@ -115,8 +115,12 @@ absl::StatusOr<InputGrads> JoinBackward(bool stack, const BackwardCall& call) {
   return grads;
 }
 
-OpDef MakeJoin(absl::string_view name, absl::string_view summary, bool stack) {
-  OpDef def = NamedOpDef(name, summary, kJoinArgs);
+// cat, or with `stack` stack.
+OpDef MakeJoin(bool stack) {
+  const absl::string_view name = stack ? "stack" : "cat";
+  OpDef def = NamedOpDef(
+      name, stack ? "stack along a new dim" : "concatenate along dim",
+      kJoinArgs);
   def.num_inputs = kMaxJoinInputs;
   def.num_optional_inputs = kMaxJoinInputs - 1;
   def.infer = [name, stack](absl::Span<const DTensorSpec* const> inputs,
@@ -141,17 +145,8 @@ OpDef MakeJoin(absl::string_view name, absl::string_view summary, bool stack) {
   return def;
 }
 
-const OpDef& CatDef() {
-  static const OpDef* def =
-      new OpDef(MakeJoin("cat", "concatenate along dim", /*stack=*/false));
-  return *def;
-}
-
-const OpDef& StackDef() {
-  static const OpDef* def =
-      new OpDef(MakeJoin("stack", "stack along a new dim", /*stack=*/true));
-  return *def;
-}
+const OpDef& CatDef() { return StaticOpDef<MakeJoin, /*stack=*/false>(); }
+const OpDef& StackDef() { return StaticOpDef<MakeJoin, /*stack=*/true>(); }
 
 // One call of `op` on up to kMaxJoinInputs tensors.
 absl::StatusOr<DTensor> JoinOnce(const OpDef& op,

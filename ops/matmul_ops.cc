@@ -276,10 +276,9 @@ absl::StatusOr<InputGrads> AddmmBackward(const BackwardCall& call) {
   return InputGrads{std::move(dbias), std::move(da), std::move(db)};
 }
 
-OpDef MakeMatmulOp(absl::string_view name, absl::string_view summary,
-                   int num_inputs, int num_optional,
-                   absl::Span<const ArgSpec> args, ViewFn view_fn, LocalFn fn,
-                   BackwardFn backward) {
+OpDef MatmulOp(absl::string_view name, absl::string_view summary,
+               int num_inputs, int num_optional, absl::Span<const ArgSpec> args,
+               ViewFn view_fn, LocalFn fn, BackwardFn backward) {
   OpDef def = NamedOpDef(name, summary, args);
   def.num_inputs = num_inputs;
   def.num_optional_inputs = num_optional;
@@ -305,45 +304,41 @@ absl::StatusOr<Tensor> MatmulLocal(absl::Span<const Tensor> in, const OpArgs&) {
   return dtensor::Matmul(in[0], in[1]);
 }
 
-const OpDef& MatmulDef() {
-  static const OpDef* def = new OpDef(
-      MakeMatmulOp("matmul",
-                   "torch.matmul: 1-D..n-D, batch dims "
-                   "broadcast",
-                   2, 0, {}, MatmulView2, MatmulLocal, MatmulBackward));
-  return *def;
+OpDef MakeMatmul() {
+  return MatmulOp("matmul", "torch.matmul: 1-D..n-D, batch dims broadcast", 2,
+                  0, {}, MatmulView2, MatmulLocal, MatmulBackward);
 }
 
-const OpDef& MmDef() {
-  static const OpDef* def = new OpDef(MakeMatmulOp(
-      "mm", "[M, K] @ [K, N]", 2, 0, {}, MmView, MatmulLocal, MatmulBackward));
-  return *def;
+OpDef MakeMm() {
+  return MatmulOp("mm", "[M, K] @ [K, N]", 2, 0, {}, MmView, MatmulLocal,
+                  MatmulBackward);
 }
 
-const OpDef& BmmDef() {
-  static const OpDef* def =
-      new OpDef(MakeMatmulOp("bmm", "[B, M, K] @ [B, K, N]", 2, 0, {}, BmmView,
-                             MatmulLocal, MatmulBackward));
-  return *def;
+OpDef MakeBmm() {
+  return MatmulOp("bmm", "[B, M, K] @ [B, K, N]", 2, 0, {}, BmmView,
+                  MatmulLocal, MatmulBackward);
 }
 
-const OpDef& LinearDef() {
-  static const OpDef* def = new OpDef(MakeMatmulOp(
+OpDef MakeLinear() {
+  return MatmulOp(
       "linear", "x [..., in] @ weight [out, in]^T + bias [out] (optional)", 3,
       1, {}, LinearView,
       [](absl::Span<const Tensor> in, const OpArgs&) {
         return dtensor::Linear(in[0], in[1], in[2]);
       },
-      LinearBackward));
-  return *def;
+      LinearBackward);
 }
 
-const OpDef& AddmmDef() {
-  static const OpDef* def = new OpDef(
-      MakeMatmulOp("addmm", "beta * bias + alpha * (a @ b) (inputs bias, a, b)",
-                   3, 0, kAddmmArgs, AddmmView, AddmmLocal, AddmmBackward));
-  return *def;
+OpDef MakeAddmm() {
+  return MatmulOp("addmm", "beta * bias + alpha * (a @ b) (inputs bias, a, b)",
+                  3, 0, kAddmmArgs, AddmmView, AddmmLocal, AddmmBackward);
 }
+
+const OpDef& MatmulDef() { return StaticOpDef<MakeMatmul>(); }
+const OpDef& MmDef() { return StaticOpDef<MakeMm>(); }
+const OpDef& BmmDef() { return StaticOpDef<MakeBmm>(); }
+const OpDef& LinearDef() { return StaticOpDef<MakeLinear>(); }
+const OpDef& AddmmDef() { return StaticOpDef<MakeAddmm>(); }
 
 }  // namespace
 

@@ -77,16 +77,21 @@ absl::StatusOr<InputGrads> NormBackward(bool layer_norm,
   return result;
 }
 
-OpDef MakeNorm(absl::string_view name, absl::string_view summary,
-               bool layer_norm) {
+// rms_norm, or with `layer_norm` layer_norm.
+OpDef MakeNorm(bool layer_norm) {
+  const absl::string_view name = layer_norm ? "layer_norm" : "rms_norm";
   LocalFn fn = [layer_norm](absl::Span<const Tensor> in, const OpArgs& args) {
     const double eps = args.Get(NormEps(layer_norm));
     return layer_norm ? dtensor::LayerNorm(in[0], in[1], in[2], eps)
                       : dtensor::RmsNorm(in[0], in[1], eps);
   };
-  OpDef def = NamedOpDef(name, summary,
-                         layer_norm ? absl::MakeConstSpan(kLayerNormArgs)
-                                    : absl::MakeConstSpan(kRmsNormArgs));
+  OpDef def = NamedOpDef(
+      name,
+      layer_norm
+          ? "(x - mean) / sqrt(var + eps) * weight + bias over the last dim"
+          : "x / sqrt(mean(x^2 over the last dim) + eps) * weight",
+      layer_norm ? absl::MakeConstSpan(kLayerNormArgs)
+                 : absl::MakeConstSpan(kRmsNormArgs));
   def.num_inputs = layer_norm ? 3 : 2;
   def.num_optional_inputs = def.num_inputs - 1;
   def.infer = SameShapeInfer(name, fn, CheckNormParams);
@@ -419,18 +424,10 @@ OpDef MakeNormBackward(bool layer_norm) {
 // ---- The family. ----
 
 const OpDef& RmsNormDef() {
-  static const OpDef* def = new OpDef(MakeNorm(
-      "rms_norm", "x / sqrt(mean(x^2 over the last dim) + eps) * weight",
-      /*layer_norm=*/false));
-  return *def;
+  return StaticOpDef<MakeNorm, /*layer_norm=*/false>();
 }
-
 const OpDef& LayerNormDef() {
-  static const OpDef* def = new OpDef(
-      MakeNorm("layer_norm",
-               "(x - mean) / sqrt(var + eps) * weight + bias over the last dim",
-               /*layer_norm=*/true));
-  return *def;
+  return StaticOpDef<MakeNorm, /*layer_norm=*/true>();
 }
 
 const OpDef& NormBackwardDef(bool layer_norm) {

@@ -96,49 +96,47 @@ absl::StatusOr<Tensor> DropoutBlock(const Tensor& x, const OpArgs& args,
   return dtensor::Mul(x, mask_tensor);
 }
 
-const OpDef& DropoutDef() {
-  static const OpDef* def = [] {
-    auto* d = new OpDef(NamedOpDef(
-        "dropout", "zero elements with probability p (by global position)",
-        kDropoutArgs));
-    d->infer =
-        [](absl::Span<const DTensorSpec* const> inputs,
-           const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
-      DT_RETURN_IF_ERROR(CheckDropout(*inputs[0], args));
-      return std::vector<TensorMeta>{{inputs[0]->shape(), inputs[0]->dtype()}};
-    };
-    d->strategies = [](const StrategyContext& ctx) {
-      const int64_t rank = ctx.inputs[0]->ndim();
-      EinsumSpec spec;
-      spec.num_loops = static_cast<int>(rank);
-      spec.loops = {{IdentityLoops(rank)}, {IdentityLoops(rank)}};
-      // x * mask with mask >= 0 the same on every rank.
-      spec.partial_rules = {{{0}, AnyReduceOps()}};
-      return EinsumStrategies(ctx, spec);
-    };
-    d->kernel =
-        [](const KernelContext& ctx,
-           absl::Span<const Tensor> inputs) -> absl::StatusOr<OpLocals> {
-      const DTensorSpec& spec = *ctx.input(0);
-      DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, spec));
-      DT_ASSIGN_OR_RETURN(Tensor out, DropoutBlock(inputs[0], ctx.args(),
-                                                   spec.shape(), block.offset));
-      return OpLocals{std::move(out)};
-    };
-    // The same mask (it depends on the seed and the global positions only)
-    // scales the gradient.
-    d->backward = [](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
-      const OpArgs& args = call.args;
-      DT_ASSIGN_OR_RETURN(DTensor dx,
-                          Dropout(call.grad_outputs[0], args.Get(kP),
-                                  static_cast<uint64_t>(args.Get(kSeed)),
-                                  static_cast<uint64_t>(args.Get(kOffset))));
-      return InputGrads{std::move(dx)};
-    };
-    return d;
-  }();
-  return *def;
+OpDef MakeDropout() {
+  OpDef def = NamedOpDef(
+      "dropout", "zero elements with probability p (by global position)",
+      kDropoutArgs);
+  def.infer =
+      [](absl::Span<const DTensorSpec* const> inputs,
+         const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
+    DT_RETURN_IF_ERROR(CheckDropout(*inputs[0], args));
+    return std::vector<TensorMeta>{{inputs[0]->shape(), inputs[0]->dtype()}};
+  };
+  def.strategies = [](const StrategyContext& ctx) {
+    const int64_t rank = ctx.inputs[0]->ndim();
+    EinsumSpec spec;
+    spec.num_loops = static_cast<int>(rank);
+    spec.loops = {{IdentityLoops(rank)}, {IdentityLoops(rank)}};
+    // x * mask with mask >= 0 the same on every rank.
+    spec.partial_rules = {{{0}, AnyReduceOps()}};
+    return EinsumStrategies(ctx, spec);
+  };
+  def.kernel = [](const KernelContext& ctx,
+                  absl::Span<const Tensor> inputs) -> absl::StatusOr<OpLocals> {
+    const DTensorSpec& spec = *ctx.input(0);
+    DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, spec));
+    DT_ASSIGN_OR_RETURN(Tensor out, DropoutBlock(inputs[0], ctx.args(),
+                                                 spec.shape(), block.offset));
+    return OpLocals{std::move(out)};
+  };
+  // The same mask (it depends on the seed and the global positions only)
+  // scales the gradient.
+  def.backward = [](const BackwardCall& call) -> absl::StatusOr<InputGrads> {
+    const OpArgs& args = call.args;
+    DT_ASSIGN_OR_RETURN(DTensor dx,
+                        Dropout(call.grad_outputs[0], args.Get(kP),
+                                static_cast<uint64_t>(args.Get(kSeed)),
+                                static_cast<uint64_t>(args.Get(kOffset))));
+    return InputGrads{std::move(dx)};
+  };
+  return def;
 }
+
+const OpDef& DropoutDef() { return StaticOpDef<MakeDropout>(); }
 
 }  // namespace
 

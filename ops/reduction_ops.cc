@@ -1,8 +1,10 @@
 #include "dtensor/ops/reduction_ops.h"
 
+#include <algorithm>
 #include <iterator>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -15,6 +17,7 @@
 #include "dtensor/ops/elementwise_ops.h"
 #include "dtensor/ops/local_fn.h"
 #include "dtensor/ops/view_ops.h"
+#include "dtensor/tensor/dispatch.h"
 #include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/reduction.h"
 
@@ -69,25 +72,19 @@ int64_t ReducedCount(const Shape& shape, const std::vector<bool>& mask) {
 absl::StatusOr<Tensor> IdentityOf(ReduceOp op, Shape shape, DType dtype) {
   const bool max = op == ReduceOp::kMax;
   DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(std::move(shape), dtype));
-  switch (dtype) {
-    case DType::kI32:
-      std::fill_n(out.data<int32_t>(), out.numel(),
-                  max ? std::numeric_limits<int32_t>::lowest()
-                      : std::numeric_limits<int32_t>::max());
-      break;
-    case DType::kI64:
-      std::fill_n(out.data<int64_t>(), out.numel(),
-                  max ? std::numeric_limits<int64_t>::lowest()
-                      : std::numeric_limits<int64_t>::max());
-      break;
-    case DType::kBool:
-      DT_RETURN_IF_ERROR(out.Fill(max ? 0 : 1));
-      break;
-    default:
-      DT_RETURN_IF_ERROR(
-          out.Fill(max ? -std::numeric_limits<double>::infinity()
-                       : std::numeric_limits<double>::infinity()));
-  }
+  DT_RETURN_IF_ERROR(DispatchDType(dtype, [&](auto tag) -> absl::Status {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T>) {
+      // Integers and bool: their own extremes (bool: false and true).
+      std::fill_n(out.data<T>(), out.numel(),
+                  max ? std::numeric_limits<T>::lowest()
+                      : std::numeric_limits<T>::max());
+      return absl::OkStatus();
+    } else {
+      return out.Fill(max ? -std::numeric_limits<double>::infinity()
+                          : std::numeric_limits<double>::infinity());
+    }
+  }));
   return out;
 }
 
@@ -265,8 +262,8 @@ absl::StatusOr<InputGrads> ReduceBackward(Kind kind, const BackwardCall& call) {
   return InputGrads{std::move(dx)};
 }
 
-OpDef MakeReduction(absl::string_view name, absl::string_view summary,
-                    Kind kind) {
+OpDef ReductionOp(absl::string_view name, absl::string_view summary,
+                  Kind kind) {
   OpDef def = NamedOpDef(name, summary, kReduceArgs);
   def.num_inputs = 1;
   def.num_outputs = kind == Kind::kMinMax ? 2 : 1;
@@ -321,24 +318,20 @@ OpDef MakeReduction(absl::string_view name, absl::string_view summary,
   return def;
 }
 
-// One accessor per op, each definition built once.
-#define DTENSOR_REDUCTION_DEF(Def, name, summary, kind)                      \
-  const OpDef& Def() {                                                       \
-    static const OpDef* def = new OpDef(MakeReduction(name, summary, kind)); \
-    return *def;                                                             \
-  }
-DTENSOR_REDUCTION_DEF(SumDef, "sum", "sum over dims", Kind::kSum)
-DTENSOR_REDUCTION_DEF(MeanDef, "mean", "mean over dims (floating dtypes)",
+// One maker and accessor per op: `Make<Name>()` is ReductionOp's op of
+// the arguments, `<Name>Def()` builds it once.
+#define DTENSOR_REDUCTION_DEF(Name, name, summary, kind)          \
+  OpDef Make##Name() { return ReductionOp(name, summary, kind); } \
+  const OpDef& Name##Def() { return StaticOpDef<Make##Name>(); }
+DTENSOR_REDUCTION_DEF(Sum, "sum", "sum over dims", Kind::kSum)
+DTENSOR_REDUCTION_DEF(Mean, "mean", "mean over dims (floating dtypes)",
                       Kind::kMean)
-DTENSOR_REDUCTION_DEF(AmaxDef, "amax", "max over dims", Kind::kMax)
-DTENSOR_REDUCTION_DEF(AminDef, "amin", "min over dims", Kind::kMin)
-DTENSOR_REDUCTION_DEF(MaxDef, "max", "max over dims (values, as amax)",
-                      Kind::kMax)
-DTENSOR_REDUCTION_DEF(MinDef, "min", "min over dims (values, as amin)",
-                      Kind::kMin)
-DTENSOR_REDUCTION_DEF(AminmaxDef, "aminmax", "(min, max) over dims",
-                      Kind::kMinMax)
-DTENSOR_REDUCTION_DEF(SumSquaresDef, "sum_squares",
+DTENSOR_REDUCTION_DEF(Amax, "amax", "max over dims", Kind::kMax)
+DTENSOR_REDUCTION_DEF(Amin, "amin", "min over dims", Kind::kMin)
+DTENSOR_REDUCTION_DEF(Max, "max", "max over dims (values, as amax)", Kind::kMax)
+DTENSOR_REDUCTION_DEF(Min, "min", "min over dims (values, as amin)", Kind::kMin)
+DTENSOR_REDUCTION_DEF(Aminmax, "aminmax", "(min, max) over dims", Kind::kMinMax)
+DTENSOR_REDUCTION_DEF(SumSquares, "sum_squares",
                       "sum of squares over dims (f64, floating inputs)",
                       Kind::kSumSquares)
 #undef DTENSOR_REDUCTION_DEF

@@ -7,6 +7,7 @@
 #include "dtensor/ops/attention_ops.h"
 #include "dtensor/ops/cast_ops.h"
 #include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/embedding_ops.h"
 #include "dtensor/ops/join_ops.h"
 #include "dtensor/ops/matmul_ops.h"
 #include "dtensor/ops/nn_ops.h"
@@ -27,8 +28,9 @@ void RegisterBuiltins(OpRegistry& registry) {
   // One line per op family; a new family adds its list here.
   for (const std::vector<const OpDef*>& family :
        {ops::MatmulOps(), ops::ElementwiseOps(), ops::ReductionOps(),
-        ops::NnOps(), ops::NormOps(), ops::AttentionOps(), ops::VocabOps(), ops::ViewOps(),
-        ops::JoinOps(), ops::SliceOps(), ops::CastOps(), ops::RandomOps()}) {
+        ops::NnOps(), ops::NormOps(), ops::AttentionOps(), ops::EmbeddingOps(),
+        ops::VocabOps(), ops::ViewOps(), ops::JoinOps(), ops::SliceOps(),
+        ops::CastOps(), ops::RandomOps()}) {
     for (const OpDef* op : family) {
       // The built-in names are distinct (tests/ops/registry_test.cc).
       registry.Register(op).IgnoreError();

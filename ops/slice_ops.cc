@@ -113,9 +113,9 @@ absl::StatusOr<InputGrads> SliceBackward(const BackwardCall& call) {
 }
 
 // `dim` is the key of the dim in `args`.
-OpDef MakeSliceOp(absl::string_view name, absl::string_view summary,
-                  absl::Span<const ArgSpec> args, ArgKey<ArgKind::kInt> dim,
-                  LocalFn fn, BackwardFn backward) {
+OpDef SliceOp(absl::string_view name, absl::string_view summary,
+              absl::Span<const ArgSpec> args, ArgKey<ArgKind::kInt> dim,
+              LocalFn fn, BackwardFn backward) {
   OpDef def = NamedOpDef(name, summary, args);
   def.infer = InferByShapeProbe(name, fn);
   def.strategies = [dim](const StrategyContext& ctx) {
@@ -134,28 +134,29 @@ OpDef MakeSliceOp(absl::string_view name, absl::string_view summary,
   return def;
 }
 
-const OpDef& NarrowDef() {
-  static const OpDef* def = new OpDef(MakeSliceOp(
+OpDef MakeNarrow() {
+  return SliceOp(
       "narrow", "elements [start, start + length) of dim", kNarrowArgs,
       kNarrowDim,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
         return in[0].Narrow(args.Get(kNarrowDim), args.Get(kNarrowStart),
                             args.Get(kNarrowLength));
       },
-      NarrowBackward));
-  return *def;
+      NarrowBackward);
 }
 
-const OpDef& SliceDef() {
-  static const OpDef* def = new OpDef(MakeSliceOp(
+OpDef MakeSlice() {
+  return SliceOp(
       "slice", "elements [start, end) of dim by step", kSliceArgs, kSliceDim,
       [](absl::Span<const Tensor> in, const OpArgs& args) {
         return in[0].Slice(args.Get(kSliceDim), args.Get(kSliceStart),
                            args.Get(kSliceEnd), args.Get(kSliceStep));
       },
-      SliceBackward));
-  return *def;
+      SliceBackward);
 }
+
+const OpDef& NarrowDef() { return StaticOpDef<MakeNarrow>(); }
+const OpDef& SliceDef() { return StaticOpDef<MakeSlice>(); }
 
 OpArgs NarrowArgs(int64_t dim, int64_t start, int64_t length) {
   OpArgs args;

@@ -165,8 +165,8 @@ KernelFn ToOutputBlock(bool expand) {
   };
 }
 
-OpDef MakeReshape(absl::string_view name, absl::string_view summary,
-                  absl::Span<const ArgSpec> args, LocalFn fn) {
+OpDef ReshapeOp(absl::string_view name, absl::string_view summary,
+                absl::Span<const ArgSpec> args, LocalFn fn) {
   OpDef def = NamedOpDef(name, summary, args);
   def.infer = InferByShapeProbe(name, std::move(fn));
   def.strategies = ReshapeStrategies;
@@ -223,9 +223,9 @@ absl::StatusOr<Tensor> SqueezeLocal(const Tensor& x,
 using PermutationFn =
     std::function<std::vector<int64_t>(int64_t rank, const OpArgs& args)>;
 
-OpDef MakePermutation(absl::string_view name, absl::string_view summary,
-                      absl::Span<const ArgSpec> args, LocalFn fn,
-                      PermutationFn permutation) {
+OpDef PermutationOp(absl::string_view name, absl::string_view summary,
+                    absl::Span<const ArgSpec> args, LocalFn fn,
+                    PermutationFn permutation) {
   OpDef def = NamedOpDef(name, summary, args);
   def.infer = InferByShapeProbe(name, fn);
   def.strategies = [permutation](const StrategyContext& ctx) {
@@ -314,41 +314,41 @@ OpDef MakeExpand() {
 
 // ---- The family. ----
 
-// One accessor per op, each definition built once: `Def()` is the op
-// `make` (MakeReshape or MakePermutation) builds from its name, summary,
-// argument schema, local function (the expression `local` of `in` and
-// `args`) and the maker's further arguments.
-#define DTENSOR_VIEW_DEF(Def, make, name, summary, schema, local, ...)         \
-  const OpDef& Def() {                                                         \
-    static const OpDef* def = new OpDef(make(                                  \
+// One maker and accessor per op: `Make<Name>()` is the op `make`
+// (ReshapeOp or PermutationOp) builds from its name, summary, argument
+// schema, local function (the expression `local` of `in` and `args`) and the
+// maker's further arguments; `<Name>Def()` builds it once.
+#define DTENSOR_VIEW_DEF(Name, make, name, summary, schema, local, ...)        \
+  OpDef Make##Name() {                                                         \
+    return make(                                                               \
         name, summary, schema,                                                 \
         [](absl::Span<const Tensor> in, const OpArgs& args) { return local; }, \
-        ##__VA_ARGS__));                                                       \
-    return *def;                                                               \
-  }
-DTENSOR_VIEW_DEF(ViewDef, MakeReshape, "view",
+        ##__VA_ARGS__);                                                        \
+  }                                                                            \
+  const OpDef& Name##Def() { return StaticOpDef<Make##Name>(); }
+DTENSOR_VIEW_DEF(View, ReshapeOp, "view",
                  "the same elements in another shape (as reshape)", kShapeArgs,
                  in[0].View(args.Get(kShape)))
-DTENSOR_VIEW_DEF(ReshapeDef, MakeReshape, "reshape",
+DTENSOR_VIEW_DEF(Reshape, ReshapeOp, "reshape",
                  "the same elements in another shape (one -1 inferred)",
                  kShapeArgs, in[0].Reshape(args.Get(kShape)))
-DTENSOR_VIEW_DEF(FlattenDef, MakeReshape, "flatten",
-                 "merge dims start_dim..end_dim", kFlattenArgs,
+DTENSOR_VIEW_DEF(Flatten, ReshapeOp, "flatten", "merge dims start_dim..end_dim",
+                 kFlattenArgs,
                  in[0].Flatten(args.Get(kStartDim), args.Get(kEndDim)))
-DTENSOR_VIEW_DEF(UnflattenDef, MakeReshape, "unflatten", "split dim into sizes",
+DTENSOR_VIEW_DEF(Unflatten, ReshapeOp, "unflatten", "split dim into sizes",
                  kUnflattenArgs,
                  UnflattenLocal(in[0], args.Get(kUnflattenDim),
                                 args.Get(kSizes)))
-DTENSOR_VIEW_DEF(SqueezeDef, MakeReshape, "squeeze",
+DTENSOR_VIEW_DEF(Squeeze, ReshapeOp, "squeeze",
                  "remove size-1 dims (all, or those listed)", kSqueezeArgs,
                  SqueezeLocal(in[0], args.Get(kSqueezeDims)))
-DTENSOR_VIEW_DEF(UnsqueezeDef, MakeReshape, "unsqueeze", "insert a size-1 dim",
+DTENSOR_VIEW_DEF(Unsqueeze, ReshapeOp, "unsqueeze", "insert a size-1 dim",
                  kUnsqueezeArgs, in[0].Unsqueeze(args.Get(kUnsqueezeDim)))
-DTENSOR_VIEW_DEF(TransposeDef, MakePermutation, "transpose", "swap two dims",
+DTENSOR_VIEW_DEF(Transpose, PermutationOp, "transpose", "swap two dims",
                  kTransposeArgs,
                  in[0].Transpose(args.Get(kDim0), args.Get(kDim1)),
                  TransposePermutation)
-DTENSOR_VIEW_DEF(PermuteDef, MakePermutation, "permute", "reorder dims",
+DTENSOR_VIEW_DEF(Permute, PermutationOp, "permute", "reorder dims",
                  kPermuteArgs, in[0].Permute(args.Get(kPermuteDims)),
                  PermutePermutation)
 #undef DTENSOR_VIEW_DEF

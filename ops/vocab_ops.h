@@ -12,32 +12,11 @@
 namespace dtensor {
 namespace ops {
 
-// Ops over a vocabulary that may be sharded, with the tensor layer's
-// semantics (dtensor/tensor/nn_functional.h), on DTensors.
-// Errors: what Embedding and CrossEntropy report (an index or a target out of
-// range, shapes, dtypes), inputs on different meshes.
-//
-// embedding (indices, table [num, dim]) -> [indices..., dim]:
-//   indices sharded on any dim    -> the output sharded on that dim;
-//   table S(1) (columns)          -> S(last);
-//   table S(0) (rows), indices R  -> Partial(sum), no communication: each rank
-//                                    looks up the indices inside its row
-//                                    block (offset by the block's start) and
-//                                    gives zero rows for the others;
-//   table Partial(any op), indices R -> the same Partial.
-//
-// embedding_backward (indices, grad [indices..., dim], table [num, dim]) ->
-// [num, dim], embedding's table gradient as one scatter-add pass
-// (dtensor/tensor/nn_functional.h EmbeddingBackward), what embedding's backward
-// runs. The table gives only its shape and sharding (no data of it moves): each
-// strategy prices the table sharded as the gradient it gives (Replicate where
-// that is Partial), so the gradient comes out in the table's sharding where the
-// indices and grad allow:
-//   indices and grad sharded alike on an index dim -> Partial(sum);
-//   grad S(last)                  -> S(1);
-//   indices and grad R            -> S(0): each rank adds only the rows of its
-//                                    block (a row-sharded table);
-//   grad Partial(sum or avg), indices R -> the same Partial.
+// Cross entropy over a vocabulary (class dim) that may be sharded, with the
+// tensor layer's semantics (dtensor/tensor/nn_functional.h), on DTensors; the
+// embedding lookups are dtensor/ops/embedding_ops.h's.
+// Errors: what CrossEntropy reports (a target out of range, shapes, dtypes),
+// inputs on different meshes.
 //
 // cross_entropy (logits [N, C] or [C], target [N] or []) with reduction
 // none / mean / sum and ignore_index:
@@ -65,18 +44,10 @@ namespace ops {
 // ([N] or [], laid out like the target, complete over the classes; f64 for
 // f64 logits, else f32; for ignored rows too).
 //
-// Registry names and arguments: embedding (indices, table);
-// embedding_backward (indices, grad, table); cross_entropy
-// (logits, target -> loss, count, log_sum_exp; "reduction", int: 0 none,
-// 1 mean, 2 sum, default 1; "ignore_index", int, default -100).
+// Registry name and arguments: cross_entropy (logits, target -> loss, count,
+// log_sum_exp; "reduction", int: 0 none, 1 mean, 2 sum, default 1;
+// "ignore_index", int, default -100).
 
-absl::StatusOr<DTensor> Embedding(const DTensor& indices, const DTensor& table);
-// The gradient of `table` for which Embedding(indices, table) gave `grad`
-// (the table's values are not read, and no data of it moves:
-// OpDef::spec_only_inputs). Errors: an index outside the table's rows.
-absl::StatusOr<DTensor> EmbeddingBackward(const DTensor& indices,
-                                          const DTensor& grad,
-                                          const DTensor& table);
 // The loss (the op's first output). Under a LossParallelScope of the calling
 // thread, logits whose class dim is sharded keep it sharded (see there).
 absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,

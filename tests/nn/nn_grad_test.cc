@@ -13,6 +13,7 @@
 #include "dtensor/nn/autograd.h"
 #include "dtensor/ops/attention_ops.h"
 #include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/embedding_ops.h"
 #include "dtensor/ops/nn_ops.h"
 #include "dtensor/ops/norm_ops.h"
 #include "dtensor/ops/op_counter.h"
@@ -237,6 +238,8 @@ TEST(NnGradTest, EveryOpIsCovered) {
   missing = testing_util::Uncovered(ops::NormOps(), NnCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
   missing = testing_util::Uncovered(ops::AttentionOps(), NnCases());
+  EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
+  missing = testing_util::Uncovered(ops::EmbeddingOps(), VocabCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
   missing = testing_util::Uncovered(ops::VocabOps(), VocabCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");

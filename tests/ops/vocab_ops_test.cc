@@ -16,6 +16,7 @@
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/ops/embedding_ops.h"
 #include "dtensor/tensor/nn_functional.h"
 #include "dtensor/testing/comm_matchers.h"
 #include "dtensor/testing/op_cases.h"
@@ -205,8 +206,10 @@ TEST(VocabPropertyTest, CrossEntropyMatchesTheTensorLayer) {
 TEST(VocabCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
   const std::set<std::string> tested = {"embedding", "embedding_backward",
                                         "cross_entropy"};
-  for (const OpDef* op : ops::VocabOps()) {
-    EXPECT_TRUE(tested.count(std::string(op->name))) << op->name;
+  for (const auto& family : {ops::EmbeddingOps(), ops::VocabOps()}) {
+    for (const OpDef* op : family) {
+      EXPECT_TRUE(tested.count(std::string(op->name))) << op->name;
+    }
   }
 }
 

@@ -1,0 +1,74 @@
+#ifndef DTENSOR_OPS_ELEMENTWISE_OP_H_
+#define DTENSOR_OPS_ELEMENTWISE_OP_H_
+
+#include <functional>
+#include <initializer_list>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/ops/local_fn.h"
+#include "dtensor/ops/op_args.h"
+#include "dtensor/ops/op_def.h"
+
+// How the elementwise family (dtensor/ops/elementwise_ops.h) builds and calls
+// its ops, shared by its two halves: the binary, scalar and where ops
+// (elementwise_ops.cc) and the unary ops (elementwise_unary_ops.cc).
+namespace dtensor {
+namespace ops {
+
+// Which Partial inputs an op passes through (see elementwise_ops.h).
+enum class Linearity {
+  kNone,
+  kSumJoint,       // add, sub
+  kSumEach,        // mul
+  kSumFirst,       // div, neg, mul/div by a scalar
+  kAffineFirst,    // add/sub a scalar
+  kMonotoneFirst,  // relu, exp, sigmoid, tanh
+  kMaxJoint,       // maximum
+  kMinJoint,       // minimum
+  kSelect,         // where
+};
+
+// The op `name` of `arity` inputs broadcast together, computing `fn` on the
+// local shards: its output has the broadcast shape and the dtype `fn` gives;
+// its strategies shard the inputs that iterate an output dim alike on it and
+// pass Partial inputs through as `linearity` says.
+// Requires: `name` and `summary` outlive the op (literals).
+// Errors (of the op): shapes that do not broadcast, naming the op and the
+// shapes; what `fn` reports.
+OpDef ElementwiseOp(absl::string_view name, absl::string_view summary,
+                    int arity, absl::Span<const ArgSpec> args, LocalFn fn,
+                    Linearity linearity, BackwardFn backward);
+
+// d out / d a times the output's gradient `g`, for a one-input op.
+using UnaryGrad = std::function<absl::StatusOr<DTensor>(
+    const DTensor& a, const DTensor& out, const DTensor& g,
+    const OpArgs& args)>;
+
+// The backward of a one-input op whose input's gradient `grad` gives.
+BackwardFn UnaryBackward(UnaryGrad grad);
+
+// `cond` as 0 / 1 in the dtype of `like`.
+absl::StatusOr<DTensor> MaskAs(const DTensor& cond, const DTensor& like);
+
+// 1 - x.
+absl::StatusOr<DTensor> OneMinus(const DTensor& x);
+
+// The one output of the op `def` on `in` with `args`: what the family's
+// functions run.
+// Errors: what dispatching `def` reports.
+absl::StatusOr<DTensor> CallElementwise(
+    const OpDef& def, std::initializer_list<const DTensor*> in,
+    const OpArgs& args = OpArgs());
+
+// The OpDefs of the unary half (elementwise_unary_ops.cc), part of
+// ElementwiseOps().
+std::vector<const OpDef*> UnaryElementwiseOps();
+
+}  // namespace ops
+}  // namespace dtensor
+
+#endif  // DTENSOR_OPS_ELEMENTWISE_OP_H_
