@@ -20,6 +20,7 @@
 //   bazel-bin/bench/overlap_bench [--ranks 2] [--matmuls 15] [--mib 64]
 //                                 [--iterations 20]
 //   cd bazel-bin && tools/dtrun --nproc 2 -- bench/overlap_bench --backend gloo
+// --backend takes any registered backend that runs on the CPU.
 #include <cblas.h>
 
 #include <algorithm>
@@ -33,13 +34,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
+#include "dtensor/collectives/backend_registry.h"
 #include "dtensor/collectives/communicator.h"
-#include "dtensor/collectives/gloo/gloo_backend.h"
-#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/collectives/process_groups.h"
 #include "dtensor/tensor/matmul.h"
 #include "dtensor/tensor/tensor.h"
 #include "tools/arg_parser.h"
+#include "tools/backend_flag.h"
 
 namespace dtensor {
 namespace {
@@ -47,7 +48,9 @@ namespace {
 constexpr int64_t kMatrix = 256;
 
 struct Options {
+  // The --backend flag and the backend it names (tools/backend_flag.h).
   std::string backend = "inprocess";
+  BackendDef backend_def;
   int64_t ranks = 2;
   int64_t matmuls = 15;
   int64_t mib = 64;
@@ -151,10 +154,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   DT_RETURN_IF_ERROR(parsed.CheckNoPositional());
   Options options;
   options.backend = parsed.ValueOr("backend", options.backend);
-  if (options.backend != "inprocess" && options.backend != "gloo") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--backend ", options.backend, ": expected inprocess or gloo"));
-  }
+  DT_ASSIGN_OR_RETURN(options.backend_def,
+                      ParseBackendFlag(options.backend, DeviceType::kCPU));
   for (auto [flag, value] :
        {std::pair{"ranks", &options.ranks},
         std::pair{"matmuls", &options.matmuls}, std::pair{"mib", &options.mib},
@@ -173,15 +174,12 @@ absl::Status Main(int argc, char** argv) {
   DT_ASSIGN_OR_RETURN(
       const Options options,
       ParseOptions(std::vector<std::string>(argv + 1, argv + argc)));
-  if (options.backend == "gloo") {
-    DT_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, GlooBackendFromEnv());
-    ProcessGroups groups(backend);
-    return RunRank(groups, options);
-  }
-  CommunicatorOptions communicator;
-  communicator.debug = false;
-  return LocalCluster(options.ranks, communicator)
-      .Run([&](ProcessGroups& groups) { return RunRank(groups, options); });
+  // --ranks is the number of in-process ranks; under dtrun, --nproc's.
+  RankLaunch launch;
+  launch.world_size = options.ranks;
+  launch.communicator.debug = false;
+  return options.backend_def.run(
+      launch, [&](ProcessGroups& groups) { return RunRank(groups, options); });
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,8 @@
 #include "absl/strings/str_format.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/base/text_file.h"
+#include "dtensor/collectives/backend_registry.h"
 #include "dtensor/collectives/collective_options.h"
-#include "dtensor/collectives/gloo/gloo_backend.h"
-#include "dtensor/collectives/inprocess/local_cluster.h"
-#include "dtensor/collectives/nccl/nccl_backend.h"
 #include "dtensor/collectives/process_groups.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
@@ -44,6 +43,7 @@
 #include "dtensor/tensor/generator.h"
 #include "dtensor/tensor/tensor.h"
 #include "tools/arg_parser.h"
+#include "tools/backend_flag.h"
 #include "tools/explain_config.h"
 #include "tools/mesh_flag.h"
 #include "tools/user_path.h"
@@ -62,7 +62,8 @@ struct Options {
   std::string plan = "parallel/plans/tp_dp.json";
   int64_t steps = 40;
   uint64_t seed = 0;
-  std::string backend = "inprocess";
+  // What --backend names (default inprocess; tools/backend_flag.h).
+  BackendDef backend;
   // "cpu" or "cuda": where parameters, optimizer state and batches live.
   std::string device = "cpu";
   DType dtype = DType::kF32;
@@ -85,14 +86,15 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   DT_ASSIGN_OR_RETURN(ParsedArgs parsed, ParseArgs(args, kFlags));
   Options options;
   if (parsed.Has("help")) {
-    return absl::CancelledError(
+    return absl::CancelledError(absl::StrCat(
         "usage: train_llama [--config tiny|FILE] [--mesh dp=2,tp=2] "
-        "[--plan FILE] [--steps N] "
-        "[--seed S] [--backend inprocess|gloo|nccl] [--device cpu|cuda] "
+        "[--plan FILE] [--steps N] [--seed S] [--backend ",
+        BackendFlagValues(),
+        "] [--device cpu|cuda] "
         "[--dtype f32|bf16] [--batch B] [--seq S] [--save DIR] [--resume DIR] "
         "[--deadline SECONDS]\n"
         "--steps counts from the start of training: a run resumed at step k "
-        "runs steps k+1..N");
+        "runs steps k+1..N"));
   }
   options.config = parsed.ValueOr("config", options.config);
   DT_ASSIGN_OR_RETURN(options.model, LoadLlamaConfig(options.config));
@@ -113,7 +115,6 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   }
   options.mesh = parsed.ValueOr("mesh", options.mesh);
   options.plan = UserPath(parsed.ValueOr("plan", options.plan));
-  options.backend = parsed.ValueOr("backend", options.backend);
   options.save = UserPath(parsed.ValueOr("save", ""));
   options.resume = UserPath(parsed.ValueOr("resume", ""));
   if (!absl::SimpleAtoi(parsed.ValueOr("steps", "40"), &options.steps) ||
@@ -132,23 +133,16 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
     }
     options.deadline = absl::Seconds(seconds);
   }
-  if (options.backend != "inprocess" && options.backend != "gloo" &&
-      options.backend != "nccl") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backend ", options.backend,
-                     ": expected inprocess, or gloo or nccl (under dtrun)"));
-  }
   options.device = parsed.ValueOr("device", options.device);
   if (options.device != "cpu" && options.device != "cuda") {
     return absl::InvalidArgumentError(
         absl::StrCat("--device ", options.device, ": expected cpu or cuda"));
   }
-  if ((options.backend == "nccl") != (options.device == "cuda") &&
-      options.backend != "inprocess") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--backend ", options.backend, " does not run on --device ",
-        options.device, ": gloo moves CPU tensors, nccl CUDA tensors"));
-  }
+  DT_ASSIGN_OR_RETURN(
+      options.backend,
+      ParseBackendFlag(
+          parsed.ValueOr("backend", "inprocess"),
+          options.device == "cpu" ? DeviceType::kCPU : DeviceType::kCUDA));
   const std::string dtype = parsed.ValueOr("dtype", "f32");
   if (dtype != "f32" && dtype != "bf16") {
     return absl::InvalidArgumentError(
@@ -266,15 +260,17 @@ absl::StatusOr<RankReport> TrainRank(ProcessGroups& groups,
   return report;
 }
 
-absl::Status PrintHeader(const Options& options, const DeviceMesh& mesh,
-                         const std::string& corpus) {
+// The line rank 0 prints before training: the model's size, the data, the
+// mesh and the plan.
+absl::StatusOr<std::string> Header(const Options& options,
+                                   const DeviceMesh& mesh,
+                                   const std::string& corpus) {
   DT_ASSIGN_OR_RETURN(auto shape_only, nn::Transformer::Create(options.model));
-  std::printf(
+  return absl::StrFormat(
       "training a %.2fM-parameter Llama on %zu bytes of text, mesh %s, "
       "plan %s\n",
       static_cast<double>(shape_only->NumParameters()) / 1e6, corpus.size(),
-      mesh.ToString().c_str(), options.plan.c_str());
-  return absl::OkStatus();
+      mesh.ToString(), options.plan);
 }
 
 void PrintCollectives(const RankReport& report) {
@@ -294,14 +290,8 @@ void PrintCollectives(const RankReport& report) {
               comms.total_bytes());
 }
 
-// The backend of a rank that dtrun started: "gloo" or "nccl".
-absl::StatusOr<std::shared_ptr<Backend>> BackendFromEnv(
-    const std::string& name) {
-  if (name == "nccl") return NcclBackendFromEnv();
-  return GlooBackendFromEnv();
-}
-
-// The device of in-process ranks: the CPU, or the first GPU (shared).
+// The device of ranks that share this process (RankLaunch::device): the
+// CPU, or the first GPU.
 absl::StatusOr<Device> SharedDevice(const Options& options) {
   if (options.device == "cpu") return Device::CPU();
   if (cuda::DeviceCount() == 0) {
@@ -311,10 +301,10 @@ absl::StatusOr<Device> SharedDevice(const Options& options) {
   return Device::CUDA(0);
 }
 
-// The device of a process that dtrun started: the CPU, or the GPU its NCCL
-// backend chose from its local rank (that of its communicators).
-absl::StatusOr<Device> ProcessDevice(const Options& options,
-                                     ProcessGroups& groups) {
+// The device of a rank: the CPU, or the GPU of its communicators (the shared
+// one in-process; the one NCCL chose from the local rank under dtrun).
+absl::StatusOr<Device> RankDevice(const Options& options,
+                                  ProcessGroups& groups) {
   if (options.device == "cpu") return Device::CPU();
   DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> world, groups.World());
   return world->device();
@@ -333,41 +323,33 @@ absl::Status Main(const std::vector<std::string>& args) {
         absl::StrCat(kCorpus, " has ", corpus.size(),
                      " bytes; a sequence needs ", options.seq + 1));
   }
-  RankReport rank0;
-  if (options.backend != "inprocess") {
-    // One process per rank, started by dtrun.
-    DT_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend,
-                        BackendFromEnv(options.backend));
-    if (backend->world_size() != mesh.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--mesh ", options.mesh, " has ", mesh.size(),
-                       " ranks but dtrun started ", backend->world_size()));
-    }
-    ProcessGroups groups(backend);
-    if (groups.rank() == 0) {
-      DT_RETURN_IF_ERROR(PrintHeader(options, mesh, corpus));
-    }
-    DT_ASSIGN_OR_RETURN(const Device device, ProcessDevice(options, groups));
-    DT_ASSIGN_OR_RETURN(rank0,
-                        TrainRank(groups, options, mesh, plan, corpus, device));
-    if (groups.rank() != 0) return absl::OkStatus();
-  } else {
-    // With --device cuda the ranks share the GPU and their collectives go
-    // through the host (dtensor/collectives/host_staging.h): a layout demo, not
-    // a fast path; dtrun with --backend nccl gives each rank a GPU.
-    DT_ASSIGN_OR_RETURN(const Device device, SharedDevice(options));
-    DT_RETURN_IF_ERROR(PrintHeader(options, mesh, corpus));
-    std::mutex mu;
-    LocalCluster cluster(mesh.size(), CommunicatorOptions(), device);
-    DT_RETURN_IF_ERROR(cluster.Run([&](ProcessGroups& groups) -> absl::Status {
-      DT_ASSIGN_OR_RETURN(RankReport report, TrainRank(groups, options, mesh,
-                                                       plan, corpus, device));
-      std::lock_guard<std::mutex> lock(mu);
-      if (groups.rank() == 0) rank0 = std::move(report);
-      return absl::OkStatus();
-    }));
-  }
-  PrintCollectives(rank0);
+  DT_ASSIGN_OR_RETURN(const std::string header, Header(options, mesh, corpus));
+  // In-process ranks are the mesh's; with --device cuda they share the GPU
+  // and their collectives go through the host
+  // (dtensor/collectives/host_staging.h): a layout demo, not a fast path.
+  // dtrun with --backend nccl gives each rank a GPU.
+  RankLaunch launch;
+  launch.world_size = mesh.size();
+  DT_ASSIGN_OR_RETURN(launch.device, SharedDevice(options));
+  std::mutex mu;
+  std::optional<RankReport> rank0;
+  DT_RETURN_IF_ERROR(
+      options.backend.run(launch, [&](ProcessGroups& groups) -> absl::Status {
+        if (groups.world_size() != mesh.size()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--mesh ", options.mesh, " has ", mesh.size(),
+                           " ranks but dtrun started ", groups.world_size()));
+        }
+        if (groups.rank() == 0) std::printf("%s", header.c_str());
+        DT_ASSIGN_OR_RETURN(const Device device, RankDevice(options, groups));
+        DT_ASSIGN_OR_RETURN(RankReport report, TrainRank(groups, options, mesh,
+                                                         plan, corpus, device));
+        std::lock_guard<std::mutex> lock(mu);
+        if (groups.rank() == 0) rank0 = std::move(report);
+        return absl::OkStatus();
+      }));
+  // Under dtrun only rank 0's process reports.
+  if (rank0.has_value()) PrintCollectives(*rank0);
   return absl::OkStatus();
 }
 

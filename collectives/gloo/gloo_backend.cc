@@ -131,13 +131,4 @@ absl::StatusOr<GlooBackendOptions> GlooOptionsFromEnv(
   return options;
 }
 
-absl::StatusOr<std::shared_ptr<Backend>> GlooBackendFromEnv(
-    CommunicatorOptions communicator) {
-  DT_ASSIGN_OR_RETURN(GlooBackendOptions options,
-                      GlooOptionsFromEnv(std::move(communicator)));
-  DT_ASSIGN_OR_RETURN(std::shared_ptr<GlooBackend> backend,
-                      GlooBackend::Create(std::move(options)));
-  return std::shared_ptr<Backend>(std::move(backend));
-}
-
 }  // namespace dtensor

@@ -17,7 +17,7 @@
 
 namespace dtensor {
 
-// The environment variables GlooBackendFromEnv reads besides the launcher's
+// The environment variables GlooOptionsFromEnv reads besides the launcher's
 // (launch_env.h): the address this rank's Gloo connections listen on, or
 // the network interface to take it from.
 inline constexpr char kGlooHostnameEnv[] = "DTENSOR_GLOO_HOSTNAME";
@@ -37,12 +37,16 @@ struct GlooBackendOptions : MultiprocessOptions {
 // per rank, on one or several hosts, connected over TCP. Ranks meet through
 // the rendezvous store; each communicator has its own Gloo context.
 //
-//   absl::StatusOr<std::shared_ptr<Backend>> backend = GlooBackendFromEnv();
-//   ProcessGroups groups(*backend);
+//   DT_ASSIGN_OR_RETURN(GlooBackendOptions options, GlooOptionsFromEnv());
+//   DT_ASSIGN_OR_RETURN(std::shared_ptr<GlooBackend> backend,
+//                       GlooBackend::Create(std::move(options)));
+//   ProcessGroups groups(backend);
 //   DT_ASSIGN_OR_RETURN(auto world, groups.World());
 //   DT_RETURN_IF_ERROR(world->AllReduce(tensor, ReduceOp::kSum));
 //
-// Run the processes with `dtrun --nproc 4 -- program args`.
+// Run the processes with `dtrun --nproc 4 -- program args`; programs with a
+// --backend flag make it through BackendRegistry
+// (dtensor/collectives/backend_registry.h).
 class GlooBackend final : public Backend {
  public:
   // Joins the job: hosts the store if asked to, connects to it (waiting up
@@ -78,11 +82,6 @@ class GlooBackend final : public Backend {
 // rank 0 hosts the store unless DTENSOR_AGENT_STORE=1 says the launcher
 // does; DTENSOR_GLOO_HOSTNAME and DTENSOR_GLOO_IFACE set the listen address.
 absl::StatusOr<GlooBackendOptions> GlooOptionsFromEnv(
-    CommunicatorOptions communicator = CommunicatorOptions());
-
-// GlooBackend::Create(GlooOptionsFromEnv(communicator)): how a program
-// started by dtrun joins its job.
-absl::StatusOr<std::shared_ptr<Backend>> GlooBackendFromEnv(
     CommunicatorOptions communicator = CommunicatorOptions());
 
 }  // namespace dtensor

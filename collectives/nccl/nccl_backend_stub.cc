@@ -3,7 +3,7 @@
 
 namespace dtensor {
 
-absl::StatusOr<std::shared_ptr<Backend>> CreateNcclBackend(
+absl::StatusOr<std::shared_ptr<NcclBackend>> NcclBackend::Create(
     NcclBackendOptions options) {
   return absl::FailedPreconditionError(
       "the NCCL backend needs CUDA: dtensor was built without CUDA (build "

@@ -2,6 +2,7 @@
 // needs and the NCCL (and copy) calls it enqueues. Launching, waiting and
 // failure handling are in nccl_communicator.cc.
 
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
@@ -11,28 +12,35 @@
 #include "dtensor/collectives/multiprocess/piece_geometry.h"
 #include "dtensor/collectives/nccl/nccl_communicator.h"
 #include "dtensor/tensor/cuda_backend_ops.h"
+#include "dtensor/tensor/dispatch.h"
 
 namespace dtensor {
 namespace {
 
+// NCCL's element type for each C++ type a DType stores (bool as its byte):
+// a dtype added to DTENSOR_FOR_EACH_DTYPE without one fails to compile.
+template <typename T>
+struct NcclTypeOf;
+template <ncclDataType_t kType>
+using NcclTypeIs = std::integral_constant<ncclDataType_t, kType>;
+template <>
+struct NcclTypeOf<float> : NcclTypeIs<ncclFloat32> {};
+template <>
+struct NcclTypeOf<double> : NcclTypeIs<ncclFloat64> {};
+template <>
+struct NcclTypeOf<BFloat16> : NcclTypeIs<ncclBfloat16> {};
+template <>
+struct NcclTypeOf<Half> : NcclTypeIs<ncclFloat16> {};
+template <>
+struct NcclTypeOf<int32_t> : NcclTypeIs<ncclInt32> {};
+template <>
+struct NcclTypeOf<int64_t> : NcclTypeIs<ncclInt64> {};
+template <>
+struct NcclTypeOf<bool> : NcclTypeIs<ncclUint8> {};
+
 ncclDataType_t NcclType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return ncclFloat32;
-    case DType::kF64:
-      return ncclFloat64;
-    case DType::kBF16:
-      return ncclBfloat16;
-    case DType::kF16:
-      return ncclFloat16;
-    case DType::kI32:
-      return ncclInt32;
-    case DType::kI64:
-      return ncclInt64;
-    case DType::kBool:
-      return ncclUint8;
-  }
-  return ncclUint8;
+  return DispatchDType(
+      dtype, [](auto tag) { return NcclTypeOf<decltype(tag)>::value; });
 }
 
 // On bool, sum and max are logical or (max of 0/1), min is logical and.

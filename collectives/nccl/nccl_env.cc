@@ -17,11 +17,4 @@ absl::StatusOr<NcclBackendOptions> NcclOptionsFromEnv(
   return options;
 }
 
-absl::StatusOr<std::shared_ptr<Backend>> NcclBackendFromEnv(
-    CommunicatorOptions communicator) {
-  DT_ASSIGN_OR_RETURN(NcclBackendOptions options,
-                      NcclOptionsFromEnv(std::move(communicator)));
-  return CreateNcclBackend(std::move(options));
-}
-
 }  // namespace dtensor

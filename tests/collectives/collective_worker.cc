@@ -4,7 +4,10 @@
 // (collective_test_util.h), prints what went wrong, and exits 0 when
 // everything matched.
 //
-//   collective_worker <gloo|nccl> <scenario>
+//   collective_worker <backend> <scenario>
+//
+// The backend is a registered one with a process per rank (gloo, nccl;
+// dtensor/collectives/backend_registry.h).
 //
 // Scenarios: collectives, subgroups, debug, exit_mid_collective,
 // missing_rank, p2p_deadline, missing_member, smoke. With nccl the tensors
@@ -27,10 +30,9 @@
 #include "absl/time/clock.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/argument_checks.h"
+#include "dtensor/collectives/backend_registry.h"
 #include "dtensor/collectives/collective_options.h"
 #include "dtensor/collectives/functional.h"
-#include "dtensor/collectives/gloo/gloo_backend.h"
-#include "dtensor/collectives/nccl/nccl_backend.h"
 #include "dtensor/collectives/process_groups.h"
 #include "tests/collectives/collective_scenarios.h"
 #include "tests/collectives/collective_test_util.h"
@@ -281,24 +283,20 @@ int Main(int argc, char** argv) {
       {"missing_member", {MissingMember, CommunicatorOptions()}},
       {"smoke", {Smoke, Options(absl::Seconds(30))}},
   };
-  const std::string backend_name = argc == 3 ? argv[1] : "";
+  absl::StatusOr<BackendDef> backend =
+      BackendRegistry::Global().Find(argc == 3 ? argv[1] : "");
   auto scenario = argc == 3 ? scenarios.find(argv[2]) : scenarios.end();
-  if (scenario == scenarios.end() ||
-      (backend_name != "gloo" && backend_name != "nccl")) {
-    std::fprintf(stderr, "usage: collective_worker <gloo|nccl> <scenario>\n");
+  if (scenario == scenarios.end() || !backend.ok()) {
+    std::fprintf(stderr, "usage: collective_worker <%s> <scenario>\n",
+                 absl::StrJoin(BackendRegistry::Global().Names(), "|").c_str());
     return 2;
   }
   if (scenario->first == "missing_member") {
     SetDefaultCollectiveDeadline(kMissingMemberStartup);
   }
-  absl::StatusOr<std::shared_ptr<Backend>> backend =
-      backend_name == "gloo" ? GlooBackendFromEnv(scenario->second.options)
-                             : NcclBackendFromEnv(scenario->second.options);
-  absl::Status status = backend.status();
-  if (status.ok()) {
-    ProcessGroups groups(*backend);
-    status = scenario->second.run(groups);
-  }
+  RankLaunch launch;
+  launch.communicator = scenario->second.options;
+  const absl::Status status = backend->run(launch, scenario->second.run);
   if (!status.ok()) {
     std::fprintf(stderr, "FAILED: %s\n", status.ToString().c_str());
     return 1;

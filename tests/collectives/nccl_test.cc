@@ -38,7 +38,7 @@ TEST(NcclTest, ReportsWhyItIsUnavailable) {
   if (cuda::DeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
   NcclBackendOptions options;
   options.host_store = true;
-  const absl::Status status = CreateNcclBackend(options).status();
+  const absl::Status status = NcclBackend::Create(options).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(status.message(), cuda::BuiltWithCuda()
                                                       ? "needs a CUDA device"
