@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/gloo/gloo_backend.h"
 #include "dtensor/collectives/nccl/nccl_backend.h"
@@ -83,42 +82,20 @@ BackendRegistry& BackendRegistry::Global() {
 }
 
 absl::Status BackendRegistry::Register(std::string name, BackendDef def) {
-  if (name.empty()) {
-    return absl::InvalidArgumentError("backend registry: empty backend name");
-  }
   if (!def.run || def.devices.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("backend registry: backend \"", name, "\" has ",
                      def.run ? "no device" : "no run function"));
   }
-  MutexLock lock(&mu_);
-  for (const auto& entry : defs_) {
-    if (entry.first == name) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "backend registry: backend \"", name, "\" is already registered"));
-    }
-  }
-  defs_.emplace_back(std::move(name), std::move(def));
-  return absl::OkStatus();
+  return defs_.Register(std::move(name), std::move(def));
 }
 
 absl::StatusOr<BackendDef> BackendRegistry::Find(absl::string_view name) const {
-  {
-    MutexLock lock(&mu_);
-    for (const auto& entry : defs_) {
-      if (entry.first == name) return entry.second;
-    }
-  }
-  return absl::NotFoundError(
-      absl::StrCat("unknown backend \"", name,
-                   "\" (registered: ", absl::StrJoin(Names(), ", "), ")"));
+  return defs_.Find(name);
 }
 
 std::vector<std::string> BackendRegistry::Names() const {
-  MutexLock lock(&mu_);
-  std::vector<std::string> names;
-  for (const auto& entry : defs_) names.push_back(entry.first);
-  return names;
+  return defs_.Names();
 }
 
 }  // namespace dtensor

@@ -8,11 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "dtensor/base/mutex.h"
+#include "dtensor/base/named_registry.h"
 #include "dtensor/collectives/backend.h"
 #include "dtensor/collectives/collective_options.h"
 #include "dtensor/collectives/inprocess/local_cluster.h"
@@ -89,8 +88,7 @@ class BackendRegistry {
   std::vector<std::string> Names() const;
 
  private:
-  mutable Mutex mu_;
-  std::vector<std::pair<std::string, BackendDef>> defs_ ABSL_GUARDED_BY(mu_);
+  NamedRegistry<BackendDef> defs_{"backend"};
 };
 
 // Registers a backend in BackendRegistry::Global() when constructed; a

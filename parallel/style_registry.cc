@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/parallel/hf_styles.h"
 
 namespace dtensor {
@@ -97,46 +97,21 @@ StyleRegistry& StyleRegistry::Global() {
 }
 
 absl::Status StyleRegistry::Register(std::string name, StyleFactory factory) {
-  if (name.empty()) {
-    return absl::InvalidArgumentError("style registry: empty style name");
-  }
   if (!factory) {
     return absl::InvalidArgumentError(
         absl::StrCat("style registry: null factory for \"", name, "\""));
   }
-  MutexLock lock(&mu_);
-  for (const auto& entry : factories_) {
-    if (entry.first == name) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "style registry: style \"", name, "\" is already registered"));
-    }
-  }
-  factories_.emplace_back(std::move(name), std::move(factory));
-  return absl::OkStatus();
+  return factories_.Register(std::move(name), std::move(factory));
 }
 
 absl::StatusOr<std::shared_ptr<const ParallelStyle>> StyleRegistry::Create(
     absl::string_view name, const StyleOptions& options) const {
-  StyleFactory factory;
-  {
-    MutexLock lock(&mu_);
-    for (const auto& entry : factories_) {
-      if (entry.first == name) factory = entry.second;
-    }
-  }
-  if (!factory) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown style \"", name,
-                     "\" (known: ", absl::StrJoin(Names(), ", "), ")"));
-  }
+  DT_ASSIGN_OR_RETURN(StyleFactory factory, factories_.Find(name));
   return factory(options);
 }
 
 std::vector<std::string> StyleRegistry::Names() const {
-  MutexLock lock(&mu_);
-  std::vector<std::string> names;
-  for (const auto& entry : factories_) names.push_back(entry.first);
-  return names;
+  return factories_.Names();
 }
 
 absl::Status RejectOptions(absl::string_view style, const StyleOptions& options,

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "dtensor/base/mutex.h"
+#include "dtensor/base/named_registry.h"
 #include "dtensor/parallel/parallel_style.h"
 
 namespace dtensor {
@@ -54,9 +54,7 @@ class StyleRegistry {
   std::vector<std::string> Names() const;
 
  private:
-  mutable Mutex mu_;
-  std::vector<std::pair<std::string, StyleFactory>> factories_
-      ABSL_GUARDED_BY(mu_);
+  NamedRegistry<StyleFactory> factories_{"style"};
 };
 
 // Registers a style in StyleRegistry::Global() when constructed; a
