@@ -13,6 +13,7 @@
 #include "dtensor/tensor/cuda/index_kernels.h"
 #include "dtensor/tensor/cuda_launch.h"
 #include "dtensor/tensor/kernel_checks.h"
+#include "dtensor/tensor/tensor_copies_cuda.h"
 #endif
 
 namespace dtensor::cuda {
