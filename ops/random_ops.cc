@@ -12,9 +12,9 @@
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/einsum_strategy.h"
 #include "dtensor/ops/rule_helpers.h"
-#include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/generator.h"
+#include "dtensor/tensor/nn_functional_cuda.h"
 
 namespace dtensor {
 namespace ops {

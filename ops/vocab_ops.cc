@@ -24,9 +24,9 @@
 #include "dtensor/ops/view_ops.h"
 #include "dtensor/tensor/cuda/loss_body.h"
 #include "dtensor/tensor/cuda/row_body.h"
-#include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/kernel_checks.h"
+#include "dtensor/tensor/loss_cuda.h"
 #include "dtensor/tensor/reduction.h"
 #include "dtensor/tensor/vector_exp.h"
 

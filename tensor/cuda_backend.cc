@@ -10,11 +10,14 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
-#include "dtensor/tensor/cuda/kernels.h"
+#include "dtensor/tensor/cuda/copy_kernels.h"
+#include "dtensor/tensor/dispatch.h"
 
 namespace dtensor::cuda {
 namespace {
@@ -133,21 +136,23 @@ struct BlasTypes {
 };
 
 absl::StatusOr<BlasTypes> BlasTypesOf(DType dtype, bool allow_tf32) {
-  switch (dtype) {
-    case DType::kF32:
+  return DispatchDType(dtype, [&](auto tag) -> absl::StatusOr<BlasTypes> {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
       return BlasTypes{CUDA_R_32F, allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                               : CUBLAS_COMPUTE_32F};
-    case DType::kF64:
+    } else if constexpr (std::is_same_v<T, double>) {
       return BlasTypes{CUDA_R_64F, CUBLAS_COMPUTE_64F};
-    case DType::kBF16:
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
       return BlasTypes{CUDA_R_16BF, CUBLAS_COMPUTE_32F};
-    case DType::kF16:
+    } else if constexpr (std::is_same_v<T, Half>) {
       return BlasTypes{CUDA_R_16F, CUBLAS_COMPUTE_32F};
-    default:
+    } else {
       return absl::InvalidArgumentError(
           absl::StrCat("Gemm: dtype ", std::string(DTypeName(dtype)),
                        " is not supported by cuBLAS (floating dtypes only)"));
-  }
+    }
+  });
 }
 
 absl::Status CheckGemmSizes(const GemmArgs& args) {

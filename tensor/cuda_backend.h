@@ -26,7 +26,8 @@ namespace dtensor::cuda {
 // True when dtensor was built with the CUDA backend.
 bool BuiltWithCuda();
 // What every CUDA call returns in a build without the CUDA backend (the
-// stubs of cuda_backend.h and cuda_backend_ops.h).
+// stubs of cuda_backend_stub.cc, and the CUDA entry points of the op
+// families: cuda_entry.h).
 inline absl::Status NotBuilt() {
   return absl::FailedPreconditionError(
       "dtensor was built without CUDA (build with --config=cuda)");

@@ -16,8 +16,8 @@
 #include "dtensor/tensor/convert.h"
 #include "dtensor/tensor/cuda/fast_exp.h"
 #include "dtensor/tensor/cuda/fast_log.h"
-#include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/dispatch.h"
+#include "dtensor/tensor/elementwise_cuda.h"
 #include "dtensor/tensor/kernel_checks.h"
 #include "dtensor/tensor/strided_loop.h"
 

@@ -19,7 +19,7 @@ namespace dtensor {
 // the arithmetic ops (Add, Sub, Mul, Div, Neg, Abs, Relu) reject bool.
 // Integer +, -, *, negation and min / -1 wrap around. Maximum, Minimum and
 // Relu propagate NaN, like torch. CUDA operands run on the device
-// (cuda_backend_ops.h).
+// (elementwise_cuda.h).
 
 // The broadcast shape of `a` and `b`.
 // Errors: shapes that do not broadcast (naming both).

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "dtensor/base/status_macros.h"
-#include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/dispatch.h"
+#include "dtensor/tensor/indexing_cuda.h"
 #include "dtensor/tensor/kernel_checks.h"
 #include "dtensor/tensor/strided_loop.h"
 

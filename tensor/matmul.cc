@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/blas_gemm.h"
-#include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/kernel_checks.h"
+#include "dtensor/tensor/matmul_cuda.h"
 
 namespace dtensor {
 namespace {

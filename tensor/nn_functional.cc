@@ -9,9 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
-#include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/dispatch.h"
 #include "dtensor/tensor/kernel_checks.h"
+#include "dtensor/tensor/loss_cuda.h"
+#include "dtensor/tensor/nn_functional_cuda.h"
+#include "dtensor/tensor/norm_cuda.h"
 #include "dtensor/tensor/vector_exp.h"
 
 namespace dtensor {

@@ -8,8 +8,8 @@
 #include "dtensor/tensor/body_storage.h"
 #include "dtensor/tensor/cuda/norm_body.h"
 #include "dtensor/tensor/cuda/row_body.h"
-#include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/kernel_checks.h"
+#include "dtensor/tensor/norm_cuda.h"
 
 namespace dtensor {
 namespace {

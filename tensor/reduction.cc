@@ -19,9 +19,9 @@
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/blocked_loop.h"
 #include "dtensor/tensor/convert.h"
-#include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/dispatch.h"
 #include "dtensor/tensor/kernel_checks.h"
+#include "dtensor/tensor/reduction_cuda.h"
 #include "dtensor/tensor/strided_loop.h"
 
 namespace dtensor {

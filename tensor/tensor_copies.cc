@@ -7,10 +7,10 @@
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/convert.h"
 #include "dtensor/tensor/cuda_backend.h"
-#include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/dispatch.h"
 #include "dtensor/tensor/strided_loop.h"
 #include "dtensor/tensor/tensor.h"
+#include "dtensor/tensor/tensor_copies_cuda.h"
 #include "dtensor/tensor/tensor_internal.h"
 
 // Tensor's copies: between layouts, dtypes and devices, and in-place fills.

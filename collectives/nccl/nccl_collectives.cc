@@ -11,8 +11,8 @@
 #include "dtensor/collectives/argument_checks.h"
 #include "dtensor/collectives/multiprocess/piece_geometry.h"
 #include "dtensor/collectives/nccl/nccl_communicator.h"
-#include "dtensor/tensor/cuda_backend_ops.h"
 #include "dtensor/tensor/dispatch.h"
+#include "dtensor/tensor/tensor_copies_cuda.h"
 
 namespace dtensor {
 namespace {

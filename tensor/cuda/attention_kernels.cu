@@ -1,5 +1,4 @@
 #include "dtensor/tensor/cuda/attention_kernels.h"
-
 #include "dtensor/tensor/cuda/launch_common.cuh"
 
 namespace dtensor::cuda {
@@ -7,15 +6,6 @@ namespace {
 
 struct BlockSync {
   __device__ void operator()() const { __syncthreads(); }
-};
-
-struct AtomicAdd {
-  __device__ void operator()(float* slot, float value) const {
-    atomicAdd(slot, value);
-  }
-  __device__ void operator()(double* slot, double value) const {
-    atomicAdd(slot, value);
-  }
 };
 
 __device__ Lanes<BlockSync> BlockLanes() {
@@ -41,7 +31,7 @@ template <typename T, typename C>
 __global__ void __launch_bounds__(kAttentionThreads)
     AttentionBackwardKernel(AttentionBackwardArgs<T, C> args) {
   AttentionBackwardBlock(args, blockIdx.x, SharedBuffer<C>(), BlockLanes(),
-                         AtomicAdd());
+                         AtomicAddFn());
 }
 
 // delta[r] = RowDelta of row r of dout and out [rows, ev].
@@ -99,7 +89,38 @@ cudaError_t ForwardOf(const AttentionLaunch& a, const T* q, const T* k,
                       stream);
 }
 
+template <typename C>
+__global__ void MaskedSoftmaxKernel(C* scores, int64_t lq, int64_t lk,
+                                    bool causal, C scale) {
+  C* row = scores + blockIdx.x * lk;
+  const int64_t visible = VisibleKeys(blockIdx.x % lq, lq, lk, causal);
+  const C max =
+      BlockReduce(ScaledMaxPartial(row, visible, scale, threadIdx.x, kThreads),
+                  MaxCombine());
+  const double sum =
+      BlockReduce(ExpInPlacePartial(row, visible, max, threadIdx.x, kThreads),
+                  AddCombine());
+  NormalizeMasked(row, visible, lk, sum, threadIdx.x, kThreads);
+}
+
 }  // namespace
+
+cudaError_t LaunchMaskedSoftmax(ScalarType type, void* scores, int64_t rows,
+                                int64_t lq, int64_t lk, bool causal,
+                                double scale, cudaStream_t stream) {
+  if (rows == 0 || lk == 0) return cudaSuccess;
+  if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
+  if (type == ScalarType::kF64) {
+    MaskedSoftmaxKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<double*>(scores), lq, lk, causal, scale);
+  } else if (type == ScalarType::kF32) {
+    MaskedSoftmaxKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<float*>(scores), lq, lk, causal, static_cast<float>(scale));
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
 
 int64_t AttentionSharedBytes(ScalarType type, int64_t e, int64_t ev,
                              bool backward) {

@@ -1,14 +1,15 @@
 #ifndef DTENSOR_TENSOR_CUDA_ATTENTION_KERNELS_H_
 #define DTENSOR_TENSOR_CUDA_ATTENTION_KERNELS_H_
 
-// Launches of the tiled attention kernels (attention_body.h) on a stream.
+// Launches of the tiled attention kernels (attention_blocks.h) and of the
+// materializing fallback's masked softmax (row_body.h) on a stream.
 // Each returns the first launch error (cudaSuccess when every launch was
 // accepted); pointers are device pointers.
 
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
-#include "dtensor/tensor/cuda/attention_body.h"
+#include "dtensor/tensor/cuda/attention_blocks.h"
 #include "dtensor/tensor/cuda/elementwise_body.h"
 #include "dtensor/tensor/cuda/host_device.h"
 
@@ -50,6 +51,12 @@ cudaError_t LaunchAttentionBackward(ScalarType type, const AttentionLaunch& a,
                                     const void* out, const void* dout,
                                     void* lse, void* delta, void* dq, void* dk,
                                     void* dv, cudaStream_t stream);
+
+// The attention softmax, in place on f32 or f64 scores [rows, lk], row r being
+// query r % lq.
+cudaError_t LaunchMaskedSoftmax(ScalarType type, void* scores, int64_t rows,
+                                int64_t lq, int64_t lk, bool causal,
+                                double scale, cudaStream_t stream);
 
 }  // namespace dtensor::cuda
 

@@ -1,15 +1,16 @@
 #ifndef DTENSOR_TENSOR_CUDA_LAUNCH_COMMON_CUH_
 #define DTENSOR_TENSOR_CUDA_LAUNCH_COMMON_CUH_
 
-// What the launch files (kernels.cu, norm_kernels.cu) share: the block size,
-// the dispatch of a ScalarType to its storage type, and the reduction of a
-// block's values. CUDA only (nvcc).
+// What the launch files (*_kernels.cu) share: the block size, the dispatch of
+// a ScalarType to its storage type, the grid-stride loop over indices, the
+// reduction of a block's values and the atomic adds. CUDA only (nvcc).
 
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
 #include <type_traits>
 
+#include "dtensor/tensor/cuda/elementwise_body.h"
 #include "dtensor/tensor/cuda/host_device.h"
 #include "dtensor/tensor/cuda/row_body.h"
 
@@ -80,6 +81,55 @@ struct MaxCombine {
   template <typename A>
   __device__ A operator()(A a, A b) const {
     return MaxKeepingFirst(a, b);
+  }
+};
+
+// True when every operand walks the elements in order (after the host merged
+// the dims: one dim of stride 1 everywhere).
+template <int N>
+bool IsContiguous(const StridedShape<N>& shape) {
+  if (shape.ndim == 0) return true;
+  if (shape.ndim != 1) return false;
+  for (int k = 0; k < N; ++k) {
+    if (shape.strides[k][0] != 1) return false;
+  }
+  return true;
+}
+
+// Calls body(i) for every i < count, spread over the grid.
+template <typename Body>
+__global__ void ForEachIndexKernel(int64_t count, Body body) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < count; i += step) {
+    body(i);
+  }
+}
+
+template <typename Body>
+cudaError_t LaunchForEachIndex(int64_t count, const Body& body,
+                               cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  ForEachIndexKernel<<<GridFor(count), kThreads, 0, stream>>>(count, body);
+  return cudaGetLastError();
+}
+
+// *slot += value, atomically, for the accumulator types of ScatterAdd and the
+// attention backward.
+struct AtomicAddFn {
+  __device__ void operator()(float* slot, float value) const {
+    atomicAdd(slot, value);
+  }
+  __device__ void operator()(double* slot, double value) const {
+    atomicAdd(slot, value);
+  }
+  __device__ void operator()(int32_t* slot, int32_t value) const {
+    atomicAdd(reinterpret_cast<int*>(slot), static_cast<int>(value));
+  }
+  // Two's complement: the unsigned sum wraps as the signed one does.
+  __device__ void operator()(int64_t* slot, int64_t value) const {
+    atomicAdd(reinterpret_cast<unsigned long long*>(slot),  // NOLINT
+              static_cast<unsigned long long>(value));      // NOLINT
   }
 };
 

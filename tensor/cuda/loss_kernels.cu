@@ -6,6 +6,28 @@
 namespace dtensor::cuda {
 namespace {
 
+template <typename T>
+__global__ void CrossEntropyKernel(const T* logits, const int64_t* targets,
+                                   double* losses, double* log_sum_exp,
+                                   int64_t classes, int64_t ignore_index) {
+  const int64_t r = blockIdx.x;
+  const int64_t target = targets[r];
+  // Uniform across the block.
+  const bool ignored = target == ignore_index;
+  if (ignored && log_sum_exp == nullptr) {
+    if (threadIdx.x == 0) losses[r] = 0;
+    return;
+  }
+  const Row<T> row{logits + r * classes, classes, 1};
+  const double max = BlockReduce(
+      LogSumExpMaxPartial(row, threadIdx.x, kThreads), MaxCombine());
+  const double sum = BlockReduce(
+      LogSumExpSumPartial(row, max, threadIdx.x, kThreads), AddCombine());
+  if (threadIdx.x != 0) return;
+  losses[r] = ignored ? 0 : CrossEntropyLoss(row, max, sum, target);
+  if (log_sum_exp != nullptr) log_sum_exp[r] = max + Log(sum);
+}
+
 // One block per row.
 template <typename T>
 __global__ void LossShardMaxKernel(const T* logits, Compute<T>* row_max,
@@ -48,6 +70,19 @@ __global__ void LossShardFinishKernel(const C* row_max, const C* sums,
 }
 
 }  // namespace
+
+cudaError_t LaunchCrossEntropyRows(ScalarType type, const void* logits,
+                                   const int64_t* targets, double* losses,
+                                   double* log_sum_exp, int64_t rows,
+                                   int64_t classes, int64_t ignore_index,
+                                   cudaStream_t stream) {
+  return LaunchFloatingRows(type, rows, [&](auto tag) {
+    using T = decltype(tag);
+    CrossEntropyKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<const T*>(logits), targets, losses, log_sum_exp, classes,
+        ignore_index);
+  });
+}
 
 cudaError_t LaunchLossShardMax(ScalarType type, const void* logits,
                                void* row_max, int64_t rows, int64_t classes,

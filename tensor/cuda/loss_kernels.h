@@ -1,12 +1,13 @@
 #ifndef DTENSOR_TENSOR_CUDA_LOSS_KERNELS_H_
 #define DTENSOR_TENSOR_CUDA_LOSS_KERNELS_H_
 
-// Launches of loss parallel's cross entropy steps (loss_body.h) on a stream,
-// over contiguous logits [rows, classes] of `type` (floating): this rank's
-// class block, starting at class `class_offset`. Values are in the compute
-// type C of `type` (float for f32, bf16 and f16; double for f64), the type
-// the caller all-reduces between the steps. Pointers are device pointers;
-// each returns the launch error.
+// Launches of the cross entropy kernels on a stream, over contiguous logits
+// [rows, classes] of `type` (floating): the loss of whole rows, and loss
+// parallel's steps (loss_body.h) over this rank's class block, starting at
+// class `class_offset`. The steps' values are in the compute type C of `type`
+// (float for f32, bf16 and f16; double for f64), the type the caller
+// all-reduces between the steps. Pointers are device pointers; each returns
+// the launch error.
 
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -14,6 +15,15 @@
 #include "dtensor/tensor/cuda/host_device.h"
 
 namespace dtensor::cuda {
+
+// losses[r] = logsumexp(row r) - row r[targets[r]], 0 where targets[r] ==
+// ignore_index; targets are checked to lie in range before launch. Unless
+// null, log_sum_exp[r] = logsumexp(row r) for every row.
+cudaError_t LaunchCrossEntropyRows(ScalarType type, const void* logits,
+                                   const int64_t* targets, double* losses,
+                                   double* log_sum_exp, int64_t rows,
+                                   int64_t classes, int64_t ignore_index,
+                                   cudaStream_t stream);
 
 // row_max [rows] (C): each row's largest logit (-inf for no classes).
 cudaError_t LaunchLossShardMax(ScalarType type, const void* logits,

@@ -4,6 +4,31 @@
 namespace dtensor::cuda {
 namespace {
 
+template <typename T>
+__global__ void RmsNormKernel(const T* x, const T* weight, T* out,
+                              int64_t width, double eps) {
+  const int64_t base = blockIdx.x * width;
+  const Row<T> row{x + base, width, 1};
+  const double sum =
+      BlockReduce(SumSquaresPartial(row, threadIdx.x, kThreads), AddCombine());
+  RmsNormWrite(row, weight, out + base, sum, eps, threadIdx.x, kThreads);
+}
+
+template <typename T>
+__global__ void LayerNormKernel(const T* x, const T* weight, const T* bias,
+                                T* out, int64_t width, double eps) {
+  const int64_t base = blockIdx.x * width;
+  const Row<T> row{x + base, width, 1};
+  const double sum = BlockReduce(
+      ReducePartial<double>(ReduceOp::kSum, row, threadIdx.x, kThreads),
+      AddCombine());
+  const double mean = sum / width;
+  const double centered_squares = BlockReduce(
+      CenteredSquaresPartial(row, mean, threadIdx.x, kThreads), AddCombine());
+  LayerNormWrite(row, weight, bias, out + base, mean, centered_squares, eps,
+                 threadIdx.x, kThreads);
+}
+
 // One block per row: the row's statistics (the forward's passes: the mean for
 // LayerNorm, then the squares around it), the sums of gh xhat and gh, then
 // dx; thread 0 keeps the statistics for the parameter gradients.
@@ -89,6 +114,30 @@ cudaError_t LaunchParamGrads(const NormBackwardArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+cudaError_t LaunchRmsNorm(ScalarType type, const void* x, const void* weight,
+                          void* out, int64_t rows, int64_t width, double eps,
+                          cudaStream_t stream) {
+  if (width == 0) return cudaSuccess;
+  return LaunchFloatingRows(type, rows, [&](auto tag) {
+    using T = decltype(tag);
+    RmsNormKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(weight),
+        static_cast<T*>(out), width, eps);
+  });
+}
+
+cudaError_t LaunchLayerNorm(ScalarType type, const void* x, const void* weight,
+                            const void* bias, void* out, int64_t rows,
+                            int64_t width, double eps, cudaStream_t stream) {
+  if (width == 0) return cudaSuccess;
+  return LaunchFloatingRows(type, rows, [&](auto tag) {
+    using T = decltype(tag);
+    LayerNormKernel<<<rows, kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(weight),
+        static_cast<const T*>(bias), static_cast<T*>(out), width, eps);
+  });
+}
 
 cudaError_t LaunchNormBackward(ScalarType type, const NormBackwardArgs& args,
                                cudaStream_t stream) {

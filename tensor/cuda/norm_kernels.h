@@ -1,9 +1,9 @@
 #ifndef DTENSOR_TENSOR_CUDA_NORM_KERNELS_H_
 #define DTENSOR_TENSOR_CUDA_NORM_KERNELS_H_
 
-// Launches of the backward of RMSNorm and LayerNorm on a stream
-// (norm_body.h's math). Pointers are device pointers; each returns the launch
-// error (cudaSuccess when every launch was accepted).
+// Launches of RMSNorm and LayerNorm and of their backward on a stream
+// (row_body.h's and norm_body.h's math). Pointers are device pointers; each
+// returns the launch error (cudaSuccess when every launch was accepted).
 
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -12,6 +12,16 @@
 #include "dtensor/tensor/cuda/norm_body.h"
 
 namespace dtensor::cuda {
+
+// RMSNorm of the `rows` contiguous rows of `width`; `weight` may be null.
+cudaError_t LaunchRmsNorm(ScalarType type, const void* x, const void* weight,
+                          void* out, int64_t rows, int64_t width, double eps,
+                          cudaStream_t stream);
+// LayerNorm of the `rows` contiguous rows of `width`; `weight` and `bias` may
+// be null.
+cudaError_t LaunchLayerNorm(ScalarType type, const void* x, const void* weight,
+                            const void* bias, void* out, int64_t rows,
+                            int64_t width, double eps, cudaStream_t stream);
 
 // The operands of LaunchNormBackward: contiguous x and grad [rows, width] of
 // `type` (floating), and the outputs.

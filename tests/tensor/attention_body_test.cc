@@ -1,8 +1,8 @@
 // The host forms of the tiled attention's bodies
-// (dtensor/tensor/cuda/attention_body.h): the tile product split among any
-// number of workers, the online softmax over key tiles, and the device
-// kernels' blocks run one after another on one host worker (lanes = 1, no
-// barrier), against products and attention in double.
+// (dtensor/tensor/cuda/attention_body.h, attention_blocks.h): the tile product
+// split among any number of workers, the online softmax over key tiles, and the
+// device kernels' blocks run one after another on one host worker (lanes = 1,
+// no barrier), against products and attention in double.
 #include "dtensor/tensor/cuda/attention_body.h"
 
 #include <cmath>
@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/tensor/body_storage.h"
+#include "dtensor/tensor/cuda/attention_blocks.h"
 #include "dtensor/tensor/cuda/host_device.h"
 #include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"

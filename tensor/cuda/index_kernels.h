@@ -1,0 +1,58 @@
+#ifndef DTENSOR_TENSOR_CUDA_INDEX_KERNELS_H_
+#define DTENSOR_TENSOR_CUDA_INDEX_KERNELS_H_
+
+// Launches of the index kernels on a stream (index_body.h's math): the
+// embedding lookup and its backward's row index-add, IndexSelect, Gather and
+// ScatterAdd. Each returns the launch error (cudaSuccess when the launch was
+// accepted); pointers are device pointers, indices i64 in range.
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "dtensor/tensor/cuda/host_device.h"
+#include "dtensor/tensor/cuda/index_body.h"
+
+namespace dtensor::cuda {
+
+// out[i, :] = table[indices[i], :] for i < count (indices in range).
+cudaError_t LaunchEmbedding(ScalarType type, const int64_t* indices,
+                            const void* table, void* out, int64_t count,
+                            int64_t dim, cudaStream_t stream);
+
+// IndexSelect of contiguous x [outer, size, inner] along its middle dim:
+// out [outer, count, inner] (contiguous) takes rows[k] (in range).
+cudaError_t LaunchIndexSelect(ScalarType type, const void* x,
+                              const int64_t* rows, void* out, int64_t outer,
+                              int64_t count, int64_t size, int64_t inner,
+                              cudaStream_t stream);
+
+// Gather into contiguous `out` of `count` elements (index_body.h's
+// GatherElement).
+cudaError_t LaunchGather(ScalarType type, const void* x, const int64_t* picks,
+                         void* out, const StridedShape<1>& shape,
+                         int64_t pick_stride, int64_t count,
+                         cudaStream_t stream);
+
+// ScatterAdd of the `count` elements of `src` into `acc` by atomicAdd
+// (index_body.h's ScatterAddElement): `acc` is float for bf16/f16 `src`, of
+// src's type otherwise (bool is an invalid value).
+cudaError_t LaunchScatterAdd(ScalarType src_type, const void* src,
+                             const int64_t* targets, void* acc,
+                             const StridedShape<2>& shape,
+                             int64_t target_stride, int64_t count,
+                             cudaStream_t stream);
+
+// EmbeddingBackward's row index-add by atomicAdd (index_body.h's
+// RowIndexAddElement) over contiguous grad [count, width] of a floating
+// `grad_type` into contiguous `acc` [num_rows, width], zero-filled by the
+// caller: float for bf16/f16 grad (rounded once by the caller), of grad's
+// type otherwise. Indices outside [first_row, first_row + num_rows) are
+// skipped.
+cudaError_t LaunchRowIndexAdd(ScalarType grad_type, const void* grad,
+                              const int64_t* indices, void* acc, int64_t count,
+                              int64_t width, int64_t first_row,
+                              int64_t num_rows, cudaStream_t stream);
+
+}  // namespace dtensor::cuda
+
+#endif  // DTENSOR_TENSOR_CUDA_INDEX_KERNELS_H_

@@ -1,0 +1,180 @@
+// Cross entropy on CUDA tensors (loss_cuda.h): launches of
+// dtensor/tensor/cuda/loss_kernels.h over contiguous rows of logits.
+#include "dtensor/tensor/loss_cuda.h"
+
+#include "dtensor/tensor/cuda_backend.h"
+
+#ifdef DTENSOR_CUDA
+#include <cmath>
+#include <vector>
+
+#include "dtensor/base/status_macros.h"
+#include "dtensor/tensor/cuda/loss_kernels.h"
+#include "dtensor/tensor/cuda_launch.h"
+#include "dtensor/tensor/kernel_checks.h"
+#endif
+
+namespace dtensor::cuda {
+
+#ifdef DTENSOR_CUDA
+namespace {
+
+// An operand of cross_entropy's kernels, checked to be on `device` (errors
+// name `arg`), as a contiguous tensor there.
+absl::StatusOr<Tensor> LossOperand(const Tensor& t, Device device,
+                                   absl::string_view arg) {
+  DT_RETURN_IF_ERROR(internal::CheckOn(t, device, "cross_entropy", arg));
+  return ContiguousOnDevice(t);
+}
+
+}  // namespace
+#endif
+
+absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
+                                            const Tensor& target,
+                                            Reduction reduction,
+                                            int64_t ignore_index) {
+#ifdef DTENSOR_CUDA
+  DT_RETURN_IF_ERROR(
+      internal::CheckFloatingDType(logits, "CrossEntropy", "logits"));
+  DT_RETURN_IF_ERROR(internal::CheckCrossEntropyShapes(logits, target));
+  DT_ASSIGN_OR_RETURN(const Tensor host_target, target.To(Device::CPU()));
+  DT_ASSIGN_OR_RETURN(const Tensor i64, host_target.To(DType::kI64));
+  const std::vector<int64_t> targets = i64.ToVector<int64_t>();
+  const int64_t classes = logits.size(-1);
+  DT_RETURN_IF_ERROR(
+      internal::CheckCrossEntropyTargets(targets, classes, ignore_index));
+  DT_ASSIGN_OR_RETURN(const Tensor device_targets, i64.To(logits.device()));
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
+  const int64_t rows = static_cast<int64_t>(targets.size());
+  DT_ASSIGN_OR_RETURN(Tensor losses,
+                      Tensor::Empty({rows}, DType::kF64, logits.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
+  DT_RETURN_IF_ERROR(Launched(
+      LaunchCrossEntropyRows(ToScalarType(logits.dtype()), input.raw_data(),
+                             device_targets.data<int64_t>(),
+                             losses.data<double>(), /*log_sum_exp=*/nullptr,
+                             rows, classes, ignore_index, stream),
+      "CrossEntropy"));
+  if (reduction == Reduction::kNone) {
+    DT_ASSIGN_OR_RETURN(Tensor shaped, losses.View(target.shape()));
+    return shaped.To(logits.dtype());
+  }
+  // The per-sample losses sum on the host in row order, as on the CPU.
+  const std::vector<double> values = losses.ToVector<double>();
+  double total = 0;
+  int64_t counted = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (targets[i] == ignore_index) continue;
+    total += values[i];
+    ++counted;
+  }
+  const double result = reduction == Reduction::kSum
+                            ? total
+                            : (counted == 0 ? std::nan("") : total / counted);
+  return Tensor::Scalar(result, logits.dtype()).To(logits.device());
+#else
+  return NotBuilt();
+#endif
+}
+
+absl::StatusOr<Tensor> CrossEntropyRowsOnDevice(const Tensor& logits,
+                                                const Tensor& targets,
+                                                int64_t ignore_index) {
+#ifdef DTENSOR_CUDA
+  DT_RETURN_IF_ERROR(
+      internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
+  DT_ASSIGN_OR_RETURN(const Tensor picks,
+                      LossOperand(targets, logits.device(), "targets"));
+  const int64_t rows = logits.size(0);
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
+  DT_ASSIGN_OR_RETURN(Tensor results,
+                      Tensor::Empty({2, rows}, DType::kF64, logits.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
+  double* const loss_rows = results.data<double>();
+  DT_RETURN_IF_ERROR(Launched(
+      LaunchCrossEntropyRows(ToScalarType(logits.dtype()), input.raw_data(),
+                             picks.data<int64_t>(), loss_rows, loss_rows + rows,
+                             rows, logits.size(1), ignore_index, stream),
+      "cross_entropy"));
+  return results;
+#else
+  return NotBuilt();
+#endif
+}
+
+absl::StatusOr<Tensor> LossShardMaxOnDevice(const Tensor& logits) {
+#ifdef DTENSOR_CUDA
+  DT_RETURN_IF_ERROR(
+      internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
+  const int64_t rows = logits.size(0);
+  DT_ASSIGN_OR_RETURN(
+      Tensor row_max,
+      Tensor::Empty({rows}, ComputeDTypeOf(logits.dtype()), logits.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
+  DT_RETURN_IF_ERROR(Launched(
+      LaunchLossShardMax(ToScalarType(logits.dtype()), input.raw_data(),
+                         row_max.raw_data(), rows, logits.size(1), stream),
+      "cross_entropy"));
+  return row_max;
+#else
+  return NotBuilt();
+#endif
+}
+
+absl::StatusOr<Tensor> LossShardSumsOnDevice(const Tensor& logits,
+                                             const Tensor& targets,
+                                             const Tensor& row_max,
+                                             int64_t class_offset) {
+#ifdef DTENSOR_CUDA
+  DT_RETURN_IF_ERROR(
+      internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
+  DT_ASSIGN_OR_RETURN(const Tensor picks,
+                      LossOperand(targets, logits.device(), "targets"));
+  DT_ASSIGN_OR_RETURN(const Tensor max,
+                      LossOperand(row_max, logits.device(), "row_max"));
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
+  const int64_t rows = logits.size(0);
+  DT_ASSIGN_OR_RETURN(Tensor sums,
+                      Tensor::Empty({2, rows}, ComputeDTypeOf(logits.dtype()),
+                                    logits.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
+  DT_RETURN_IF_ERROR(
+      Launched(LaunchLossShardSums(ToScalarType(logits.dtype()),
+                                   input.raw_data(), picks.data<int64_t>(),
+                                   max.raw_data(), sums.raw_data(), rows,
+                                   logits.size(1), class_offset, stream),
+               "cross_entropy"));
+  return sums;
+#else
+  return NotBuilt();
+#endif
+}
+
+absl::StatusOr<Tensor> LossShardFinishOnDevice(const Tensor& row_max,
+                                               const Tensor& sums,
+                                               const Tensor& targets,
+                                               int64_t ignore_index) {
+#ifdef DTENSOR_CUDA
+  DT_ASSIGN_OR_RETURN(const Tensor both,
+                      LossOperand(sums, row_max.device(), "sums"));
+  DT_ASSIGN_OR_RETURN(const Tensor picks,
+                      LossOperand(targets, row_max.device(), "targets"));
+  DT_ASSIGN_OR_RETURN(const Tensor max, ContiguousOnDevice(row_max));
+  const int64_t rows = row_max.size(0);
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty({2, rows}, DType::kF64, row_max.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(row_max));
+  DT_RETURN_IF_ERROR(Launched(
+      LaunchLossShardFinish(ToScalarType(row_max.dtype()), max.raw_data(),
+                            both.raw_data(), picks.data<int64_t>(),
+                            out.data<double>(), rows, ignore_index, stream),
+      "cross_entropy"));
+  return out;
+#else
+  return NotBuilt();
+#endif
+}
+
+}  // namespace dtensor::cuda

@@ -1,0 +1,172 @@
+// The nn functions on CUDA tensors (nn_functional_cuda.h): launches of
+// dtensor/tensor/cuda/nn_functional_kernels.h, and of index_kernels.h for the
+// embedding and its backward.
+#include "dtensor/tensor/nn_functional_cuda.h"
+
+#include "dtensor/tensor/cuda_backend.h"
+
+#ifdef DTENSOR_CUDA
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dtensor/base/status_macros.h"
+#include "dtensor/tensor/cuda/index_kernels.h"
+#include "dtensor/tensor/cuda/nn_functional_kernels.h"
+#include "dtensor/tensor/cuda_launch.h"
+#include "dtensor/tensor/kernel_checks.h"
+#endif
+
+namespace dtensor::cuda {
+
+absl::StatusOr<Tensor> SoftmaxOnDevice(const Tensor& x, int64_t dim, bool log) {
+#ifdef DTENSOR_CUDA
+  const char* op = log ? "LogSoftmax" : "Softmax";
+  DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, op, "x"));
+  DT_ASSIGN_OR_RETURN(const int64_t d,
+                      NormalizeDim(dim, std::max<int64_t>(x.dim(), 1)));
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    (i < d ? outer : i == d ? n : inner) *= x.size(i);
+  }
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
+  DT_RETURN_IF_ERROR(
+      Launched(LaunchSoftmax(ToScalarType(x.dtype()), input.raw_data(),
+                             out.raw_data(), outer, n, inner, log, stream),
+               op));
+  return out;
+#else
+  return NotBuilt();
+#endif
+}
+
+absl::StatusOr<Tensor> EmbeddingOnDevice(const Tensor& indices,
+                                         const Tensor& table) {
+#ifdef DTENSOR_CUDA
+  DT_RETURN_IF_ERROR(internal::CheckFloatingDType(table, "Embedding", "table"));
+  if (table.dim() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Embedding: table must be [num, dim], got shape ",
+                     ShapeToString(table.shape())));
+  }
+  // The indices are checked on the host (one small copy), then used on the
+  // device as i64.
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> rows,
+                      internal::ReadIndices(indices, "Embedding", "indices"));
+  for (const int64_t row : rows) {
+    DT_RETURN_IF_ERROR(
+        internal::CheckIndexInRange(row, table.size(0), "Embedding"));
+  }
+  DT_ASSIGN_OR_RETURN(const Tensor device_indices,
+                      IndicesOnDevice(rows, table.device()));
+  DT_ASSIGN_OR_RETURN(const Tensor source, ContiguousOnDevice(table));
+  Shape out_shape = indices.shape();
+  out_shape.push_back(table.size(1));
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty(out_shape, table.dtype(), table.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(table));
+  DT_RETURN_IF_ERROR(Launched(
+      LaunchEmbedding(ToScalarType(table.dtype()),
+                      device_indices.data<int64_t>(), source.raw_data(),
+                      out.raw_data(), static_cast<int64_t>(rows.size()),
+                      table.size(1), stream),
+      "Embedding"));
+  return out;
+#else
+  return NotBuilt();
+#endif
+}
+
+absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(
+    const Tensor& grad, const std::vector<int64_t>& indices, int64_t first_row,
+    int64_t num_rows) {
+#ifdef DTENSOR_CUDA
+  const int64_t width = grad.size(-1);
+  DT_ASSIGN_OR_RETURN(
+      Tensor acc, Tensor::Zeros({num_rows, width},
+                                AccumulatorDType(grad.dtype()), grad.device()));
+  const int64_t count = static_cast<int64_t>(indices.size());
+  if (count > 0 && width > 0 && num_rows > 0) {
+    DT_ASSIGN_OR_RETURN(const Tensor source, ContiguousOnDevice(grad));
+    DT_ASSIGN_OR_RETURN(const Tensor device_indices,
+                        IndicesOnDevice(indices, grad.device()));
+    DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(grad));
+    DT_RETURN_IF_ERROR(Launched(
+        LaunchRowIndexAdd(ToScalarType(grad.dtype()), source.raw_data(),
+                          device_indices.data<int64_t>(), acc.raw_data(), count,
+                          width, first_row, num_rows, stream),
+        "EmbeddingBackward"));
+  }
+  return RoundedTo(acc, grad.dtype());
+#else
+  return NotBuilt();
+#endif
+}
+
+absl::StatusOr<Tensor> RotaryOnDevice(const Tensor& x,
+                                      const std::vector<double>& cos_table,
+                                      const std::vector<double>& sin_table) {
+#ifdef DTENSOR_CUDA
+  DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, "RotaryEmbedding", "x"));
+  const int64_t seq = x.size(-3);
+  const int64_t heads = x.size(-2);
+  const int64_t half = x.size(-1) / 2;
+  const int64_t row = seq * heads * 2 * half;
+  const int64_t outer = row == 0 ? 0 : x.numel() / row;
+  DT_ASSIGN_OR_RETURN(Tensor cos_host,
+                      Tensor::FromVector<double>(cos_table, {seq, half}));
+  DT_ASSIGN_OR_RETURN(Tensor sin_host,
+                      Tensor::FromVector<double>(sin_table, {seq, half}));
+  DT_ASSIGN_OR_RETURN(const Tensor cos_device, cos_host.To(x.device()));
+  DT_ASSIGN_OR_RETURN(const Tensor sin_device, sin_host.To(x.device()));
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
+  DT_RETURN_IF_ERROR(Launched(
+      LaunchRotary(ToScalarType(x.dtype()), input.raw_data(), out.raw_data(),
+                   static_cast<const double*>(cos_device.raw_data()),
+                   static_cast<const double*>(sin_device.raw_data()), outer,
+                   seq, heads, half, stream),
+      "RotaryEmbedding"));
+  return out;
+#else
+  return NotBuilt();
+#endif
+}
+
+absl::StatusOr<Tensor> DropoutOnDevice(const Tensor& x, double p, uint64_t seed,
+                                       uint64_t base,
+                                       const Strides& position_strides) {
+#ifdef DTENSOR_CUDA
+  DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, "Dropout", "x"));
+  if (!(p >= 0 && p < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Dropout: p ", p, " is outside [0, 1)"));
+  }
+  if (position_strides.size() != x.shape().size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Dropout: ", position_strides.size(),
+                     " position strides for x ", ShapeToString(x.shape())));
+  }
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
+  DT_ASSIGN_OR_RETURN(const StridedShape<1> positions,
+                      Coalesce<1>(x.shape(), {&position_strides}, "Dropout"));
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
+  DT_RETURN_IF_ERROR(
+      Launched(LaunchDropout(ToScalarType(x.dtype()), input.raw_data(),
+                             out.raw_data(), positions, base, seed, p,
+                             1.0 / (1.0 - p), x.numel(), stream),
+               "Dropout"));
+  return out;
+#else
+  return NotBuilt();
+#endif
+}
+
+}  // namespace dtensor::cuda
