@@ -17,6 +17,8 @@ import re
 import sys
 import xml.etree.ElementTree as ElementTree
 
+from check_report import report
+
 # Upstream Abseil's target for a header; a directory's headers not listed
 # belong to the target named after the directory (absl/strings/str_cat.h:
 # //absl/strings).
@@ -84,10 +86,7 @@ def main():
         if missing:
             problems.append(f"{rule.get('name')}: add " + ", ".join(
                 f"@com_google_absl//{m}" for m in missing))
-    for problem in problems:
-        print(problem)
-    print(f"absl_deps: {len(problems)} targets miss an Abseil dependency")
-    return 1 if problems else 0
+    return report("absl_deps", problems, "targets miss an Abseil dependency")
 
 
 if __name__ == "__main__":

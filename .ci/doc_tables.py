@@ -14,6 +14,8 @@ import os
 import re
 import sys
 
+from check_report import report
+
 PATH = re.compile(r'`([A-Za-z0-9_.*/-]+(?:\.(?:h|cc|cu|cuh|md|bzl|sh|py)|/|/\*))`')
 
 
@@ -60,10 +62,7 @@ def misses(doc):
 def main():
     docs = sys.argv[1:] or sorted(glob.glob('docs/*.md'))
     problems = [m for doc in docs for m in misses(doc)]
-    for problem in problems:
-        print(problem)
-    print(f'doc_tables: {len(problems)} paths in the tables are not in the tree')
-    return 1 if problems else 0
+    return report('doc_tables', problems, 'paths in the tables are not in the tree')
 
 
 if __name__ == '__main__':

@@ -74,6 +74,32 @@ class NamedRegistry {
   std::vector<std::pair<std::string, T>> entries_ ABSL_GUARDED_BY(mu_);
 };
 
+// A new registry of type R holding what `register_builtins` registers: what a
+// registry's Global() makes once (and never destroys, so that registrations
+// from static initializers and exit-time code stay valid).
+template <typename R>
+R* NewRegistryWith(void (*register_builtins)(R&)) {
+  auto* registry = new R();
+  register_builtins(*registry);
+  return registry;
+}
+
+// Registers a value in Registry::Global() when constructed; a namespace-scope
+// static of one makes a library's extension known to every program the
+// library is linked into (mark the cc_library `alwayslink = True`).
+// Registration never aborts: status() says whether it succeeded.
+template <typename Registry, typename Value>
+class GlobalRegistration {
+ public:
+  GlobalRegistration(std::string name, Value value)
+      : status_(Registry::Global().Register(std::move(name),
+                                            std::move(value))) {}
+  const absl::Status& status() const { return status_; }
+
+ private:
+  absl::Status status_;
+};
+
 }  // namespace dtensor
 
 #endif  // DTENSOR_BASE_NAMED_REGISTRY_H_

@@ -73,11 +73,7 @@ BackendDef ProcessPerRank(BackendFromEnv from_env,
 }
 
 BackendRegistry& BackendRegistry::Global() {
-  static BackendRegistry* registry = [] {
-    auto* r = new BackendRegistry();
-    RegisterBuiltins(*r);
-    return r;
-  }();
+  static BackendRegistry* registry = NewRegistryWith(RegisterBuiltins);
   return *registry;
 }
 

@@ -100,16 +100,7 @@ class BackendRegistry {
 //                                                          {DeviceType::kCPU}));
 //
 // Registration never aborts: status() says whether it succeeded.
-class BackendRegistration {
- public:
-  BackendRegistration(std::string name, BackendDef def)
-      : status_(BackendRegistry::Global().Register(std::move(name),
-                                                   std::move(def))) {}
-  const absl::Status& status() const { return status_; }
-
- private:
-  absl::Status status_;
-};
+using BackendRegistration = GlobalRegistration<BackendRegistry, BackendDef>;
 
 }  // namespace dtensor
 

@@ -88,11 +88,7 @@ void RegisterBuiltins(StyleRegistry& registry) {
 }  // namespace
 
 StyleRegistry& StyleRegistry::Global() {
-  static StyleRegistry* registry = [] {
-    auto* r = new StyleRegistry();
-    RegisterBuiltins(*r);
-    return r;
-  }();
+  static StyleRegistry* registry = NewRegistryWith(RegisterBuiltins);
   return *registry;
 }
 

@@ -65,16 +65,7 @@ class StyleRegistry {
 //   const StyleRegistration kMine("my_style", MyStyleFactory);
 //
 // Registration never aborts: status() says whether it succeeded.
-class StyleRegistration {
- public:
-  StyleRegistration(std::string name, StyleFactory factory)
-      : status_(StyleRegistry::Global().Register(std::move(name),
-                                                 std::move(factory))) {}
-  const absl::Status& status() const { return status_; }
-
- private:
-  absl::Status status_;
-};
+using StyleRegistration = GlobalRegistration<StyleRegistry, StyleFactory>;
 
 // OK when `options` sets only options named in `accepted` ("input_layouts",
 // "output_layouts", "use_local_output"; use_local_output counts as set when
