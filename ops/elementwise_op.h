@@ -68,6 +68,15 @@ absl::StatusOr<DTensor> CallElementwise(
 // ElementwiseOps().
 std::vector<const OpDef*> UnaryElementwiseOps();
 
+// For the X-macro lists of dtensor/tensor/elementwise.h, whose ops the family
+// files build in Make<Name><Form>() (Form empty, or Scalar for the scalar
+// forms): the accessor <Name><Form>Def() of each, and its address as an
+// element of the family's list. One list names both, so no op can be left out
+// of the registry.
+#define DTENSOR_OP_DEF_ACCESSOR(Form, Name) \
+  const OpDef& Name##Form##Def() { return StaticOpDef<Make##Name##Form>(); }
+#define DTENSOR_OP_DEF_ADDRESS(Form, Name) &Name##Form##Def(),
+
 }  // namespace ops
 }  // namespace dtensor
 

@@ -294,31 +294,10 @@ OpDef MakeWhere() {
       });
 }
 
-const OpDef& AddDef() { return StaticOpDef<MakeAdd>(); }
-const OpDef& SubDef() { return StaticOpDef<MakeSub>(); }
-const OpDef& MulDef() { return StaticOpDef<MakeMul>(); }
-const OpDef& DivDef() { return StaticOpDef<MakeDiv>(); }
-const OpDef& PowDef() { return StaticOpDef<MakePow>(); }
+DTENSOR_ELEMENTWISE_BINARY(DTENSOR_OP_DEF_ACCESSOR, )
+DTENSOR_ELEMENTWISE_COMPARISONS(DTENSOR_OP_DEF_ACCESSOR, )
+DTENSOR_ELEMENTWISE_WITH_SCALAR(DTENSOR_OP_DEF_ACCESSOR, Scalar)
 const OpDef& SiluBackwardDef() { return StaticOpDef<MakeSiluBackward>(); }
-const OpDef& MaximumDef() { return StaticOpDef<MakeMaximum>(); }
-const OpDef& MinimumDef() { return StaticOpDef<MakeMinimum>(); }
-const OpDef& EqDef() { return StaticOpDef<MakeEq>(); }
-const OpDef& NeDef() { return StaticOpDef<MakeNe>(); }
-const OpDef& LtDef() { return StaticOpDef<MakeLt>(); }
-const OpDef& LeDef() { return StaticOpDef<MakeLe>(); }
-const OpDef& GtDef() { return StaticOpDef<MakeGt>(); }
-const OpDef& GeDef() { return StaticOpDef<MakeGe>(); }
-const OpDef& AddScalarDef() { return StaticOpDef<MakeAddScalar>(); }
-const OpDef& SubScalarDef() { return StaticOpDef<MakeSubScalar>(); }
-const OpDef& MulScalarDef() { return StaticOpDef<MakeMulScalar>(); }
-const OpDef& DivScalarDef() { return StaticOpDef<MakeDivScalar>(); }
-const OpDef& PowScalarDef() { return StaticOpDef<MakePowScalar>(); }
-const OpDef& EqScalarDef() { return StaticOpDef<MakeEqScalar>(); }
-const OpDef& NeScalarDef() { return StaticOpDef<MakeNeScalar>(); }
-const OpDef& LtScalarDef() { return StaticOpDef<MakeLtScalar>(); }
-const OpDef& LeScalarDef() { return StaticOpDef<MakeLeScalar>(); }
-const OpDef& GtScalarDef() { return StaticOpDef<MakeGtScalar>(); }
-const OpDef& GeScalarDef() { return StaticOpDef<MakeGeScalar>(); }
 const OpDef& WhereDef() { return StaticOpDef<MakeWhere>(); }
 
 }  // namespace
@@ -349,14 +328,13 @@ absl::StatusOr<DTensor> Where(const DTensor& cond, const DTensor& a,
 }
 
 std::vector<const OpDef*> ElementwiseOps() {
+  // clang-format off
   std::vector<const OpDef*> ops = {
-      &AddDef(),       &SubDef(),         &MulDef(),       &DivDef(),
-      &PowDef(),       &MaximumDef(),     &MinimumDef(),   &EqDef(),
-      &NeDef(),        &LtDef(),          &LeDef(),        &GtDef(),
-      &GeDef(),        &AddScalarDef(),   &SubScalarDef(), &MulScalarDef(),
-      &DivScalarDef(), &PowScalarDef(),   &EqScalarDef(),  &NeScalarDef(),
-      &LtScalarDef(),  &LeScalarDef(),    &GtScalarDef(),  &GeScalarDef(),
-      &WhereDef(),     &SiluBackwardDef()};
+      &WhereDef(), &SiluBackwardDef(),
+      DTENSOR_ELEMENTWISE_BINARY(DTENSOR_OP_DEF_ADDRESS, )
+      DTENSOR_ELEMENTWISE_COMPARISONS(DTENSOR_OP_DEF_ADDRESS, )
+      DTENSOR_ELEMENTWISE_WITH_SCALAR(DTENSOR_OP_DEF_ADDRESS, Scalar)};
+  // clang-format on
   const std::vector<const OpDef*> unary = UnaryElementwiseOps();
   ops.insert(ops.end(), unary.begin(), unary.end());
   return ops;

@@ -173,17 +173,8 @@ OpDef MakeTanh() {
                  }));
 }
 
-const OpDef& NegDef() { return StaticOpDef<MakeNeg>(); }
-const OpDef& AbsDef() { return StaticOpDef<MakeAbs>(); }
-const OpDef& ExpDef() { return StaticOpDef<MakeExp>(); }
-const OpDef& LogDef() { return StaticOpDef<MakeLog>(); }
-const OpDef& SqrtDef() { return StaticOpDef<MakeSqrt>(); }
-const OpDef& RsqrtDef() { return StaticOpDef<MakeRsqrt>(); }
-const OpDef& ReluDef() { return StaticOpDef<MakeRelu>(); }
+DTENSOR_ELEMENTWISE_UNARY(DTENSOR_OP_DEF_ACCESSOR, )
 const OpDef& GeluDef() { return StaticOpDef<MakeGelu>(); }
-const OpDef& SiluDef() { return StaticOpDef<MakeSilu>(); }
-const OpDef& SigmoidDef() { return StaticOpDef<MakeSigmoid>(); }
-const OpDef& TanhDef() { return StaticOpDef<MakeTanh>(); }
 
 }  // namespace
 
@@ -203,9 +194,7 @@ absl::StatusOr<DTensor> Gelu(const DTensor& a,
 }
 
 std::vector<const OpDef*> UnaryElementwiseOps() {
-  return {&NegDef(),  &AbsDef(),     &ExpDef(),  &LogDef(),
-          &SqrtDef(), &RsqrtDef(),   &ReluDef(), &GeluDef(),
-          &SiluDef(), &SigmoidDef(), &TanhDef()};
+  return {&GeluDef(), DTENSOR_ELEMENTWISE_UNARY(DTENSOR_OP_DEF_ADDRESS, )};
 }
 
 }  // namespace ops

@@ -34,17 +34,27 @@ absl::Status CheckIndexDType(const DTensorSpec& indices, absl::string_view op) {
       "; i32 or i64 is required"));
 }
 
-// The einsum loops of embedding and its backward, for k index dims: the
-// index dims 0..k-1, the table's rows k and columns k + 1.
-struct EmbeddingLoops {
-  std::vector<int> indices;  // The index dims.
-  std::vector<int> rows;     // Looked-up rows [indices..., dim].
-  std::vector<int> table;    // [num, dim].
-};
-EmbeddingLoops LoopsOfEmbedding(int k) {
-  EmbeddingLoops loops{IdentityLoops(k), IdentityLoops(k), {k, k + 1}};
-  loops.rows.push_back(k + 1);
-  return loops;
+// The einsum spec of embedding, or with `backward` of embedding_backward, on
+// ctx's inputs, less its partial rules. Loops, for k index dims: the index
+// dims 0..k-1, the table's rows k (contracted) and columns k + 1. embedding
+// maps (indices, table) to rows [indices..., dim]; embedding_backward maps
+// (indices, grad rows, table) to the table gradient [num, dim].
+EinsumSpec EmbeddingSpec(const StrategyContext& ctx, bool backward) {
+  const int k = static_cast<int>(ctx.inputs[0]->ndim());
+  std::vector<int> rows = IdentityLoops(k);
+  rows.push_back(k + 1);
+  const std::vector<int> table = {k, k + 1};
+  EinsumSpec spec;
+  spec.num_loops = k + 2;
+  if (backward) {
+    spec.loops.inputs = {IdentityLoops(k), std::move(rows), table};
+    spec.loops.outputs = {table};
+  } else {
+    spec.loops.inputs = {IdentityLoops(k), table};
+    spec.loops.outputs = {std::move(rows)};
+  }
+  spec.contraction = {ReduceOp::kSum};
+  return spec;
 }
 
 // Loops: the indices' dims, then the table's rows (contracted: a row-sharded
@@ -69,13 +79,7 @@ absl::StatusOr<std::vector<TensorMeta>> EmbeddingInfer(
 
 absl::StatusOr<std::vector<OpStrategy>> EmbeddingStrategies(
     const StrategyContext& ctx) {
-  const int k = static_cast<int>(ctx.inputs[0]->ndim());
-  EmbeddingLoops loops = LoopsOfEmbedding(k);
-  EinsumSpec spec;
-  spec.num_loops = k + 2;
-  spec.loops.inputs = {std::move(loops.indices), std::move(loops.table)};
-  spec.loops.outputs = {std::move(loops.rows)};
-  spec.contraction = {ReduceOp::kSum};
+  EinsumSpec spec = EmbeddingSpec(ctx, /*backward=*/false);
   // A lookup selects table elements: it commutes with every reduction.
   spec.partial_rules = {{{1}, AnyReduceOps()}};
   return EinsumStrategies(ctx, spec);
@@ -170,14 +174,7 @@ absl::StatusOr<std::vector<TensorMeta>> EmbeddingBackwardInfer(
 // Replicate).
 absl::StatusOr<std::vector<OpStrategy>> EmbeddingBackwardStrategies(
     const StrategyContext& ctx) {
-  const int k = static_cast<int>(ctx.inputs[0]->ndim());
-  EmbeddingLoops loops = LoopsOfEmbedding(k);
-  EinsumSpec spec;
-  spec.num_loops = k + 2;
-  spec.loops.outputs = {loops.table};
-  spec.loops.inputs = {std::move(loops.indices), std::move(loops.rows),
-                       std::move(loops.table)};
-  spec.contraction = {ReduceOp::kSum};
+  EinsumSpec spec = EmbeddingSpec(ctx, /*backward=*/true);
   // Linear in grad.
   spec.partial_rules = {{{1}, {ReduceOp::kSum, ReduceOp::kAvg}}};
   return EinsumStrategies(ctx, spec);
