@@ -214,20 +214,44 @@ struct AttentionSharedLayout {
   }
 };
 
-// One forward launch: every output batch entry's q, k, v start at the element
-// offsets `batch` gives for its row-major index (broadcast dims at stride 0),
-// rows contiguous; out [batch entries, lq, ev] (contiguous; null for the
-// log-sum-exps alone) and lse [batch entries, lq].
+// The inputs of a forward or backward launch: every output batch entry's q,
+// k, v start at the element offsets `batch` gives for its row-major index
+// (broadcast dims at stride 0), rows contiguous.
 template <typename T, typename C>
-struct AttentionForwardArgs {
+struct AttentionOperands {
   AttentionProblem<C> problem;
   StridedShape<3> batch;
   const T* q;
   const T* k;
   const T* v;
+};
+
+// One forward launch: out [batch entries, lq, ev] (contiguous; null for the
+// log-sum-exps alone) and lse [batch entries, lq].
+template <typename T, typename C>
+struct AttentionForwardArgs : AttentionOperands<T, C> {
   T* out;
   C* lse;
 };
+
+// Where block `block` of a launch of ceil(length / tile_size) blocks per batch
+// entry works: its batch entry, the number of tiles per entry, its tile's
+// index in the entry, and q's, k's and v's element offsets in that entry.
+struct AttentionBlockPlace {
+  int64_t entry;
+  int64_t tiles;
+  int64_t tile;
+  int64_t at[3];
+};
+
+DT_HOST_DEVICE inline AttentionBlockPlace PlaceBlock(
+    const StridedShape<3>& batch, int64_t block, int64_t length,
+    int64_t tile_size) {
+  const int64_t tiles = (length + tile_size - 1) / tile_size;
+  AttentionBlockPlace place{block / tiles, tiles, block % tiles, {}};
+  OperandOffsetsAt(batch, place.entry, place.at);
+  return place;
+}
 
 // Adds nothing: the forward never adds query gradients.
 struct NoQueryGrads {
@@ -245,12 +269,12 @@ DT_HOST_DEVICE void AttentionForwardBlock(const AttentionForwardArgs<T, C>& a,
   using Tiles = AttentionTiles<C>;
   const AttentionProblem<C>& p = a.problem;
   const AttentionSharedLayout<C> layout(p.e, p.ev, /*backward=*/false);
-  const int64_t tiles = (p.lq + Tiles::kQueries - 1) / Tiles::kQueries;
-  const int64_t entry = block / tiles;
-  const int64_t q0 = (tiles - 1 - block % tiles) * Tiles::kQueries;
+  const AttentionBlockPlace place =
+      PlaceBlock(a.batch, block, p.lq, Tiles::kQueries);
+  const int64_t entry = place.entry;
+  const int64_t* at = place.at;
+  const int64_t q0 = (place.tiles - 1 - place.tile) * Tiles::kQueries;
   const int64_t rows = MinOf(Tiles::kQueries, p.lq - q0);
-  int64_t at[3];
-  OperandOffsetsAt(a.batch, entry, at);
   StagedProducts<T, C, NoQueryGrads> products{
       {a.q + at[0], a.k + at[1], a.v + at[2], nullptr, nullptr, p.e, p.ev},
       shared,
@@ -275,19 +299,13 @@ DT_HOST_DEVICE void AttentionForwardBlock(const AttentionForwardArgs<T, C>& a,
   }
 }
 
-// One backward launch: q, k, v as in AttentionForwardArgs; out and dout
-// [batch entries, lq, ev] (contiguous); lse and delta [batch entries, lq]
-// (the forward's log-sum-exps, RowDelta); dq, dk, dv: compute-type
-// accumulators of q's, k's and v's shapes, contiguous, at the same element
-// offsets as q, k, v (so that broadcast batch entries add into one matrix),
-// zeroed before the launch.
+// One backward launch: dout [batch entries, lq, ev] (contiguous); lse and
+// delta [batch entries, lq] (the forward's log-sum-exps, RowDelta); dq, dk,
+// dv: compute-type accumulators of q's, k's and v's shapes, contiguous, at the
+// same element offsets as q, k, v (so that broadcast batch entries add into
+// one matrix), zeroed before the launch.
 template <typename T, typename C>
-struct AttentionBackwardArgs {
-  AttentionProblem<C> problem;
-  StridedShape<3> batch;
-  const T* q;
-  const T* k;
-  const T* v;
+struct AttentionBackwardArgs : AttentionOperands<T, C> {
   const T* dout;
   const C* lse;
   const C* delta;
@@ -306,12 +324,12 @@ DT_HOST_DEVICE void AttentionBackwardBlock(const AttentionBackwardArgs<T, C>& a,
   using Tiles = AttentionTiles<C>;
   const AttentionProblem<C>& p = a.problem;
   const AttentionSharedLayout<C> layout(p.e, p.ev, /*backward=*/true);
-  const int64_t tiles = (p.lk + Tiles::kKeys - 1) / Tiles::kKeys;
-  const int64_t entry = block / tiles;
-  const int64_t k0 = block % tiles * Tiles::kKeys;
+  const AttentionBlockPlace place =
+      PlaceBlock(a.batch, block, p.lk, Tiles::kKeys);
+  const int64_t entry = place.entry;
+  const int64_t* at = place.at;
+  const int64_t k0 = place.tile * Tiles::kKeys;
   const int64_t n = MinOf(Tiles::kKeys, p.lk - k0);
-  int64_t at[3];
-  OperandOffsetsAt(a.batch, entry, at);
   const StagedProducts<T, C, Add> products{
       {a.q + at[0], a.k + at[1], a.v + at[2], a.dout + entry * p.lq * p.ev,
        a.dq + at[0], p.e, p.ev},
