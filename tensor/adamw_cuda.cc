@@ -21,11 +21,11 @@ absl::Status AdamWStepOnDevice(const Tensor& param, const Tensor& exp_avg,
                                   {&param.strides(), &exp_avg.strides(),
                                    &exp_avg_sq.strides(), &grad.strides()},
                                   "AdamWStep"));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(param));
-  return Launched(LaunchAdamW(ToScalarType(param.dtype()), param.raw_data(),
-                              exp_avg.raw_data(), exp_avg_sq.raw_data(),
-                              grad.raw_data(), shape, param.numel(), k, stream),
-                  "AdamWStep");
+  return LaunchOn(param, "AdamWStep", [&](cudaStream_t stream) {
+    return LaunchAdamW(ToScalarType(param.dtype()), param.raw_data(),
+                       exp_avg.raw_data(), exp_avg_sq.raw_data(),
+                       grad.raw_data(), shape, param.numel(), k, stream);
+  });
 #else
   return NotBuilt();
 #endif

@@ -131,13 +131,11 @@ absl::StatusOr<Tensor> AttentionForwardOnDevice(const Tensor& q,
   DT_ASSIGN_OR_RETURN(Tensor lse,
                       Tensor::Empty({launch.entries * launch.lq},
                                     AccumulatorDType(q.dtype()), q.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(q));
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchAttentionForward(ToScalarType(q.dtype()), launch, qd.raw_data(),
-                             kd.raw_data(), vd.raw_data(), out.raw_data(),
-                             lse.raw_data(), stream),
-      kAttention));
-  return out;
+  return LaunchInto(out, kAttention, [&](cudaStream_t stream) {
+    return LaunchAttentionForward(ToScalarType(q.dtype()), launch,
+                                  qd.raw_data(), kd.raw_data(), vd.raw_data(),
+                                  out.raw_data(), lse.raw_data(), stream);
+  });
 #else
   return NotBuilt();
 #endif
@@ -168,14 +166,12 @@ absl::StatusOr<AttentionGrads> AttentionBackwardOnDevice(
                       Tensor::Empty(rows, compute, q.device()));
   DT_ASSIGN_OR_RETURN(const Tensor delta,
                       Tensor::Empty(rows, compute, q.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(q));
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchAttentionBackward(ToScalarType(q.dtype()), launch, in[0].raw_data(),
-                              in[1].raw_data(), in[2].raw_data(),
-                              in[3].raw_data(), in[4].raw_data(),
-                              lse.raw_data(), delta.raw_data(), dq.raw_data(),
-                              dk.raw_data(), dv.raw_data(), stream),
-      kAttentionBackward));
+  DT_RETURN_IF_ERROR(LaunchOn(q, kAttentionBackward, [&](cudaStream_t stream) {
+    return LaunchAttentionBackward(
+        ToScalarType(q.dtype()), launch, in[0].raw_data(), in[1].raw_data(),
+        in[2].raw_data(), in[3].raw_data(), in[4].raw_data(), lse.raw_data(),
+        delta.raw_data(), dq.raw_data(), dk.raw_data(), dv.raw_data(), stream);
+  }));
   AttentionGrads grads;
   DT_ASSIGN_OR_RETURN(grads.dq, RoundedTo(dq, q.dtype()));
   DT_ASSIGN_OR_RETURN(grads.dk, RoundedTo(dk, q.dtype()));
@@ -197,11 +193,12 @@ absl::Status MaskedSoftmaxOnDevice(const Tensor& scores, int64_t lq, int64_t lk,
         "ScaledDotProductAttention: scores must be contiguous f32 or f64");
   }
   if (lk == 0) return absl::OkStatus();
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(scores));
-  return Launched(
-      LaunchMaskedSoftmax(ToScalarType(scores.dtype()), scores.raw_data(),
-                          scores.numel() / lk, lq, lk, causal, scale, stream),
-      "ScaledDotProductAttention");
+  return LaunchOn(
+      scores, "ScaledDotProductAttention", [&](cudaStream_t stream) {
+        return LaunchMaskedSoftmax(ToScalarType(scores.dtype()),
+                                   scores.raw_data(), scores.numel() / lk, lq,
+                                   lk, causal, scale, stream);
+      });
 #else
   return NotBuilt();
 #endif

@@ -10,12 +10,14 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/cuda/elementwise_body.h"
 #include "dtensor/tensor/cuda/host_device.h"
 #include "dtensor/tensor/tensor.h"
@@ -33,8 +35,42 @@ absl::Status Launched(cudaError_t error, absl::string_view op);
 // The stream of t's device.
 absl::StatusOr<cudaStream_t> StreamOf(const Tensor& t);
 
+// Calls launch(stream) with the stream of t's device, for an entry point that
+// has prepared its operands and outputs on that device.
+// Errors: the stream's; Internal naming `op` when the launch fails.
+template <typename Launch>
+absl::Status LaunchOn(const Tensor& t, absl::string_view op, Launch&& launch) {
+  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(t));
+  return Launched(launch(stream), op);
+}
+
 // A contiguous copy of `t` on its device (t itself when contiguous).
 absl::StatusOr<Tensor> ContiguousOnDevice(const Tensor& t);
+
+// LaunchOn for an entry point whose result is `out`, on out's device:
+// returns `out` once the launch is accepted.
+// Errors: LaunchOn's.
+template <typename Launch>
+absl::StatusOr<Tensor> LaunchInto(const Tensor& out, absl::string_view op,
+                                  Launch&& launch) {
+  DT_RETURN_IF_ERROR(LaunchOn(out, op, std::forward<Launch>(launch)));
+  return out;
+}
+
+// The result of a kernel that reads `x` contiguous and writes a new tensor of
+// x's shape, dtype and device: launch(input, out, stream) gets the data of
+// both and the stream of x's device.
+// Errors: those of copying x or allocating the result; LaunchOn's.
+template <typename Launch>
+absl::StatusOr<Tensor> LaunchLike(const Tensor& x, absl::string_view op,
+                                  Launch&& launch) {
+  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
+  DT_ASSIGN_OR_RETURN(Tensor out,
+                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
+  return LaunchInto(out, op, [&](cudaStream_t stream) {
+    return launch(input.raw_data(), out.raw_data(), stream);
+  });
+}
 
 // Host index values as an i64 tensor on `device`.
 absl::StatusOr<Tensor> IndicesOnDevice(const std::vector<int64_t>& values,

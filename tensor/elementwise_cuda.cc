@@ -48,15 +48,13 @@ absl::StatusOr<Tensor> UnaryOnDevice(UnaryOp op, absl::string_view name,
   }
   DT_ASSIGN_OR_RETURN(Tensor out,
                       Tensor::Empty(x.shape(), x.dtype(), x.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
   DT_ASSIGN_OR_RETURN(
       const StridedShape<2> shape,
       Coalesce<2>(x.shape(), {&out.strides(), &x.strides()}, name));
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchUnary(op, ToScalarType(x.dtype()), ToScalarType(x.dtype()),
-                  x.raw_data(), out.raw_data(), shape, x.numel(), stream),
-      name));
-  return out;
+  return LaunchInto(out, name, [&](cudaStream_t stream) {
+    return LaunchUnary(op, ToScalarType(x.dtype()), ToScalarType(x.dtype()),
+                       x.raw_data(), out.raw_data(), shape, x.numel(), stream);
+  });
 #else
   return NotBuilt();
 #endif
@@ -93,18 +91,16 @@ absl::StatusOr<Tensor> BinaryOnDevice(BinaryOp op, absl::string_view name,
   DT_ASSIGN_OR_RETURN(const Tensor b_view, b.Expand(*shape));
   const DType out_dtype = comparison ? DType::kBool : a.dtype();
   DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(*shape, out_dtype, device));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(out));
   DT_ASSIGN_OR_RETURN(
       const StridedShape<3> strided,
       Coalesce<3>(*shape,
                   {&out.strides(), &a_view.strides(), &b_view.strides()},
                   name));
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchBinary(op, ToScalarType(a.dtype()), ToScalarType(out_dtype),
-                   a_view.raw_data(), b_view.raw_data(), out.raw_data(),
-                   strided, out.numel(), stream),
-      name));
-  return out;
+  return LaunchInto(out, name, [&](cudaStream_t stream) {
+    return LaunchBinary(op, ToScalarType(a.dtype()), ToScalarType(out_dtype),
+                        a_view.raw_data(), b_view.raw_data(), out.raw_data(),
+                        strided, out.numel(), stream);
+  });
 #else
   return NotBuilt();
 #endif
@@ -124,19 +120,17 @@ absl::StatusOr<Tensor> WhereOnDevice(const Tensor& cond_in, const Tensor& a_in,
   DT_ASSIGN_OR_RETURN(const Tensor a_view, a.Expand(shape));
   DT_ASSIGN_OR_RETURN(const Tensor b_view, b.Expand(shape));
   DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(shape, a.dtype(), device));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(out));
   DT_ASSIGN_OR_RETURN(const StridedShape<4> strided,
                       Coalesce<4>(shape,
                                   {&out.strides(), &cond_view.strides(),
                                    &a_view.strides(), &b_view.strides()},
                                   "Where"));
-  DT_RETURN_IF_ERROR(
-      Launched(LaunchWhere(ToScalarType(a.dtype()),
-                           static_cast<const bool*>(cond_view.raw_data()),
-                           a_view.raw_data(), b_view.raw_data(), out.raw_data(),
-                           strided, out.numel(), stream),
-               "Where"));
-  return out;
+  return LaunchInto(out, "Where", [&](cudaStream_t stream) {
+    return LaunchWhere(ToScalarType(a.dtype()),
+                       static_cast<const bool*>(cond_view.raw_data()),
+                       a_view.raw_data(), b_view.raw_data(), out.raw_data(),
+                       strided, out.numel(), stream);
+  });
 #else
   return NotBuilt();
 #endif

@@ -46,13 +46,11 @@ absl::StatusOr<Tensor> IndexSelectOnDevice(const Tensor& x, int64_t dim,
   const int64_t inner = NumElements(shape.subspan(dim + 1));
   DT_ASSIGN_OR_RETURN(const Tensor device_rows,
                       IndicesOnDevice(rows, x.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchIndexSelect(ToScalarType(x.dtype()), input.raw_data(),
-                        device_rows.data<int64_t>(), out.raw_data(), outer,
-                        out_shape[dim], x.size(dim), inner, stream),
-      "IndexSelect"));
-  return out;
+  return LaunchInto(out, "IndexSelect", [&](cudaStream_t stream) {
+    return LaunchIndexSelect(ToScalarType(x.dtype()), input.raw_data(),
+                             device_rows.data<int64_t>(), out.raw_data(), outer,
+                             out_shape[dim], x.size(dim), inner, stream);
+  });
 #else
   return NotBuilt();
 #endif
@@ -70,13 +68,11 @@ absl::StatusOr<Tensor> GatherOnDevice(const Tensor& x, int64_t dim,
                       Coalesce<1>(index_shape, {&x_strides}, "Gather"));
   DT_ASSIGN_OR_RETURN(const Tensor device_picks,
                       IndicesOnDevice(picks, x.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
-  DT_RETURN_IF_ERROR(
-      Launched(LaunchGather(ToScalarType(x.dtype()), x.raw_data(),
-                            device_picks.data<int64_t>(), out.raw_data(), shape,
-                            x.strides()[dim], out.numel(), stream),
-               "Gather"));
-  return out;
+  return LaunchInto(out, "Gather", [&](cudaStream_t stream) {
+    return LaunchGather(ToScalarType(x.dtype()), x.raw_data(),
+                        device_picks.data<int64_t>(), out.raw_data(), shape,
+                        x.strides()[dim], out.numel(), stream);
+  });
 #else
   return NotBuilt();
 #endif
@@ -100,13 +96,12 @@ absl::StatusOr<Tensor> ScatterAddOnDevice(const Tensor& x, int64_t dim,
         Coalesce<2>(index_shape, {&acc_strides, &src.strides()}, "ScatterAdd"));
     DT_ASSIGN_OR_RETURN(const Tensor device_targets,
                         IndicesOnDevice(targets, x.device()));
-    DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
-    DT_RETURN_IF_ERROR(
-        Launched(LaunchScatterAdd(ToScalarType(src.dtype()), src.raw_data(),
-                                  device_targets.data<int64_t>(),
-                                  acc.raw_data(), shape, acc.strides()[dim],
-                                  static_cast<int64_t>(targets.size()), stream),
-                 "ScatterAdd"));
+    DT_RETURN_IF_ERROR(LaunchOn(x, "ScatterAdd", [&](cudaStream_t stream) {
+      return LaunchScatterAdd(ToScalarType(src.dtype()), src.raw_data(),
+                              device_targets.data<int64_t>(), acc.raw_data(),
+                              shape, acc.strides()[dim],
+                              static_cast<int64_t>(targets.size()), stream);
+    }));
   }
   return RoundedTo(acc, x.dtype());
 #else

@@ -27,6 +27,14 @@ absl::StatusOr<Tensor> LossOperand(const Tensor& t, Device device,
   return ContiguousOnDevice(t);
 }
 
+// The logits of cross_entropy's row kernels, checked to be floating, as a
+// contiguous tensor on their device.
+absl::StatusOr<Tensor> LossLogits(const Tensor& logits) {
+  DT_RETURN_IF_ERROR(
+      internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
+  return ContiguousOnDevice(logits);
+}
+
 }  // namespace
 #endif
 
@@ -49,13 +57,12 @@ absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
   const int64_t rows = static_cast<int64_t>(targets.size());
   DT_ASSIGN_OR_RETURN(Tensor losses,
                       Tensor::Empty({rows}, DType::kF64, logits.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchCrossEntropyRows(ToScalarType(logits.dtype()), input.raw_data(),
-                             device_targets.data<int64_t>(),
-                             losses.data<double>(), /*log_sum_exp=*/nullptr,
-                             rows, classes, ignore_index, stream),
-      "CrossEntropy"));
+  DT_RETURN_IF_ERROR(LaunchOn(logits, "CrossEntropy", [&](cudaStream_t stream) {
+    return LaunchCrossEntropyRows(
+        ToScalarType(logits.dtype()), input.raw_data(),
+        device_targets.data<int64_t>(), losses.data<double>(),
+        /*log_sum_exp=*/nullptr, rows, classes, ignore_index, stream);
+  }));
   if (reduction == Reduction::kNone) {
     DT_ASSIGN_OR_RETURN(Tensor shaped, losses.View(target.shape()));
     return shaped.To(logits.dtype());
@@ -82,22 +89,19 @@ absl::StatusOr<Tensor> CrossEntropyRowsOnDevice(const Tensor& logits,
                                                 const Tensor& targets,
                                                 int64_t ignore_index) {
 #ifdef DTENSOR_CUDA
-  DT_RETURN_IF_ERROR(
-      internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
+  DT_ASSIGN_OR_RETURN(const Tensor input, LossLogits(logits));
   DT_ASSIGN_OR_RETURN(const Tensor picks,
                       LossOperand(targets, logits.device(), "targets"));
   const int64_t rows = logits.size(0);
-  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
   DT_ASSIGN_OR_RETURN(Tensor results,
                       Tensor::Empty({2, rows}, DType::kF64, logits.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
   double* const loss_rows = results.data<double>();
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchCrossEntropyRows(ToScalarType(logits.dtype()), input.raw_data(),
-                             picks.data<int64_t>(), loss_rows, loss_rows + rows,
-                             rows, logits.size(1), ignore_index, stream),
-      "cross_entropy"));
-  return results;
+  return LaunchInto(results, "cross_entropy", [&](cudaStream_t stream) {
+    return LaunchCrossEntropyRows(ToScalarType(logits.dtype()),
+                                  input.raw_data(), picks.data<int64_t>(),
+                                  loss_rows, loss_rows + rows, rows,
+                                  logits.size(1), ignore_index, stream);
+  });
 #else
   return NotBuilt();
 #endif
@@ -105,19 +109,15 @@ absl::StatusOr<Tensor> CrossEntropyRowsOnDevice(const Tensor& logits,
 
 absl::StatusOr<Tensor> LossShardMaxOnDevice(const Tensor& logits) {
 #ifdef DTENSOR_CUDA
-  DT_RETURN_IF_ERROR(
-      internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
-  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
+  DT_ASSIGN_OR_RETURN(const Tensor input, LossLogits(logits));
   const int64_t rows = logits.size(0);
   DT_ASSIGN_OR_RETURN(
       Tensor row_max,
       Tensor::Empty({rows}, ComputeDTypeOf(logits.dtype()), logits.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchLossShardMax(ToScalarType(logits.dtype()), input.raw_data(),
-                         row_max.raw_data(), rows, logits.size(1), stream),
-      "cross_entropy"));
-  return row_max;
+  return LaunchInto(row_max, "cross_entropy", [&](cudaStream_t stream) {
+    return LaunchLossShardMax(ToScalarType(logits.dtype()), input.raw_data(),
+                              row_max.raw_data(), rows, logits.size(1), stream);
+  });
 #else
   return NotBuilt();
 #endif
@@ -128,25 +128,21 @@ absl::StatusOr<Tensor> LossShardSumsOnDevice(const Tensor& logits,
                                              const Tensor& row_max,
                                              int64_t class_offset) {
 #ifdef DTENSOR_CUDA
-  DT_RETURN_IF_ERROR(
-      internal::CheckFloatingDType(logits, "cross_entropy", "logits"));
+  DT_ASSIGN_OR_RETURN(const Tensor input, LossLogits(logits));
   DT_ASSIGN_OR_RETURN(const Tensor picks,
                       LossOperand(targets, logits.device(), "targets"));
   DT_ASSIGN_OR_RETURN(const Tensor max,
                       LossOperand(row_max, logits.device(), "row_max"));
-  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(logits));
   const int64_t rows = logits.size(0);
   DT_ASSIGN_OR_RETURN(Tensor sums,
                       Tensor::Empty({2, rows}, ComputeDTypeOf(logits.dtype()),
                                     logits.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(logits));
-  DT_RETURN_IF_ERROR(
-      Launched(LaunchLossShardSums(ToScalarType(logits.dtype()),
-                                   input.raw_data(), picks.data<int64_t>(),
-                                   max.raw_data(), sums.raw_data(), rows,
-                                   logits.size(1), class_offset, stream),
-               "cross_entropy"));
-  return sums;
+  return LaunchInto(sums, "cross_entropy", [&](cudaStream_t stream) {
+    return LaunchLossShardSums(ToScalarType(logits.dtype()), input.raw_data(),
+                               picks.data<int64_t>(), max.raw_data(),
+                               sums.raw_data(), rows, logits.size(1),
+                               class_offset, stream);
+  });
 #else
   return NotBuilt();
 #endif
@@ -165,13 +161,11 @@ absl::StatusOr<Tensor> LossShardFinishOnDevice(const Tensor& row_max,
   const int64_t rows = row_max.size(0);
   DT_ASSIGN_OR_RETURN(Tensor out,
                       Tensor::Empty({2, rows}, DType::kF64, row_max.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(row_max));
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchLossShardFinish(ToScalarType(row_max.dtype()), max.raw_data(),
-                            both.raw_data(), picks.data<int64_t>(),
-                            out.data<double>(), rows, ignore_index, stream),
-      "cross_entropy"));
-  return out;
+  return LaunchInto(out, "cross_entropy", [&](cudaStream_t stream) {
+    return LaunchLossShardFinish(
+        ToScalarType(row_max.dtype()), max.raw_data(), both.raw_data(),
+        picks.data<int64_t>(), out.data<double>(), rows, ignore_index, stream);
+  });
 #else
   return NotBuilt();
 #endif

@@ -25,19 +25,15 @@ absl::StatusOr<Tensor> SoftmaxOnDevice(const Tensor& x, int64_t dim, bool log) {
   DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, op, "x"));
   DT_ASSIGN_OR_RETURN(const int64_t d,
                       NormalizeDim(dim, std::max<int64_t>(x.dim(), 1)));
-  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
-  DT_ASSIGN_OR_RETURN(Tensor out,
-                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
   int64_t outer = 1, n = 1, inner = 1;
   for (int64_t i = 0; i < x.dim(); ++i) {
     (i < d ? outer : i == d ? n : inner) *= x.size(i);
   }
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
-  DT_RETURN_IF_ERROR(
-      Launched(LaunchSoftmax(ToScalarType(x.dtype()), input.raw_data(),
-                             out.raw_data(), outer, n, inner, log, stream),
-               op));
-  return out;
+  return LaunchLike(x, op,
+                    [&](const void* input, void* out, cudaStream_t stream) {
+                      return LaunchSoftmax(ToScalarType(x.dtype()), input, out,
+                                           outer, n, inner, log, stream);
+                    });
 #else
   return NotBuilt();
 #endif
@@ -67,14 +63,12 @@ absl::StatusOr<Tensor> EmbeddingOnDevice(const Tensor& indices,
   out_shape.push_back(table.size(1));
   DT_ASSIGN_OR_RETURN(Tensor out,
                       Tensor::Empty(out_shape, table.dtype(), table.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(table));
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchEmbedding(ToScalarType(table.dtype()),
-                      device_indices.data<int64_t>(), source.raw_data(),
-                      out.raw_data(), static_cast<int64_t>(rows.size()),
-                      table.size(1), stream),
-      "Embedding"));
-  return out;
+  return LaunchInto(out, "Embedding", [&](cudaStream_t stream) {
+    return LaunchEmbedding(ToScalarType(table.dtype()),
+                           device_indices.data<int64_t>(), source.raw_data(),
+                           out.raw_data(), static_cast<int64_t>(rows.size()),
+                           table.size(1), stream);
+  });
 #else
   return NotBuilt();
 #endif
@@ -93,12 +87,13 @@ absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(
     DT_ASSIGN_OR_RETURN(const Tensor source, ContiguousOnDevice(grad));
     DT_ASSIGN_OR_RETURN(const Tensor device_indices,
                         IndicesOnDevice(indices, grad.device()));
-    DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(grad));
-    DT_RETURN_IF_ERROR(Launched(
-        LaunchRowIndexAdd(ToScalarType(grad.dtype()), source.raw_data(),
-                          device_indices.data<int64_t>(), acc.raw_data(), count,
-                          width, first_row, num_rows, stream),
-        "EmbeddingBackward"));
+    DT_RETURN_IF_ERROR(
+        LaunchOn(grad, "EmbeddingBackward", [&](cudaStream_t stream) {
+          return LaunchRowIndexAdd(
+              ToScalarType(grad.dtype()), source.raw_data(),
+              device_indices.data<int64_t>(), acc.raw_data(), count, width,
+              first_row, num_rows, stream);
+        }));
   }
   return RoundedTo(acc, grad.dtype());
 #else
@@ -122,17 +117,14 @@ absl::StatusOr<Tensor> RotaryOnDevice(const Tensor& x,
                       Tensor::FromVector<double>(sin_table, {seq, half}));
   DT_ASSIGN_OR_RETURN(const Tensor cos_device, cos_host.To(x.device()));
   DT_ASSIGN_OR_RETURN(const Tensor sin_device, sin_host.To(x.device()));
-  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
-  DT_ASSIGN_OR_RETURN(Tensor out,
-                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchRotary(ToScalarType(x.dtype()), input.raw_data(), out.raw_data(),
-                   static_cast<const double*>(cos_device.raw_data()),
-                   static_cast<const double*>(sin_device.raw_data()), outer,
-                   seq, heads, half, stream),
-      "RotaryEmbedding"));
-  return out;
+  return LaunchLike(x, "RotaryEmbedding",
+                    [&](const void* input, void* out, cudaStream_t stream) {
+                      return LaunchRotary(
+                          ToScalarType(x.dtype()), input, out,
+                          static_cast<const double*>(cos_device.raw_data()),
+                          static_cast<const double*>(sin_device.raw_data()),
+                          outer, seq, heads, half, stream);
+                    });
 #else
   return NotBuilt();
 #endif
@@ -152,18 +144,13 @@ absl::StatusOr<Tensor> DropoutOnDevice(const Tensor& x, double p, uint64_t seed,
         absl::StrCat("Dropout: ", position_strides.size(),
                      " position strides for x ", ShapeToString(x.shape())));
   }
-  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
-  DT_ASSIGN_OR_RETURN(Tensor out,
-                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
   DT_ASSIGN_OR_RETURN(const StridedShape<1> positions,
                       Coalesce<1>(x.shape(), {&position_strides}, "Dropout"));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
-  DT_RETURN_IF_ERROR(
-      Launched(LaunchDropout(ToScalarType(x.dtype()), input.raw_data(),
-                             out.raw_data(), positions, base, seed, p,
-                             1.0 / (1.0 - p), x.numel(), stream),
-               "Dropout"));
-  return out;
+  return LaunchLike(
+      x, "Dropout", [&](const void* input, void* out, cudaStream_t stream) {
+        return LaunchDropout(ToScalarType(x.dtype()), input, out, positions,
+                             base, seed, p, 1.0 / (1.0 - p), x.numel(), stream);
+      });
 #else
   return NotBuilt();
 #endif

@@ -43,15 +43,11 @@ absl::StatusOr<Tensor> RmsNormOnDevice(const Tensor& x, const Tensor& weight,
   DT_RETURN_IF_ERROR(internal::CheckNormInput(x, "RmsNorm"));
   DT_ASSIGN_OR_RETURN(const Tensor w,
                       NormParam(x, weight, "RmsNorm", "weight"));
-  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
-  DT_ASSIGN_OR_RETURN(Tensor out,
-                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchRmsNorm(ToScalarType(x.dtype()), input.raw_data(), DataOrNull(w),
-                    out.raw_data(), NormRows(x), x.size(-1), eps, stream),
-      "RmsNorm"));
-  return out;
+  return LaunchLike(
+      x, "RmsNorm", [&](const void* input, void* out, cudaStream_t stream) {
+        return LaunchRmsNorm(ToScalarType(x.dtype()), input, DataOrNull(w), out,
+                             NormRows(x), x.size(-1), eps, stream);
+      });
 #else
   return NotBuilt();
 #endif
@@ -64,16 +60,12 @@ absl::StatusOr<Tensor> LayerNormOnDevice(const Tensor& x, const Tensor& weight,
   DT_ASSIGN_OR_RETURN(const Tensor w,
                       NormParam(x, weight, "LayerNorm", "weight"));
   DT_ASSIGN_OR_RETURN(const Tensor b, NormParam(x, bias, "LayerNorm", "bias"));
-  DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
-  DT_ASSIGN_OR_RETURN(Tensor out,
-                      Tensor::Empty(x.shape(), x.dtype(), x.device()));
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
-  DT_RETURN_IF_ERROR(
-      Launched(LaunchLayerNorm(ToScalarType(x.dtype()), input.raw_data(),
-                               DataOrNull(w), DataOrNull(b), out.raw_data(),
-                               NormRows(x), x.size(-1), eps, stream),
-               "LayerNorm"));
-  return out;
+  return LaunchLike(
+      x, "LayerNorm", [&](const void* input, void* out, cudaStream_t stream) {
+        return LaunchLayerNorm(ToScalarType(x.dtype()), input, DataOrNull(w),
+                               DataOrNull(b), out, NormRows(x), x.size(-1), eps,
+                               stream);
+      });
 #else
   return NotBuilt();
 #endif
@@ -129,9 +121,9 @@ absl::StatusOr<NormGrads> NormBackwardOnDevice(const Tensor& x,
   args.width = width;
   args.eps = eps;
   args.layer_norm = layer_norm;
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
-  DT_RETURN_IF_ERROR(
-      Launched(LaunchNormBackward(ToScalarType(x.dtype()), args, stream), op));
+  DT_RETURN_IF_ERROR(LaunchOn(x, op, [&](cudaStream_t stream) {
+    return LaunchNormBackward(ToScalarType(x.dtype()), args, stream);
+  }));
   return grads;
 #else
   return NotBuilt();

@@ -96,13 +96,12 @@ absl::StatusOr<Tensor> ReduceOnDevice(ReduceOp op, bool mean,
     DT_RETURN_IF_ERROR(out.Fill(mean ? std::nan("") : 0.0));
     return out;
   }
-  DT_ASSIGN_OR_RETURN(cudaStream_t stream, StreamOf(x));
-  DT_RETURN_IF_ERROR(Launched(
-      LaunchReduceRows(op, ToScalarType(x.dtype()), ToScalarType(out_dtype),
-                       input.raw_data(), out.raw_data(), plan.rows, plan.n,
-                       mean ? static_cast<double>(plan.n) : 1.0, stream),
-      name));
-  return out;
+  return LaunchInto(out, name, [&](cudaStream_t stream) {
+    return LaunchReduceRows(op, ToScalarType(x.dtype()),
+                            ToScalarType(out_dtype), input.raw_data(),
+                            out.raw_data(), plan.rows, plan.n,
+                            mean ? static_cast<double>(plan.n) : 1.0, stream);
+  });
 #else
   return NotBuilt();
 #endif

@@ -10,11 +10,8 @@ struct AdamWAt {
   T* m;
   T* v;
   const T* g;
-  StridedShape<4> shape;
   AdamWCoefficients<Compute<T>> k;
-  __device__ void operator()(int64_t i) const {
-    int64_t at[4];
-    OperandOffsetsAt(shape, i, at);
+  __device__ void operator()(const int64_t* at) const {
     AdamWElement(p + at[0], m + at[1], v + at[2], g + at[3], k);
   }
 };
@@ -27,11 +24,10 @@ cudaError_t LaunchAdamW(ScalarType type, void* p, void* m, void* v,
                         cudaStream_t stream) {
   return DispatchFloating(type, [&](auto tag) {
     using T = decltype(tag);
-    return LaunchForEachIndex(
-        numel,
+    return LaunchStrided(
+        shape, numel,
         AdamWAt<T>{static_cast<T*>(p), static_cast<T*>(m), static_cast<T*>(v),
-                   static_cast<const T*>(g), shape,
-                   CoefficientsIn<Compute<T>>(k)},
+                   static_cast<const T*>(g), CoefficientsIn<Compute<T>>(k)},
         stream);
   });
 }

@@ -214,20 +214,59 @@ struct AttentionSharedLayout {
   }
 };
 
-// One forward launch: every output batch entry's q, k, v start at the element
-// offsets `batch` gives for its row-major index (broadcast dims at stride 0),
-// rows contiguous; out [batch entries, lq, ev] (contiguous; null for the
-// log-sum-exps alone) and lse [batch entries, lq].
+// The inputs of a forward or backward launch: every output batch entry's q,
+// k, v start at the element offsets `batch` gives for its row-major index
+// (broadcast dims at stride 0), rows contiguous.
 template <typename T, typename C>
-struct AttentionForwardArgs {
+struct AttentionOperands {
   AttentionProblem<C> problem;
   StridedShape<3> batch;
   const T* q;
   const T* k;
   const T* v;
+};
+
+// One forward launch: out [batch entries, lq, ev] (contiguous; null for the
+// log-sum-exps alone) and lse [batch entries, lq].
+template <typename T, typename C>
+struct AttentionForwardArgs : AttentionOperands<T, C> {
   T* out;
   C* lse;
 };
+
+// What block `block` of a forward (ceil(lq / kQueries) blocks per batch
+// entry, the causal ones' heaviest (last) query tiles first) or backward
+// (ceil(lk / kKeys) blocks per entry) launch works on: the layout of its
+// shared memory, its batch entry, its tile's first query or key and how many
+// it holds, and q's, k's and v's element offsets in the entry.
+template <typename C>
+struct AttentionBlockFrame {
+  AttentionSharedLayout<C> layout;
+  int64_t entry;
+  int64_t first;
+  int64_t count;
+  int64_t at[3];
+};
+
+template <typename C>
+DT_HOST_DEVICE AttentionBlockFrame<C> BlockFrameOf(const AttentionProblem<C>& p,
+                                                   const StridedShape<3>& batch,
+                                                   int64_t block,
+                                                   bool backward) {
+  const int64_t length = backward ? p.lk : p.lq;
+  const int64_t tile =
+      backward ? AttentionTiles<C>::kKeys : AttentionTiles<C>::kQueries;
+  const int64_t tiles = (length + tile - 1) / tile;
+  const int64_t index = backward ? block % tiles : tiles - 1 - block % tiles;
+  AttentionBlockFrame<C> frame{AttentionSharedLayout<C>(p.e, p.ev, backward),
+                               block / tiles,
+                               index * tile,
+                               0,
+                               {}};
+  frame.count = MinOf(tile, length - frame.first);
+  OperandOffsetsAt(batch, frame.entry, frame.at);
+  return frame;
+}
 
 // Adds nothing: the forward never adds query gradients.
 struct NoQueryGrads {
@@ -235,8 +274,7 @@ struct NoQueryGrads {
   DT_HOST_DEVICE void operator()(C*, C) const {}
 };
 
-// Block `block` of a forward launch of ceil(lq / kQueries) blocks per batch
-// entry, the causal ones' heaviest (last) query tiles first; `shared` holds
+// Block `block` of a forward launch (BlockFrameOf); `shared` holds
 // AttentionSharedLayout<C>(e, ev, false).bytes() bytes.
 template <typename T, typename C, typename Sync>
 DT_HOST_DEVICE void AttentionForwardBlock(const AttentionForwardArgs<T, C>& a,
@@ -244,50 +282,39 @@ DT_HOST_DEVICE void AttentionForwardBlock(const AttentionForwardArgs<T, C>& a,
                                           const Lanes<Sync>& w) {
   using Tiles = AttentionTiles<C>;
   const AttentionProblem<C>& p = a.problem;
-  const AttentionSharedLayout<C> layout(p.e, p.ev, /*backward=*/false);
-  const int64_t tiles = (p.lq + Tiles::kQueries - 1) / Tiles::kQueries;
-  const int64_t entry = block / tiles;
-  const int64_t q0 = (tiles - 1 - block % tiles) * Tiles::kQueries;
-  const int64_t rows = MinOf(Tiles::kQueries, p.lq - q0);
-  int64_t at[3];
-  OperandOffsetsAt(a.batch, entry, at);
+  const auto frame = BlockFrameOf(p, a.batch, block, /*backward=*/false);
   StagedProducts<T, C, NoQueryGrads> products{
-      {a.q + at[0], a.k + at[1], a.v + at[2], nullptr, nullptr, p.e, p.ev},
+      {a.q + frame.at[0], a.k + frame.at[1], a.v + frame.at[2], nullptr,
+       nullptr, p.e, p.ev},
       shared,
-      shared + layout.stage_b,
+      shared + frame.layout.stage_b,
       NoQueryGrads(),
       ExpRowLoop()};
   const ForwardTile<C> t{
-      shared + layout.scores,
+      shared + frame.layout.scores,
       AttentionSharedLayout<C>::kScoreStride,
-      reinterpret_cast<SoftmaxRunning<C>*>(shared + layout.running),
-      shared + layout.correction,
-      shared + layout.acc,
+      reinterpret_cast<SoftmaxRunning<C>*>(shared + frame.layout.running),
+      shared + frame.layout.correction,
+      shared + frame.layout.acc,
       p.ev};
-  const int64_t first_row = entry * p.lq + q0;
+  const int64_t first_row = frame.entry * p.lq + frame.first;
   const bool accumulate = a.out != nullptr;
-  ForwardQueryTile(p, q0, rows, Tiles::kKeys, t, a.lse + first_row, accumulate,
-                   products, w);
+  ForwardQueryTile(p, frame.first, frame.count, Tiles::kKeys, t,
+                   a.lse + first_row, accumulate, products, w);
   if (!accumulate) return;
   T* out = a.out + first_row * p.ev;
-  for (int64_t x = w.lane; x < rows * p.ev; x += w.lanes) {
+  for (int64_t x = w.lane; x < frame.count * p.ev; x += w.lanes) {
     out[x] = Store<T>(t.acc[x]);
   }
 }
 
-// One backward launch: q, k, v as in AttentionForwardArgs; out and dout
-// [batch entries, lq, ev] (contiguous); lse and delta [batch entries, lq]
-// (the forward's log-sum-exps, RowDelta); dq, dk, dv: compute-type
-// accumulators of q's, k's and v's shapes, contiguous, at the same element
-// offsets as q, k, v (so that broadcast batch entries add into one matrix),
-// zeroed before the launch.
+// One backward launch: dout [batch entries, lq, ev] (contiguous); lse and
+// delta [batch entries, lq] (the forward's log-sum-exps, RowDelta); dq, dk,
+// dv: compute-type accumulators of q's, k's and v's shapes, contiguous, at the
+// same element offsets as q, k, v (so that broadcast batch entries add into
+// one matrix), zeroed before the launch.
 template <typename T, typename C>
-struct AttentionBackwardArgs {
-  AttentionProblem<C> problem;
-  StridedShape<3> batch;
-  const T* q;
-  const T* k;
-  const T* v;
+struct AttentionBackwardArgs : AttentionOperands<T, C> {
   const T* dout;
   const C* lse;
   const C* delta;
@@ -296,48 +323,43 @@ struct AttentionBackwardArgs {
   C* dv;
 };
 
-// Block `block` of a backward launch of ceil(lk / kKeys) blocks per batch
-// entry: the key tile's gradients summed over every query in shared memory,
-// then added to dk and dv by `add`, as are the queries' gradients to dq.
+// Block `block` of a backward launch (BlockFrameOf): the key tile's gradients
+// summed over every query in shared memory, then added to dk and dv by `add`,
+// as are the queries' gradients to dq.
 template <typename T, typename C, typename Sync, typename Add>
 DT_HOST_DEVICE void AttentionBackwardBlock(const AttentionBackwardArgs<T, C>& a,
                                            int64_t block, C* shared,
                                            const Lanes<Sync>& w, Add add) {
   using Tiles = AttentionTiles<C>;
   const AttentionProblem<C>& p = a.problem;
-  const AttentionSharedLayout<C> layout(p.e, p.ev, /*backward=*/true);
-  const int64_t tiles = (p.lk + Tiles::kKeys - 1) / Tiles::kKeys;
-  const int64_t entry = block / tiles;
-  const int64_t k0 = block % tiles * Tiles::kKeys;
-  const int64_t n = MinOf(Tiles::kKeys, p.lk - k0);
-  int64_t at[3];
-  OperandOffsetsAt(a.batch, entry, at);
+  const auto frame = BlockFrameOf(p, a.batch, block, /*backward=*/true);
   const StagedProducts<T, C, Add> products{
-      {a.q + at[0], a.k + at[1], a.v + at[2], a.dout + entry * p.lq * p.ev,
-       a.dq + at[0], p.e, p.ev},
+      {a.q + frame.at[0], a.k + frame.at[1], a.v + frame.at[2],
+       a.dout + frame.entry * p.lq * p.ev, a.dq + frame.at[0], p.e, p.ev},
       shared,
-      shared + layout.stage_b,
+      shared + frame.layout.stage_b,
       add,
       ExpRowLoop()};
-  const BackwardTile<C> t{shared + layout.scores,
-                          shared + layout.grads,
+  const BackwardTile<C> t{shared + frame.layout.scores,
+                          shared + frame.layout.grads,
                           AttentionSharedLayout<C>::kScoreStride,
-                          shared + layout.dk,
+                          shared + frame.layout.dk,
                           p.e,
-                          shared + layout.dv,
+                          shared + frame.layout.dv,
                           p.ev};
   // dk and dv lie back to back.
   for (int64_t x = w.lane; x < Tiles::kKeys * (p.e + p.ev); x += w.lanes) {
     t.dk[x] = C(0);
   }
   w.sync();
-  BackwardKeyTile(p, k0, n, Tiles::kQueries, t, a.lse + entry * p.lq,
-                  a.delta + entry * p.lq, products, w);
-  for (int64_t x = w.lane; x < n * p.e; x += w.lanes) {
-    add(a.dk + at[1] + k0 * p.e + x, t.dk[x]);
+  BackwardKeyTile(p, frame.first, frame.count, Tiles::kQueries, t,
+                  a.lse + frame.entry * p.lq, a.delta + frame.entry * p.lq,
+                  products, w);
+  for (int64_t x = w.lane; x < frame.count * p.e; x += w.lanes) {
+    add(a.dk + frame.at[1] + frame.first * p.e + x, t.dk[x]);
   }
-  for (int64_t x = w.lane; x < n * p.ev; x += w.lanes) {
-    add(a.dv + at[2] + k0 * p.ev + x, t.dv[x]);
+  for (int64_t x = w.lane; x < frame.count * p.ev; x += w.lanes) {
+    add(a.dv + frame.at[2] + frame.first * p.ev + x, t.dv[x]);
   }
 }
 

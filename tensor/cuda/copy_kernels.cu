@@ -13,21 +13,13 @@ struct FillAt {
   __device__ void operator()(int64_t i) const { dst[i] = bits; }
 };
 
-// out = x converted (operands 0: out, 1: x).
+// out = x converted at operand offsets (0: out, 1: x).
 template <typename To, typename From>
 struct CastAt {
   const From* x;
   To* out;
-  StridedShape<2> shape;
-  bool contiguous;
-  __device__ void operator()(int64_t i) const {
-    if (contiguous) {
-      CastElement(x + i, out + i);
-      return;
-    }
-    int64_t offsets[2];
-    OperandOffsetsAt(shape, i, offsets);
-    CastElement(x + offsets[1], out + offsets[0]);
+  __device__ void operator()(const int64_t* at) const {
+    CastElement(x + at[1], out + at[0]);
   }
 };
 
@@ -57,18 +49,13 @@ cudaError_t LaunchFill(void* dst, size_t count, uint64_t bits,
 cudaError_t LaunchCast(ScalarType from, ScalarType to, const void* x, void* out,
                        const StridedShape<2>& shape, int64_t numel,
                        cudaStream_t stream) {
-  if (numel == 0) return cudaSuccess;
-  const bool contiguous = IsContiguous(shape);
-  return Dispatch(from, [&](auto tag) {
+  return DispatchPair(from, to, [&](auto tag, auto to_tag) {
     using From = decltype(tag);
-    return Dispatch(to, [&](auto to_tag) {
-      using To = decltype(to_tag);
-      return LaunchForEachIndex(
-          numel,
-          CastAt<To, From>{static_cast<const From*>(x), static_cast<To*>(out),
-                           shape, contiguous},
-          stream);
-    });
+    using To = decltype(to_tag);
+    return LaunchStrided(
+        shape, numel,
+        CastAt<To, From>{static_cast<const From*>(x), static_cast<To*>(out)},
+        stream);
   });
 }
 

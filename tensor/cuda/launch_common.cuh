@@ -39,6 +39,14 @@ cudaError_t Dispatch(ScalarType type, Fn&& fn) {
   return cudaErrorInvalidValue;
 }
 
+// Calls fn(In{}, Out{}) with In and Out the storage types of `in` and `out`.
+template <typename Fn>
+cudaError_t DispatchPair(ScalarType in, ScalarType out, Fn&& fn) {
+  return Dispatch(in, [&](auto in_tag) {
+    return Dispatch(out, [&](auto out_tag) { return fn(in_tag, out_tag); });
+  });
+}
+
 // Dispatch over the floating types only; others are an invalid value.
 template <typename Fn>
 cudaError_t DispatchFloating(ScalarType type, Fn&& fn) {
@@ -112,6 +120,35 @@ cudaError_t LaunchForEachIndex(int64_t count, const Body& body,
   if (count == 0) return cudaSuccess;
   ForEachIndexKernel<<<GridFor(count), kThreads, 0, stream>>>(count, body);
   return cudaGetLastError();
+}
+
+// Calls element(offsets) for index i of a strided launch, with offsets[k]
+// operand k's element offset of i in `shape`: i itself when every operand
+// walks the elements in order, which spares the division by each dim.
+template <int N, typename Element>
+struct StridedAt {
+  Element element;
+  StridedShape<N> shape;
+  bool contiguous;
+  __device__ void operator()(int64_t i) const {
+    int64_t offsets[N];
+    if (contiguous) {
+      for (int k = 0; k < N; ++k) offsets[k] = i;
+    } else {
+      OperandOffsetsAt(shape, i, offsets);
+    }
+    element(offsets);
+  }
+};
+
+// Calls element(offsets) for each of the `numel` indices of `shape`, spread
+// over the grid (StridedAt).
+template <int N, typename Element>
+cudaError_t LaunchStrided(const StridedShape<N>& shape, int64_t numel,
+                          const Element& element, cudaStream_t stream) {
+  return LaunchForEachIndex(
+      numel, StridedAt<N, Element>{element, shape, IsContiguous(shape)},
+      stream);
 }
 
 // *slot += value, atomically, for the accumulator types of ScatterAdd and the
