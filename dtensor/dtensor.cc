@@ -327,4 +327,14 @@ absl::StatusOr<Tensor> DTensor::FullTensor() const {
   return full.ToLocal();
 }
 
+absl::StatusOr<double> DTensor::Item() const {
+  if (NumElements(shape()) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DTensor::Item: shape ", ShapeToString(shape()),
+                     " has ", NumElements(shape()), " elements, not 1"));
+  }
+  DT_ASSIGN_OR_RETURN(const Tensor full, FullTensor());
+  return full.Item();
+}
+
 }  // namespace dtensor

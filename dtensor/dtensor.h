@@ -124,6 +124,11 @@ class DTensor {
 
   // The whole tensor on every rank (a redistribution to all-Replicate).
   absl::StatusOr<Tensor> FullTensor() const;
+  // The value of a one-element tensor (a loss) as a double, on every rank,
+  // as PyTorch's tensor.item(): a Partial or sharded value is completed
+  // first (a collective: every rank must call it). Errors: a tensor of more
+  // than one element (naming its shape), metadata-only mode.
+  absl::StatusOr<double> Item() const;
 
  private:
   DTensor(std::shared_ptr<Runtime> runtime,

@@ -38,6 +38,7 @@ absl::Status CheckHeads(int64_t dim, int64_t n_heads, int64_t n_kv_heads,
 absl::StatusOr<std::unique_ptr<Linear>> Projection(int64_t in, int64_t out,
                                                    Initializer init) {
   LinearOptions options;
+  options.bias = false;
   options.weight_init = init;
   return Linear::Create(in, out, options);
 }

@@ -16,6 +16,7 @@ absl::StatusOr<std::unique_ptr<FeedForward>> FeedForward::Create(
   DT_RETURN_IF_ERROR(CheckPositive("FeedForward", "hidden_dim", hidden_dim));
   std::unique_ptr<FeedForward> ffn(new FeedForward(dim, hidden_dim));
   LinearOptions options;
+  options.bias = false;
   options.weight_init = weight_init;
   DT_ASSIGN_OR_RETURN(auto w1, Linear::Create(dim, hidden_dim, options));
   DT_ASSIGN_OR_RETURN(auto w2, Linear::Create(hidden_dim, dim, options));

@@ -14,8 +14,10 @@
 namespace dtensor {
 namespace nn {
 
+// Defaults as PyTorch's nn.Linear: with a bias (the Llama's layers turn it
+// off).
 struct LinearOptions {
-  bool bias = false;
+  bool bias = true;
   Initializer weight_init = Initializer::Normal(0.0, 0.02);
   Initializer bias_init = Initializer::Zeros();
 };

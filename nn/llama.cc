@@ -23,6 +23,7 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(
   }
   DT_ASSIGN_OR_RETURN(auto norm, RMSNorm::Create(config.dim, config.norm_eps));
   LinearOptions output_options;
+  output_options.bias = false;
   output_options.weight_init = init;
   DT_ASSIGN_OR_RETURN(auto output, Linear::Create(config.dim, config.vocab_size,
                                                   output_options));

@@ -4,6 +4,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -56,12 +58,39 @@ absl::string_view DataParallelName(DataParallel dp);
 // from `spec` through the registry; a plan built in code may set it directly
 // (then `spec` is not used), or leave it null to have StyleOf (so ResolvePlan,
 // dtensor/parallel/plan_resolution.h) make it from `spec`.
+//
+// In code, an entry is a pattern and a style value, as PyTorch's plan dict:
+//
+//   parallel::Plan plan = parallel::Plan::Of(
+//       {{"0", parallel::ColwiseParallel()},
+//        {"2", parallel::RowwiseParallel()}},
+//       parallel::DataParallel::kReplicate);
 struct PlanEntry {
+  PlanEntry() = default;
+  PlanEntry(std::string pattern, std::shared_ptr<const ParallelStyle> style)
+      : pattern(std::move(pattern)), style(std::move(style)) {}
+  // `style` is any ParallelStyle value (ColwiseParallel(options), ...).
+  template <typename S, typename = std::enable_if_t<
+                            std::is_base_of_v<ParallelStyle, S>>>
+  PlanEntry(std::string pattern, S style)
+      : pattern(std::move(pattern)),
+        style(std::make_shared<const S>(std::move(style))) {}
+
   std::string pattern;
   StyleSpec spec;
   std::shared_ptr<const ParallelStyle> style;
 };
 struct Plan {
+  // The plan of `tp` entries (in order) and data parallelism `dp`, other
+  // fields at their defaults.
+  static Plan Of(std::vector<PlanEntry> tp,
+                 DataParallel dp = DataParallel::kNone) {
+    Plan plan;
+    plan.tp = std::move(tp);
+    plan.dp = dp;
+    return plan;
+  }
+
   std::string tp_dim = "tp";
   std::string dp_dim = "dp";
   std::vector<PlanEntry> tp;

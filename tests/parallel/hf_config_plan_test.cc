@@ -40,6 +40,7 @@ constexpr int64_t kBatch = 2, kSeq = 8;
 
 absl::StatusOr<std::unique_ptr<nn::Linear>> Proj(int64_t in, int64_t out) {
   nn::LinearOptions options;
+  options.bias = false;
   options.weight_init = nn::Initializer::Normal(0, 0.2);
   return nn::Linear::Create(in, out, options);
 }
