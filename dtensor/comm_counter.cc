@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "dtensor/base/json_text.h"
 #include "nlohmann/json.hpp"
 
@@ -75,7 +77,70 @@ nlohmann::ordered_json Microseconds(double us) {
   return JsonNumber(std::round(us * 1000) / 1000);
 }
 
+// "[0, 1]".
+std::string DimsText(absl::Span<const int64_t> dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
+}
+
 }  // namespace
+
+std::string CommCounter::Summary() const {
+  struct Row {
+    CommKind kind;
+    std::string dims;
+    int64_t count = 0;
+    double bytes = 0;
+  };
+  std::vector<Row> rows;
+  const auto add = [&rows](CommKind kind, std::string dims, int64_t count,
+                           double bytes) {
+    for (Row& row : rows) {
+      if (row.kind != kind || row.dims != dims) continue;
+      row.count += count;
+      row.bytes += bytes;
+      return;
+    }
+    rows.push_back({kind, std::move(dims), count, bytes});
+  };
+  if (keep_ == Keep::kEvents) {
+    for (const Event& e : events_) {
+      if (e.kind != CommKind::kLocal)
+        add(e.kind, DimsText(e.mesh_dims), 1, e.bytes);
+    }
+  } else {
+    for (size_t k = 0; k < kinds_.size(); ++k) {
+      const CommKind kind = static_cast<CommKind>(k);
+      if (kind != CommKind::kLocal && kinds_[k].count > 0) {
+        add(kind, "*", kinds_[k].count, kinds_[k].bytes);
+      }
+    }
+  }
+  std::string out = absl::StrFormat("  %-16s %-10s %8s %16s\n", "kind",
+                                    "mesh dims", "count", "bytes received");
+  for (const Row& row : rows) {
+    absl::StrAppendFormat(&out, "  %-16s %-10s %8d %16.0f\n",
+                          CommKindName(row.kind), row.dims, row.count,
+                          row.bytes);
+  }
+  absl::StrAppendFormat(&out, "  %-16s %-10s %8d %16.0f\n", "total", "",
+                        total_collectives(),
+                        total_bytes_ - bytes(CommKind::kLocal));
+  if (count(CommKind::kLocal) > 0) {
+    absl::StrAppend(&out, "  (and ", count(CommKind::kLocal),
+                    " local steps)\n");
+  }
+  return out;
+}
+
+void PrintTo(const CommCounter& counter, std::ostream* os) {
+  *os << "CommCounter:\n" << counter.Summary();
+}
+
+void PrintTo(const CommCounter::Event& event, std::ostream* os) {
+  *os << CommKindName(event.kind) << " mesh_dims=" << DimsText(event.mesh_dims)
+      << " " << absl::StrFormat("%.0f", event.bytes) << " bytes \""
+      << event.label << "\"";
+}
 
 std::string CommCounter::ChromeTraceJson(int64_t rank) const {
   nlohmann::ordered_json entries = nlohmann::ordered_json::array();

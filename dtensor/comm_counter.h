@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,17 @@ class CommCounter {
   std::string ChromeTraceJson(int64_t rank) const;
   absl::Status WriteChromeTrace(const std::string& path, int64_t rank) const;
 
+  // The collectives as a table, one row per kind and mesh dims in the order
+  // first seen (per kind only under Keep::kTotals, the dims column "*"),
+  // local steps left out of the rows and counted below them:
+  //
+  //   kind             mesh dims    count   bytes received
+  //   all_gather       [0]              6           786432
+  //   all_reduce       [1]            138         65356872
+  //   total                           144         66143304
+  //   (and 12 local steps)
+  std::string Summary() const;
+
  private:
   struct KindTotals {
     int64_t count = 0;
@@ -118,6 +130,11 @@ class CommCounter {
   double total_bytes_ = 0;
   double estimated_us_ = 0;
 };
+
+// GoogleTest's printers: a failing matcher on a counter prints its Summary,
+// an event prints as `all_gather mesh_dims=[0] 96 bytes "S(0),R -> R,R"`.
+void PrintTo(const CommCounter& counter, std::ostream* os);
+void PrintTo(const CommCounter::Event& event, std::ostream* os);
 
 }  // namespace dtensor
 

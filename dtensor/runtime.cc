@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace dtensor {
 
@@ -12,6 +13,18 @@ std::shared_ptr<Runtime> Runtime::ForRank(ProcessGroups& groups) {
 
 std::shared_ptr<Runtime> Runtime::MetadataOnly(int64_t rank) {
   return std::shared_ptr<Runtime>(new Runtime(nullptr, rank));
+}
+
+absl::Status Runtime::CheckMesh(const DeviceMesh& mesh) const {
+  if (groups_ == nullptr) return absl::OkStatus();
+  const int64_t world = groups_->world_size();
+  for (int64_t rank : mesh.rank_list()) {
+    if (rank < world) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mesh of ", mesh.size(), " ranks [", absl::StrJoin(mesh.shape(), ", "),
+        "]", " has rank ", rank, ", outside the world of ", world, " ranks"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Runtime::SetLinks(const DeviceMesh& mesh,

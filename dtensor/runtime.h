@@ -11,8 +11,8 @@
 #include "absl/status/status.h"
 #include "dtensor/base/mutex.h"
 #include "dtensor/collectives/process_groups.h"
-#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/mesh/device_mesh.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/redistribute/planner.h"
 
 namespace dtensor {
@@ -34,6 +34,11 @@ class Runtime {
 
   int64_t rank() const { return rank_; }
   bool metadata_only() const { return groups_ == nullptr; }
+  // OK when every rank of `mesh` is a rank of this runtime's world (any mesh
+  // in metadata-only mode), so that a mismatch is told before a collective.
+  // Errors: InvalidArgument naming the mesh's rank count and the world's
+  // ("mesh of 8 ranks [2, 4], world of 4 ranks").
+  absl::Status CheckMesh(const DeviceMesh& mesh) const;
   // Null when metadata-only.
   ProcessGroups* groups() const { return groups_; }
   const RedistributePlanner& planner() const {

@@ -274,20 +274,9 @@ absl::StatusOr<std::string> Header(const Options& options,
 }
 
 void PrintCollectives(const RankReport& report) {
-  const CommCounter& comms = report.comms;
-  std::printf("\ncollectives issued by rank 0 over %lld steps:\n",
-              static_cast<long long>(report.steps));
-  std::printf("  %-16s %8s %16s\n", "kind", "count", "bytes received");
-  for (CommKind kind :
-       {CommKind::kAllGather, CommKind::kAllReduce, CommKind::kReduceScatter,
-        CommKind::kAllToAll, CommKind::kPermute}) {
-    std::printf("  %-16s %8lld %16.0f\n",
-                std::string(CommKindName(kind)).c_str(),
-                static_cast<long long>(comms.count(kind)), comms.bytes(kind));
-  }
-  std::printf("  %-16s %8lld %16.0f\n", "total",
-              static_cast<long long>(comms.total_collectives()),
-              comms.total_bytes());
+  std::printf("\ncollectives issued by rank 0 over %lld steps:\n%s",
+              static_cast<long long>(report.steps),
+              report.comms.Summary().c_str());
 }
 
 // The device of ranks that share this process (RankLaunch::device): the

@@ -41,6 +41,10 @@ absl::Status Initialize(Module& root, std::shared_ptr<Runtime> runtime,
   if (runtime == nullptr) {
     return absl::InvalidArgumentError("Initialize: null runtime");
   }
+  if (absl::Status fits = runtime->CheckMesh(mesh); !fits.ok()) {
+    return absl::Status(fits.code(),
+                        absl::StrCat("Initialize: ", fits.message()));
+  }
   const std::vector<NamedSlot> slots = root.NamedSlots();
   std::vector<DTensor> values;
   values.reserve(slots.size());

@@ -1,6 +1,7 @@
 #include "dtensor/parallel/parallelize.h"
 
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -72,15 +73,32 @@ nn::Module::Hook OutputHook(const DeviceMesh& mesh, int64_t tp,
   };
 }
 
+// `hook` with its errors prefixed by `context`, so that a layout that fails
+// at the first forward names the module, its style and the option.
+nn::Module::Hook WithContext(nn::Module::Hook hook, std::string context) {
+  return [hook = std::move(hook), context = std::move(context)](
+             const DTensor& x) -> absl::StatusOr<DTensor> {
+    absl::StatusOr<DTensor> out = hook(x);
+    if (out.ok()) return out;
+    return absl::Status(out.status().code(),
+                        absl::StrCat(context, out.status().message()));
+  };
+}
+
 // Adds the hooks of a module entry.
 void AddStyleHooks(const ResolvedEntry& r, const DeviceMesh& mesh, int64_t tp) {
   const StyleHooks& h = r.hooks;
+  const std::string module =
+      absl::StrCat("module \"", r.fqn, "\" (", r.style->name(), ") ");
   if (h.input || h.local_input) {
-    r.module->AddInputHook(InputHook(mesh, tp, h.local_input, h.input));
+    r.module->AddInputHook(
+        WithContext(InputHook(mesh, tp, h.local_input, h.input),
+                    absl::StrCat(module, "input_layouts: ")));
   }
   if (h.output || h.local_output || h.use_local_output) {
-    r.module->AddOutputHook(
-        OutputHook(mesh, tp, h.local_output, h.output, h.use_local_output));
+    r.module->AddOutputHook(WithContext(
+        OutputHook(mesh, tp, h.local_output, h.output, h.use_local_output),
+        absl::StrCat(module, "output_layouts: ")));
   }
 }
 

@@ -44,7 +44,9 @@ namespace parallel {
 // from the slots after this call stay valid. Every decision is taken first
 // by ResolvePlan (dtensor/parallel/plan_resolution.h), which this applies.
 // Errors: those of ResolvePlan (the tree is then left as it was), and failed
-// redistributions.
+// redistributions. A layout that fails later, at a forward (an
+// output_layouts dim the output does not have), is an error naming the
+// module, its style and the option.
 absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
                                const Plan& plan);
 

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/placement.h"
@@ -142,6 +143,48 @@ class PlanBinding {
   std::vector<Owner> owners_;
 };
 
+// The names of `modules` (the root, "", left out), at most 24 of them, for
+// a message.
+std::string ModuleNames(const std::vector<nn::NamedModule>& modules) {
+  constexpr size_t kShown = 24;
+  std::vector<absl::string_view> names;
+  for (const nn::NamedModule& m : modules) {
+    if (!m.name.empty()) names.push_back(m.name);
+  }
+  const size_t total = names.size();
+  if (total > kShown) names.resize(kShown);
+  return absl::StrCat("[", absl::StrJoin(names, ", "),
+                      total > kShown ? absl::StrCat(", ... (", total, ")") : "",
+                      "]");
+}
+
+// The index of the mesh dim a plan option (`option`: "tp_dim", "dp_dim")
+// names. Errors: NotFound naming the option, its value and the mesh's dims.
+absl::StatusOr<int64_t> PlanDim(const DeviceMesh& mesh,
+                                absl::string_view option,
+                                absl::string_view name) {
+  absl::StatusOr<int64_t> dim = mesh.DimIndex(std::string(name));
+  if (dim.ok()) return dim;
+  return absl::Status(dim.status().code(),
+                      absl::StrCat("plan: ", option, " \"", name,
+                                   "\": ", dim.status().message()));
+}
+
+// OK when the ranks of the runtime that holds `root`'s parameters include
+// every rank of `mesh` (Runtime::CheckMesh); a tree without values is not
+// checked here.
+absl::Status CheckMeshFitsWorld(nn::Module& root, const DeviceMesh& mesh) {
+  for (const nn::NamedSlot& named : root.NamedSlots()) {
+    const DTensor& value = named.slot->value;
+    if (!value.defined()) continue;
+    absl::Status fits = value.runtime()->CheckMesh(mesh);
+    if (fits.ok()) return fits;
+    return absl::Status(fits.code(),
+                        absl::StrCat("parallelize: ", fits.message()));
+  }
+  return absl::OkStatus();
+}
+
 // Binds every entry of `plan.tp`: to the modules its pattern matches, or,
 // matching none, to the parameters it matches.
 absl::Status BindEntries(const Plan& plan, PlanBinding& binding) {
@@ -155,7 +198,8 @@ absl::Status BindEntries(const Plan& plan, PlanBinding& binding) {
     if (!matched) {
       return absl::InvalidArgumentError(
           absl::StrCat("plan: pattern \"", entry.pattern,
-                       "\" matches no module or parameter"));
+                       "\" matches no module or parameter; the modules are ",
+                       ModuleNames(binding.modules())));
     }
   }
   return absl::OkStatus();
@@ -276,11 +320,14 @@ bool MatchPattern(absl::string_view pattern, absl::string_view fqn) {
 absl::StatusOr<PlanResolution> ResolvePlan(const Plan& plan, nn::Module& root,
                                            const DeviceMesh& mesh) {
   PlanResolution resolution;
+  DT_RETURN_IF_ERROR(CheckMeshFitsWorld(root, mesh));
   if (!plan.tp.empty()) {
-    DT_ASSIGN_OR_RETURN(resolution.tp_dim, mesh.DimIndex(plan.tp_dim));
+    DT_ASSIGN_OR_RETURN(resolution.tp_dim,
+                        PlanDim(mesh, "tp_dim", plan.tp_dim));
   }
   if (plan.dp != DataParallel::kNone) {
-    DT_ASSIGN_OR_RETURN(resolution.dp_dim, mesh.DimIndex(plan.dp_dim));
+    DT_ASSIGN_OR_RETURN(resolution.dp_dim,
+                        PlanDim(mesh, "dp_dim", plan.dp_dim));
   }
   PlanBinding binding(root.NamedModules());
   DT_RETURN_IF_ERROR(BindEntries(plan, binding));

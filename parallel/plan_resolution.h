@@ -74,15 +74,19 @@ struct PlanResolution {
 // `plan.tp` to the modules of `root` it matches (or, matching none, to the
 // parameters it matches), takes each module entry's hooks, each parameter's
 // sharding and the FSDP groups.
-// Errors: (each naming the value) a pattern matching no module or parameter,
+// Errors: (each naming the value) a mesh with ranks outside the world of the
+// runtime holding the tree's values (naming both sizes, before any
+// collective), a pattern matching no module or parameter (listing the
+// modules),
 // a module or parameter matched by two patterns, a parameter named by a
 // parameter key and by its module's key (naming both), a style that does not
 // fit the module's type (ParallelStyle::CheckFits: colwise/rowwise/
 // loss_parallel need Linear, colwise/rowwise also accept Embedding;
 // sequence_parallel needs RMSNorm, LayerNorm or Dropout; for a parameter
-// key, its module's type), tp_dim/dp_dim that are not dims of `mesh` (dp_dim
-// only when dp is used), a sharding option that does not parse (naming it
-// and the module), and an fsdp_groups pattern that names no module.
+// key, its module's type), tp_dim/dp_dim that are not dims of `mesh` (naming
+// the option; dp_dim only when dp is used), a sharding option that does not
+// parse (naming it and the module), and an fsdp_groups pattern that names no
+// module.
 absl::StatusOr<PlanResolution> ResolvePlan(const Plan& plan, nn::Module& root,
                                            const DeviceMesh& mesh);
 

@@ -11,6 +11,8 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -96,7 +98,6 @@ TEST(CommCounterTest, WriteChromeTraceWritesTheSameText) {
   EXPECT_EQ(text.str(), counter.ChromeTraceJson(3));
 }
 
-
 // Random events of every kind, recorded by an events counter and a totals
 // counter in one scope: the totals equal sums over the events (summed here in
 // recording order), the totals counter keeps no event, and Reset clears both.
@@ -148,6 +149,55 @@ TEST(CommCounterTest, TotalsAreSumsOverTheEventsInBothModes) {
     EXPECT_EQ(counter->total_bytes(), 0);
     EXPECT_EQ(counter->estimated_us(), 0);
   }
+}
+
+// Summary: rows by kind and mesh dims (written out here by hand), local
+// steps below; under kTotals by kind with "*"; PrintTo prints it.
+TEST(CommCounterTest, SummaryGroupsByKindAndMeshDims) {
+  for (const CommCounter::Keep keep :
+       {CommCounter::Keep::kEvents, CommCounter::Keep::kTotals}) {
+    CommCounter counter(keep);
+    {
+      CommCounter::Scope scope(counter);
+      for (const auto& [kind, dims, bytes] :
+           std::vector<std::tuple<CommKind, std::vector<int64_t>, double>>{
+               {CommKind::kAllReduce, {1}, 100},
+               {CommKind::kAllGather, {0}, 64},
+               {CommKind::kAllReduce, {1}, 28},
+               {CommKind::kAllReduce, {0, 1}, 8},
+               {CommKind::kLocal, {0}, 0}}) {
+        CommCounter::Event event;
+        event.kind = kind;
+        event.mesh_dims = dims;
+        event.bytes = bytes;
+        CommCounter::RecordOnThread(event);
+      }
+    }
+    const std::string header =
+        "  kind             mesh dims     count   bytes received\n";
+    const std::string expected =
+        keep == CommCounter::Keep::kEvents
+            ? header +
+                  "  all_reduce       [1]               2              128\n"
+                  "  all_gather       [0]               1               64\n"
+                  "  all_reduce       [0, 1]            1                8\n"
+                  "  total                              4              200\n"
+                  "  (and 1 local steps)\n"
+            : header +
+                  "  all_gather       *                 1               64\n"
+                  "  all_reduce       *                 3              136\n"
+                  "  total                              4              200\n"
+                  "  (and 1 local steps)\n";
+    EXPECT_EQ(counter.Summary(), expected);
+    EXPECT_EQ(::testing::PrintToString(counter), "CommCounter:\n" + expected);
+  }
+  CommCounter::Event event;
+  event.kind = CommKind::kAllGather;
+  event.mesh_dims = {0};
+  event.bytes = 96;
+  event.label = "S(0),R -> R,R";
+  EXPECT_EQ(::testing::PrintToString(event),
+            "all_gather mesh_dims=[0] 96 bytes \"S(0),R -> R,R\"");
 }
 
 }  // namespace

@@ -80,12 +80,12 @@ absl::StatusOr<Result> Step(const DeviceMesh& mesh,
     if (mesh.DimIndex("dp").ok()) {
       batch[*mesh.DimIndex("dp")] = Placement::Shard(0);
     }
-    DT_ASSIGN_OR_RETURN(DTensor x, DTensor::Distribute(
-                                       runtime, Wave(kBatch, kIn, 0.1), mesh,
-                                       batch));
-    DT_ASSIGN_OR_RETURN(DTensor y, DTensor::Distribute(
-                                       runtime, Wave(kBatch, kIn, 1.3), mesh,
-                                       batch));
+    DT_ASSIGN_OR_RETURN(
+        DTensor x,
+        DTensor::Distribute(runtime, Wave(kBatch, kIn, 0.1), mesh, batch));
+    DT_ASSIGN_OR_RETURN(
+        DTensor y,
+        DTensor::Distribute(runtime, Wave(kBatch, kIn, 1.3), mesh, batch));
     std::vector<DTensor> params;
     for (const nn::NamedSlot& slot : model->NamedParameters()) {
       params.push_back(slot.slot->value);
@@ -142,8 +142,8 @@ Plan CodePlan() {
 }
 
 TEST(UserModelTest, PlanInCodeTrainsAsOneRank) {
-  absl::StatusOr<Result> one = Step(*DeviceMesh::Create({1}, {"dp"}),
-                                    std::nullopt);
+  absl::StatusOr<Result> one =
+      Step(*DeviceMesh::Create({1}, {"dp"}), std::nullopt);
   ASSERT_TRUE(one.ok()) << one.status();
   absl::StatusOr<Result> many =
       Step(*DeviceMesh::Create({2, 2}, {"dp", "tp"}), CodePlan());
@@ -169,6 +169,66 @@ TEST(UserModelTest, PlanInCodeEqualsThePlanFile) {
   ASSERT_TRUE(from_file.ok()) << from_file.status();
   EXPECT_EQ(from_code->layouts, from_file->layouts);
   EXPECT_EQ(from_code->loss, from_file->loss);
+}
+
+// The message of `status`, which must be an error.
+std::string ErrorOf(const absl::Status& status) {
+  EXPECT_FALSE(status.ok());
+  return std::string(status.message());
+}
+
+// Bad inputs of the user's program, each told at the call that caused it,
+// naming the value: on a world of 4 ranks.
+TEST(UserModelTest, ErrorsNameTheirCause) {
+  LocalCluster cluster(4);
+  const absl::Status status =
+      cluster.Run([&](ProcessGroups& groups) -> absl::Status {
+        auto runtime = Runtime::ForRank(groups);
+        const DeviceMesh mesh = *DeviceMesh::Create({2, 2}, {"dp", "tp"});
+        DT_ASSIGN_OR_RETURN(
+            std::unique_ptr<nn::Sequential> model,
+            nn::Sequential::Of(nn::Linear::Create(kIn, kHidden),
+                               std::make_unique<nn::ReLU>(),
+                               nn::Linear::Create(kHidden, kIn)));
+        // A mesh larger than the world, before any collective.
+        const DeviceMesh too_big = *DeviceMesh::Create({2, 4}, {"dp", "tp"});
+        EXPECT_NE(ErrorOf(nn::Initialize(*model, runtime, too_big))
+                      .find("mesh of 8 ranks [2, 4] has rank 4, outside the "
+                            "world of 4 ranks"),
+                  std::string::npos);
+        DT_RETURN_IF_ERROR(nn::Initialize(*model, runtime, mesh));
+        EXPECT_NE(ErrorOf(ParallelizeModule(*model, too_big, CodePlan()))
+                      .find("outside the world of 4 ranks"),
+                  std::string::npos);
+        // A pattern that matches nothing lists the modules.
+        EXPECT_NE(
+            ErrorOf(ParallelizeModule(*model, mesh,
+                                      Plan::Of({{"fc1", ColwiseParallel()}})))
+                .find("\"fc1\" matches no module or parameter; the "
+                      "modules are [0, 1, 2]"),
+            std::string::npos);
+        // A mesh dim the plan names but the mesh lacks names the option.
+        const DeviceMesh other = *DeviceMesh::Create({2, 2}, {"dp", "model"});
+        EXPECT_NE(ErrorOf(ParallelizeModule(*model, other, CodePlan()))
+                      .find("plan: tp_dim \"tp\""),
+                  std::string::npos);
+        // An output layout the output cannot take: at the forward, naming
+        // the module, its style and the option.
+        StyleOptions bad;
+        bad.output_layouts = "S(5)";
+        DT_RETURN_IF_ERROR(ParallelizeModule(
+            *model, mesh,
+            Plan::Of({{"0", ColwiseParallel()}, {"2", RowwiseParallel(bad)}})));
+        DT_ASSIGN_OR_RETURN(
+            DTensor x,
+            DTensor::Distribute(runtime, Wave(kBatch, kIn, 0.1), mesh,
+                                {Placement::Shard(0), Placement::Replicate()}));
+        EXPECT_NE(ErrorOf((*model)(x).status())
+                      .find("module \"2\" (rowwise) output_layouts: "),
+                  std::string::npos);
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(status.ok()) << status;
 }
 
 }  // namespace
