@@ -1,7 +1,9 @@
 // GPU benchmarks (need a CUDA device; each reports an error and skips
 // otherwise): the tensor Matmul on CUDA tensors against cuBLAS called
 // directly on the same 4096^2 operands (bf16 and f32), the elementwise
-// add and the sum at 64M f32 elements against a device-to-device copy,
+// add, a cast f32 -> bf16, a broadcast add, the fused SwiGLU forward and
+// backward (against the ops they replace) and the sum at 64M elements
+// against a device-to-device copy,
 // causal grouped-query attention forward, and forward + backward at the
 // shapes of bench/peer/gpu_torch.py's SDPA figure, and the dispatch of a tiny
 // op on the tensor and DTensor layers.
@@ -19,6 +21,7 @@
 #include "dtensor/tensor/matmul.h"
 #include "dtensor/tensor/nn_functional.h"
 #include "dtensor/tensor/reduction.h"
+#include "dtensor/tensor/swiglu.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
@@ -109,6 +112,71 @@ void BM_Add(benchmark::State& state) {
     Sync(state);
   }
   state.SetBytesProcessed(3 * a.nbytes() * state.iterations());
+}
+
+// A cast of 64M f32 elements to bf16 (4 bytes read, 2 written each).
+void BM_CastF32ToBf16(benchmark::State& state) {
+  if (SkipWithoutGpu(state)) return;
+  const Tensor a = *Tensor::Ones({kElements}, DType::kF32, Device::CUDA(0));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(a.To(DType::kBF16));
+    Sync(state);
+  }
+  state.SetBytesProcessed(6 * kElements * state.iterations());
+}
+
+// [8192, 8192] + [8192] in f32: the strided kernel (a broadcast operand);
+// the row is read from cache, so the traffic is one read and one write.
+void BM_BroadcastAdd(benchmark::State& state) {
+  if (SkipWithoutGpu(state)) return;
+  const int64_t side = 8192;
+  const Tensor a = *Tensor::Ones({side, side}, DType::kF32, Device::CUDA(0));
+  const Tensor row = *Tensor::Ones({side}, DType::kF32, Device::CUDA(0));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(Add(a, row));
+    Sync(state);
+  }
+  state.SetBytesProcessed(2 * a.nbytes() * state.iterations());
+}
+
+// SwiGLU forward (two reads, one write) and backward (three reads, two
+// writes) over 64M elements of f32 (arg 0) or bf16 (1), fused (arg fused 1)
+// or as the ops it replaces (silu and mul; silu, mul, silu_backward, mul):
+// bytes count what the fused kernel moves, so the rates compare times.
+void BM_SwiGlu(benchmark::State& state) {
+  if (SkipWithoutGpu(state)) return;
+  const DType dtype = DTypeArg(state);
+  const Tensor a = *Tensor::Full({kElements}, 0.5, dtype, Device::CUDA(0));
+  const Tensor b = *Tensor::Full({kElements}, 0.25, dtype, Device::CUDA(0));
+  const bool fused = state.range(1) == 1;
+  for (auto _ : state) {
+    if (fused) {
+      benchmark::DoNotOptimize(SwiGlu(a, b));
+    } else {
+      benchmark::DoNotOptimize(Mul(*Silu(a), b));
+    }
+    Sync(state);
+  }
+  state.SetBytesProcessed(3 * a.nbytes() * state.iterations());
+}
+
+void BM_SwiGluBackward(benchmark::State& state) {
+  if (SkipWithoutGpu(state)) return;
+  const DType dtype = DTypeArg(state);
+  const Tensor g = *Tensor::Full({kElements}, 0.1, dtype, Device::CUDA(0));
+  const Tensor a = *Tensor::Full({kElements}, 0.5, dtype, Device::CUDA(0));
+  const Tensor b = *Tensor::Full({kElements}, 0.25, dtype, Device::CUDA(0));
+  const bool fused = state.range(1) == 1;
+  for (auto _ : state) {
+    if (fused) {
+      benchmark::DoNotOptimize(SwiGluBackward(g, a, b));
+    } else {
+      benchmark::DoNotOptimize(Mul(g, *Silu(a)));
+      benchmark::DoNotOptimize(SiluBackward(*Mul(g, b), a));
+    }
+    Sync(state);
+  }
+  state.SetBytesProcessed(5 * a.nbytes() * state.iterations());
 }
 
 void BM_Sum(benchmark::State& state) {
@@ -206,6 +274,16 @@ BENCHMARK(BM_TensorMatmul)->Arg(0)->Arg(1)->ArgName("bf16")->UseRealTime();
 BENCHMARK(BM_CublasDirect)->Arg(0)->Arg(1)->ArgName("bf16")->UseRealTime();
 BENCHMARK(BM_DeviceCopy)->UseRealTime();
 BENCHMARK(BM_Add)->UseRealTime();
+BENCHMARK(BM_CastF32ToBf16)->UseRealTime();
+BENCHMARK(BM_BroadcastAdd)->UseRealTime();
+BENCHMARK(BM_SwiGlu)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->ArgNames({"bf16", "fused"})
+    ->UseRealTime();
+BENCHMARK(BM_SwiGluBackward)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->ArgNames({"bf16", "fused"})
+    ->UseRealTime();
 BENCHMARK(BM_Sum)->UseRealTime();
 BENCHMARK(BM_AttentionForward)->Arg(1024)->Arg(2048)->UseRealTime();
 BENCHMARK(BM_AttentionForwardBackward)->Arg(1024)->Arg(2048)->UseRealTime();

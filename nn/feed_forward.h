@@ -15,8 +15,10 @@
 namespace dtensor {
 namespace nn {
 
-// The SwiGLU feed-forward of Llama: w2(silu(w1(x)) * w3(x)). Children
-// (Linear, no bias): "w1" and "w3" [hidden_dim, dim], "w2" [dim, hidden_dim].
+// The SwiGLU feed-forward of Llama: w2(silu(w1(x)) * w3(x)), the gate
+// silu(.) * . one fused op (ops::SwiGlu: one kernel forward, one backward).
+// Children (Linear, no bias): "w1" and "w3" [hidden_dim, dim], "w2"
+// [dim, hidden_dim].
 class FeedForward : public Module {
  public:
   // Errors: a size < 1.

@@ -25,6 +25,8 @@ std::vector<EinsumSpec::PartialRule> RulesOf(Linearity linearity) {
       return {{{0}, linear}, {{1}, linear}};
     case Linearity::kSumFirst:
       return {{{0}, linear}};
+    case Linearity::kSumSecond:
+      return {{{1}, linear}};
     case Linearity::kAffineFirst:
       return {{{0}, {ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}}};
     case Linearity::kMonotoneFirst:
@@ -53,6 +55,25 @@ absl::StatusOr<Shape> BroadcastAll(
   return shape;
 }
 
+// The strategies of an elementwise op: inputs iterating an output dim alike
+// are sharded on it (every output alike), Partial inputs pass through as
+// `linearity` says.
+StrategyFn ElementwiseStrategies(Linearity linearity) {
+  return [rules = RulesOf(linearity)](const StrategyContext& ctx) {
+    const Shape& out = ctx.outputs[0].shape;
+    EinsumSpec spec;
+    spec.num_loops = static_cast<int>(out.size());
+    for (const DTensorSpec* in : ctx.inputs) {
+      spec.loops.inputs.push_back(BroadcastLoops(in->shape(), out));
+    }
+    std::vector<int> out_loops(out.size());
+    std::iota(out_loops.begin(), out_loops.end(), 0);
+    spec.loops.outputs.assign(ctx.outputs.size(), out_loops);
+    spec.partial_rules = rules;
+    return EinsumStrategies(ctx, spec);
+  };
+}
+
 }  // namespace
 
 OpDef ElementwiseOp(absl::string_view name, absl::string_view summary,
@@ -68,21 +89,36 @@ OpDef ElementwiseOp(absl::string_view name, absl::string_view summary,
     DT_ASSIGN_OR_RETURN(DType dtype, ProbeDType(name, fn, inputs, args));
     return std::vector<TensorMeta>{{std::move(shape), dtype}};
   };
-  def.strategies = [rules = RulesOf(linearity)](const StrategyContext& ctx) {
-    const Shape& out = ctx.outputs[0].shape;
-    EinsumSpec spec;
-    spec.num_loops = static_cast<int>(out.size());
-    for (const DTensorSpec* in : ctx.inputs) {
-      spec.loops.inputs.push_back(BroadcastLoops(in->shape(), out));
-    }
-    std::vector<int> out_loops(out.size());
-    std::iota(out_loops.begin(), out_loops.end(), 0);
-    spec.loops.outputs = {std::move(out_loops)};
-    spec.partial_rules = rules;
-    return EinsumStrategies(ctx, spec);
-  };
+  def.strategies = ElementwiseStrategies(linearity);
   def.kernel = LocalKernel(std::move(fn));
   def.backward = std::move(backward);
+  return def;
+}
+
+OpDef ElementwiseMultiOutputOp(absl::string_view name,
+                               absl::string_view summary, int arity,
+                               int num_outputs, MultiLocalFn fn,
+                               Linearity linearity, BackwardFn backward) {
+  const LocalFn first = [fn](absl::Span<const Tensor> in,
+                             const OpArgs& args) -> absl::StatusOr<Tensor> {
+    DT_ASSIGN_OR_RETURN(OpLocals out, fn(in, args));
+    return std::move(out[0]);
+  };
+  OpDef def = ElementwiseOp(name, summary, arity, {}, first, linearity,
+                            std::move(backward));
+  def.num_outputs = num_outputs;
+  def.infer =
+      [infer = std::move(def.infer), num_outputs](
+          absl::Span<const DTensorSpec* const> inputs,
+          const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
+    DT_ASSIGN_OR_RETURN(std::vector<TensorMeta> metas, infer(inputs, args));
+    metas.resize(num_outputs, metas[0]);
+    return metas;
+  };
+  def.kernel = [fn = std::move(fn)](const KernelContext& ctx,
+                                    absl::Span<const Tensor> inputs) {
+    return fn(inputs, ctx.args());
+  };
   return def;
 }
 
@@ -101,6 +137,17 @@ absl::StatusOr<DTensor> MaskAs(const DTensor& cond, const DTensor& like) {
 absl::StatusOr<DTensor> OneMinus(const DTensor& x) {
   DT_ASSIGN_OR_RETURN(DTensor negated, Neg(x));
   return Add(negated, 1.0);
+}
+
+absl::StatusOr<DTensor> SiluSecondDerivative(const DTensor& a) {
+  DT_ASSIGN_OR_RETURN(DTensor s, Sigmoid(a));
+  DT_ASSIGN_OR_RETURN(DTensor slope, OneMinus(s));
+  DT_ASSIGN_OR_RETURN(slope, Mul(slope, s));
+  DT_ASSIGN_OR_RETURN(DTensor inner, Mul(s, -2.0));
+  DT_ASSIGN_OR_RETURN(inner, Add(inner, 1.0));
+  DT_ASSIGN_OR_RETURN(inner, Mul(inner, a));
+  DT_ASSIGN_OR_RETURN(inner, Add(inner, 2.0));
+  return Mul(slope, inner);
 }
 
 absl::StatusOr<DTensor> CallElementwise(

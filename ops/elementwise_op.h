@@ -24,7 +24,8 @@ enum class Linearity {
   kNone,
   kSumJoint,       // add, sub
   kSumEach,        // mul
-  kSumFirst,       // div, neg, mul/div by a scalar
+  kSumFirst,       // div, neg, mul/div by a scalar, swiglu_backward
+  kSumSecond,      // swiglu (linear in its second input)
   kAffineFirst,    // add/sub a scalar
   kMonotoneFirst,  // relu, exp, sigmoid, tanh
   kMaxJoint,       // maximum
@@ -43,6 +44,19 @@ OpDef ElementwiseOp(absl::string_view name, absl::string_view summary,
                     int arity, absl::Span<const ArgSpec> args, LocalFn fn,
                     Linearity linearity, BackwardFn backward);
 
+// The local computation of an elementwise op with several outputs, one
+// local tensor each.
+using MultiLocalFn = std::function<absl::StatusOr<OpLocals>(
+    absl::Span<const Tensor> inputs, const OpArgs& args)>;
+
+// ElementwiseOp with `num_outputs` outputs, each of the broadcast shape and
+// sharded alike; Partial inputs pass through to every output as `linearity`
+// says. Its dtype check probes the first output.
+OpDef ElementwiseMultiOutputOp(absl::string_view name,
+                               absl::string_view summary, int arity,
+                               int num_outputs, MultiLocalFn fn,
+                               Linearity linearity, BackwardFn backward);
+
 // d out / d a times the output's gradient `g`, for a one-input op.
 using UnaryGrad = std::function<absl::StatusOr<DTensor>(
     const DTensor& a, const DTensor& out, const DTensor& g,
@@ -57,6 +71,10 @@ absl::StatusOr<DTensor> MaskAs(const DTensor& cond, const DTensor& like);
 // 1 - x.
 absl::StatusOr<DTensor> OneMinus(const DTensor& x);
 
+// silu''(a) = s (1 - s) (2 + a (1 - 2 s)), s = sigmoid(a): what the
+// backward of silu_backward and swiglu_backward need.
+absl::StatusOr<DTensor> SiluSecondDerivative(const DTensor& a);
+
 // The one output of the op `def` on `in` with `args`: what the family's
 // functions run.
 // Errors: what dispatching `def` reports.
@@ -64,9 +82,10 @@ absl::StatusOr<DTensor> CallElementwise(
     const OpDef& def, std::initializer_list<const DTensor*> in,
     const OpArgs& args = OpArgs());
 
-// The OpDefs of the unary half (elementwise_unary_ops.cc), part of
-// ElementwiseOps().
+// The OpDefs of the unary half (elementwise_unary_ops.cc) and of the fused
+// SwiGLU (elementwise_swiglu_ops.cc), part of ElementwiseOps().
 std::vector<const OpDef*> UnaryElementwiseOps();
+std::vector<const OpDef*> SwiGluOps();
 
 // For the X-macro lists of dtensor/tensor/elementwise.h, whose ops the family
 // files build in Make<Name><Form>() (Form empty, or Scalar for the scalar

@@ -5,6 +5,7 @@
 
 #include <initializer_list>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "dtensor/base/status_macros.h"
@@ -84,20 +85,12 @@ absl::StatusOr<InputGrads> PowGrad(const DTensor& a, const DTensor& b,
 }
 
 // silu_backward(g, a) = g silu'(a): d/dg = silu'(a), so the incoming G gives
-// silu_backward(G, a); d/da = g silu''(a) with silu''(a) = s (1 - s) (2 +
-// a (1 - 2 s)), s = sigmoid(a).
+// silu_backward(G, a); d/da = g silu''(a).
 absl::StatusOr<InputGrads> SiluBackwardGrad(const DTensor& g, const DTensor& a,
                                             const DTensor&,
                                             const DTensor& incoming) {
   DT_ASSIGN_OR_RETURN(DTensor dg, SiluBackward(incoming, a));
-  DT_ASSIGN_OR_RETURN(DTensor s, Sigmoid(a));
-  DT_ASSIGN_OR_RETURN(DTensor slope, OneMinus(s));
-  DT_ASSIGN_OR_RETURN(slope, Mul(slope, s));
-  DT_ASSIGN_OR_RETURN(DTensor inner, Mul(s, -2.0));
-  DT_ASSIGN_OR_RETURN(inner, Add(inner, 1.0));
-  DT_ASSIGN_OR_RETURN(inner, Mul(inner, a));
-  DT_ASSIGN_OR_RETURN(inner, Add(inner, 2.0));
-  DT_ASSIGN_OR_RETURN(DTensor da, Mul(slope, inner));
+  DT_ASSIGN_OR_RETURN(DTensor da, SiluSecondDerivative(a));
   DT_ASSIGN_OR_RETURN(da, Mul(da, g));
   DT_ASSIGN_OR_RETURN(da, Mul(da, incoming));
   return InputGrads{std::move(dg), std::move(da)};
@@ -335,8 +328,10 @@ std::vector<const OpDef*> ElementwiseOps() {
       DTENSOR_ELEMENTWISE_COMPARISONS(DTENSOR_OP_DEF_ADDRESS, )
       DTENSOR_ELEMENTWISE_WITH_SCALAR(DTENSOR_OP_DEF_ADDRESS, Scalar)};
   // clang-format on
-  const std::vector<const OpDef*> unary = UnaryElementwiseOps();
-  ops.insert(ops.end(), unary.begin(), unary.end());
+  for (const std::vector<const OpDef*>& more :
+       {UnaryElementwiseOps(), SwiGluOps()}) {
+    ops.insert(ops.end(), more.begin(), more.end());
+  }
   return ops;
 }
 

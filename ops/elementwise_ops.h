@@ -29,7 +29,8 @@ namespace ops {
 // (two tensors); add_scalar sub_scalar mul_scalar div_scalar pow_scalar
 // eq_scalar ne_scalar lt_scalar le_scalar gt_scalar ge_scalar (a tensor and
 // the kScalar argument "other"); neg abs exp log sqrt rsqrt relu gelu (bool
-// argument "tanh") silu sigmoid tanh; where (cond, a, b).
+// argument "tanh") silu sigmoid tanh; where (cond, a, b); swiglu (a, b);
+// swiglu_backward (grad, a, b; two outputs).
 
 // Add, Sub, Mul, Div, Pow, Maximum, Minimum; the comparisons Eq, Ne, Lt, Le,
 // Gt, Ge (giving kBool); the scalar forms (a, double b) of Add, Sub, Mul, Div,
@@ -43,6 +44,25 @@ absl::StatusOr<DTensor> Gelu(const DTensor& a, GeluApproximation approximation =
 // silu_backward): what Silu's backward runs. Linear in `grad`, so a Partial
 // gradient stays Partial.
 absl::StatusOr<DTensor> SiluBackward(const DTensor& grad, const DTensor& x);
+
+// silu(a) * b in one kernel (registry name swiglu; dtensor/tensor/swiglu.h):
+// the gate of a SwiGLU feed-forward. a and b have one shape (no
+// broadcasting). Linear in b: a Partial b (a Replicate) stays Partial.
+// Its backward is swiglu_backward.
+absl::StatusOr<DTensor> SwiGlu(const DTensor& a, const DTensor& b);
+
+// The gradients of SwiGlu(a, b) for its output's gradient.
+struct SwiGluGradients {
+  DTensor a;
+  DTensor b;
+};
+
+// Both gradients of SwiGlu in one kernel (registry name swiglu_backward;
+// inputs grad, a, b of one shape). Linear in `grad`: a Partial gradient stays
+// Partial.
+absl::StatusOr<SwiGluGradients> SwiGluBackward(const DTensor& grad,
+                                               const DTensor& a,
+                                               const DTensor& b);
 
 // cond ? a : b, all three broadcast together.
 // Errors: `cond` not kBool; what the binary ops report.

@@ -19,6 +19,7 @@
 #include "dtensor/tensor/dispatch.h"
 #include "dtensor/tensor/elementwise_cuda.h"
 #include "dtensor/tensor/kernel_checks.h"
+#include "dtensor/tensor/reduction.h"
 #include "dtensor/tensor/strided_loop.h"
 
 namespace dtensor {
@@ -333,8 +334,15 @@ void WhereKernel(const Tensor& cond, const Tensor& a, const Tensor& b,
       });
 }
 
-// True when some element of the integer tensor `t` is zero.
-bool ContainsZero(const Tensor& t) {
+// True when some element of the integer tensor `t` is zero: on the device,
+// one comparison and one max reduction there, then the flag to the host.
+absl::StatusOr<bool> ContainsZero(const Tensor& t) {
+  if (cuda::OnCuda(t)) {
+    DT_ASSIGN_OR_RETURN(const Tensor zero, Eq(t, Tensor::Scalar(0, t.dtype())));
+    DT_ASSIGN_OR_RETURN(const Tensor any, Max(zero));
+    DT_ASSIGN_OR_RETURN(const Tensor flag, any.To(Device::CPU()));
+    return flag.data<bool>()[0];
+  }
   return DispatchInDomain<Domain::kNumeric>(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* const data = t.data<T>();
@@ -348,6 +356,18 @@ bool ContainsZero(const Tensor& t) {
                          });
     return found;
   });
+}
+
+// An integer division of `numel` elements by `b` is an error when b holds a
+// zero.
+absl::Status CheckDivisor(const Tensor& b, int64_t numel) {
+  if (IsFloatingPoint(b.dtype()) || numel == 0) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(const bool zero, ContainsZero(b));
+  if (!zero) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("Div: integer division by zero: the divisor (",
+                   std::string(DTypeName(b.dtype())), ", shape ",
+                   ShapeToString(b.shape()), ") holds a 0"));
 }
 
 // ---- Drivers: argument checks, then the kernel for the dtype. ----
@@ -456,19 +476,18 @@ DTENSOR_ELEMENTWISE_UNARY(DT_DEFINE_UNARY, Tensor)
 #undef DT_DEFINE_WITH_SCALAR
 #undef DT_DEFINE_BINARY
 
-// Integer division checks its divisors for zeros first.
+// Integer division checks its divisors for zeros: first on the CPU; on the
+// device after the launch (whose result is then dropped), so that the op's
+// own checks come first and the comparison runs on valid operands.
 absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b) {
   if (cuda::OnCuda(a) || cuda::OnCuda(b)) {
-    return cuda::BinaryOnDevice(cuda::BinaryOp::kDiv, "Div", a, b);
+    DT_ASSIGN_OR_RETURN(
+        Tensor out, cuda::BinaryOnDevice(cuda::BinaryOp::kDiv, "Div", a, b));
+    DT_RETURN_IF_ERROR(CheckDivisor(b, out.numel()));
+    return out;
   }
   DT_ASSIGN_OR_RETURN(Shape shape, CheckBinary("Div", a, b, DivOp::kDomain));
-  if (!IsFloatingPoint(b.dtype()) && NumElements(shape) > 0 &&
-      ContainsZero(b)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Div: integer division by zero: the divisor (",
-                     std::string(DTypeName(b.dtype())), ", shape ",
-                     ShapeToString(b.shape()), ") holds a 0"));
-  }
+  DT_RETURN_IF_ERROR(CheckDivisor(b, NumElements(shape)));
   return RunBinary(a, b, shape, DivOp());
 }
 

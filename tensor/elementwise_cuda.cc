@@ -29,10 +29,6 @@ absl::StatusOr<Tensor> OnDevice(const Tensor& t, Device device,
   return t;
 }
 
-bool IntegerOnlyRejected(UnaryOp op) {
-  return op != UnaryOp::kNeg && op != UnaryOp::kAbs && op != UnaryOp::kRelu;
-}
-
 }  // namespace
 #endif
 
@@ -40,8 +36,7 @@ absl::StatusOr<Tensor> UnaryOnDevice(UnaryOp op, absl::string_view name,
                                      const Tensor& x) {
 #ifdef DTENSOR_CUDA
   DT_RETURN_IF_ERROR(internal::CheckOn(x, x.device(), name, "a"));
-  if (x.dtype() == DType::kBool ||
-      (!IsFloatingPoint(x.dtype()) && IntegerOnlyRejected(op))) {
+  if (!UnaryTakes(op, IsFloatingPoint(x.dtype()), x.dtype() == DType::kBool)) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": a has dtype ", std::string(DTypeName(x.dtype())),
                      ", which the op does not take"));
@@ -52,8 +47,8 @@ absl::StatusOr<Tensor> UnaryOnDevice(UnaryOp op, absl::string_view name,
       const StridedShape<2> shape,
       Coalesce<2>(x.shape(), {&out.strides(), &x.strides()}, name));
   return LaunchInto(out, name, [&](cudaStream_t stream) {
-    return LaunchUnary(op, ToScalarType(x.dtype()), ToScalarType(x.dtype()),
-                       x.raw_data(), out.raw_data(), shape, x.numel(), stream);
+    return LaunchUnary(op, ToScalarType(x.dtype()), x.raw_data(),
+                       out.raw_data(), shape, x.numel(), stream);
   });
 #else
   return NotBuilt();
@@ -71,16 +66,10 @@ absl::StatusOr<Tensor> BinaryOnDevice(BinaryOp op, absl::string_view name,
         absl::StrCat(name, ": a has dtype ", std::string(DTypeName(a.dtype())),
                      " but b has dtype ", std::string(DTypeName(b.dtype()))));
   }
-  const bool comparison = IsComparison(op);
-  const bool floating = IsFloatingPoint(a.dtype());
-  if ((!comparison && op != BinaryOp::kMaximum && op != BinaryOp::kMinimum &&
-       a.dtype() == DType::kBool) ||
-      (!floating && (op == BinaryOp::kPow || op == BinaryOp::kDiv ||
-                     op == BinaryOp::kSiluBackward))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": dtype ", std::string(DTypeName(a.dtype())),
-        " is not supported on CUDA for this op (integer division and pow "
-        "run on the CPU)"));
+  if (!BinaryTakes(op, IsFloatingPoint(a.dtype()), a.dtype() == DType::kBool)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": a has dtype ", std::string(DTypeName(a.dtype())),
+                     ", which the op does not take"));
   }
   absl::StatusOr<Shape> shape = BroadcastShapes(a.shape(), b.shape());
   if (!shape.ok()) {
@@ -89,7 +78,7 @@ absl::StatusOr<Tensor> BinaryOnDevice(BinaryOp op, absl::string_view name,
   }
   DT_ASSIGN_OR_RETURN(const Tensor a_view, a.Expand(*shape));
   DT_ASSIGN_OR_RETURN(const Tensor b_view, b.Expand(*shape));
-  const DType out_dtype = comparison ? DType::kBool : a.dtype();
+  const DType out_dtype = IsComparison(op) ? DType::kBool : a.dtype();
   DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(*shape, out_dtype, device));
   DT_ASSIGN_OR_RETURN(
       const StridedShape<3> strided,
@@ -97,9 +86,9 @@ absl::StatusOr<Tensor> BinaryOnDevice(BinaryOp op, absl::string_view name,
                   {&out.strides(), &a_view.strides(), &b_view.strides()},
                   name));
   return LaunchInto(out, name, [&](cudaStream_t stream) {
-    return LaunchBinary(op, ToScalarType(a.dtype()), ToScalarType(out_dtype),
-                        a_view.raw_data(), b_view.raw_data(), out.raw_data(),
-                        strided, out.numel(), stream);
+    return LaunchBinary(op, ToScalarType(a.dtype()), a_view.raw_data(),
+                        b_view.raw_data(), out.raw_data(), strided, out.numel(),
+                        stream);
   });
 #else
   return NotBuilt();

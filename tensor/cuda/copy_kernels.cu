@@ -1,6 +1,7 @@
 #include "dtensor/tensor/cuda/copy_kernels.h"
 #include "dtensor/tensor/cuda/elementwise_body.h"
 #include "dtensor/tensor/cuda/launch_common.cuh"
+#include "dtensor/tensor/cuda/map_launch.cuh"
 
 namespace dtensor::cuda {
 namespace {
@@ -13,13 +14,11 @@ struct FillAt {
   __device__ void operator()(int64_t i) const { dst[i] = bits; }
 };
 
-// out = x converted at operand offsets (0: out, 1: x).
-template <typename To, typename From>
-struct CastAt {
-  const From* x;
-  To* out;
-  __device__ void operator()(const int64_t* at) const {
-    CastElement(x + at[1], out + at[0]);
+// out = x converted (operands 0: out, 1: x).
+struct CastFn {
+  template <typename To, typename From>
+  __device__ void operator()(To* out, const From* x) const {
+    CastElement(x, out);
   }
 };
 
@@ -52,10 +51,8 @@ cudaError_t LaunchCast(ScalarType from, ScalarType to, const void* x, void* out,
   return DispatchPair(from, to, [&](auto tag, auto to_tag) {
     using From = decltype(tag);
     using To = decltype(to_tag);
-    return LaunchStrided(
-        shape, numel,
-        CastAt<To, From>{static_cast<const From*>(x), static_cast<To*>(out)},
-        stream);
+    return LaunchMap(MakeMap<1, To, From>(CastFn{}, out, x), shape, numel,
+                     stream);
   });
 }
 

@@ -16,42 +16,70 @@
 
 namespace dtensor::cuda {
 
-enum class UnaryOp {
-  kNeg,
-  kAbs,
-  kExp,
-  kLog,
-  kSqrt,
-  kRsqrt,
-  kRelu,
-  kGeluErf,
-  kGeluTanh,
-  kSilu,
-  kSigmoid,
-  kTanh,
-};
+// The ops, as X(enumerator) lists: the one table that the enums and the
+// launches' dispatch of an op to its kernel (elementwise_kernels.cu) are
+// written from.
+#define DT_CUDA_FOR_EACH_UNARY_OP(X) \
+  X(kNeg)                            \
+  X(kAbs)                            \
+  X(kExp)                            \
+  X(kLog)                            \
+  X(kSqrt)                           \
+  X(kRsqrt)                          \
+  X(kRelu)                           \
+  X(kGeluErf)                        \
+  X(kGeluTanh)                       \
+  X(kSilu)                           \
+  X(kSigmoid)                        \
+  X(kTanh)
 
-enum class BinaryOp {
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kPow,
-  kMaximum,
-  kMinimum,
-  kEq,
-  kNe,
-  kLt,
-  kLe,
-  kGt,
-  kGe,
-  kSiluBackward,
-};
+#define DT_CUDA_FOR_EACH_BINARY_OP(X) \
+  X(kAdd)                             \
+  X(kSub)                             \
+  X(kMul)                             \
+  X(kDiv)                             \
+  X(kPow)                             \
+  X(kMaximum)                         \
+  X(kMinimum)                         \
+  X(kEq)                              \
+  X(kNe)                              \
+  X(kLt)                              \
+  X(kLe)                              \
+  X(kGt)                              \
+  X(kGe)                              \
+  X(kSiluBackward)
+
+#define DT_CUDA_OP_ENUMERATOR(enumerator) enumerator,
+enum class UnaryOp { DT_CUDA_FOR_EACH_UNARY_OP(DT_CUDA_OP_ENUMERATOR) };
+enum class BinaryOp { DT_CUDA_FOR_EACH_BINARY_OP(DT_CUDA_OP_ENUMERATOR) };
+#undef DT_CUDA_OP_ENUMERATOR
 
 // True for the ops that give bool.
-DT_HOST_DEVICE inline bool IsComparison(BinaryOp op) {
+DT_HOST_DEVICE constexpr bool IsComparison(BinaryOp op) {
   return op == BinaryOp::kEq || op == BinaryOp::kNe || op == BinaryOp::kLt ||
          op == BinaryOp::kLe || op == BinaryOp::kGt || op == BinaryOp::kGe;
+}
+
+// Whether `op` takes operands of a floating (`floating`), bool (`boolean`)
+// or else integer dtype: the entry points reject the others, and the
+// launches instantiate no kernel for them. Integers take negation, abs and
+// relu; bool nothing.
+DT_HOST_DEVICE constexpr bool UnaryTakes(UnaryOp op, bool floating,
+                                         bool boolean) {
+  return floating || (!boolean && (op == UnaryOp::kNeg || op == UnaryOp::kAbs ||
+                                   op == UnaryOp::kRelu));
+}
+
+// Integers take all but pow and silu_backward (division truncates); bool the
+// comparisons, maximum (or) and minimum (and).
+DT_HOST_DEVICE constexpr bool BinaryTakes(BinaryOp op, bool floating,
+                                          bool boolean) {
+  if (floating) return true;
+  if (boolean) {
+    return IsComparison(op) || op == BinaryOp::kMaximum ||
+           op == BinaryOp::kMinimum;
+  }
+  return op != BinaryOp::kPow && op != BinaryOp::kSiluBackward;
 }
 
 // Float and double forms of the math functions, so that a body names one
@@ -77,6 +105,22 @@ template <typename C>
 DT_HOST_DEVICE inline C SiluBackwardOf(C grad, C x) {
   const C s = C(1) / (C(1) + FastExpOf(-x));
   return grad * s * (C(1) + x * (C(1) - s));
+}
+
+// silu(a) * b = a b / (1 + exp(-a)): the gate of a SwiGLU feed-forward
+// (floating C), in one pass with no rounding between the two.
+template <typename C>
+DT_HOST_DEVICE inline C SwiGluOf(C a, C b) {
+  return a / (C(1) + FastExpOf(-a)) * b;
+}
+
+// SwiGluOf's gradients for the output's gradient g: d/da = g b silu'(a)
+// (SiluBackwardOf's formula) and d/db = g silu(a), one sigmoid for both.
+template <typename C>
+DT_HOST_DEVICE inline void SwiGluBackwardOf(C g, C a, C b, C* da, C* db) {
+  const C s = C(1) / (C(1) + FastExpOf(-a));
+  *da = g * b * s * (C(1) + a * (C(1) - s));
+  *db = g * a * s;
 }
 
 // x + y (op 0), x - y (1) or x * y (2) wrapping around for integer C (bool
@@ -159,7 +203,8 @@ DT_HOST_DEVICE inline C ApplyBinary(BinaryOp op, C x, C y) {
       return x * y;
     case BinaryOp::kDiv:
       if constexpr (std::is_integral_v<C>) {
-        // Integer divisors are checked to be non-zero before launch.
+        // A zero divisor fails the op (its entry point checks the divisors;
+        // the device gives some value first).
         if constexpr (!std::is_same_v<C, bool>) {
           return y == C(-1) ? Wrapping<C>(0, x, 1) : x / y;
         }
@@ -200,26 +245,33 @@ DT_HOST_DEVICE inline C ApplyBinary(BinaryOp op, C x, C y) {
 }
 
 // Dims and element strides of up to kOperands operands over one iteration
-// shape (broadcast operands have stride 0). The host merges dims that are
-// contiguous in every operand first, so most launches see one or two dims.
+// shape (broadcast operands have stride 0), in index type Index (int64_t, or
+// int32_t where the launch checked that every offset fits). The host merges
+// dims that are contiguous in every operand first, so most launches see one
+// or two dims.
 constexpr int kMaxDims = 8;
 
-template <int kOperands>
+template <int kOperands, typename Index = int64_t>
 struct StridedShape {
   int ndim = 0;
-  int64_t sizes[kMaxDims] = {};
-  int64_t strides[kOperands][kMaxDims] = {};
+  Index sizes[kMaxDims] = {};
+  Index strides[kOperands][kMaxDims] = {};
+};
+
+template <typename T>
+struct SameType {
+  using type = T;
 };
 
 // The element offset of each operand at row-major position `linear`.
-template <int kOperands>
-DT_HOST_DEVICE inline void OperandOffsetsAt(const StridedShape<kOperands>& s,
-                                            int64_t linear,
-                                            int64_t (&offsets)[kOperands]) {
+template <int kOperands, typename Index>
+DT_HOST_DEVICE inline void OperandOffsetsAt(
+    const StridedShape<kOperands, Index>& s,
+    typename SameType<Index>::type linear, Index (&offsets)[kOperands]) {
   for (int k = 0; k < kOperands; ++k) offsets[k] = 0;
   for (int d = s.ndim - 1; d >= 0; --d) {
-    const int64_t size = s.sizes[d];
-    const int64_t index = linear % size;
+    const Index size = s.sizes[d];
+    const Index index = linear % size;
     linear /= size;
     for (int k = 0; k < kOperands; ++k) offsets[k] += index * s.strides[k][d];
   }
@@ -245,6 +297,22 @@ DT_HOST_DEVICE inline void CastElement(const From* x, To* out) {
   } else {
     *out = Store<To>(Load(*x));
   }
+}
+
+// out[0] = silu(a[0]) * b[0] in T's compute type.
+template <typename T>
+DT_HOST_DEVICE inline void SwiGluElement(const T* a, const T* b, T* out) {
+  *out = Store<T>(SwiGluOf(Load(*a), Load(*b)));
+}
+
+// da[0], db[0] = SwiGluBackwardOf(g[0], a[0], b[0]) in T's compute type.
+template <typename T>
+DT_HOST_DEVICE inline void SwiGluBackwardElement(const T* g, const T* a,
+                                                 const T* b, T* da, T* db) {
+  Compute<T> grad_a, grad_b;
+  SwiGluBackwardOf(Load(*g), Load(*a), Load(*b), &grad_a, &grad_b);
+  *da = Store<T>(grad_a);
+  *db = Store<T>(grad_b);
 }
 
 }  // namespace dtensor::cuda

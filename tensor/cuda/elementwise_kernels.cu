@@ -1,74 +1,123 @@
+#include <type_traits>
+
 #include "dtensor/tensor/cuda/elementwise_kernels.h"
 #include "dtensor/tensor/cuda/launch_common.cuh"
+#include "dtensor/tensor/cuda/map_launch.cuh"
 
 namespace dtensor::cuda {
 namespace {
 
-// out = op(x) at operand offsets (0: out, 1: x).
-template <typename Out, typename T>
-struct UnaryAt {
-  UnaryOp op;
-  const T* x;
-  Out* out;
-  __device__ void operator()(const int64_t* at) const {
-    UnaryElement(op, x + at[1], out + at[0]);
-  }
-};
+// The op as a compile-time constant: one kernel per op.
+template <UnaryOp kOp>
+using UnaryTag = std::integral_constant<UnaryOp, kOp>;
+template <BinaryOp kOp>
+using BinaryTag = std::integral_constant<BinaryOp, kOp>;
 
-// out = op(a, b) at operand offsets (0: out, 1: a, 2: b).
-template <typename Out, typename T>
-struct BinaryAt {
-  BinaryOp op;
-  const T* a;
-  const T* b;
-  Out* out;
-  __device__ void operator()(const int64_t* at) const {
-    BinaryElement(op, a + at[1], b + at[2], out + at[0]);
+// Calls fn(UnaryTag<op>{}).
+template <typename Fn>
+cudaError_t DispatchUnaryOp(UnaryOp op, Fn&& fn) {
+  switch (op) {
+#define DT_UNARY_CASE(enumerator) \
+  case UnaryOp::enumerator:       \
+    return fn(UnaryTag<UnaryOp::enumerator>{});
+    DT_CUDA_FOR_EACH_UNARY_OP(DT_UNARY_CASE)
+#undef DT_UNARY_CASE
   }
-};
+  return cudaErrorInvalidValue;
+}
 
-// out = cond ? a : b at operand offsets (0: out, 1: cond, 2: a, 3: b).
+template <typename Fn>
+cudaError_t DispatchBinaryOp(BinaryOp op, Fn&& fn) {
+  switch (op) {
+#define DT_BINARY_CASE(enumerator) \
+  case BinaryOp::enumerator:       \
+    return fn(BinaryTag<BinaryOp::enumerator>{});
+    DT_CUDA_FOR_EACH_BINARY_OP(DT_BINARY_CASE)
+#undef DT_BINARY_CASE
+  }
+  return cudaErrorInvalidValue;
+}
+
 template <typename T>
-struct WhereAt {
-  const bool* cond;
-  const T* a;
-  const T* b;
-  T* out;
-  __device__ void operator()(const int64_t* at) const {
-    out[at[0]] = cond[at[1]] ? a[at[2]] : b[at[3]];
+constexpr bool kFloating = std::is_floating_point_v<Compute<T>>;
+template <typename T>
+constexpr bool kBool = std::is_same_v<T, bool>;
+
+// The functors of the maps (map_launch.cuh): the bodies of
+// elementwise_body.h, operands out first.
+template <UnaryOp kOp>
+struct UnaryFn {
+  template <typename T>
+  __device__ void operator()(T* out, const T* x) const {
+    UnaryElement(kOp, x, out);
+  }
+};
+
+template <BinaryOp kOp>
+struct BinaryFn {
+  template <typename Out, typename T>
+  __device__ void operator()(Out* out, const T* a, const T* b) const {
+    BinaryElement(kOp, a, b, out);
+  }
+};
+
+struct WhereFn {
+  template <typename T>
+  __device__ void operator()(T* out, const bool* cond, const T* a,
+                             const T* b) const {
+    *out = *cond ? *a : *b;
+  }
+};
+
+struct SwiGluFn {
+  template <typename T>
+  __device__ void operator()(T* out, const T* a, const T* b) const {
+    SwiGluElement(a, b, out);
+  }
+};
+
+struct SwiGluBackwardFn {
+  template <typename T>
+  __device__ void operator()(T* da, T* db, const T* g, const T* a,
+                             const T* b) const {
+    SwiGluBackwardElement(g, a, b, da, db);
   }
 };
 
 }  // namespace
 
-cudaError_t LaunchUnary(UnaryOp op, ScalarType in_type, ScalarType out_type,
-                        const void* x, void* out, const StridedShape<2>& shape,
-                        int64_t numel, cudaStream_t stream) {
-  return DispatchPair(in_type, out_type, [&](auto tag, auto out_tag) {
+cudaError_t LaunchUnary(UnaryOp op, ScalarType type, const void* x, void* out,
+                        const StridedShape<2>& shape, int64_t numel,
+                        cudaStream_t stream) {
+  return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    using Out = decltype(out_tag);
-    return LaunchStrided(
-        shape, numel,
-        UnaryAt<Out, T>{op, static_cast<const T*>(x), static_cast<Out*>(out)},
-        stream);
+    return DispatchUnaryOp(op, [&](auto op_tag) -> cudaError_t {
+      constexpr UnaryOp kOp = decltype(op_tag)::value;
+      if constexpr (UnaryTakes(kOp, kFloating<T>, kBool<T>)) {
+        return LaunchMap(MakeMap<1, T, T>(UnaryFn<kOp>{}, out, x), shape, numel,
+                         stream);
+      } else {
+        return cudaErrorInvalidValue;
+      }
+    });
   });
 }
 
-cudaError_t LaunchBinary(BinaryOp op, ScalarType in_type, ScalarType out_type,
-                         const void* a, const void* b, void* out,
-                         const StridedShape<3>& shape, int64_t numel,
-                         cudaStream_t stream) {
-  return Dispatch(in_type, [&](auto tag) {
+cudaError_t LaunchBinary(BinaryOp op, ScalarType type, const void* a,
+                         const void* b, void* out, const StridedShape<3>& shape,
+                         int64_t numel, cudaStream_t stream) {
+  return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    const T* x = static_cast<const T*>(a);
-    const T* y = static_cast<const T*>(b);
-    if (out_type == ScalarType::kBool) {
-      return LaunchStrided(shape, numel,
-                           BinaryAt<bool, T>{op, x, y, static_cast<bool*>(out)},
-                           stream);
-    }
-    return LaunchStrided(
-        shape, numel, BinaryAt<T, T>{op, x, y, static_cast<T*>(out)}, stream);
+    return DispatchBinaryOp(op, [&](auto op_tag) -> cudaError_t {
+      constexpr BinaryOp kOp = decltype(op_tag)::value;
+      using Out = std::conditional_t<IsComparison(kOp), bool, T>;
+      if constexpr (BinaryTakes(kOp, kFloating<T>, kBool<T>)) {
+        return LaunchMap(MakeMap<1, Out, T, T>(BinaryFn<kOp>{}, out, a, b),
+                         shape, numel, stream);
+      } else {
+        return cudaErrorInvalidValue;
+      }
+    });
   });
 }
 
@@ -77,11 +126,30 @@ cudaError_t LaunchWhere(ScalarType type, const bool* cond, const void* a,
                         int64_t numel, cudaStream_t stream) {
   return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    return LaunchStrided(
-        shape, numel,
-        WhereAt<T>{cond, static_cast<const T*>(a), static_cast<const T*>(b),
-                   static_cast<T*>(out)},
-        stream);
+    return LaunchMap(MakeMap<1, T, bool, T, T>(WhereFn{}, out, cond, a, b),
+                     shape, numel, stream);
+  });
+}
+
+cudaError_t LaunchSwiGlu(ScalarType type, const void* a, const void* b,
+                         void* out, const StridedShape<3>& shape, int64_t numel,
+                         cudaStream_t stream) {
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    return LaunchMap(MakeMap<1, T, T, T>(SwiGluFn{}, out, a, b), shape, numel,
+                     stream);
+  });
+}
+
+cudaError_t LaunchSwiGluBackward(ScalarType type, const void* grad,
+                                 const void* a, const void* b, void* da,
+                                 void* db, const StridedShape<5>& shape,
+                                 int64_t numel, cudaStream_t stream) {
+  return DispatchFloating(type, [&](auto tag) {
+    using T = decltype(tag);
+    return LaunchMap(
+        MakeMap<2, T, T, T, T, T>(SwiGluBackwardFn{}, da, db, grad, a, b),
+        shape, numel, stream);
   });
 }
 

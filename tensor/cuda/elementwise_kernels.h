@@ -14,22 +14,36 @@
 namespace dtensor::cuda {
 
 // out = op(x) over `numel` elements laid out by `shape` (operand 0: out,
-// 1: x); `out_type` is `in_type`, or kBool for comparisons.
-cudaError_t LaunchUnary(UnaryOp op, ScalarType in_type, ScalarType out_type,
-                        const void* x, void* out, const StridedShape<2>& shape,
-                        int64_t numel, cudaStream_t stream);
+// 1: x), both of `type`; an invalid value for a type that UnaryTakes
+// rejects.
+cudaError_t LaunchUnary(UnaryOp op, ScalarType type, const void* x, void* out,
+                        const StridedShape<2>& shape, int64_t numel,
+                        cudaStream_t stream);
 
-// out = op(a, b) (operands 0: out, 1: a, 2: b).
-cudaError_t LaunchBinary(BinaryOp op, ScalarType in_type, ScalarType out_type,
-                         const void* a, const void* b, void* out,
-                         const StridedShape<3>& shape, int64_t numel,
-                         cudaStream_t stream);
+// out = op(a, b) (operands 0: out, 1: a, 2: b), a and b of `type`, out of
+// `type` or bool for the comparisons; an invalid value for a type that
+// BinaryTakes rejects.
+cudaError_t LaunchBinary(BinaryOp op, ScalarType type, const void* a,
+                         const void* b, void* out, const StridedShape<3>& shape,
+                         int64_t numel, cudaStream_t stream);
 
 // out = cond ? a : b elementwise (operands 0: out, 1: cond, 2: a, 3: b), a
 // and b of `type`.
 cudaError_t LaunchWhere(ScalarType type, const bool* cond, const void* a,
                         const void* b, void* out, const StridedShape<4>& shape,
                         int64_t numel, cudaStream_t stream);
+
+// out = silu(a) * b (operands 0: out, 1: a, 2: b) of a floating `type`.
+cudaError_t LaunchSwiGlu(ScalarType type, const void* a, const void* b,
+                         void* out, const StridedShape<3>& shape, int64_t numel,
+                         cudaStream_t stream);
+
+// da, db = SwiGluBackwardOf(grad, a, b) (operands 0: da, 1: db, 2: grad,
+// 3: a, 4: b) of a floating `type`.
+cudaError_t LaunchSwiGluBackward(ScalarType type, const void* grad,
+                                 const void* a, const void* b, void* da,
+                                 void* db, const StridedShape<5>& shape,
+                                 int64_t numel, cudaStream_t stream);
 
 }  // namespace dtensor::cuda
 

@@ -143,6 +143,22 @@ std::vector<GradCase> Cases() {
        {testing_util::RandomMask({3, 4}, rng), Random64({4}, -2, 2, rng),
         Random64({3, 1}, -2, 2, rng)},
        [](const In& in) { return ops::Where(in[0], in[1], in[2]); }});
+  cases.push_back({"swiglu",
+                   "[3, 4]",
+                   {Random64({3, 4}, -3, 3, rng), Random64({3, 4}, -2, 2, rng)},
+                   [](const In& in) { return ops::SwiGlu(in[0], in[1]); }});
+  // Both outputs, weighted apart, so that each one's backward counts.
+  cases.push_back({"swiglu_backward",
+                   "d/da + 2 d/db, [2, 5]",
+                   {Random64({2, 5}, -2, 2, rng), Random64({2, 5}, -3, 3, rng),
+                    Random64({2, 5}, -2, 2, rng)},
+                   [](const In& in) -> absl::StatusOr<DTensor> {
+                     DT_ASSIGN_OR_RETURN(
+                         ops::SwiGluGradients grads,
+                         ops::SwiGluBackward(in[0], in[1], in[2]));
+                     DT_ASSIGN_OR_RETURN(DTensor db, ops::Mul(grads.b, 2.0));
+                     return ops::Add(grads.a, db);
+                   }});
   return cases;
 }
 

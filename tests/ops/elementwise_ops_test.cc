@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/registry.h"
@@ -35,15 +36,23 @@ constexpr double kScalar = 1.5;
 
 enum class Domain { kAny, kPositive };
 
-// One op of the family and its reference on full tensors.
+// One op of the family and its reference on full tensors (one per output);
+// `same_shape`: its inputs do not broadcast.
 struct Spec {
   std::string op;
   int arity;
   bool scalar;
   Domain domain;
   std::vector<DType> dtypes;
-  std::function<absl::StatusOr<Tensor>(const std::vector<Tensor>&)> reference;
+  testing_util::ReferenceCall reference;
+  bool same_shape = false;
 };
+
+// The one output `out` as a reference's outputs.
+absl::StatusOr<std::vector<Tensor>> One(absl::StatusOr<Tensor> out) {
+  if (!out.ok()) return out.status();
+  return std::vector<Tensor>{*std::move(out)};
+}
 
 void PrintTo(const Spec& spec, std::ostream* os) { *os << spec.op; }
 
@@ -58,17 +67,18 @@ Spec BinarySpec(std::string op, Bin f, std::vector<DType> dtypes,
           false,
           domain,
           std::move(dtypes),
-          [f](const std::vector<Tensor>& in) { return f(in[0], in[1]); }};
+          [f](const std::vector<Tensor>& in) { return One(f(in[0], in[1])); }};
 }
 
 Spec ScalarSpec(std::string op, Sca f, std::vector<DType> dtypes,
                 Domain domain = Domain::kAny) {
-  return {std::move(op),
-          1,
-          true,
-          domain,
-          std::move(dtypes),
-          [f](const std::vector<Tensor>& in) { return f(in[0], kScalar); }};
+  return {
+      std::move(op),
+      1,
+      true,
+      domain,
+      std::move(dtypes),
+      [f](const std::vector<Tensor>& in) { return One(f(in[0], kScalar)); }};
 }
 
 Spec UnarySpec(std::string op, Un f, std::vector<DType> dtypes,
@@ -78,7 +88,26 @@ Spec UnarySpec(std::string op, Un f, std::vector<DType> dtypes,
           false,
           domain,
           std::move(dtypes),
-          [f](const std::vector<Tensor>& in) { return f(in[0]); }};
+          [f](const std::vector<Tensor>& in) { return One(f(in[0])); }};
+}
+
+// swiglu_backward(g, a, b) by its definition: d/da = g b s (1 + a (1 - s))
+// with s = sigmoid(a), d/db = g silu(a).
+absl::StatusOr<std::vector<Tensor>> UnfusedSwiGluBackward(
+    const std::vector<Tensor>& in) {
+  const Tensor& g = in[0];
+  const Tensor& a = in[1];
+  const Tensor& b = in[2];
+  DT_ASSIGN_OR_RETURN(const Tensor s, Sigmoid(a));
+  DT_ASSIGN_OR_RETURN(Tensor slope, Sub(Tensor::Scalar(1.0, s.dtype()), s));
+  DT_ASSIGN_OR_RETURN(slope, Mul(slope, a));
+  DT_ASSIGN_OR_RETURN(slope, Add(slope, 1.0));
+  DT_ASSIGN_OR_RETURN(slope, Mul(slope, s));
+  DT_ASSIGN_OR_RETURN(Tensor da, Mul(g, b));
+  DT_ASSIGN_OR_RETURN(da, Mul(da, slope));
+  DT_ASSIGN_OR_RETURN(const Tensor gate, Silu(a));
+  DT_ASSIGN_OR_RETURN(Tensor db, Mul(g, gate));
+  return std::vector<Tensor>{std::move(da), std::move(db)};
 }
 
 std::vector<Spec> AllSpecs() {
@@ -126,16 +155,27 @@ std::vector<Spec> AllSpecs() {
       UnarySpec("sigmoid", Sigmoid, floats),
       UnarySpec("tanh", Tanh, floats),
   };
-  specs.push_back({"gelu", 1, false, Domain::kAny, floats,
-                   [](const std::vector<Tensor>& in) { return Gelu(in[0]); }});
+  specs.push_back(
+      {"gelu", 1, false, Domain::kAny, floats,
+       [](const std::vector<Tensor>& in) { return One(Gelu(in[0])); }});
   specs.push_back({"where",
                    3,
                    false,
                    Domain::kAny,
                    {DType::kF32, DType::kI64},
                    [](const std::vector<Tensor>& in) {
-                     return Where(in[0], in[1], in[2]);
+                     return One(Where(in[0], in[1], in[2]));
                    }});
+  // The fused SwiGLU against its unfused composition.
+  specs.push_back({"swiglu", 2, false, Domain::kAny, floats,
+                   [](const std::vector<Tensor>& in)
+                       -> absl::StatusOr<std::vector<Tensor>> {
+                     DT_ASSIGN_OR_RETURN(const Tensor gate, Silu(in[0]));
+                     return One(Mul(gate, in[1]));
+                   },
+                   /*same_shape=*/true});
+  specs.push_back({"swiglu_backward", 3, false, Domain::kAny, floats,
+                   UnfusedSwiGluBackward, /*same_shape=*/true});
   return specs;
 }
 
@@ -156,7 +196,8 @@ OpCase MakeCase(const Spec& spec, int64_t mesh_ndim, std::mt19937& rng) {
   const bool positive = spec.domain == Domain::kPositive;
   OpCase c;
   for (int i = 0; i < spec.arity; ++i) {
-    const Shape shape = spec.arity == 1 ? out : BroadcastingShape(out, rng);
+    const Shape shape =
+        spec.arity == 1 || spec.same_shape ? out : BroadcastingShape(out, rng);
     const DType input_dtype =
         spec.op == "where" && i == 0 ? DType::kBool : dtype;
     c.inputs.push_back(RandomTensor(shape, input_dtype, positive ? 0.5 : -3,
@@ -186,13 +227,6 @@ TEST_P(ElementwisePropertyTest, MatchesTheTensorLayerOnGatheredInputs) {
     if (!out.ok()) return out.status();
     return std::vector<DTensor>(out->begin(), out->end());
   };
-  const testing_util::ReferenceCall reference =
-      [&](const std::vector<Tensor>& in)
-      -> absl::StatusOr<std::vector<Tensor>> {
-    absl::StatusOr<Tensor> out = spec.reference(in);
-    if (!out.ok()) return out.status();
-    return std::vector<Tensor>{*std::move(out)};
-  };
   std::mt19937 rng(std::hash<std::string>()(spec.op) % 100000);
   for (int round = 0; round < 3; ++round) {
     const std::vector<int64_t> mesh_shape = RandomMeshShape(rng);
@@ -202,7 +236,7 @@ TEST_P(ElementwisePropertyTest, MatchesTheTensorLayerOnGatheredInputs) {
           MakeCase(spec, static_cast<int64_t>(mesh_shape.size()), rng));
     }
     const absl::Status status =
-        CheckCases(mesh_shape, cases, call, reference, 1e-4, 1e-4);
+        CheckCases(mesh_shape, cases, call, spec.reference, 1e-4, 1e-4);
     ASSERT_TRUE(status.ok()) << status;
   }
 }
