@@ -1,5 +1,4 @@
 #include "dtensor/tensor/cuda/attention_kernels.h"
-
 #include "dtensor/tensor/cuda/attention_mma_kernels.h"
 #include "dtensor/tensor/cuda/launch_common.cuh"
 

@@ -15,18 +15,6 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-// The WMMA element type of a storage type.
-template <typename T>
-struct MmaElement;
-template <>
-struct MmaElement<Bf16> {
-  using type = __nv_bfloat16;
-};
-template <>
-struct MmaElement<F16> {
-  using type = __half;
-};
-
 constexpr int kWarp = 32;
 constexpr int kFrag = 16;
 // Forward: query rows of a block (16 a warp); the keys of a step.
@@ -71,10 +59,13 @@ struct BackwardLayout {
   static constexpr int kQ = kV + kBackwardKeys * OperandStride(D) * 2;
   static constexpr int kDout = kQ + kBackwardRows * OperandStride(D) * 2;
   static constexpr int kS = kDout + kBackwardRows * OperandStride(D) * 2;
-  static constexpr int kDp = kS + kBackwardKeys * FloatStride(kBackwardRows) * 4;
-  static constexpr int kP = kDp + kBackwardKeys * FloatStride(kBackwardRows) * 4;
+  static constexpr int kDp =
+      kS + kBackwardKeys * FloatStride(kBackwardRows) * 4;
+  static constexpr int kP =
+      kDp + kBackwardKeys * FloatStride(kBackwardRows) * 4;
   static constexpr int kDs = kP + kBackwardKeys * HalfStride(kBackwardRows) * 2;
-  static constexpr int kLse = kDs + kBackwardKeys * HalfStride(kBackwardRows) * 2;
+  static constexpr int kLse =
+      kDs + kBackwardKeys * HalfStride(kBackwardRows) * 2;
   static constexpr int kDelta = kLse + kBackwardRows * 4;
   static constexpr int kBytes = kDelta + kBackwardRows * 4;
 };
@@ -123,7 +114,8 @@ __device__ void StageRows(H* dst, const H* src, int64_t rows, int e) {
     const int c = x % kChunks * 8;
     uint4 value = make_uint4(0, 0, 0, 0);
     if (r < rows && c < e) {
-      value = *reinterpret_cast<const uint4*>(src + r * static_cast<int64_t>(e) + c);
+      value = *reinterpret_cast<const uint4*>(src +
+                                              r * static_cast<int64_t>(e) + c);
     }
     *reinterpret_cast<uint4*>(dst + r * OperandStride(D) + c) = value;
   }
@@ -193,16 +185,58 @@ __device__ float SoftmaxStep(const float* s_row, H* p_row, int64_t visible,
   return correction;
 }
 
+// The warp's 16 score rows of a key step, s_rows [16][FloatStride(keys)] =
+// Q K^T, from its query rows' fragments and the staged keys.
+template <typename H, int D>
+__device__ void ForwardScores(const FragA<H, wmma::row_major> (&q)[D / kFrag],
+                              const H* sk, float* s_rows) {
+  for (int j = 0; j < kForwardKeys / kFrag; ++j) {
+    Acc acc;
+    wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+    for (int d = 0; d < D / kFrag; ++d) {
+      FragB<H, wmma::col_major> fb;
+      wmma::load_matrix_sync(fb, sk + j * kFrag * OperandStride(D) + d * kFrag,
+                             OperandStride(D));
+      wmma::mma_sync(acc, q[d], fb, acc);
+    }
+    wmma::store_matrix_sync(s_rows + j * kFrag, acc, FloatStride(kForwardKeys),
+                            wmma::mem_row_major);
+  }
+}
+
+// o_rows [16][FloatStride(D)] += p_rows [16][keys] V for the warp's rows.
+template <typename H, int D>
+__device__ void ForwardAccumulate(const H* p_rows, const H* sv, float* o_rows) {
+  FragA<H, wmma::row_major> pf[kForwardKeys / kFrag];
+#pragma unroll
+  for (int kk = 0; kk < kForwardKeys / kFrag; ++kk) {
+    wmma::load_matrix_sync(pf[kk], p_rows + kk * kFrag,
+                           HalfStride(kForwardKeys));
+  }
+  for (int j = 0; j < D / kFrag; ++j) {
+    Acc acc;
+    wmma::load_matrix_sync(acc, o_rows + j * kFrag, FloatStride(D),
+                           wmma::mem_row_major);
+#pragma unroll
+    for (int kk = 0; kk < kForwardKeys / kFrag; ++kk) {
+      FragB<H, wmma::row_major> fb;
+      wmma::load_matrix_sync(fb, sv + kk * kFrag * OperandStride(D) + j * kFrag,
+                             OperandStride(D));
+      wmma::mma_sync(acc, pf[kk], fb, acc);
+    }
+    wmma::store_matrix_sync(o_rows + j * kFrag, acc, FloatStride(D),
+                            wmma::mem_row_major);
+  }
+}
+
 template <typename H, int D>
 __global__ void __launch_bounds__(kForwardWarps* kWarp)
     MmaForwardKernel(MmaForwardArgs<H> a) {
   using L = ForwardLayout<D>;
   extern __shared__ __align__(128) unsigned char shared[];
-  H* sq = reinterpret_cast<H*>(shared + L::kQ);
   H* sk = reinterpret_cast<H*>(shared + L::kK);
   H* sv = reinterpret_cast<H*>(shared + L::kV);
-  float* ss = reinterpret_cast<float*>(shared + L::kS);
-  H* sp = reinterpret_cast<H*>(shared + L::kP);
   float* so = reinterpret_cast<float*>(shared + L::kO);
   const MmaProblem& p = a.p;
   const int64_t tiles = (p.lq + kForwardRows - 1) / kForwardRows;
@@ -213,58 +247,53 @@ __global__ void __launch_bounds__(kForwardWarps* kWarp)
   int64_t at[3];
   OperandOffsetsAt(p.batch, entry, at);
   const bool with_out = a.out != nullptr;
+  H* sq = reinterpret_cast<H*>(shared + L::kQ);
   StageRows<kForwardRows, D>(sq, a.q + at[0] + q0 * p.e, rows, p.e);
-  if (with_out) {
-    for (int x = threadIdx.x; x < kForwardRows * FloatStride(D); x += blockDim.x) {
-      so[x] = 0;
-    }
+  for (int x = threadIdx.x; with_out && x < kForwardRows * FloatStride(D);
+       x += blockDim.x) {
+    so[x] = 0;
   }
   const int warp = threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  const int half = lane % 2;
-  const int r = warp * kFrag + lane / 2;  // This lane's row in the block.
+  const int half = threadIdx.x % 2;
+  const int r = warp * kFrag + threadIdx.x % kWarp / 2;  // The lane's row.
   const int64_t query = q0 + r;
   const int64_t visible = query < p.lq ? Visible(p, query) : 0;
   float m = -INFINITY;
   float l = 0;
+  __syncthreads();
+  // The warp's query rows stay in registers over every key step.
+  FragA<H, wmma::row_major> q_frags[D / kFrag];
+#pragma unroll
+  for (int d = 0; d < D / kFrag; ++d) {
+    wmma::load_matrix_sync(q_frags[d],
+                           sq + warp * kFrag * OperandStride(D) + d * kFrag,
+                           OperandStride(D));
+  }
   const int64_t keys = Visible(p, q0 + rows - 1);
   for (int64_t k0 = 0; k0 < keys; k0 += kForwardKeys) {
     const int64_t n = MinOf(kForwardKeys, p.lk - k0);
     __syncthreads();  // The previous step is done with sk and sv.
     StageRows<kForwardKeys, D>(sk, a.k + at[1] + k0 * p.e, n, p.e);
-    if (with_out) StageRows<kForwardKeys, D>(sv, a.v + at[2] + k0 * p.e, n, p.e);
+    if (with_out)
+      StageRows<kForwardKeys, D>(sv, a.v + at[2] + k0 * p.e, n, p.e);
     __syncthreads();
-    const H* q_rows = sq + warp * kFrag * OperandStride(D);
-    float* s_rows = ss + warp * kFrag * FloatStride(kForwardKeys);
-    for (int j = 0; j < kForwardKeys / kFrag; ++j) {
-      Acc acc;
-      ProductABt<D>(q_rows, OperandStride(D), sk + j * kFrag * OperandStride(D),
-                    OperandStride(D), acc);
-      wmma::store_matrix_sync(s_rows + j * kFrag, acc,
-                              FloatStride(kForwardKeys), wmma::mem_row_major);
-    }
+    float* ss = reinterpret_cast<float*>(shared + L::kS);
+    H* sp = reinterpret_cast<H*>(shared + L::kP);
+    ForwardScores<H, D>(q_frags, sk,
+                        ss + warp * kFrag * FloatStride(kForwardKeys));
     __syncwarp();
     const int col0 = half * (kForwardKeys / 2);
     const int64_t seen = visible - k0 - col0;
-    const float correction = SoftmaxStep(
-        ss + r * FloatStride(kForwardKeys) + col0,
-        sp + r * HalfStride(kForwardKeys) + col0,
-        seen < 0 ? 0 : seen, p.scale, m, l);
+    const float correction =
+        SoftmaxStep(ss + r * FloatStride(kForwardKeys) + col0,
+                    sp + r * HalfStride(kForwardKeys) + col0,
+                    seen < 0 ? 0 : seen, p.scale, m, l);
     if (!with_out) continue;
     float* o_row = so + r * FloatStride(D) + half * (D / 2);
     for (int c = 0; c < D / 2; ++c) o_row[c] *= correction;
     __syncwarp();
-    float* o_rows = so + warp * kFrag * FloatStride(D);
-    const H* p_rows = sp + warp * kFrag * HalfStride(kForwardKeys);
-    for (int j = 0; j < D / kFrag; ++j) {
-      Acc acc;
-      wmma::load_matrix_sync(acc, o_rows + j * kFrag, FloatStride(D),
-                             wmma::mem_row_major);
-      AddProductAB<kForwardKeys>(p_rows, HalfStride(kForwardKeys),
-                                 sv + j * kFrag, OperandStride(D), acc);
-      wmma::store_matrix_sync(o_rows + j * kFrag, acc, FloatStride(D),
-                              wmma::mem_row_major);
-    }
+    ForwardAccumulate<H, D>(sp + warp * kFrag * HalfStride(kForwardKeys), sv,
+                            so + warp * kFrag * FloatStride(D));
   }
   __syncthreads();  // so is complete (zeroed only, when no key is seen).
   if (query >= p.lq) return;
@@ -423,8 +452,8 @@ __global__ void __launch_bounds__(kBackwardWarps* kWarp)
     const int64_t rows = MinOf(kBackwardRows, p.lq - q0);
     __syncthreads();  // The previous step is done with q, dout, ds.
     StageRows<kBackwardRows, D>(s.q, a.q + at[0] + q0 * p.e, rows, p.e);
-    StageRows<kBackwardRows, D>(
-        s.dout, a.dout + (entry * p.lq + q0) * p.e, rows, p.e);
+    StageRows<kBackwardRows, D>(s.dout, a.dout + (entry * p.lq + q0) * p.e,
+                                rows, p.e);
     for (int i = threadIdx.x; i < kBackwardRows; i += blockDim.x) {
       s.lse[i] = i < rows ? a.lse[entry * p.lq + q0 + i] : 0.0f;
       s.delta[i] = i < rows ? a.delta[entry * p.lq + q0 + i] : 0.0f;
@@ -457,8 +486,9 @@ __global__ void __launch_bounds__(kBackwardWarps* kWarp)
 }
 
 MmaProblem MmaProblemOf(const AttentionLaunch& a) {
-  return {a.batch, a.lq, a.lk, static_cast<int>(a.e), a.causal,
-          static_cast<float>(a.scale)};
+  return {a.batch,  a.lq,
+          a.lk,     static_cast<int>(a.e),
+          a.causal, static_cast<float>(a.scale)};
 }
 
 template <typename Kernel, typename Args>
@@ -481,8 +511,8 @@ cudaError_t ForwardOf(const AttentionLaunch& a, const MmaForwardArgs<H>& args,
 }
 
 template <typename H, int D>
-cudaError_t BackwardOf(const AttentionLaunch& a,
-                       const MmaBackwardArgs<H>& args, cudaStream_t stream) {
+cudaError_t BackwardOf(const AttentionLaunch& a, const MmaBackwardArgs<H>& args,
+                       cudaStream_t stream) {
   const int64_t tiles = (a.lk + kBackwardKeys - 1) / kBackwardKeys;
   return LaunchMma(MmaBackwardKernel<H, D>, args, a.entries * tiles,
                    kBackwardWarps * kWarp, BackwardLayout<D>::kBytes, stream);
@@ -528,12 +558,10 @@ cudaError_t LaunchAttentionMmaForward(ScalarType type, const AttentionLaunch& a,
                                       cudaStream_t stream) {
   return DispatchMma(type, a.e, [&](auto tag, auto dim) {
     using H = decltype(tag);
-    const MmaForwardArgs<H> args{MmaProblemOf(a),
-                                 static_cast<const H*>(q),
-                                 static_cast<const H*>(k),
-                                 static_cast<const H*>(v),
-                                 static_cast<H*>(out),
-                                 lse};
+    const MmaForwardArgs<H> args{
+        MmaProblemOf(a),          static_cast<const H*>(q),
+        static_cast<const H*>(k), static_cast<const H*>(v),
+        static_cast<H*>(out),     lse};
     return ForwardOf<H, decltype(dim)::value>(a, args, stream);
   });
 }
@@ -542,9 +570,8 @@ cudaError_t LaunchAttentionMmaBackward(ScalarType type,
                                        const AttentionLaunch& a, const void* q,
                                        const void* k, const void* v,
                                        const void* dout, const float* lse,
-                                       const float* delta, float* dq,
-                                       float* dk, float* dv,
-                                       cudaStream_t stream) {
+                                       const float* delta, float* dq, float* dk,
+                                       float* dv, cudaStream_t stream) {
   return DispatchMma(type, a.e, [&](auto tag, auto dim) {
     using H = decltype(tag);
     const MmaBackwardArgs<H> args{MmaProblemOf(a),

@@ -10,9 +10,10 @@
 // Forward: a block of 4 warps per (batch entry, 64 query rows), each warp 16
 // rows; it walks the key tiles of 64 its rows may see (causal: the tiles past
 // the block's last query skipped) with an online softmax in f32: scores
-// S = Q K^T by the tensor cores into shared memory, the rows' running max and
-// sum by two lanes a row, P (rounded to the input type) V added into an f32
-// output accumulator in shared memory, rescaled a row at a time. It writes
+// S = Q K^T by the tensor cores (the warp's query rows held in fragments)
+// into shared memory, the rows' running max and sum by two lanes a row,
+// P (rounded to the input type) V added into an f32 output accumulator in
+// shared memory, rescaled a row at a time. It writes
 // out (input type) and lse (f32) = max + log(sum); a row that sees no key
 // gives zeros and lse -inf, as the tiled kernels do.
 //
@@ -52,9 +53,8 @@ cudaError_t LaunchAttentionMmaBackward(ScalarType type,
                                        const AttentionLaunch& a, const void* q,
                                        const void* k, const void* v,
                                        const void* dout, const float* lse,
-                                       const float* delta, float* dq,
-                                       float* dk, float* dv,
-                                       cudaStream_t stream);
+                                       const float* delta, float* dq, float* dk,
+                                       float* dv, cudaStream_t stream);
 
 }  // namespace dtensor::cuda
 

@@ -50,9 +50,8 @@ struct Case {
   int64_t e;
 
   std::string Name() const {
-    return absl::StrCat(std::string(DTypeName(dtype)),
-                        causal ? " causal" : "", " lq ", lq, " lk ", lk, " e ",
-                        e);
+    return absl::StrCat(std::string(DTypeName(dtype)), causal ? " causal" : "",
+                        " lq ", lq, " lk ", lk, " e ", e);
   }
 };
 
@@ -82,16 +81,18 @@ Operands Draw(const Case& c, std::mt19937& rng) {
   Operands o;
   o.q = RandomTensor({kKvHeads, kGroup, c.lq, c.e}, c.dtype,
                      Layout::kContiguous, rng);
-  o.k = RandomTensor({kKvHeads, 1, c.lk, c.e}, c.dtype, Layout::kContiguous,
-                     rng);
-  o.v = RandomTensor({kKvHeads, 1, c.lk, c.e}, c.dtype, Layout::kContiguous,
-                     rng);
+  o.k =
+      RandomTensor({kKvHeads, 1, c.lk, c.e}, c.dtype, Layout::kContiguous, rng);
+  o.v =
+      RandomTensor({kKvHeads, 1, c.lk, c.e}, c.dtype, Layout::kContiguous, rng);
   o.dout = RandomTensor({kKvHeads, kGroup, c.lq, c.e}, c.dtype,
                         Layout::kContiguous, rng);
   return o;
 }
 
-double Scale(const Case& c) { return 1.0 / std::sqrt(static_cast<double>(c.e)); }
+double Scale(const Case& c) {
+  return 1.0 / std::sqrt(static_cast<double>(c.e));
+}
 
 // The relative tolerance of a case's results (header comment).
 double ResultTolerance(DType dtype) {
@@ -238,12 +239,15 @@ TEST(AttentionCudaTest, MmaKernelsMatchTheReference) {
     ASSERT_TRUE(cuda::AttentionMmaSupports(type, a, q.raw_data(), k.raw_data(),
                                            v.raw_data(), out.raw_data()))
         << c.Name();
-    ASSERT_TRUE(cuda::LaunchOn(q, "forward", [&](cudaStream_t stream) {
-                  return cuda::LaunchAttentionMmaForward(
-                      type, a, q.raw_data(), k.raw_data(), v.raw_data(),
-                      out.raw_data(), static_cast<float*>(lse.raw_data()),
-                      stream);
-                }).ok())
+    ASSERT_TRUE(cuda::LaunchOn(q, "forward",
+                               [&](cudaStream_t stream) {
+                                 return cuda::LaunchAttentionMmaForward(
+                                     type, a, q.raw_data(), k.raw_data(),
+                                     v.raw_data(), out.raw_data(),
+                                     static_cast<float*>(lse.raw_data()),
+                                     stream);
+                               })
+                    .ok())
         << c.Name();
     ExpectNear(out, ref.out, c.dtype, c.Name() + " mma out");
     ExpectLse(lse, ReferenceLse(c, o), c.Name());
@@ -255,21 +259,23 @@ TEST(AttentionCudaTest, MmaKernelsMatchTheReference) {
       delta_values[x / c.e] += out_values[x] * dout_values[x];
     }
     const Tensor delta =
-        *Tensor::FromVector<float>(delta_values, {a.entries * c.lq})
-             ->To(kGpu);
+        *Tensor::FromVector<float>(delta_values, {a.entries * c.lq})->To(kGpu);
     Tensor dq = *Tensor::Zeros(o.q.shape(), DType::kF32, kGpu);
     Tensor dk = *Tensor::Zeros(o.k.shape(), DType::kF32, kGpu);
     Tensor dv = *Tensor::Zeros(o.v.shape(), DType::kF32, kGpu);
-    ASSERT_TRUE(cuda::LaunchOn(q, "backward", [&](cudaStream_t stream) {
-                  return cuda::LaunchAttentionMmaBackward(
-                      type, a, q.raw_data(), k.raw_data(), v.raw_data(),
-                      dout.raw_data(),
-                      static_cast<const float*>(lse.raw_data()),
-                      static_cast<const float*>(delta.raw_data()),
-                      static_cast<float*>(dq.raw_data()),
-                      static_cast<float*>(dk.raw_data()),
-                      static_cast<float*>(dv.raw_data()), stream);
-                }).ok())
+    ASSERT_TRUE(
+        cuda::LaunchOn(q, "backward",
+                       [&](cudaStream_t stream) {
+                         return cuda::LaunchAttentionMmaBackward(
+                             type, a, q.raw_data(), k.raw_data(), v.raw_data(),
+                             dout.raw_data(),
+                             static_cast<const float*>(lse.raw_data()),
+                             static_cast<const float*>(delta.raw_data()),
+                             static_cast<float*>(dq.raw_data()),
+                             static_cast<float*>(dk.raw_data()),
+                             static_cast<float*>(dv.raw_data()), stream);
+                       })
+            .ok())
         << c.Name();
     ExpectNear(dq, ref.dq, c.dtype, c.Name() + " mma dq");
     ExpectNear(dk, ref.dk, c.dtype, c.Name() + " mma dk");
