@@ -191,8 +191,9 @@ void BM_Sum(benchmark::State& state) {
 }
 
 // Causal grouped-query attention in bf16 (batch 4, 32 query heads over 8 kv
-// heads, head dim 128, sequence range(0)), the tiled kernels of
-// dtensor/tensor/cuda/attention_kernels.h (f32 math, no [seq, seq] scores):
+// heads, head dim 128, sequence range(0)): the tensor-core path of
+// dtensor/tensor/cuda/attention_mma_kernels.h (bf16 products, f32
+// accumulation and softmax, no [seq, seq] scores):
 // q [4, 8, 4, seq, 128], k = v [4, 8, 1, seq, 128]. TFLOP/s count the useful
 // (causal: half) flops of the products, 2 in the forward and 5 in the
 // backward, as bench/peer/gpu_torch.py does.

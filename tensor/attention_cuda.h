@@ -15,7 +15,8 @@ namespace dtensor::cuda {
 
 // The forward and the backward on CUDA operands checked by the caller, with
 // the output batch shape `batch` and the effective `scale` (> 0): the tiled
-// kernels of dtensor/tensor/cuda/attention_kernels.h. Where a block's tiles
+// kernels of dtensor/tensor/cuda/attention_kernels.h (bf16/f16 with head dims
+// multiple of 16 up to 128 on the tensor cores). Where a block's tiles
 // need more shared memory than the device grants (large head dims), the
 // forward multiplies on cuBLAS around materialized scores and the backward
 // runs on the host (copies).

@@ -1,4 +1,5 @@
 #include "dtensor/tensor/cuda/attention_kernels.h"
+#include "dtensor/tensor/cuda/attention_mma_kernels.h"
 #include "dtensor/tensor/cuda/launch_common.cuh"
 
 namespace dtensor::cuda {
@@ -51,26 +52,13 @@ AttentionProblem<C> ProblemOf(const AttentionLaunch& a) {
 }
 
 // Launches `kernel` on `blocks` blocks of kAttentionThreads threads with
-// `bytes` of dynamic shared memory, raising the kernel's limit above the
-// default 48 KiB when it needs more (an invalid configuration past what the
-// device grants).
+// `bytes` of dynamic shared memory (AllowSharedBytes).
 template <typename Args>
 cudaError_t LaunchBlocks(void (*kernel)(Args), const Args& args, int64_t blocks,
                          int64_t bytes, cudaStream_t stream) {
   if (blocks == 0) return cudaSuccess;
   if (blocks > 2147483647) return cudaErrorInvalidConfiguration;
-  int device = 0;
-  int limit = 0;
-  cudaError_t error = cudaGetDevice(&device);
-  if (error == cudaSuccess) {
-    error = cudaDeviceGetAttribute(
-        &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  }
-  if (error != cudaSuccess) return error;
-  if (bytes > limit) return cudaErrorInvalidConfiguration;
-  error =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(bytes));
+  const cudaError_t error = AllowSharedBytes(kernel, bytes);
   if (error != cudaSuccess) return error;
   kernel<<<static_cast<unsigned>(blocks), kAttentionThreads,
            static_cast<size_t>(bytes), stream>>>(args);
@@ -132,6 +120,10 @@ int64_t AttentionSharedBytes(ScalarType type, int64_t e, int64_t ev,
 cudaError_t LaunchAttentionForward(ScalarType type, const AttentionLaunch& a,
                                    const void* q, const void* k, const void* v,
                                    void* out, void* lse, cudaStream_t stream) {
+  if (AttentionMmaSupports(type, a, q, k, v, out)) {
+    return LaunchAttentionMmaForward(type, a, q, k, v, out,
+                                     static_cast<float*>(lse), stream);
+  }
   return DispatchFloating(type, [&](auto tag) {
     using T = decltype(tag);
     using C = Compute<T>;
@@ -146,6 +138,8 @@ cudaError_t LaunchAttentionBackward(ScalarType type, const AttentionLaunch& a,
                                     const void* out, const void* dout,
                                     void* lse, void* delta, void* dq, void* dk,
                                     void* dv, cudaStream_t stream) {
+  // The tensor cores where they take the problem (dout staged like out).
+  const bool mma = AttentionMmaSupports(type, a, q, k, v, dout);
   return DispatchFloating(type, [&](auto tag) {
     using T = decltype(tag);
     using C = Compute<T>;
@@ -153,8 +147,11 @@ cudaError_t LaunchAttentionBackward(ScalarType type, const AttentionLaunch& a,
     const T* k_data = static_cast<const T*>(k);
     const T* v_data = static_cast<const T*>(v);
     // The log-sum-exps: the forward without its output.
-    cudaError_t error = ForwardOf<T, C>(a, q_data, k_data, v_data, nullptr,
-                                        static_cast<C*>(lse), stream);
+    cudaError_t error =
+        mma ? LaunchAttentionMmaForward(type, a, q, k, v, nullptr,
+                                        static_cast<float*>(lse), stream)
+            : ForwardOf<T, C>(a, q_data, k_data, v_data, nullptr,
+                              static_cast<C*>(lse), stream);
     if (error != cudaSuccess) return error;
     const int64_t rows = a.entries * a.lq;
     if (rows > 0) {
@@ -165,6 +162,12 @@ cudaError_t LaunchAttentionBackward(ScalarType type, const AttentionLaunch& a,
                                     static_cast<C*>(delta), rows, a.ev);
       error = cudaGetLastError();
       if (error != cudaSuccess) return error;
+    }
+    if (mma) {
+      return LaunchAttentionMmaBackward(
+          type, a, q, k, v, dout, static_cast<const float*>(lse),
+          static_cast<const float*>(delta), static_cast<float*>(dq),
+          static_cast<float*>(dk), static_cast<float*>(dv), stream);
     }
     const AttentionBackwardArgs<T, C> args{ProblemOf<C>(a),
                                            a.batch,

@@ -47,6 +47,35 @@ cudaError_t DispatchPair(ScalarType in, ScalarType out, Fn&& fn) {
   });
 }
 
+// Raises `kernel`'s dynamic shared memory limit to all that the current
+// device grants a block (less the kernel's static shared memory) and checks
+// that `bytes` fit (an invalid configuration otherwise). The limit set is the
+// same on every call: ranks that share a process launch one kernel
+// concurrently, and a limit set to each launch's own need could drop below
+// another launch's need between that launch's set and its start (which then
+// fails as an invalid argument).
+template <typename Kernel>
+cudaError_t AllowSharedBytes(Kernel* kernel, int64_t bytes) {
+  int device = 0;
+  int limit = 0;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error == cudaSuccess) {
+    error = cudaDeviceGetAttribute(
+        &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  }
+  cudaFuncAttributes attributes;
+  if (error == cudaSuccess) {
+    error = cudaFuncGetAttributes(&attributes, kernel);
+  }
+  if (error != cudaSuccess) return error;
+  const int64_t dynamic =
+      limit - static_cast<int64_t>(attributes.sharedSizeBytes);
+  if (bytes > dynamic) return cudaErrorInvalidConfiguration;
+  return cudaFuncSetAttribute(kernel,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(dynamic));
+}
+
 // Dispatch over the floating types only; others are an invalid value.
 template <typename Fn>
 cudaError_t DispatchFloating(ScalarType type, Fn&& fn) {

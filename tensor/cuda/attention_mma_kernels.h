@@ -1,0 +1,61 @@
+#ifndef DTENSOR_TENSOR_CUDA_ATTENTION_MMA_KERNELS_H_
+#define DTENSOR_TENSOR_CUDA_ATTENTION_MMA_KERNELS_H_
+
+// The tensor-core attention of bf16 and f16 operands (FlashAttention-2
+// style, warp-level WMMA 16x16x16 products with f32 accumulators, never an
+// [lq, lk] matrix), which LaunchAttentionForward and LaunchAttentionBackward
+// (attention_kernels.h) run where AttentionMmaSupports holds; the tiled f32
+// kernels stay the path (and the reference) for every other shape and type.
+//
+// Forward: a block of 4 warps per (batch entry, 64 query rows), each warp 16
+// rows; it walks the key tiles of 64 its rows may see (causal: the tiles past
+// the block's last query skipped) with an online softmax in f32: scores
+// S = Q K^T by the tensor cores (the warp's query rows held in fragments)
+// into shared memory, the rows' running max and sum by two lanes a row,
+// P (rounded to the input type) V added into an f32 output accumulator in
+// shared memory, rescaled a row at a time. It writes
+// out (input type) and lse (f32) = max + log(sum); a row that sees no key
+// gives zeros and lse -inf, as the tiled kernels do.
+//
+// Backward: a block of 8 warps per (batch entry, 128 keys), each warp 16
+// keys, over the query tiles of 64 that see them: S^T = K Q^T and
+// dP^T = V dO^T by the tensor cores, P = exp(S scale - lse) and
+// dS = P (dP - delta) scale (delta = rowsum(dO * O), a preprocessing kernel),
+// dV += P^T dO and dK += dS^T Q held in the warps' accumulator fragments
+// over all query tiles and added (f32 atomics) at the end, and dQ += dS K
+// added with f32 atomics after each query tile. The adds make grouped-query
+// entries (several batch entries on one k, v) sum their gradients.
+
+#include <cuda_runtime_api.h>
+
+#include "dtensor/tensor/cuda/attention_kernels.h"
+
+namespace dtensor::cuda {
+
+// Whether the tensor-core path runs this problem: bf16 or f16, e == ev a
+// multiple of 16 up to 128, and q, k, v (and `out`, when not null) 16-byte
+// aligned.
+bool AttentionMmaSupports(ScalarType type, const AttentionLaunch& a,
+                          const void* q, const void* k, const void* v,
+                          const void* out);
+
+// LaunchAttentionForward's contract on the tensor cores (Requires:
+// AttentionMmaSupports); out may be null for the log-sum-exps alone.
+cudaError_t LaunchAttentionMmaForward(ScalarType type, const AttentionLaunch& a,
+                                      const void* q, const void* k,
+                                      const void* v, void* out, float* lse,
+                                      cudaStream_t stream);
+
+// The gradients added into the f32 accumulators dq, dk, dv (as
+// LaunchAttentionBackward), given lse (LaunchAttentionMmaForward) and
+// delta = rowsum(dout * out) [entries, lq]. Requires: AttentionMmaSupports.
+cudaError_t LaunchAttentionMmaBackward(ScalarType type,
+                                       const AttentionLaunch& a, const void* q,
+                                       const void* k, const void* v,
+                                       const void* dout, const float* lse,
+                                       const float* delta, float* dq, float* dk,
+                                       float* dv, cudaStream_t stream);
+
+}  // namespace dtensor::cuda
+
+#endif  // DTENSOR_TENSOR_CUDA_ATTENTION_MMA_KERNELS_H_

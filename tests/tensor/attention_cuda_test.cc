@@ -1,0 +1,288 @@
+// The tensor-core attention (dtensor/tensor/cuda/attention_mma_kernels.h) on
+// a CUDA device against the float64 reference (reference_attention.h): its
+// forward (out and the log-sum-exps) and backward (dq, dk, dv) launched
+// directly, and the public ScaledDotProductAttention and its backward, which
+// dispatch bf16/f16 with head dims multiple of 16 to it. bf16 and f16, causal
+// and not, grouped-query heads (4 query heads over 2 kv heads), head dims 16,
+// 64 and 128, lengths off the tiles (1, 37, 130, 257) and lq != lk (causal
+// rows that see no key included). Needs a GPU (tag `gpu`); skips otherwise.
+//
+// Tolerances, against the reference of the same rounded inputs: the results
+// within a fraction of their largest magnitude, 3e-2 for bf16 and 1e-2 for
+// f16 (the kernels round the weights P and their gradients dS to the input
+// type before the products, 8 and 11 significant bits); the log-sum-exps
+// (f32 throughout) within 2e-3 + 1e-3 |lse|.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dtensor/tensor/attention.h"
+#include "dtensor/tensor/cuda_backend.h"
+#include "dtensor/tensor/nn_functional.h"
+#include "gtest/gtest.h"
+#include "tests/tensor/kernel_test_util.h"
+#include "tests/tensor/reference_attention.h"
+
+#ifdef DTENSOR_CUDA
+#include "dtensor/tensor/cuda/attention_mma_kernels.h"
+#include "dtensor/tensor/cuda_launch.h"
+#endif
+
+namespace dtensor {
+namespace {
+
+using testing::Layout;
+using testing::RandomTensor;
+
+const Device kGpu = Device::CUDA(0);
+constexpr int64_t kKvHeads = 2;
+constexpr int64_t kGroup = 2;
+
+struct Case {
+  DType dtype;
+  bool causal;
+  int64_t lq;
+  int64_t lk;
+  int64_t e;
+
+  std::string Name() const {
+    return absl::StrCat(std::string(DTypeName(dtype)), causal ? " causal" : "",
+                        " lq ", lq, " lk ", lk, " e ", e);
+  }
+};
+
+std::vector<Case> Cases() {
+  const std::vector<std::pair<int64_t, int64_t>> lengths = {
+      {1, 1}, {37, 37}, {130, 257}, {257, 130}, {37, 1}};
+  std::vector<Case> cases;
+  for (const DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const bool causal : {false, true}) {
+      for (const int64_t e : {16, 64, 128}) {
+        for (const auto& [lq, lk] : lengths) {
+          cases.push_back({dtype, causal, lq, lk, e});
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+// A case's operands on the host: q [kv heads, group, lq, e], k and v
+// [kv heads, 1, lk, e] (broadcast over the group), dout of the output's shape.
+struct Operands {
+  Tensor q, k, v, dout;
+};
+
+Operands Draw(const Case& c, std::mt19937& rng) {
+  Operands o;
+  o.q = RandomTensor({kKvHeads, kGroup, c.lq, c.e}, c.dtype,
+                     Layout::kContiguous, rng);
+  o.k =
+      RandomTensor({kKvHeads, 1, c.lk, c.e}, c.dtype, Layout::kContiguous, rng);
+  o.v =
+      RandomTensor({kKvHeads, 1, c.lk, c.e}, c.dtype, Layout::kContiguous, rng);
+  o.dout = RandomTensor({kKvHeads, kGroup, c.lq, c.e}, c.dtype,
+                        Layout::kContiguous, rng);
+  return o;
+}
+
+double Scale(const Case& c) {
+  return 1.0 / std::sqrt(static_cast<double>(c.e));
+}
+
+// The relative tolerance of a case's results (header comment).
+double ResultTolerance(DType dtype) {
+  return dtype == DType::kBF16 ? 3e-2 : 1e-2;
+}
+
+std::vector<double> HostValues(const Tensor& t) {
+  return t.To(Device::CPU())->To(DType::kF64)->ToVector<double>();
+}
+
+// Every |actual - expected| within ResultTolerance of the largest |expected|
+// (at least 1e-3 of an absolute bound).
+void ExpectNear(const Tensor& actual, const std::vector<double>& expected,
+                DType dtype, const std::string& what) {
+  const std::vector<double> got = HostValues(actual);
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  double largest = 1e-3;
+  for (const double x : expected) largest = std::max(largest, std::abs(x));
+  const double bound = ResultTolerance(dtype) * largest;
+  int reported = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool ok = std::abs(got[i] - expected[i]) <= bound;
+    if (!ok && reported++ < 5) {
+      ADD_FAILURE() << what << " [" << i << "]: " << got[i] << " vs "
+                    << expected[i] << " (bound " << bound << ")";
+    }
+  }
+}
+
+// The log-sum-exps of the scaled scores of every output row [kv heads *
+// group * lq] (-inf for a row that sees no key), in double.
+std::vector<double> ReferenceLse(const Case& c, const Operands& o) {
+  const std::vector<double> q = HostValues(o.q);
+  const std::vector<double> k = HostValues(o.k);
+  const double scale = Scale(c);
+  std::vector<double> lse;
+  for (int64_t entry = 0; entry < kKvHeads * kGroup; ++entry) {
+    const double* k_entry = k.data() + entry / kGroup * c.lk * c.e;
+    for (int64_t i = 0; i < c.lq; ++i) {
+      const double* qi = q.data() + (entry * c.lq + i) * c.e;
+      const int64_t visible =
+          c.causal ? std::clamp<int64_t>(i + c.lk - c.lq + 1, 0, c.lk) : c.lk;
+      std::vector<double> s(visible);
+      double top = -INFINITY;
+      for (int64_t j = 0; j < visible; ++j) {
+        s[j] = 0;
+        for (int64_t d = 0; d < c.e; ++d) s[j] += qi[d] * k_entry[j * c.e + d];
+        s[j] *= scale;
+        top = std::max(top, s[j]);
+      }
+      double sum = 0;
+      for (const double x : s) sum += std::exp(x - top);
+      lse.push_back(visible == 0 ? -INFINITY : top + std::log(sum));
+    }
+  }
+  return lse;
+}
+
+void ExpectLse(const Tensor& lse, const std::vector<double>& expected,
+               const std::string& what) {
+  const std::vector<double> got = HostValues(lse);
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool ok = std::isinf(expected[i])
+                        ? got[i] == expected[i]
+                        : std::abs(got[i] - expected[i]) <=
+                              2e-3 + 1e-3 * std::abs(expected[i]);
+    if (!ok && reported++ < 5) {
+      ADD_FAILURE() << what << " lse [" << i << "]: " << got[i] << " vs "
+                    << expected[i];
+    }
+  }
+}
+
+bool HaveGpu() { return cuda::DeviceCount() > 0; }
+
+// The public entry points on the GPU: they take the tensor-core path for
+// these dtypes and head dims.
+TEST(AttentionCudaTest, PublicForwardAndBackwardMatchTheReference) {
+  if (!HaveGpu()) GTEST_SKIP() << "no usable CUDA device: " << cuda::Describe();
+  std::mt19937 rng(5);
+  for (const Case& c : Cases()) {
+    const Operands o = Draw(c, rng);
+    const testing::AttentionReference ref =
+        testing::ReferenceAttention(o.q, o.k, o.v, o.dout, c.causal, Scale(c));
+    const Tensor q = *o.q.To(kGpu);
+    const Tensor k = *o.k.To(kGpu);
+    const Tensor v = *o.v.To(kGpu);
+    const absl::StatusOr<Tensor> out =
+        ScaledDotProductAttention(q, k, v, c.causal, Scale(c));
+    ASSERT_TRUE(out.ok()) << c.Name() << ": " << out.status();
+    ExpectNear(*out, ref.out, c.dtype, c.Name() + " out");
+    const absl::StatusOr<AttentionGrads> grads =
+        ScaledDotProductAttentionBackward(q, k, v, *out, *o.dout.To(kGpu),
+                                          c.causal, Scale(c));
+    ASSERT_TRUE(grads.ok()) << c.Name() << ": " << grads.status();
+    ExpectNear(grads->dq, ref.dq, c.dtype, c.Name() + " dq");
+    ExpectNear(grads->dk, ref.dk, c.dtype, c.Name() + " dk");
+    ExpectNear(grads->dv, ref.dv, c.dtype, c.Name() + " dv");
+  }
+}
+
+#ifdef DTENSOR_CUDA
+// The launch of a case: batch [kv heads, group], k and v at stride 0 over
+// the group.
+cuda::AttentionLaunch LaunchOf(const Case& c) {
+  cuda::AttentionLaunch a;
+  a.entries = kKvHeads * kGroup;
+  a.batch.ndim = 2;
+  a.batch.sizes[0] = kKvHeads;
+  a.batch.sizes[1] = kGroup;
+  a.batch.strides[0][0] = kGroup * c.lq * c.e;
+  a.batch.strides[0][1] = c.lq * c.e;
+  for (int operand = 1; operand < 3; ++operand) {
+    a.batch.strides[operand][0] = c.lk * c.e;
+    a.batch.strides[operand][1] = 0;
+  }
+  a.lq = c.lq;
+  a.lk = c.lk;
+  a.e = a.ev = c.e;
+  a.causal = c.causal;
+  a.scale = Scale(c);
+  return a;
+}
+
+// The kernels launched directly: out and lse of the forward, and with
+// delta = rowsum(dout * out) the f32 gradients of the backward.
+TEST(AttentionCudaTest, MmaKernelsMatchTheReference) {
+  if (!HaveGpu()) GTEST_SKIP() << "no usable CUDA device: " << cuda::Describe();
+  std::mt19937 rng(6);
+  for (const Case& c : Cases()) {
+    const Operands o = Draw(c, rng);
+    const testing::AttentionReference ref =
+        testing::ReferenceAttention(o.q, o.k, o.v, o.dout, c.causal, Scale(c));
+    const Tensor q = *o.q.To(kGpu);
+    const Tensor k = *o.k.To(kGpu);
+    const Tensor v = *o.v.To(kGpu);
+    const Tensor dout = *o.dout.To(kGpu);
+    const cuda::AttentionLaunch a = LaunchOf(c);
+    const cuda::ScalarType type = cuda::ToScalarType(c.dtype);
+    Tensor out = *Tensor::Empty(o.q.shape(), c.dtype, kGpu);
+    Tensor lse = *Tensor::Empty({a.entries * c.lq}, DType::kF32, kGpu);
+    ASSERT_TRUE(cuda::AttentionMmaSupports(type, a, q.raw_data(), k.raw_data(),
+                                           v.raw_data(), out.raw_data()))
+        << c.Name();
+    ASSERT_TRUE(cuda::LaunchOn(q, "forward",
+                               [&](cudaStream_t stream) {
+                                 return cuda::LaunchAttentionMmaForward(
+                                     type, a, q.raw_data(), k.raw_data(),
+                                     v.raw_data(), out.raw_data(),
+                                     static_cast<float*>(lse.raw_data()),
+                                     stream);
+                               })
+                    .ok())
+        << c.Name();
+    ExpectNear(out, ref.out, c.dtype, c.Name() + " mma out");
+    ExpectLse(lse, ReferenceLse(c, o), c.Name());
+    // delta from the kernel's own (rounded) out, as the entry point does.
+    const std::vector<double> out_values = HostValues(out);
+    const std::vector<double> dout_values = HostValues(o.dout);
+    std::vector<float> delta_values(a.entries * c.lq, 0.0f);
+    for (size_t x = 0; x < out_values.size(); ++x) {
+      delta_values[x / c.e] += out_values[x] * dout_values[x];
+    }
+    const Tensor delta =
+        *Tensor::FromVector<float>(delta_values, {a.entries * c.lq})->To(kGpu);
+    Tensor dq = *Tensor::Zeros(o.q.shape(), DType::kF32, kGpu);
+    Tensor dk = *Tensor::Zeros(o.k.shape(), DType::kF32, kGpu);
+    Tensor dv = *Tensor::Zeros(o.v.shape(), DType::kF32, kGpu);
+    ASSERT_TRUE(
+        cuda::LaunchOn(q, "backward",
+                       [&](cudaStream_t stream) {
+                         return cuda::LaunchAttentionMmaBackward(
+                             type, a, q.raw_data(), k.raw_data(), v.raw_data(),
+                             dout.raw_data(),
+                             static_cast<const float*>(lse.raw_data()),
+                             static_cast<const float*>(delta.raw_data()),
+                             static_cast<float*>(dq.raw_data()),
+                             static_cast<float*>(dk.raw_data()),
+                             static_cast<float*>(dv.raw_data()), stream);
+                       })
+            .ok())
+        << c.Name();
+    ExpectNear(dq, ref.dq, c.dtype, c.Name() + " mma dq");
+    ExpectNear(dk, ref.dk, c.dtype, c.Name() + " mma dk");
+    ExpectNear(dv, ref.dv, c.dtype, c.Name() + " mma dv");
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace dtensor
