@@ -55,7 +55,8 @@ absl::StatusOr<DTensor> FullWithSharding(const DTensor& like,
   Tensor local;
   if (!like.runtime()->metadata_only()) {
     DT_ASSIGN_OR_RETURN(ShardBlock block, spec.BlockOf(like.runtime()->rank()));
-    DT_ASSIGN_OR_RETURN(local, Tensor::Full(block.shape, value, dtype));
+    DT_ASSIGN_OR_RETURN(local, Tensor::Full(block.shape, value, dtype,
+                                            like.ToLocal().device()));
   }
   return DTensor::WrapUnchecked(
       like.runtime(), std::make_shared<const DTensorSpec>(std::move(spec)),
@@ -102,6 +103,7 @@ absl::StatusOr<DTensor> ArangeAlong(const DTensor& like, int64_t dim,
         local,
         Tensor::Arange(first, first + static_cast<double>(block.shape[0]), 1,
                        dtype));
+    DT_ASSIGN_OR_RETURN(local, local.To(like.ToLocal().device()));
   }
   return DTensor::WrapUnchecked(
       like.runtime(), std::make_shared<const DTensorSpec>(std::move(spec)),

@@ -25,6 +25,10 @@ using InputGrads = std::vector<DTensor>;
 // size-1 dims it expanded. `grad` itself when the shapes are equal.
 absl::StatusOr<DTensor> SumToShape(const DTensor& grad, const Shape& shape);
 
+// ScalarLike, FullWithSharding, FullLike and ArangeAlong put their data on
+// the device of like's local tensor (the CPU when it has none), where the
+// collectives over like's mesh work.
+
 // `value` as a 0-d Replicate DTensor of `dtype` (default: like's).
 absl::StatusOr<DTensor> ScalarLike(const DTensor& like, double value);
 absl::StatusOr<DTensor> ScalarLike(const DTensor& like, double value,
