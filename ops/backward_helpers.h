@@ -52,7 +52,8 @@ absl::StatusOr<DTensor> ReplicatedConstant(const DTensor& like,
 
 // 0, 1, ..., like.shape()[dim] - 1 as a 1-D DTensor of the integer `dtype`,
 // sharded like `dim` of `like` (Replicate elsewhere): indices that line up
-// with like's shards of that dim.
+// with like's shards of that dim. The local block is cached per device
+// (CachedArange): shared, read-only.
 absl::StatusOr<DTensor> ArangeAlong(const DTensor& like, int64_t dim,
                                     DType dtype);
 
