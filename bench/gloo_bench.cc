@@ -271,7 +271,7 @@ void Mirror() {
   while (true) {
     Tensor command = Tensor::Zeros({4}, DType::kI64).value();
     Check(job->comm->Broadcast(command, 0));
-    const std::vector<int64_t> fields = command.ToVector<int64_t>();
+    const std::vector<int64_t> fields = command.ToVector<int64_t>().value();
     const Op op = static_cast<Op>(fields[0]);
     if (op == Op::kQuit) return;
     std::function<void()> step =

@@ -52,7 +52,7 @@ void SetElements(benchmark::State& state, int64_t n) {
 
 // Softmax-like inputs: x - max in [-20, 0].
 std::vector<float> ExpInputs(int64_t n) {
-  return Random({n}, 1, -20, 0).ToVector<float>();
+  return Random({n}, 1, -20, 0).ToVector<float>().value();
 }
 
 // `fn` (a libm function) element by element over `in`.
@@ -92,7 +92,7 @@ BENCHMARK(BM_ExpLoopFast)->Arg(4096)->Arg(1 << 20);
 
 // Positive inputs over many binades: (0, 20].
 std::vector<float> LogInputs(int64_t n) {
-  return Random({n}, 3, 1e-6, 20).ToVector<float>();
+  return Random({n}, 3, 1e-6, 20).ToVector<float>().value();
 }
 
 void BM_LogLoopLibm(benchmark::State& state) {
@@ -172,9 +172,11 @@ BENCHMARK(BM_Softmax)->Args({4096, 64})->Args({512, 256});
 // timed). Items: the table's elements.
 void BM_EmbeddingBackwardScatter(benchmark::State& state) {
   const int64_t rows = state.range(0);
-  const Tensor indices = *Tensor::FromVector(
-      Random({512}, 5, 0, static_cast<double>(rows - 1)).ToVector<int64_t>(),
-      {512});
+  const Tensor indices =
+      *Tensor::FromVector(Random({512}, 5, 0, static_cast<double>(rows - 1))
+                              .ToVector<int64_t>()
+                              .value(),
+                          {512});
   const Tensor grad = Random({512, 256}, 6);
   for (auto _ : state) {
     Tensor dtable = *EmbeddingBackward(indices, grad, rows);
@@ -185,7 +187,9 @@ void BM_EmbeddingBackwardScatter(benchmark::State& state) {
 void BM_EmbeddingBackwardOneHot(benchmark::State& state) {
   const int64_t rows = state.range(0);
   const std::vector<int64_t> indices =
-      Random({512}, 5, 0, static_cast<double>(rows - 1)).ToVector<int64_t>();
+      Random({512}, 5, 0, static_cast<double>(rows - 1))
+          .ToVector<int64_t>()
+          .value();
   std::vector<float> hits(rows * 512, 0.0f);
   for (int64_t t = 0; t < 512; ++t) hits[indices[t] * 512 + t] = 1.0f;
   const Tensor onehot_t = *Tensor::FromVector(hits, {rows, 512});

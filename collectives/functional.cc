@@ -26,7 +26,7 @@ absl::StatusOr<Tensor> EmptyMetadata(const Communicator& comm, int64_t count) {
 // The values of a metadata tensor, `count` of them.
 absl::StatusOr<std::vector<int64_t>> MetadataValues(const Tensor& tensor,
                                                     size_t count) {
-  std::vector<int64_t> values = tensor.ToVector<int64_t>();
+  DT_ASSIGN_OR_RETURN(std::vector<int64_t> values, tensor.ToVector<int64_t>());
   if (values.size() != count) {
     return absl::InternalError(absl::StrCat("could not read ", count,
                                             " metadata values back from ",
@@ -141,7 +141,8 @@ absl::StatusOr<Tensor> AllToAll(Communicator& comm, const Tensor& input,
                       EmptyMetadata(comm, 2 * comm.size()));
   DT_RETURN_IF_ERROR(
       comm.AllToAll(sent_header, received_header, 0, 0, {}, {}, options));
-  const std::vector<int64_t> received = received_header.ToVector<int64_t>();
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> received,
+                      MetadataValues(received_header, 2 * comm.size()));
   std::vector<int64_t> receives;
   for (int64_t r = 0; r < comm.size(); ++r)
     receives.push_back(received[2 * r + 1]);
@@ -239,15 +240,16 @@ absl::StatusOr<Tensor> Permute(Communicator& comm, const Tensor& input,
     DT_ASSIGN_OR_RETURN(shape_in, MetadataTensor(comm, input.shape()));
   }
   if (receives) {
-    head = head_out.ToVector<int64_t>();
+    DT_ASSIGN_OR_RETURN(head, MetadataValues(head_out, 2));
     DT_ASSIGN_OR_RETURN(shape_out, EmptyMetadata(comm, head[1]));
   }
   DT_RETURN_IF_ERROR(comm.Permute(shape_in, shape_out, pairs, options));
   Tensor output;
   if (receives) {
     DT_ASSIGN_OR_RETURN(DType dtype, DTypeFromCode(head[0], kOp));
-    DT_ASSIGN_OR_RETURN(output, Tensor::Empty(shape_out.ToVector<int64_t>(),
-                                              dtype, comm.device()));
+    DT_ASSIGN_OR_RETURN(Shape shape, MetadataValues(shape_out, head[1]));
+    DT_ASSIGN_OR_RETURN(output,
+                        Tensor::Empty(std::move(shape), dtype, comm.device()));
   }
   DT_RETURN_IF_ERROR(comm.Permute(input, output, pairs, options));
   return output;

@@ -11,6 +11,7 @@
 #include "dtensor/base/status_macros.h"
 #include "dtensor/ops/reduction_ops.h"
 #include "dtensor/ops/view_ops.h"
+#include "dtensor/tensor/constant_cache.h"
 #include "dtensor/tensor/elementwise.h"
 
 namespace dtensor {
@@ -55,7 +56,8 @@ absl::StatusOr<DTensor> FullWithSharding(const DTensor& like,
   Tensor local;
   if (!like.runtime()->metadata_only()) {
     DT_ASSIGN_OR_RETURN(ShardBlock block, spec.BlockOf(like.runtime()->rank()));
-    DT_ASSIGN_OR_RETURN(local, Tensor::Full(block.shape, value, dtype));
+    DT_ASSIGN_OR_RETURN(local, Tensor::Full(block.shape, value, dtype,
+                                            like.ToLocal().device()));
   }
   return DTensor::WrapUnchecked(
       like.runtime(), std::make_shared<const DTensorSpec>(std::move(spec)),
@@ -97,11 +99,9 @@ absl::StatusOr<DTensor> ArangeAlong(const DTensor& like, int64_t dim,
   Tensor local;
   if (!like.runtime()->metadata_only()) {
     DT_ASSIGN_OR_RETURN(ShardBlock block, spec.BlockOf(like.runtime()->rank()));
-    const double first = static_cast<double>(block.offset[0]);
-    DT_ASSIGN_OR_RETURN(
-        local,
-        Tensor::Arange(first, first + static_cast<double>(block.shape[0]), 1,
-                       dtype));
+    // Cached on the device: the classes of a loss's one-hot every step.
+    DT_ASSIGN_OR_RETURN(local, CachedArange(block.offset[0], block.shape[0],
+                                            dtype, like.ToLocal().device()));
   }
   return DTensor::WrapUnchecked(
       like.runtime(), std::make_shared<const DTensorSpec>(std::move(spec)),

@@ -25,6 +25,10 @@ using InputGrads = std::vector<DTensor>;
 // size-1 dims it expanded. `grad` itself when the shapes are equal.
 absl::StatusOr<DTensor> SumToShape(const DTensor& grad, const Shape& shape);
 
+// ScalarLike, FullWithSharding, FullLike and ArangeAlong put their data on
+// the device of like's local tensor (the CPU when it has none), where the
+// collectives over like's mesh work.
+
 // `value` as a 0-d Replicate DTensor of `dtype` (default: like's).
 absl::StatusOr<DTensor> ScalarLike(const DTensor& like, double value);
 absl::StatusOr<DTensor> ScalarLike(const DTensor& like, double value,
@@ -48,7 +52,8 @@ absl::StatusOr<DTensor> ReplicatedConstant(const DTensor& like,
 
 // 0, 1, ..., like.shape()[dim] - 1 as a 1-D DTensor of the integer `dtype`,
 // sharded like `dim` of `like` (Replicate elsewhere): indices that line up
-// with like's shards of that dim.
+// with like's shards of that dim. The local block is cached per device
+// (CachedArange): shared, read-only.
 absl::StatusOr<DTensor> ArangeAlong(const DTensor& like, int64_t dim,
                                     DType dtype);
 

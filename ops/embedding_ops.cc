@@ -14,15 +14,12 @@
 #include "dtensor/ops/elementwise_ops.h"
 #include "dtensor/ops/rule_helpers.h"
 #include "dtensor/tensor/elementwise.h"
-#include "dtensor/tensor/kernel_checks.h"
+#include "dtensor/tensor/index_checks.h"
 #include "dtensor/tensor/nn_functional.h"
 
 namespace dtensor {
 namespace ops {
 namespace {
-
-using internal::CheckIndexInRange;
-using internal::ReadIndices;
 
 // Index tensors are i32 or i64.
 absl::Status CheckIndexDType(const DTensorSpec& indices, absl::string_view op) {
@@ -87,33 +84,33 @@ absl::StatusOr<std::vector<OpStrategy>> EmbeddingStrategies(
 
 // Rows of this rank's table block [first, first + rows) for the indices
 // inside it, zero rows for the others; indices are checked against the
-// global row count.
+// global row count (CUDA indices on the device, deferred: index_checks.h).
+// The mask and the local indices are elementwise ops on the indices' device,
+// and the output lives on the table's: a Partial(sum) of these terms is
+// all-reduced there.
 absl::StatusOr<Tensor> MaskedEmbedding(const Tensor& indices,
                                        const Tensor& table, int64_t first,
                                        int64_t num) {
-  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> values,
-                      ReadIndices(indices, "embedding", "indices"));
-  for (int64_t v : values) {
-    DT_RETURN_IF_ERROR(CheckIndexInRange(v, num, "embedding"));
-  }
+  DT_RETURN_IF_ERROR(CheckIndicesInRange(indices, num, "embedding"));
   Shape out_shape = indices.shape();
   out_shape.push_back(table.size(1));
   const int64_t rows = table.size(0);
-  if (rows == 0) return Tensor::Zeros(out_shape, table.dtype());
-  Shape mask_shape = indices.shape();
-  mask_shape.push_back(1);
-  DT_ASSIGN_OR_RETURN(Tensor mask, Tensor::Empty(mask_shape, DType::kBool));
-  std::vector<int64_t> local(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    const bool inside = values[i] >= first && values[i] < first + rows;
-    mask.data<bool>()[i] = inside;
-    local[i] = inside ? values[i] - first : 0;
+  if (rows == 0) {
+    return Tensor::Zeros(out_shape, table.dtype(), table.device());
   }
-  DT_ASSIGN_OR_RETURN(Tensor local_indices,
-                      Tensor::FromVector(local, indices.shape()));
-  DT_ASSIGN_OR_RETURN(Tensor rows_found,
-                      dtensor::Embedding(local_indices, table));
-  return dtensor::Where(mask, rows_found, Tensor::Scalar(0, table.dtype()));
+  DT_ASSIGN_OR_RETURN(Tensor local,
+                      dtensor::Sub(indices, static_cast<double>(first)));
+  DT_ASSIGN_OR_RETURN(const Tensor from_first, dtensor::Ge(local, 0));
+  DT_ASSIGN_OR_RETURN(const Tensor before_end,
+                      dtensor::Lt(local, static_cast<double>(rows)));
+  // And of two bools.
+  DT_ASSIGN_OR_RETURN(Tensor inside, dtensor::Minimum(from_first, before_end));
+  DT_ASSIGN_OR_RETURN(
+      local, dtensor::Where(inside, local, Tensor::Scalar(0, local.dtype())));
+  DT_ASSIGN_OR_RETURN(const Tensor rows_found,
+                      dtensor::Embedding(local, table));
+  DT_ASSIGN_OR_RETURN(inside, inside.Unsqueeze(-1));
+  return dtensor::Where(inside, rows_found, Tensor::Scalar(0, table.dtype()));
 }
 
 absl::StatusOr<OpLocals> EmbeddingKernel(const KernelContext& ctx,

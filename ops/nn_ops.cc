@@ -88,8 +88,11 @@ OpDef MakeSoftmax(bool log) {
 
 // ---- rotary_embedding. ----
 
-constexpr ArgSpec kRotaryArgs[] = {{"theta", ArgKind::kScalar, "10000"}};
+// `inverse` rotates by minus the angles (the gradient's rotation).
+constexpr ArgSpec kRotaryArgs[] = {{"theta", ArgKind::kScalar, "10000"},
+                                   {"inverse", ArgKind::kBool, "false"}};
 constexpr auto kTheta = KeyOf<ArgKind::kScalar>(kRotaryArgs, "theta");
+constexpr auto kInverse = KeyOf<ArgKind::kBool>(kRotaryArgs, "inverse");
 
 // The tensor layer's checks, which a probe of size-1 dims cannot run (an odd
 // head_dim of 1).
@@ -129,45 +132,39 @@ absl::Status CheckRotary(absl::string_view op,
   return absl::OkStatus();
 }
 
+// Without positions, the rows' global positions are first, first + 1, ...:
+// the tensor layer's cached angle tables on x's device serve them (no host
+// work in a training step). Explicit positions are read on the host.
 absl::StatusOr<OpLocals> RotaryKernel(const KernelContext& ctx,
                                       absl::Span<const Tensor> inputs) {
-  Tensor positions = inputs[1];
-  if (!positions.defined()) {
-    // The global positions of this rank's rows.
+  const double theta = ctx.args().Get(kTheta);
+  const bool inverse = ctx.args().Get(kInverse);
+  const Tensor& x = inputs[0];
+  Tensor out;
+  if (!inputs[1].defined()) {
     const DTensorSpec& x_spec = *ctx.input(0);
     const int64_t seq_dim = x_spec.ndim() - 3;
     DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, x_spec));
-    const int64_t first = block.offset[seq_dim];
-    if (first != 0) {
-      DT_ASSIGN_OR_RETURN(
-          positions,
-          Tensor::Arange(static_cast<double>(first),
-                         static_cast<double>(first + block.shape[seq_dim]), 1,
-                         DType::kI64));
+    DT_ASSIGN_OR_RETURN(out, dtensor::RotaryEmbeddingFrom(
+                                 x, block.offset[seq_dim], theta, inverse));
+  } else {
+    Tensor positions = inputs[1];
+    if (inverse) {
+      DT_ASSIGN_OR_RETURN(positions, dtensor::Neg(positions));
     }
+    DT_ASSIGN_OR_RETURN(out, dtensor::RotaryEmbedding(x, positions, theta));
   }
-  DT_ASSIGN_OR_RETURN(
-      Tensor out,
-      dtensor::RotaryEmbedding(inputs[0], positions, ctx.args().Get(kTheta)));
   return OpLocals{std::move(out)};
 }
 
 // The embedding rotates each pair by an angle proportional to its position;
-// the transpose of a rotation is the rotation by minus the angle, so
-// dx = rotary_embedding(g, -positions).
+// the transpose of a rotation is the rotation by minus the angle, so dx is
+// the inverse rotation of g.
 absl::StatusOr<InputGrads> RotaryBackward(const BackwardCall& call) {
-  const DTensor& x = call.inputs[0];
-  DTensor positions = call.inputs[1];
-  if (!positions.defined()) {
-    const int64_t seq = x.shape()[x.spec().ndim() - 3];
-    DT_ASSIGN_OR_RETURN(Tensor all, Tensor::Arange(0, static_cast<double>(seq),
-                                                   1, DType::kI64));
-    DT_ASSIGN_OR_RETURN(positions, ReplicatedConstant(x, all));
-  }
-  DT_ASSIGN_OR_RETURN(DTensor reversed, Neg(positions));
   DT_ASSIGN_OR_RETURN(
       DTensor dx,
-      RotaryEmbedding(call.grad_outputs[0], reversed, call.args.Get(kTheta)));
+      RotaryEmbedding(call.grad_outputs[0], call.inputs[1],
+                      call.args.Get(kTheta), !call.args.Get(kInverse)));
   return InputGrads{std::move(dx), DTensor()};
 }
 
@@ -225,10 +222,10 @@ absl::StatusOr<DTensor> LogSoftmax(const DTensor& x, int64_t dim) {
 }
 
 absl::StatusOr<DTensor> RotaryEmbedding(const DTensor& x,
-                                        const DTensor& positions,
-                                        double theta) {
+                                        const DTensor& positions, double theta,
+                                        bool inverse) {
   OpArgs args;
-  args.AddScalar(theta);
+  args.AddScalar(theta).AddBool(inverse);
   return Call(RotaryDef(), {&x, &positions}, args);
 }
 

@@ -29,10 +29,13 @@ namespace ops {
 
 absl::StatusOr<DTensor> Softmax(const DTensor& x, int64_t dim);
 absl::StatusOr<DTensor> LogSoftmax(const DTensor& x, int64_t dim);
-// `positions` is optional (undefined: 0..seq-1 over the global sequence).
+// `positions` is optional (undefined: 0..seq-1 over the global sequence,
+// whose angle tables stay cached on the device); `inverse` rotates by minus
+// the angles (the embedding's gradient).
 absl::StatusOr<DTensor> RotaryEmbedding(const DTensor& x,
                                         const DTensor& positions = DTensor(),
-                                        double theta = 10000.0);
+                                        double theta = 10000.0,
+                                        bool inverse = false);
 
 // The OpDefs of this family, for the registry.
 std::vector<const OpDef*> NnOps();

@@ -66,10 +66,13 @@ int64_t ReducedCount(const Shape& shape, const std::vector<bool>& mask) {
   return count;
 }
 
-// A tensor filled with the identity of `op` (max: -inf or the lowest value;
-// min: +inf or the highest), the term of a rank whose shard of the reduced
-// dims is empty.
-absl::StatusOr<Tensor> IdentityOf(ReduceOp op, Shape shape, DType dtype) {
+// A tensor on `device` filled with the identity of `op` (max: -inf or the
+// lowest value; min: +inf or the highest), the term of a rank whose shard of
+// the reduced dims is empty. Filled on the host (an integer's extremes are no
+// doubles for Fill) and moved: the collectives that combine it with the other
+// ranks' terms work on the input's device.
+absl::StatusOr<Tensor> IdentityOf(ReduceOp op, Shape shape, DType dtype,
+                                  Device device) {
   const bool max = op == ReduceOp::kMax;
   DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(std::move(shape), dtype));
   DT_RETURN_IF_ERROR(DispatchDType(dtype, [&](auto tag) -> absl::Status {
@@ -85,7 +88,7 @@ absl::StatusOr<Tensor> IdentityOf(ReduceOp op, Shape shape, DType dtype) {
                           : std::numeric_limits<double>::infinity());
     }
   }));
-  return out;
+  return out.To(device);
 }
 
 // Max or min of a local shard; the identity where its reduced extent is
@@ -95,7 +98,8 @@ absl::StatusOr<Tensor> ExtremeLocal(ReduceOp op, const Tensor& x,
                                     bool keepdim) {
   const std::vector<bool> mask = ReducedMask(dims, x.dim());
   if (ReducedCount(x.shape(), mask) == 0) {
-    return IdentityOf(op, ReducedShape(x.shape(), mask, keepdim), x.dtype());
+    return IdentityOf(op, ReducedShape(x.shape(), mask, keepdim), x.dtype(),
+                      x.device());
   }
   return op == ReduceOp::kMax ? dtensor::Max(x, dims, keepdim)
                               : dtensor::Min(x, dims, keepdim);

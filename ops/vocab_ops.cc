@@ -25,6 +25,7 @@
 #include "dtensor/tensor/cuda/loss_body.h"
 #include "dtensor/tensor/cuda/row_body.h"
 #include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/index_checks.h"
 #include "dtensor/tensor/kernel_checks.h"
 #include "dtensor/tensor/loss_cuda.h"
 #include "dtensor/tensor/reduction.h"
@@ -265,25 +266,23 @@ absl::StatusOr<Tensor> RowResultsOnDevice(
   return cuda::LossShardFinishOnDevice(row_max, sums, targets, ignore_index);
 }
 
-// The rows' results on the logits' device ([rows, classes]; `target` the
-// local target tensor, `targets` its values read on the host).
-absl::StatusOr<Tensor> RowResultsOnLogitsDevice(
-    const KernelContext& ctx, const Tensor& logits, const Tensor& target,
-    const std::vector<int64_t>& targets, int64_t class_offset,
-    const LossGroups& groups) {
-  std::shared_ptr<Communicator> class_group;
-  if (!groups.class_dims.empty()) {
-    DT_ASSIGN_OR_RETURN(
-        class_group, ctx.runtime().groups()->ForMeshDims(ctx.input(0)->mesh(),
-                                                         groups.class_dims));
-  }
-  if (cuda::OnCuda(logits)) {
-    DT_ASSIGN_OR_RETURN(Tensor on_device, target.To(logits.device()));
-    DT_ASSIGN_OR_RETURN(on_device, on_device.To(DType::kI64));
-    DT_ASSIGN_OR_RETURN(on_device, on_device.Reshape({logits.size(0)}));
-    return RowResultsOnDevice(ctx, logits, on_device, class_offset,
-                              class_group);
-  }
+// The communicator of the mesh dims sharding the classes; null when none do.
+absl::StatusOr<std::shared_ptr<Communicator>> ClassGroup(
+    const KernelContext& ctx, const LossGroups& groups) {
+  if (groups.class_dims.empty()) return std::shared_ptr<Communicator>();
+  return ctx.runtime().groups()->ForMeshDims(ctx.input(0)->mesh(),
+                                             groups.class_dims);
+}
+
+// The rows' results of CPU logits [rows, classes] (`targets` their target
+// values).
+absl::StatusOr<Tensor> RowResultsOnHost(const KernelContext& ctx,
+                                        const Tensor& logits,
+                                        const std::vector<int64_t>& targets,
+                                        int64_t class_offset,
+                                        const LossGroups& groups) {
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> class_group,
+                      ClassGroup(ctx, groups));
   const DType compute = ComputeDTypeOf(ctx.input(0)->dtype());
   DT_ASSIGN_OR_RETURN(Tensor host, logits.To(compute));
   host = host.Contiguous();
@@ -307,18 +306,17 @@ absl::StatusOr<int64_t> GlobalCount(const KernelContext& ctx, int64_t count,
   return total.data<int64_t>()[0];
 }
 
-// The sum of this rank's losses (f64 [rows]) as an f64 scalar on their
-// device: in row order on the CPU (as the tensor layer's CrossEntropy), by
-// the reduction kernel on a device.
+// The sum of this rank's CPU losses (f64 [rows]) as an f64 scalar, in row
+// order (as the tensor layer's CrossEntropy).
 absl::StatusOr<Tensor> TotalLoss(const Tensor& losses) {
-  if (cuda::OnCuda(losses)) return dtensor::Sum(losses);
+  DT_ASSIGN_OR_RETURN(const std::vector<double> values,
+                      losses.ToVector<double>());
   double total = 0;
-  for (double loss : losses.ToVector<double>()) total += loss;
+  for (double loss : values) total += loss;
   return Tensor::Scalar(total, DType::kF64);
 }
 
-// The loss as the reduction makes it, of this rank's losses (f64 [rows]), on
-// their device.
+// The loss as the reduction makes it, of this rank's CPU losses (f64 [rows]).
 absl::StatusOr<Tensor> ReducedLoss(const Tensor& losses, Reduction reduction,
                                    int64_t count, const Shape& target_shape,
                                    DType dtype) {
@@ -328,7 +326,7 @@ absl::StatusOr<Tensor> ReducedLoss(const Tensor& losses, Reduction reduction,
   }
   if (reduction == Reduction::kMean && count == 0) {
     // 0 / 0 is NaN, like the tensor layer.
-    return Tensor::Scalar(std::nan(""), dtype).To(losses.device());
+    return Tensor::Scalar(std::nan(""), dtype);
   }
   DT_ASSIGN_OR_RETURN(Tensor total, TotalLoss(losses));
   if (reduction == Reduction::kMean) {
@@ -338,11 +336,73 @@ absl::StatusOr<Tensor> ReducedLoss(const Tensor& losses, Reduction reduction,
   return total.To(dtype);
 }
 
+// CrossEntropyKernel over CUDA logits, with nothing read on the host: the
+// targets move to the logits' device and are range-checked there, deferred
+// (dtensor/tensor/index_checks.h: a bad target is reported by the next read
+// on this thread, at the latest the loss's); the count stays an i64 device
+// scalar, all-reduced there for a mean.
+absl::StatusOr<OpLocals> CrossEntropyOnDevice(const KernelContext& ctx,
+                                              absl::Span<const Tensor> inputs) {
+  const DTensorSpec& spec = *ctx.input(0);
+  const int64_t rank = spec.ndim();
+  const double ignore_index = static_cast<double>(ctx.args().Get(kIgnoreIndex));
+  Tensor logits = inputs[0];
+  DT_ASSIGN_OR_RETURN(Tensor targets, inputs[1].To(logits.device()));
+  DT_ASSIGN_OR_RETURN(targets, targets.To(DType::kI64));
+  // Ignored targets are checked as class 0.
+  DT_ASSIGN_OR_RETURN(const Tensor counted, dtensor::Ne(targets, ignore_index));
+  DT_ASSIGN_OR_RETURN(
+      const Tensor checked,
+      dtensor::Where(counted, targets, Tensor::Scalar(0, DType::kI64)));
+  DT_RETURN_IF_ERROR(
+      CheckIndicesInRange(checked, spec.shape()[rank - 1], kCrossEntropy));
+  DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, spec));
+  if (rank == 1) {
+    DT_ASSIGN_OR_RETURN(logits, logits.Unsqueeze(0));
+  }
+  const LossGroups groups = LossGroupsOf(spec.sharding());
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> class_group,
+                      ClassGroup(ctx, groups));
+  DT_ASSIGN_OR_RETURN(const Tensor row_targets,
+                      targets.Reshape({logits.size(0)}));
+  DT_ASSIGN_OR_RETURN(const Tensor rows,
+                      RowResultsOnDevice(ctx, logits, row_targets,
+                                         block.offset[rank - 1], class_group));
+  const Reduction reduction = ReductionOf(ctx.args());
+  DT_ASSIGN_OR_RETURN(const Tensor ones, counted.To(DType::kI64));
+  DT_ASSIGN_OR_RETURN(Tensor count, dtensor::Sum(ones));
+  if (reduction == Reduction::kMean && !groups.batch_dims.empty()) {
+    DT_ASSIGN_OR_RETURN(
+        std::shared_ptr<Communicator> batch_group,
+        ctx.runtime().groups()->ForMeshDims(spec.mesh(), groups.batch_dims));
+    DT_RETURN_IF_ERROR(AllReduceAnywhere(*batch_group, count, ReduceOp::kSum));
+  }
+  const Shape& target_shape = inputs[1].shape();
+  DT_ASSIGN_OR_RETURN(Tensor loss, rows.Select(0, 0));
+  if (reduction == Reduction::kNone) {
+    DT_ASSIGN_OR_RETURN(loss, loss.Reshape(target_shape));
+  } else {
+    DT_ASSIGN_OR_RETURN(loss, dtensor::Sum(loss));
+  }
+  if (reduction == Reduction::kMean) {
+    // This rank's share of the mean; 0 / 0 is NaN, like the tensor layer.
+    DT_ASSIGN_OR_RETURN(const Tensor divisor, count.To(DType::kF64));
+    DT_ASSIGN_OR_RETURN(loss, dtensor::Div(loss, divisor));
+  }
+  DT_ASSIGN_OR_RETURN(loss, loss.To(spec.dtype()));
+  DT_ASSIGN_OR_RETURN(Tensor log_sum_exp, rows.Select(0, 1));
+  DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.Reshape(target_shape));
+  DT_ASSIGN_OR_RETURN(log_sum_exp,
+                      log_sum_exp.To(ComputeDTypeOf(spec.dtype())));
+  return OpLocals{std::move(loss), std::move(count), std::move(log_sum_exp)};
+}
+
 // Outputs: the loss; the count of non-ignored targets (global for a mean,
 // this rank's otherwise: Partial(sum) over the batch dims); the rows'
 // log-sum-exp.
 absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
                                             absl::Span<const Tensor> inputs) {
+  if (cuda::OnCuda(inputs[0])) return CrossEntropyOnDevice(ctx, inputs);
   const DTensorSpec& spec = *ctx.input(0);
   const int64_t rank = spec.ndim();
   const int64_t classes = spec.shape()[rank - 1];
@@ -363,9 +423,9 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
   }
   const DType compute = ComputeDTypeOf(spec.dtype());
   const LossGroups groups = LossGroupsOf(spec.sharding());
-  DT_ASSIGN_OR_RETURN(const Tensor rows,
-                      RowResultsOnLogitsDevice(ctx, logits, inputs[1], targets,
-                                               block.offset[rank - 1], groups));
+  DT_ASSIGN_OR_RETURN(
+      const Tensor rows,
+      RowResultsOnHost(ctx, logits, targets, block.offset[rank - 1], groups));
   const Reduction reduction = ReductionOf(ctx.args());
   int64_t count =
       std::count_if(targets.begin(), targets.end(),
@@ -380,12 +440,7 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
   DT_ASSIGN_OR_RETURN(Tensor log_sum_exp, rows.Select(0, 1));
   DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.Reshape(target_shape));
   DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.To(compute));
-  // The outputs live with the logits (the loss and log-sum-exp already do):
-  // a Partial count or loss is reduced over the communicator of the logits'
-  // device.
-  DT_ASSIGN_OR_RETURN(
-      Tensor count_tensor,
-      Tensor::Scalar(count, DType::kI64).To(inputs[0].device()));
+  Tensor count_tensor = Tensor::Scalar(count, DType::kI64);
   return OpLocals{std::move(loss), std::move(count_tensor),
                   std::move(log_sum_exp)};
 }

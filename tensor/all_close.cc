@@ -7,9 +7,11 @@ namespace dtensor {
 
 bool AllClose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   if (!a.defined() || !b.defined() || a.shape() != b.shape()) return false;
-  const std::vector<double> a_values = a.ToVector<double>();
-  const std::vector<double> b_values = b.ToVector<double>();
-  if (a_values.size() != b_values.size()) return false;  // A copy failed.
+  const absl::StatusOr<std::vector<double>> a_read = a.ToVector<double>();
+  const absl::StatusOr<std::vector<double>> b_read = b.ToVector<double>();
+  if (!a_read.ok() || !b_read.ok()) return false;
+  const std::vector<double>& a_values = *a_read;
+  const std::vector<double>& b_values = *b_read;
   for (size_t i = 0; i < a_values.size(); ++i) {
     const double x = a_values[i];
     const double y = b_values[i];

@@ -48,7 +48,8 @@ absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
   DT_RETURN_IF_ERROR(internal::CheckCrossEntropyShapes(logits, target));
   DT_ASSIGN_OR_RETURN(const Tensor host_target, target.To(Device::CPU()));
   DT_ASSIGN_OR_RETURN(const Tensor i64, host_target.To(DType::kI64));
-  const std::vector<int64_t> targets = i64.ToVector<int64_t>();
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> targets,
+                      i64.ToVector<int64_t>());
   const int64_t classes = logits.size(-1);
   DT_RETURN_IF_ERROR(
       internal::CheckCrossEntropyTargets(targets, classes, ignore_index));
@@ -68,7 +69,8 @@ absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
     return shaped.To(logits.dtype());
   }
   // The per-sample losses sum on the host in row order, as on the CPU.
-  const std::vector<double> values = losses.ToVector<double>();
+  DT_ASSIGN_OR_RETURN(const std::vector<double> values,
+                      losses.ToVector<double>());
   double total = 0;
   int64_t counted = 0;
   for (size_t i = 0; i < values.size(); ++i) {

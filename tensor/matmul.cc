@@ -114,7 +114,7 @@ absl::StatusOr<Tensor> BlasMatmul(Tensor a, Tensor b, const Tensor& bias,
   // Bias rows are accumulated into by the GEMM (beta = 1).
   T beta = 0;
   if (bias.defined()) {
-    const std::vector<T> bias_values = bias.ToVector<T>();
+    DT_ASSIGN_OR_RETURN(const std::vector<T> bias_values, bias.ToVector<T>());
     T* row = out.data<T>();
     for (int64_t r = 0; r < out.numel() / n; ++r, row += n) {
       std::copy(bias_values.begin(), bias_values.end(), row);

@@ -14,6 +14,7 @@
 #include "dtensor/tensor/loss_cuda.h"
 #include "dtensor/tensor/nn_functional_cuda.h"
 #include "dtensor/tensor/norm_cuda.h"
+#include "dtensor/tensor/rotary_tables.h"
 #include "dtensor/tensor/vector_exp.h"
 
 namespace dtensor {
@@ -124,7 +125,8 @@ double LogSumExp(const T* row, int64_t n) {
 // The values of an optional per-feature parameter as V; `fill` for every
 // feature when it is undefined.
 template <typename V>
-std::vector<V> ParamValues(const Tensor& param, int64_t size, V fill) {
+absl::StatusOr<std::vector<V>> ParamValues(const Tensor& param, int64_t size,
+                                           V fill) {
   if (!param.defined()) return std::vector<V>(size, fill);
   return param.ToVector<V>();
 }
@@ -148,17 +150,17 @@ absl::StatusOr<Tensor> MapRows(const Tensor& x, RowFn&& normalize) {
 
 // Rotates the pairs (i, i + half) of each head_dim row of `x` (contiguous
 // [outer, seq, heads, 2 * half]) at sequence index s by the angle whose cosine
-// and sine are entry [s, i] of the [seq, half] tables.
+// and sine are entry [s, i] of the contiguous [seq, half] tables.
 template <typename T>
 void RotateHalf(const T* x, T* y, int64_t outer, int64_t seq, int64_t heads,
-                int64_t half, const std::vector<double>& cos_table,
-                const std::vector<double>& sin_table) {
+                int64_t half, const double* cos_table,
+                const double* sin_table) {
   using C = ComputeType<T>;
   const int64_t head_dim = 2 * half;
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t s = 0; s < seq; ++s) {
-      const double* cos_row = cos_table.data() + s * half;
-      const double* sin_row = sin_table.data() + s * half;
+      const double* cos_row = cos_table + s * half;
+      const double* sin_row = sin_table + s * half;
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t base = ((o * seq + s) * heads + h) * head_dim;
         const T* in = x + base;
@@ -174,6 +176,44 @@ void RotateHalf(const T* x, T* y, int64_t outer, int64_t seq, int64_t heads,
       }
     }
   }
+}
+
+// x [..., seq, heads, head_dim] with an even head_dim, floating, and a
+// positive theta.
+absl::Status CheckRotaryInput(const Tensor& x, double theta) {
+  const Device device = x.defined() ? x.device() : Device::CPU();
+  DT_RETURN_IF_ERROR(CheckFloatingOn(x, device, "RotaryEmbedding", "x"));
+  if (x.dim() < 3 || x.size(-1) % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RotaryEmbedding: x must be [..., seq, heads, head_dim] with an even "
+        "head_dim, got shape ",
+        ShapeToString(x.shape())));
+  }
+  if (!(theta > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RotaryEmbedding: theta must be positive, got ", theta));
+  }
+  return absl::OkStatus();
+}
+
+// x rotated by `tables` ([seq, half] on x's device).
+absl::StatusOr<Tensor> Rotate(const Tensor& x, const RotaryTables& tables) {
+  if (x.device().is_cuda()) {
+    return cuda::RotaryOnDevice(x, tables.cos, tables.sin);
+  }
+  const int64_t seq = x.size(-3);
+  const int64_t heads = x.size(-2);
+  const int64_t half = x.size(-1) / 2;
+  const Tensor input = x.Contiguous();
+  DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(x.shape(), x.dtype()));
+  const int64_t row = seq * heads * 2 * half;
+  const int64_t outer = row == 0 ? 0 : x.numel() / row;
+  DispatchFloatingDType(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    RotateHalf(input.data<T>(), out.data<T>(), outer, seq, heads, half,
+               tables.cos.data<double>(), tables.sin.data<double>());
+  });
+  return out;
 }
 
 }  // namespace
@@ -194,23 +234,25 @@ absl::StatusOr<Tensor> RmsNorm(const Tensor& x, const Tensor& weight,
   DT_RETURN_IF_ERROR(CheckNormInput(x, "RmsNorm"));
   DT_RETURN_IF_ERROR(CheckNormParam(x, weight, "RmsNorm", "weight"));
   const int64_t width = x.size(-1);
-  return DispatchFloatingDType(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    using C = ComputeType<T>;
-    const std::vector<C> w = ParamValues<C>(weight, width, C(1));
-    return MapRows<T>(x, [&](const T* in, T* out) {
-      double sum_squares = 0;
-      for (int64_t i = 0; i < width; ++i) {
-        const double value = static_cast<C>(in[i]);
-        sum_squares += value * value;
-      }
-      const C scale =
-          static_cast<C>(1.0 / std::sqrt(sum_squares / width + eps));
-      for (int64_t i = 0; i < width; ++i) {
-        out[i] = static_cast<T>(static_cast<C>(in[i]) * scale * w[i]);
-      }
-    });
-  });
+  return DispatchFloatingDType(
+      x.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
+        using T = decltype(tag);
+        using C = ComputeType<T>;
+        DT_ASSIGN_OR_RETURN(const std::vector<C> w,
+                            ParamValues<C>(weight, width, C(1)));
+        return MapRows<T>(x, [&](const T* in, T* out) {
+          double sum_squares = 0;
+          for (int64_t i = 0; i < width; ++i) {
+            const double value = static_cast<C>(in[i]);
+            sum_squares += value * value;
+          }
+          const C scale =
+              static_cast<C>(1.0 / std::sqrt(sum_squares / width + eps));
+          for (int64_t i = 0; i < width; ++i) {
+            out[i] = static_cast<T>(static_cast<C>(in[i]) * scale * w[i]);
+          }
+        });
+      });
 }
 
 absl::StatusOr<Tensor> LayerNorm(const Tensor& x, const Tensor& weight,
@@ -220,30 +262,35 @@ absl::StatusOr<Tensor> LayerNorm(const Tensor& x, const Tensor& weight,
   DT_RETURN_IF_ERROR(CheckNormParam(x, weight, "LayerNorm", "weight"));
   DT_RETURN_IF_ERROR(CheckNormParam(x, bias, "LayerNorm", "bias"));
   const int64_t width = x.size(-1);
-  return DispatchFloatingDType(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    using C = ComputeType<T>;
-    const std::vector<double> w = ParamValues<double>(weight, width, 1.0);
-    const std::vector<double> b = ParamValues<double>(bias, width, 0.0);
-    return MapRows<T>(x, [&](const T* in, T* out) {
-      // Two passes: the mean first, then the variance around it, which
-      // avoids the cancellation of E[x^2] - E[x]^2. Centering stays in double
-      // too: rounding the mean to C first would cancel nearly equal inputs.
-      double sum = 0;
-      for (int64_t i = 0; i < width; ++i) sum += static_cast<C>(in[i]);
-      const double mean = sum / width;
-      double sum_squares = 0;
-      for (int64_t i = 0; i < width; ++i) {
-        const double centered = static_cast<C>(in[i]) - mean;
-        sum_squares += centered * centered;
-      }
-      const double scale = 1.0 / std::sqrt(sum_squares / width + eps);
-      for (int64_t i = 0; i < width; ++i) {
-        const double centered = static_cast<C>(in[i]) - mean;
-        out[i] = static_cast<T>(static_cast<C>(centered * scale * w[i] + b[i]));
-      }
-    });
-  });
+  return DispatchFloatingDType(
+      x.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
+        using T = decltype(tag);
+        using C = ComputeType<T>;
+        DT_ASSIGN_OR_RETURN(const std::vector<double> w,
+                            ParamValues<double>(weight, width, 1.0));
+        DT_ASSIGN_OR_RETURN(const std::vector<double> b,
+                            ParamValues<double>(bias, width, 0.0));
+        return MapRows<T>(x, [&](const T* in, T* out) {
+          // Two passes: the mean first, then the variance around it, which
+          // avoids the cancellation of E[x^2] - E[x]^2. Centering stays in
+          // double too: rounding the mean to C first would cancel nearly equal
+          // inputs.
+          double sum = 0;
+          for (int64_t i = 0; i < width; ++i) sum += static_cast<C>(in[i]);
+          const double mean = sum / width;
+          double sum_squares = 0;
+          for (int64_t i = 0; i < width; ++i) {
+            const double centered = static_cast<C>(in[i]) - mean;
+            sum_squares += centered * centered;
+          }
+          const double scale = 1.0 / std::sqrt(sum_squares / width + eps);
+          for (int64_t i = 0; i < width; ++i) {
+            const double centered = static_cast<C>(in[i]) - mean;
+            out[i] =
+                static_cast<T>(static_cast<C>(centered * scale * w[i] + b[i]));
+          }
+        });
+      });
 }
 
 absl::StatusOr<Tensor> Embedding(const Tensor& indices, const Tensor& table) {
@@ -332,13 +379,14 @@ absl::StatusOr<Tensor> EmbeddingBackward(const Tensor& indices,
   DT_ASSIGN_OR_RETURN(
       const int64_t width,
       EmbeddingGradWidth(indices, grad, table_rows, first_row, num_rows));
+  if (cuda::OnCuda(grad)) {
+    return cuda::EmbeddingBackwardOnDevice(indices, grad, table_rows, first_row,
+                                           num_rows);
+  }
   DT_ASSIGN_OR_RETURN(const std::vector<int64_t> rows,
                       ReadIndices(indices, "EmbeddingBackward", "indices"));
   for (const int64_t row : rows) {
     DT_RETURN_IF_ERROR(CheckIndexInRange(row, table_rows, "EmbeddingBackward"));
-  }
-  if (cuda::OnCuda(grad)) {
-    return cuda::EmbeddingBackwardOnDevice(grad, rows, first_row, num_rows);
   }
   const RowsInside inside = SelectRows(rows, first_row, num_rows);
   const Tensor source = grad.Contiguous();
@@ -408,57 +456,35 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& target,
 
 absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x, const Tensor& positions,
                                        double theta) {
-  const Device device = x.defined() ? x.device() : Device::CPU();
-  DT_RETURN_IF_ERROR(CheckFloatingOn(x, device, "RotaryEmbedding", "x"));
-  if (x.dim() < 3 || x.size(-1) % 2 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RotaryEmbedding: x must be [..., seq, heads, head_dim] with an even "
-        "head_dim, got shape ",
-        ShapeToString(x.shape())));
-  }
-  if (!(theta > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("RotaryEmbedding: theta must be positive, got ", theta));
-  }
+  DT_RETURN_IF_ERROR(CheckRotaryInput(x, theta));
   const int64_t seq = x.size(-3);
-  const int64_t heads = x.size(-2);
   const int64_t half = x.size(-1) / 2;
-  std::vector<int64_t> position_values(seq);
-  if (positions.defined()) {
-    if (positions.dim() != 1 || positions.size(0) != seq) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "RotaryEmbedding: positions ", ShapeToString(positions.shape()),
-          " must be [seq] for x ", ShapeToString(x.shape())));
-    }
-    DT_ASSIGN_OR_RETURN(const Tensor host_positions,
-                        positions.To(Device::CPU()));
-    DT_ASSIGN_OR_RETURN(
-        position_values,
-        ReadIndices(host_positions, "RotaryEmbedding", "positions"));
-  } else {
-    for (int64_t s = 0; s < seq; ++s) position_values[s] = s;
+  if (!positions.defined()) {
+    return RotaryEmbeddingFrom(x, /*first=*/0, theta, /*inverse=*/false);
   }
-  std::vector<double> cos_table(seq * half);
-  std::vector<double> sin_table(seq * half);
-  for (int64_t i = 0; i < half; ++i) {
-    const double inverse_freq = std::pow(theta, -2.0 * i / (2 * half));
-    for (int64_t s = 0; s < seq; ++s) {
-      const double angle = position_values[s] * inverse_freq;
-      cos_table[s * half + i] = std::cos(angle);
-      sin_table[s * half + i] = std::sin(angle);
-    }
+  if (positions.dim() != 1 || positions.size(0) != seq) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RotaryEmbedding: positions ", ShapeToString(positions.shape()),
+        " must be [seq] for x ", ShapeToString(x.shape())));
   }
-  if (device.is_cuda()) return cuda::RotaryOnDevice(x, cos_table, sin_table);
-  const Tensor input = x.Contiguous();
-  DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(x.shape(), x.dtype()));
-  const int64_t row = seq * heads * 2 * half;
-  const int64_t outer = row == 0 ? 0 : x.numel() / row;
-  DispatchFloatingDType(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    RotateHalf(input.data<T>(), out.data<T>(), outer, seq, heads, half,
-               cos_table, sin_table);
-  });
-  return out;
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> position_values,
+                      ReadIndices(positions, "RotaryEmbedding", "positions"));
+  DT_ASSIGN_OR_RETURN(const RotaryTables tables,
+                      RotaryTablesOf(position_values, half, theta, x.device()));
+  return Rotate(x, tables);
+}
+
+absl::StatusOr<Tensor> RotaryEmbeddingFrom(const Tensor& x, int64_t first,
+                                           double theta, bool inverse) {
+  DT_RETURN_IF_ERROR(CheckRotaryInput(x, theta));
+  if (first < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RotaryEmbedding: the first position ", first, " is negative"));
+  }
+  DT_ASSIGN_OR_RETURN(const RotaryTables tables,
+                      CachedRotaryTables(first, x.size(-3), x.size(-1) / 2,
+                                         theta, inverse, x.device()));
+  return Rotate(x, tables);
 }
 
 }  // namespace dtensor

@@ -75,10 +75,20 @@ absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
 // Rotary position embedding on `x` [..., seq, heads, head_dim]
 // with the rotate-half convention of Llama: pairs (i, i + head_dim/2) rotate by
 // angle position * theta^(-2i/head_dim). `positions` [seq] (integer) gives each
-// row's position; pass an undefined Tensor for 0..seq-1.
-// Errors: an odd head_dim, `positions` not [seq] of an integer dtype.
+// row's position (read on the host, and the angle tables copied to x's
+// device: use RotaryEmbeddingFrom in a training step); pass an undefined
+// Tensor for 0..seq-1 (as RotaryEmbeddingFrom(x, 0, theta)).
+// Errors: an odd head_dim, `positions` not [seq] of an integer dtype, a
+// non-positive theta.
 absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x, const Tensor& positions,
                                        double theta = 10000.0);
+// RotaryEmbedding with the positions first, ..., first + seq - 1, or with
+// `inverse` their negations (the rotation back: the embedding's gradient).
+// The angle tables are cached on x's device (rotary_tables.h): no host work
+// and no copy after the first call of a shape.
+// Errors: RotaryEmbedding's; a negative `first`.
+absl::StatusOr<Tensor> RotaryEmbeddingFrom(const Tensor& x, int64_t first,
+                                           double theta, bool inverse = false);
 
 }  // namespace dtensor
 

@@ -14,6 +14,7 @@
 #include "dtensor/tensor/cuda/index_kernels.h"
 #include "dtensor/tensor/cuda/nn_functional_kernels.h"
 #include "dtensor/tensor/cuda_launch.h"
+#include "dtensor/tensor/index_checks.h"
 #include "dtensor/tensor/kernel_checks.h"
 #endif
 
@@ -48,45 +49,47 @@ absl::StatusOr<Tensor> EmbeddingOnDevice(const Tensor& indices,
         absl::StrCat("Embedding: table must be [num, dim], got shape ",
                      ShapeToString(table.shape())));
   }
-  // The indices are checked on the host (one small copy), then used on the
-  // device as i64.
-  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> rows,
-                      internal::ReadIndices(indices, "Embedding", "indices"));
-  for (const int64_t row : rows) {
-    DT_RETURN_IF_ERROR(
-        internal::CheckIndexInRange(row, table.size(0), "Embedding"));
-  }
-  DT_ASSIGN_OR_RETURN(const Tensor device_indices,
-                      IndicesOnDevice(rows, table.device()));
+  // CUDA indices are checked on the device, deferred (index_checks.h).
+  DT_ASSIGN_OR_RETURN(
+      const Tensor device_indices,
+      CheckedIndicesOn(indices, table.size(0), table.device(), "Embedding"));
+  const int64_t count = device_indices.numel();
   DT_ASSIGN_OR_RETURN(const Tensor source, ContiguousOnDevice(table));
   Shape out_shape = indices.shape();
   out_shape.push_back(table.size(1));
+  if (table.size(0) == 0) {
+    // No row to read (every index is out of range, which the check reports).
+    return Tensor::Zeros(out_shape, table.dtype(), table.device());
+  }
   DT_ASSIGN_OR_RETURN(Tensor out,
                       Tensor::Empty(out_shape, table.dtype(), table.device()));
   return LaunchInto(out, "Embedding", [&](cudaStream_t stream) {
     return LaunchEmbedding(ToScalarType(table.dtype()),
                            device_indices.data<int64_t>(), source.raw_data(),
-                           out.raw_data(), static_cast<int64_t>(rows.size()),
-                           table.size(1), stream);
+                           out.raw_data(), count, table.size(1), table.size(0),
+                           stream);
   });
 #else
   return NotBuilt();
 #endif
 }
 
-absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(
-    const Tensor& grad, const std::vector<int64_t>& indices, int64_t first_row,
-    int64_t num_rows) {
+absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(const Tensor& indices,
+                                                 const Tensor& grad,
+                                                 int64_t table_rows,
+                                                 int64_t first_row,
+                                                 int64_t num_rows) {
 #ifdef DTENSOR_CUDA
   const int64_t width = grad.size(-1);
+  DT_ASSIGN_OR_RETURN(const Tensor device_indices,
+                      CheckedIndicesOn(indices, table_rows, grad.device(),
+                                       "EmbeddingBackward"));
   DT_ASSIGN_OR_RETURN(
       Tensor acc, Tensor::Zeros({num_rows, width},
                                 AccumulatorDType(grad.dtype()), grad.device()));
-  const int64_t count = static_cast<int64_t>(indices.size());
+  const int64_t count = device_indices.numel();
   if (count > 0 && width > 0 && num_rows > 0) {
     DT_ASSIGN_OR_RETURN(const Tensor source, ContiguousOnDevice(grad));
-    DT_ASSIGN_OR_RETURN(const Tensor device_indices,
-                        IndicesOnDevice(indices, grad.device()));
     DT_RETURN_IF_ERROR(
         LaunchOn(grad, "EmbeddingBackward", [&](cudaStream_t stream) {
           return LaunchRowIndexAdd(
@@ -101,28 +104,31 @@ absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(
 #endif
 }
 
-absl::StatusOr<Tensor> RotaryOnDevice(const Tensor& x,
-                                      const std::vector<double>& cos_table,
-                                      const std::vector<double>& sin_table) {
+absl::StatusOr<Tensor> RotaryOnDevice(const Tensor& x, const Tensor& cos_table,
+                                      const Tensor& sin_table) {
 #ifdef DTENSOR_CUDA
   DT_RETURN_IF_ERROR(internal::CheckFloatingDType(x, "RotaryEmbedding", "x"));
   const int64_t seq = x.size(-3);
   const int64_t heads = x.size(-2);
   const int64_t half = x.size(-1) / 2;
+  for (const Tensor* table : {&cos_table, &sin_table}) {
+    if (table->dtype() != DType::kF64 || table->shape() != Shape{seq, half} ||
+        !table->is_contiguous() || table->device() != x.device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "RotaryEmbedding: the angle tables must be contiguous f64 [", seq,
+          ", ", half, "] on ", x.device().ToString(), ", got ",
+          std::string(DTypeName(table->dtype())), " ",
+          ShapeToString(table->shape()), " on ", table->device().ToString()));
+    }
+  }
   const int64_t row = seq * heads * 2 * half;
   const int64_t outer = row == 0 ? 0 : x.numel() / row;
-  DT_ASSIGN_OR_RETURN(Tensor cos_host,
-                      Tensor::FromVector<double>(cos_table, {seq, half}));
-  DT_ASSIGN_OR_RETURN(Tensor sin_host,
-                      Tensor::FromVector<double>(sin_table, {seq, half}));
-  DT_ASSIGN_OR_RETURN(const Tensor cos_device, cos_host.To(x.device()));
-  DT_ASSIGN_OR_RETURN(const Tensor sin_device, sin_host.To(x.device()));
   return LaunchLike(x, "RotaryEmbedding",
                     [&](const void* input, void* out, cudaStream_t stream) {
                       return LaunchRotary(
                           ToScalarType(x.dtype()), input, out,
-                          static_cast<const double*>(cos_device.raw_data()),
-                          static_cast<const double*>(sin_device.raw_data()),
+                          static_cast<const double*>(cos_table.raw_data()),
+                          static_cast<const double*>(sin_table.raw_data()),
                           outer, seq, heads, half, stream);
                     });
 #else

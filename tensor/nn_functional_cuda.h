@@ -17,22 +17,26 @@ namespace dtensor::cuda {
 absl::StatusOr<Tensor> SoftmaxOnDevice(const Tensor& x, int64_t dim, bool log);
 absl::StatusOr<Tensor> EmbeddingOnDevice(const Tensor& indices,
                                          const Tensor& table);
+// Embedding of a CUDA `table`: CUDA indices are range-checked on the device,
+// deferred (index_checks.h), CPU indices at once.
 // EmbeddingBackward of a CUDA `grad` [indices..., width] (floating; checked
 // by the caller) for the table rows [first_row, first_row + num_rows): row r
 // of the [num_rows, width] result sums the rows i of grad with indices[i] ==
 // first_row + r; indices outside those rows are skipped on the device. The
-// indices, read and checked on the host by the caller, are copied to the
-// device as i64 (count values, not an index per gradient element). Duplicates
-// add up by atomicAdd in an order that varies from run to run; bf16/f16
-// accumulate in a float buffer rounded once at the end.
-absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(
-    const Tensor& grad, const std::vector<int64_t>& indices, int64_t first_row,
-    int64_t num_rows);
+// indices are checked against `table_rows` as the embedding's are, and used
+// on the device as i64. Duplicates add up by atomicAdd in an order that
+// varies from run to run; bf16/f16 accumulate in a float buffer rounded once
+// at the end.
+absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(const Tensor& indices,
+                                                 const Tensor& grad,
+                                                 int64_t table_rows,
+                                                 int64_t first_row,
+                                                 int64_t num_rows);
 // The rotary embedding of x [outer..., seq, heads, 2 * half] with the angle
-// tables cos/sin [seq, half] computed on the host.
-absl::StatusOr<Tensor> RotaryOnDevice(const Tensor& x,
-                                      const std::vector<double>& cos_table,
-                                      const std::vector<double>& sin_table);
+// tables cos/sin (contiguous f64 [seq, half] on x's device: rotary_tables.h).
+// Errors: tables of another shape, dtype or device.
+absl::StatusOr<Tensor> RotaryOnDevice(const Tensor& x, const Tensor& cos_table,
+                                      const Tensor& sin_table);
 // Dropout of a CUDA `x` (floating, 0 <= p < 1): x * (1 / (1 - p)) where the
 // uniform float draw of the element's stream position is >= p, else 0; the
 // position of the element with multi-index idx is base + idx . position_strides

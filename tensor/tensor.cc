@@ -12,6 +12,7 @@
 #include "dtensor/tensor/convert.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/dispatch.h"
+#include "dtensor/tensor/index_checks.h"
 #include "dtensor/tensor/tensor_internal.h"
 
 // Shape helpers and Tensor's metadata and element access. The factories, the
@@ -156,6 +157,10 @@ absl::StatusOr<double> Tensor::Item() const {
     return absl::InvalidArgumentError(
         absl::StrCat("Item needs a 1-element tensor, got shape ",
                      ShapeToString(shape_), " (", numel(), " elements)"));
+  }
+  if (!device().is_cpu()) {
+    // The deferred index checks' contract (index_checks.h).
+    DT_RETURN_IF_ERROR(ReadDeferredIndexChecks());
   }
   const double value = At(Shape(dim(), 0));
   if (std::isnan(value) && !device().is_cpu()) {

@@ -111,10 +111,13 @@ class Tensor {
   // The single element of a 1-element tensor, as double.
   // Errors: numel() != 1.
   absl::StatusOr<double> Item() const;
-  // All elements in row-major order, converted to T (any device; empty when
-  // the tensor is undefined or the copy fails).
+  // All elements in row-major order, converted to T (any device). A CUDA
+  // tensor's copy waits for its device's stream.
+  // Errors: an undefined tensor (InvalidArgument); a failed copy or
+  // conversion (its status: a CUDA device in a build without CUDA is
+  // FailedPrecondition).
   template <typename T>
-  std::vector<T> ToVector() const;
+  absl::StatusOr<std::vector<T>> ToVector() const;
 
   // ---- Views: share storage, never copy. ----
   // Elements [start, start + length) of `dim`.
@@ -212,7 +215,9 @@ absl::StatusOr<Tensor> Cat(absl::Span<const Tensor> tensors, int64_t dim);
 absl::StatusOr<Tensor> Stack(absl::Span<const Tensor> tensors, int64_t dim);
 
 // |a - b| <= atol + rtol * |b| elementwise, shapes equal (no broadcasting);
-// NaNs compare equal to NaNs. False when shapes differ.
+// NaNs compare equal to NaNs. False when shapes differ or either tensor cannot
+// be read (undefined, a failed device copy): a predicate for tests, never
+// true without values to compare.
 bool AllClose(const Tensor& a, const Tensor& b, double rtol = 1e-5,
               double atol = 1e-8);
 
@@ -239,13 +244,19 @@ absl::StatusOr<Tensor> Tensor::FromVector(const std::vector<T>& values,
 }
 
 template <typename T>
-std::vector<T> Tensor::ToVector() const {
-  auto host = To(Device::CPU());
-  if (!host.ok()) return {};
-  auto converted = host->To(CppToDType<T>());
-  if (!converted.ok()) return {};
+absl::StatusOr<std::vector<T>> Tensor::ToVector() const {
+  if (!defined()) {
+    return absl::InvalidArgumentError("ToVector: undefined tensor");
+  }
+  absl::StatusOr<Tensor> host = To(Device::CPU());
+  if (!host.ok()) return host.status();
+  absl::StatusOr<Tensor> converted = host->To(CppToDType<T>());
+  if (!converted.ok()) return converted.status();
   const Tensor contiguous = converted->Contiguous();
-  if (!contiguous.defined()) return {};
+  if (!contiguous.defined()) {
+    return absl::ResourceExhaustedError(
+        "ToVector: no memory for a contiguous copy");
+  }
   const T* begin = contiguous.data<T>();
   return std::vector<T>(begin, begin + contiguous.numel());
 }

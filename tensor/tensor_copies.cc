@@ -8,6 +8,7 @@
 #include "dtensor/tensor/convert.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/dispatch.h"
+#include "dtensor/tensor/index_checks.h"
 #include "dtensor/tensor/strided_loop.h"
 #include "dtensor/tensor/tensor.h"
 #include "dtensor/tensor/tensor_copies_cuda.h"
@@ -145,8 +146,10 @@ absl::StatusOr<Tensor> Tensor::To(Device device) const {
                                     device.index));
     return copy;
   }
-  // To the host: copy the span of storage the view covers, then re-apply the
-  // view there.
+  // To the host: the device's deferred index checks first (their contract,
+  // index_checks.h), then copy the span of storage the view covers and
+  // re-apply the view there.
+  DT_RETURN_IF_ERROR(ReadDeferredIndexChecks());
   if (numel() == 0) return Empty(shape_, dtype_);
   const int64_t span = *LastElementOffset(shape_, strides_) + 1;
   DT_ASSIGN_OR_RETURN(auto host,

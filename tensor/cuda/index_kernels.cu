@@ -6,14 +6,30 @@ namespace {
 
 template <typename T>
 __global__ void EmbeddingKernel(const int64_t* indices, const T* table, T* out,
-                                int64_t count, int64_t dim) {
+                                int64_t count, int64_t dim, int64_t num_rows) {
   const int64_t total = count * dim;
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < total; i += step) {
-    out[i] = table[indices[i / dim] * dim + i % dim];
+    const int64_t row = indices[i / dim];
+    const int64_t safe_row = row >= 0 && row < num_rows ? row : 0;
+    out[i] = table[safe_row * dim + i % dim];
   }
 }
+
+struct CheckIndexAt {
+  const int64_t* indices;
+  int64_t bound;
+  unsigned long long* flag;
+  __device__ void operator()(int64_t i) const {
+    const int64_t index = indices[i];
+    if (index >= 0 && index < bound) return;
+    // One claimant writes its index; the reader waits for the stream.
+    if (atomicCAS(flag, 0ULL, 1ULL) == 0ULL) {
+      flag[1] = static_cast<unsigned long long>(index);
+    }
+  }
+};
 
 template <typename T>
 struct IndexSelectAt {
@@ -67,15 +83,22 @@ struct RowIndexAddAt {
 
 cudaError_t LaunchEmbedding(ScalarType type, const int64_t* indices,
                             const void* table, void* out, int64_t count,
-                            int64_t dim, cudaStream_t stream) {
+                            int64_t dim, int64_t num_rows,
+                            cudaStream_t stream) {
   if (count == 0 || dim == 0) return cudaSuccess;
   return Dispatch(type, [&](auto tag) {
     using T = decltype(tag);
     EmbeddingKernel<<<GridFor(count * dim), kThreads, 0, stream>>>(
-        indices, static_cast<const T*>(table), static_cast<T*>(out), count,
-        dim);
+        indices, static_cast<const T*>(table), static_cast<T*>(out), count, dim,
+        num_rows);
     return cudaGetLastError();
   });
+}
+
+cudaError_t LaunchCheckIndices(const int64_t* indices, int64_t count,
+                               int64_t bound, unsigned long long* flag,
+                               cudaStream_t stream) {
+  return LaunchForEachIndex(count, CheckIndexAt{indices, bound, flag}, stream);
 }
 
 cudaError_t LaunchIndexSelect(ScalarType type, const void* x,

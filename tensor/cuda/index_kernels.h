@@ -14,10 +14,20 @@
 
 namespace dtensor::cuda {
 
-// out[i, :] = table[indices[i], :] for i < count (indices in range).
+// out[i, :] = table[indices[i], :] for i < count; an index outside
+// [0, num_rows) reads row 0 instead (never memory past the table: its check
+// is deferred, LaunchCheckIndices). Requires: num_rows > 0.
 cudaError_t LaunchEmbedding(ScalarType type, const int64_t* indices,
                             const void* table, void* out, int64_t count,
-                            int64_t dim, cudaStream_t stream);
+                            int64_t dim, int64_t num_rows, cudaStream_t stream);
+
+// The deferred range check of dtensor/tensor/index_checks.h: when some of the
+// `count` indices lies outside [0, bound), the first thread to find one sets
+// flag[0] from 0 to 1 and writes its index to flag[1]; a flag that stays 0
+// found none. `flag` holds two zeroed 8-byte words.
+cudaError_t LaunchCheckIndices(const int64_t* indices, int64_t count,
+                               int64_t bound, unsigned long long* flag,
+                               cudaStream_t stream);
 
 // IndexSelect of contiguous x [outer, size, inner] along its middle dim:
 // out [outer, count, inner] (contiguous) takes rows[k] (in range).

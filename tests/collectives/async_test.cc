@@ -74,20 +74,20 @@ TEST(AsyncTest, SendsAndReceivesInFlightDoNotBlockEachOther) {
 }
 
 TEST(AsyncTest, WorkIsPendingWhileAPeerIsLate) {
-  ASSERT_TRUE(
-      RunOnWorld(2, [](Communicator& world) -> absl::Status {
-        Tensor tensor = Tensor::Ones({3}, DType::kF32).value();
-        if (world.rank() == 1) {
-          absl::SleepFor(absl::Milliseconds(100));
-          return world.AllReduce(tensor, ReduceOp::kSum);
-        }
-        auto work = world.AllReduceAsync(tensor, ReduceOp::kSum);
-        EXPECT_FALSE(work->IsCompleted());
-        DT_RETURN_IF_ERROR(work->Wait());
-        EXPECT_TRUE(work->IsCompleted());
-        EXPECT_EQ(tensor.ToVector<float>(), (std::vector<float>{2, 2, 2}));
-        return absl::OkStatus();
-      }).ok());
+  ASSERT_TRUE(RunOnWorld(2, [](Communicator& world) -> absl::Status {
+                Tensor tensor = Tensor::Ones({3}, DType::kF32).value();
+                if (world.rank() == 1) {
+                  absl::SleepFor(absl::Milliseconds(100));
+                  return world.AllReduce(tensor, ReduceOp::kSum);
+                }
+                auto work = world.AllReduceAsync(tensor, ReduceOp::kSum);
+                EXPECT_FALSE(work->IsCompleted());
+                DT_RETURN_IF_ERROR(work->Wait());
+                EXPECT_TRUE(work->IsCompleted());
+                EXPECT_EQ(tensor.ToVector<float>().value(),
+                          (std::vector<float>{2, 2, 2}));
+                return absl::OkStatus();
+              }).ok());
 }
 
 TEST(AsyncTest, ArgumentErrorsComeBackAsFinishedWork) {

@@ -78,7 +78,7 @@ Tensor ToTensor(const HostTensor& host, DType dtype, bool contiguous) {
 }
 
 HostTensor ToHost(const Tensor& tensor) {
-  return HostTensor{tensor.shape(), tensor.ToVector<double>()};
+  return HostTensor{tensor.shape(), tensor.ToVector<double>().value()};
 }
 
 HostTensor NarrowHost(const HostTensor& host, int64_t dim, int64_t start,
@@ -152,7 +152,7 @@ HostTensor RoundTo(const HostTensor& host, DType dtype) {
            << "shape " << ShapeToString(actual.shape()) << ", expected "
            << ShapeToString(expected.shape);
   }
-  const std::vector<double> values = actual.ToVector<double>();
+  const std::vector<double> values = actual.ToVector<double>().value();
   const double rtol = UlpRelative(actual.dtype());
   for (size_t k = 0; k < values.size(); ++k) {
     const double want = expected.values[k];

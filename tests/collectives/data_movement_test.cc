@@ -359,21 +359,21 @@ TEST(SendRecvTest, RingShiftWithEveryDType) {
 }
 
 TEST(SendRecvTest, MessagesBetweenAPairArriveInOrder) {
-  ASSERT_TRUE(
-      RunOnWorld(2, [](Communicator& world) -> absl::Status {
-        for (int64_t k = 0; k < 5; ++k) {
-          Tensor tensor =
-              Tensor::Full({2}, world.rank() == 0 ? k : -1, DType::kI64)
-                  .value();
-          if (world.rank() == 0) {
-            DT_RETURN_IF_ERROR(world.Send(tensor, 1));
-          } else {
-            DT_RETURN_IF_ERROR(world.Recv(tensor, 0));
-            EXPECT_EQ(tensor.ToVector<int64_t>(), (std::vector<int64_t>{k, k}));
-          }
-        }
-        return absl::OkStatus();
-      }).ok());
+  ASSERT_TRUE(RunOnWorld(2, [](Communicator& world) -> absl::Status {
+                for (int64_t k = 0; k < 5; ++k) {
+                  Tensor tensor =
+                      Tensor::Full({2}, world.rank() == 0 ? k : -1, DType::kI64)
+                          .value();
+                  if (world.rank() == 0) {
+                    DT_RETURN_IF_ERROR(world.Send(tensor, 1));
+                  } else {
+                    DT_RETURN_IF_ERROR(world.Recv(tensor, 0));
+                    EXPECT_EQ(tensor.ToVector<int64_t>().value(),
+                              (std::vector<int64_t>{k, k}));
+                  }
+                }
+                return absl::OkStatus();
+              }).ok());
 }
 
 TEST(BarrierTest, NoRankLeavesBeforeAllArrive) {

@@ -100,7 +100,7 @@ TEST(ReduceKernelTest, MaxAndMinPropagateNaN) {
     Tensor out = Tensor::Zeros({3}, DType::kF64).value();
     const void* inputs[] = {ta.raw_data(), tb.raw_data()};
     ReduceInto(DType::kF64, op, inputs, out.raw_data(), 3);
-    const std::vector<double> values = out.ToVector<double>();
+    const std::vector<double> values = out.ToVector<double>().value();
     EXPECT_TRUE(std::isnan(values[0])) << ReduceOpName(op);
     EXPECT_TRUE(std::isnan(values[1])) << ReduceOpName(op);
     EXPECT_EQ(values[2], op == ReduceOp::kMax ? 3.0 : 1.0);
@@ -115,7 +115,7 @@ TEST(ReduceKernelTest, IntegerSumsWrapAround) {
   Tensor out = Tensor::Zeros({2}, DType::kI32).value();
   const void* inputs[] = {ta.raw_data(), tb.raw_data()};
   ReduceInto(DType::kI32, ReduceOp::kSum, inputs, out.raw_data(), 2);
-  EXPECT_EQ(out.ToVector<int32_t>(),
+  EXPECT_EQ(out.ToVector<int32_t>().value(),
             (std::vector<int32_t>{-2147483647 - 1, 2147483647}));
 }
 

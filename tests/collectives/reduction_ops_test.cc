@@ -89,7 +89,7 @@ TEST(AllReduceTest, EveryRankGetsTheSameBits) {
                       Tensor::Uniform({1000}, -1.0, 1.0, generator));
                   DT_RETURN_IF_ERROR(world.AllReduce(tensor, ReduceOp::kAvg));
                   std::lock_guard<std::mutex> lock(mu);
-                  results[world.rank()] = tensor.ToVector<float>();
+                  results[world.rank()] = tensor.ToVector<float>().value();
                   return absl::OkStatus();
                 }).ok());
     for (int64_t r = 1; r < n; ++r) EXPECT_EQ(results[r], results[0]) << r;

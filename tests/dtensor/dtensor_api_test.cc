@@ -70,7 +70,9 @@ TEST(DTensorTest, DistributePartialSumKeepsOneTermPerGroup) {
     // Rank 0 holds the value, the others zeros; the sum is the value.
     const double expected_sum = runtime->rank() == 0 ? 15.0 : 0.0;
     double sum = 0;
-    for (float v : x.ToLocal().ToVector<float>()) sum += v;
+    const std::vector<float> host_values =
+        x.ToLocal().ToVector<float>().value();
+    for (float v : host_values) sum += v;
     DT_RETURN_IF_ERROR(Expect(sum == expected_sum, "partial term"));
     DT_ASSIGN_OR_RETURN(Tensor back, x.FullTensor());
     return Expect(AllClose(back, full), "reduced value");

@@ -196,7 +196,7 @@ void RunCase(uint64_t seed) {
       DT_ASSIGN_OR_RETURN(Tensor full, y.FullTensor());
       std::vector<float> expected =
           BlockValues(shape, Shape(shape.size(), 0), shape, seed);
-      if (full.ToVector<float>() != expected) {
+      if (full.ToVector<float>().value() != expected) {
         return absl::InternalError("full tensor of a partial target differs");
       }
       return absl::OkStatus();
@@ -208,7 +208,7 @@ void RunCase(uint64_t seed) {
                        ShapeToString(y.ToLocal().shape()), " expected ",
                        ShapeToString(size)));
     }
-    if (y.ToLocal().ToVector<float>() !=
+    if (y.ToLocal().ToVector<float>().value() !=
         BlockValues(shape, offset, size, seed)) {
       return absl::InternalError(
           absl::StrCat("rank ", groups.rank(), " values differ"));
@@ -222,7 +222,8 @@ void RunCase(uint64_t seed) {
       if (!partial_source) {
         DT_ASSIGN_OR_RETURN(DTensor back,
                             y.Redistribute(from.placements, from.order));
-        if (back.ToLocal().ToVector<float>() != local.ToVector<float>()) {
+        if (back.ToLocal().ToVector<float>().value() !=
+            local.ToVector<float>().value()) {
           return absl::InternalError(
               absl::StrCat("rank ", groups.rank(), " round trip differs"));
         }
@@ -290,7 +291,8 @@ TEST_P(KnownPlanTest, RunsAsOneCollective) {
     for (int64_t d = 1; d < rank; ++d) {
       DT_ASSIGN_OR_RETURN(block, block.Narrow(d, offset[d], size[d]));
     }
-    if (y.ToLocal().ToVector<float>() != block.ToVector<float>()) {
+    if (y.ToLocal().ToVector<float>().value() !=
+        block.ToVector<float>().value()) {
       return absl::InternalError(
           absl::StrCat("rank ", groups.rank(), " holds a wrong shard"));
     }

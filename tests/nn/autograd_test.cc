@@ -49,7 +49,7 @@ absl::Status RunRanks(const std::vector<int64_t>& mesh_shape,
 }
 
 std::vector<double> Values(const Tensor& t) {
-  return t.To(DType::kF64)->Contiguous().ToVector<double>();
+  return t.To(DType::kF64)->Contiguous().ToVector<double>().value();
 }
 
 // An error naming `what` unless `got` and `want` agree elementwise.

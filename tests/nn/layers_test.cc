@@ -61,31 +61,32 @@ absl::Status OnOneRank(const nn_testing::RankFn& body) {
 
 TEST(LayersTest, LinearMatchesReference) {
   for (const bool bias : {false, true}) {
-    const absl::Status status = OnOneRank([&](std::shared_ptr<Runtime> runtime,
-                                              const DeviceMesh& mesh)
-                                              -> absl::Status {
-      nn::LinearOptions options;
-      options.bias = bias;
-      options.weight_init = kWide;
-      options.bias_init = Initializer::Uniform(-1, 1);
-      DT_ASSIGN_OR_RETURN(auto linear, nn::Linear::Create(5, 7, options));
-      DT_ASSIGN_OR_RETURN(auto weights,
-                          InitializeRandomly(*linear, runtime, mesh, 1));
-      std::mt19937 rng(4);
-      const Tensor x = nn_testing::RandomF32({2, 3, 5}, -1, 1, rng);
-      DT_ASSIGN_OR_RETURN(DTensor input,
-                          nn_testing::Replicated(runtime, mesh, x));
-      DT_ASSIGN_OR_RETURN(DTensor y, (*linear)(input));
-      EXPECT_EQ(y.shape(), (Shape{2, 3, 7}));
-      const std::vector<double> expected =
-          nn_testing::RefLinear(x.ToVector<double>(), 6, weights.at("weight"),
-                                bias ? &weights.at("bias") : nullptr);
-      EXPECT_TRUE(Close(y.ToLocal().ToVector<double>(), expected, 1e-5, 1e-6))
-          << "bias " << bias;
-      EXPECT_EQ(linear->has_bias(), bias);
-      EXPECT_EQ(linear->bias().defined(), bias);
-      return absl::OkStatus();
-    });
+    const absl::Status status =
+        OnOneRank([&](std::shared_ptr<Runtime> runtime,
+                      const DeviceMesh& mesh) -> absl::Status {
+          nn::LinearOptions options;
+          options.bias = bias;
+          options.weight_init = kWide;
+          options.bias_init = Initializer::Uniform(-1, 1);
+          DT_ASSIGN_OR_RETURN(auto linear, nn::Linear::Create(5, 7, options));
+          DT_ASSIGN_OR_RETURN(auto weights,
+                              InitializeRandomly(*linear, runtime, mesh, 1));
+          std::mt19937 rng(4);
+          const Tensor x = nn_testing::RandomF32({2, 3, 5}, -1, 1, rng);
+          DT_ASSIGN_OR_RETURN(DTensor input,
+                              nn_testing::Replicated(runtime, mesh, x));
+          DT_ASSIGN_OR_RETURN(DTensor y, (*linear)(input));
+          EXPECT_EQ(y.shape(), (Shape{2, 3, 7}));
+          const std::vector<double> expected = nn_testing::RefLinear(
+              x.ToVector<double>().value(), 6, weights.at("weight"),
+              bias ? &weights.at("bias") : nullptr);
+          EXPECT_TRUE(Close(y.ToLocal().ToVector<double>().value(), expected,
+                            1e-5, 1e-6))
+              << "bias " << bias;
+          EXPECT_EQ(linear->has_bias(), bias);
+          EXPECT_EQ(linear->bias().defined(), bias);
+          return absl::OkStatus();
+        });
     EXPECT_TRUE(status.ok()) << status;
   }
 }
@@ -105,12 +106,14 @@ TEST(LayersTest, EmbeddingLooksUpRows) {
         EXPECT_EQ(y.shape(), (Shape{3, 2, 4}));
         std::vector<double> expected;
         const Array& table = weights.at("weight");
-        for (int64_t index : indices.ToVector<int64_t>()) {
+        const std::vector<int64_t> host_values =
+            indices.ToVector<int64_t>().value();
+        for (int64_t index : host_values) {
           for (int64_t j = 0; j < 4; ++j) {
             expected.push_back(table.values[index * 4 + j]);
           }
         }
-        EXPECT_EQ(y.ToLocal().ToVector<double>(), expected);
+        EXPECT_EQ(y.ToLocal().ToVector<double>().value(), expected);
         return absl::OkStatus();
       });
   EXPECT_TRUE(status.ok()) << status;
@@ -124,14 +127,14 @@ TEST(LayersTest, NormsMatchReference) {
         const Tensor x = nn_testing::RandomF32({3, 2, 8}, -2, 3, rng);
         DT_ASSIGN_OR_RETURN(DTensor input,
                             nn_testing::Replicated(runtime, mesh, x));
-        const std::vector<double> xs = x.ToVector<double>();
+        const std::vector<double> xs = x.ToVector<double>().value();
 
         DT_ASSIGN_OR_RETURN(auto rms, nn::RMSNorm::Create(8, 1e-3));
         DT_ASSIGN_OR_RETURN(auto rms_weights,
                             InitializeRandomly(*rms, runtime, mesh, 3));
         DT_ASSIGN_OR_RETURN(DTensor y, (*rms)(input));
         EXPECT_TRUE(
-            Close(y.ToLocal().ToVector<double>(),
+            Close(y.ToLocal().ToVector<double>().value(),
                   nn_testing::RefRmsNorm(xs, rms_weights.at("weight"), 1e-3),
                   1e-5, 1e-6));
 
@@ -146,7 +149,7 @@ TEST(LayersTest, NormsMatchReference) {
             DT_ASSIGN_OR_RETURN(y, (*ln)(input));
             const Array* weight = affine ? &w.at("weight") : nullptr;
             const Array* b = affine && bias ? &w.at("bias") : nullptr;
-            EXPECT_TRUE(Close(y.ToLocal().ToVector<double>(),
+            EXPECT_TRUE(Close(y.ToLocal().ToVector<double>().value(),
                               nn_testing::RefLayerNorm(xs, 8, weight, b, 1e-2),
                               1e-5, 1e-5))
                 << "affine " << affine << " bias " << bias;
@@ -169,10 +172,10 @@ TEST(LayersTest, FeedForwardMatchesReference) {
         DT_ASSIGN_OR_RETURN(DTensor input,
                             nn_testing::Replicated(runtime, mesh, x));
         DT_ASSIGN_OR_RETURN(DTensor y, (*ffn)(input));
-        EXPECT_TRUE(Close(
-            y.ToLocal().ToVector<double>(),
-            nn_testing::RefFeedForward(x.ToVector<double>(), 6, weights, ""),
-            1e-5, 1e-6));
+        EXPECT_TRUE(Close(y.ToLocal().ToVector<double>().value(),
+                          nn_testing::RefFeedForward(
+                              x.ToVector<double>().value(), 6, weights, ""),
+                          1e-5, 1e-6));
         return absl::OkStatus();
       });
   EXPECT_TRUE(status.ok()) << status;
@@ -204,8 +207,8 @@ TEST(LayersTest, AttentionMatchesReference) {
       DT_ASSIGN_OR_RETURN(DTensor y, (*attention)(input));
       EXPECT_EQ(y.shape(), x.shape());
       EXPECT_TRUE(Close(
-          y.ToLocal().ToVector<double>(),
-          nn_testing::RefAttention(x.ToVector<double>(), c.batch, c.seq,
+          y.ToLocal().ToVector<double>().value(),
+          nn_testing::RefAttention(x.ToVector<double>().value(), c.batch, c.seq,
                                    weights, "", c.n_heads, c.n_kv_heads, 500.0),
           1e-4, 1e-5))
           << "dim " << c.dim << " heads " << c.n_heads << "/" << c.n_kv_heads;
@@ -306,8 +309,9 @@ TEST(LayersTest, DropoutDrawsFreshMasksInTrainingOnly) {
         EXPECT_TRUE(AllClose(second.ToLocal(), at24.ToLocal(), 0, 0));
         EXPECT_FALSE(AllClose(first.ToLocal(), second.ToLocal(), 0, 0));
         // Kept elements are scaled by 1 / (1 - p).
-        const std::vector<double> xs = x.ToVector<double>();
-        const std::vector<double> ys = first.ToLocal().ToVector<double>();
+        const std::vector<double> xs = x.ToVector<double>().value();
+        const std::vector<double> ys =
+            first.ToLocal().ToVector<double>().value();
         int dropped = 0;
         for (size_t i = 0; i < xs.size(); ++i) {
           if (ys[i] == 0) {

@@ -79,11 +79,12 @@ TEST(LlamaTest, OneRankForwardMatchesReference) {
           EXPECT_EQ(logits.shape(), (Shape{kBatch, kSeq, config.vocab_size}));
           DT_ASSIGN_OR_RETURN(nn_testing::Weights weights,
                               nn_testing::GatherWeights(*model));
-          const std::vector<double> expected = nn_testing::RefLlama(
-              tokens.ToVector<int64_t>(), kBatch, kSeq, weights, config);
+          const std::vector<double> expected =
+              nn_testing::RefLlama(tokens.ToVector<int64_t>().value(), kBatch,
+                                   kSeq, weights, config);
           DT_ASSIGN_OR_RETURN(Tensor got, logits.FullTensor());
-          EXPECT_TRUE(
-              nn_testing::Close(got.ToVector<double>(), expected, 1e-4, 1e-5))
+          EXPECT_TRUE(nn_testing::Close(got.ToVector<double>().value(),
+                                        expected, 1e-4, 1e-5))
               << "n_kv_heads " << kv_heads;
           return absl::OkStatus();
         });

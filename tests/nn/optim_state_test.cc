@@ -63,7 +63,9 @@ TEST(AdamWStateTest, StateIsKeyedLaidOutAndShared) {
     for (const char* name : {"w.exp_avg", "w.exp_avg_sq"}) {
       const DTensor& moment = state.at(name);
       DT_RETURN_IF_ERROR(Check(moment.spec() == p.spec(), name));
-      for (double v : moment.ToLocal().ToVector<double>()) {
+      const std::vector<double> host_values =
+          moment.ToLocal().ToVector<double>().value();
+      for (double v : host_values) {
         DT_RETURN_IF_ERROR(Check(v == 0, absl::StrCat(name, " not zero")));
       }
     }
@@ -81,7 +83,9 @@ TEST(AdamWStateTest, StateIsKeyedLaidOutAndShared) {
                                   Tensor::Scalar(5, DType::kI64)));
     DT_RETURN_IF_ERROR(Check(adam->steps() == std::vector<int64_t>{0, 5},
                              "steps after assigning"));
-    for (double v : adam->exp_avg()[0].ToLocal().ToVector<double>()) {
+    const std::vector<double> host_values =
+        adam->exp_avg()[0].ToLocal().ToVector<double>().value();
+    for (double v : host_values) {
       DT_RETURN_IF_ERROR(Check(v == 7, "exp_avg after assigning"));
     }
     // A step counts from the assigned step.
@@ -120,9 +124,9 @@ TEST(AdamWStateTest, ResumingFromACopiedStateContinuesExactly) {
     DT_RETURN_IF_ERROR(second->Step({g2}));
     DT_RETURN_IF_ERROR(
         Check(second->steps() == std::vector<int64_t>{2}, "resumed steps"));
-    return Check(
-        copy.ToLocal().ToVector<double>() == p.ToLocal().ToVector<double>(),
-        "resumed parameter differs from the uninterrupted run");
+    return Check(copy.ToLocal().ToVector<double>().value() ==
+                     p.ToLocal().ToVector<double>().value(),
+                 "resumed parameter differs from the uninterrupted run");
   });
 }
 

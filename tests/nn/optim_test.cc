@@ -29,7 +29,7 @@ using testing_util::Random64;
 using testing_util::TestSharding;
 
 std::vector<double> Values(const Tensor& t) {
-  return t.To(DType::kF64)->Contiguous().ToVector<double>();
+  return t.To(DType::kF64)->Contiguous().ToVector<double>().value();
 }
 
 // The parameters of the tests on a 2x2 mesh: their shapes and layouts, and

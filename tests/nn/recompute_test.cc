@@ -97,8 +97,8 @@ absl::StatusOr<Observed> RunProgram(int64_t ranks, bool recompute) {
     DT_ASSIGN_OR_RETURN(Tensor gx, grads[1].FullTensor());
     if (groups.rank() == 0) {
       std::lock_guard<std::mutex> lock(mu);
-      observed.grad_w = gw.ToVector<float>();
-      observed.grad_x = gx.ToVector<float>();
+      observed.grad_w = gw.ToVector<float>().value();
+      observed.grad_x = gx.ToVector<float>().value();
       observed.gathered_alive_after_forward = alive_after_forward;
       observed.gathered_alive_after_backward = alive_after_backward;
     }

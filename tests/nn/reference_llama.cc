@@ -40,7 +40,7 @@ void RefRope(std::vector<double>& x, int64_t batch, int64_t seq, int64_t heads,
 }  // namespace
 
 Array ToArray(const Tensor& tensor) {
-  return {tensor.shape(), tensor.ToVector<double>()};
+  return {tensor.shape(), tensor.ToVector<double>().value()};
 }
 
 std::vector<double> RefLinear(const std::vector<double>& x, int64_t rows,

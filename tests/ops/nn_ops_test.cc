@@ -17,6 +17,7 @@
 #include "dtensor/ops/attention_ops.h"
 #include "dtensor/ops/registry.h"
 #include "dtensor/tensor/attention.h"
+#include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/nn_functional.h"
 #include "dtensor/testing/comm_matchers.h"
 #include "dtensor/testing/op_cases.h"
@@ -220,6 +221,8 @@ TEST(NnPropertyTest, AttentionBackwardEveryStrategyWithCausalQueryShards) {
   }
 }
 
+// The reference of an inverse rotation rotates by the negated positions
+// (explicit, through the tensor layer's host tables).
 OpCall RotaryCall(std::mt19937& rng) {
   const int64_t seq = rng() % 8 == 0 ? 0 : 1 + rng() % 7;
   const Shape shape = Concat(RandomShape(rng() % 3, 3, rng),
@@ -227,21 +230,33 @@ OpCall RotaryCall(std::mt19937& rng) {
                               2 * (1 + static_cast<int64_t>(rng() % 3))});
   const bool with_positions = rng() % 2 == 0;
   const double theta = rng() % 2 == 0 ? 10000.0 : 500.0;
+  const bool inverse = rng() % 2 == 0;
   OpCall c;
   c.op = "rotary_embedding";
-  c.description = absl::StrCat(c.op, " theta ", theta);
+  c.description =
+      absl::StrCat(c.op, " theta ", theta, inverse ? " inverse" : "");
   c.inputs = {
       RandomTensor(shape, RandomFloat(rng), -2, 2, rng),
       with_positions
           ? RandomTensor({seq}, rng() % 2 == 0 ? DType::kI64 : DType::kI32, 0,
                          20, rng)
           : Tensor()};
-  c.args.AddScalar(theta);
-  c.call = OneOutput([theta](const In& in) {
-    return ops::RotaryEmbedding(in[0], in[1], theta);
+  c.args.AddScalar(theta).AddBool(inverse);
+  c.call = OneOutput([theta, inverse](const In& in) {
+    return ops::RotaryEmbedding(in[0], in[1], theta, inverse);
   });
-  c.reference = OneReference(
-      [theta](const Full& in) { return RotaryEmbedding(in[0], in[1], theta); });
+  c.reference = OneReference([seq, theta, inverse](
+                                 const Full& in) -> absl::StatusOr<Tensor> {
+    Tensor positions = in[1];
+    if (!positions.defined()) {
+      DT_ASSIGN_OR_RETURN(positions, Tensor::Arange(0, static_cast<double>(seq),
+                                                    1, DType::kI64));
+    }
+    if (inverse) {
+      DT_ASSIGN_OR_RETURN(positions, Neg(positions));
+    }
+    return RotaryEmbedding(in[0], positions, theta);
+  });
   return c;
 }
 

@@ -320,7 +320,8 @@ TEST(ReductionMaxTest, EmptyShardsOfTheReducedDimContributeTheIdentity) {
             DTensor::Distribute(runtime, full, mesh, {Placement::Shard(0)}));
         DT_ASSIGN_OR_RETURN(DTensor max, ops::Amax(x, {0}));
         DT_ASSIGN_OR_RETURN(Tensor result, max.FullTensor());
-        if (result.ToVector<int32_t>() != std::vector<int32_t>{-7, -2, -6}) {
+        if (result.ToVector<int32_t>().value() !=
+            std::vector<int32_t>{-7, -2, -6}) {
           return absl::InternalError(
               absl::StrCat("max is ", result.ToString()));
         }

@@ -86,8 +86,8 @@ TEST(VocabPropertyTest, EmbeddingMatchesTheTensorLayer) {
 // index.
 absl::StatusOr<Tensor> ScatteredRows(const Tensor& indices, const Tensor& grad,
                                      int64_t num) {
-  const std::vector<int64_t> rows = indices.ToVector<int64_t>();
-  const std::vector<double> g = grad.ToVector<double>();
+  const std::vector<int64_t> rows = indices.ToVector<int64_t>().value();
+  const std::vector<double> g = grad.ToVector<double>().value();
   const int64_t dim = grad.shape().back();
   std::vector<double> sums(num * dim, 0.0);
   for (size_t i = 0; i < rows.size(); ++i) {

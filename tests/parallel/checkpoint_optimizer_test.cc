@@ -93,8 +93,8 @@ TEST(CheckpointOptimizerTest, ResumedOnAnotherMeshContinuesExactly) {
         DT_ASSIGN_OR_RETURN(Tensor w, trainer.params[0].FullTensor());
         DT_ASSIGN_OR_RETURN(Tensor b, trainer.params[1].FullTensor());
         if (rt->rank() == 0) {
-          want_w = w.ToVector<double>();
-          want_b = b.ToVector<double>();
+          want_w = w.ToVector<double>().value();
+          want_b = b.ToVector<double>().value();
         }
         return absl::OkStatus();
       })[0];
@@ -108,8 +108,8 @@ TEST(CheckpointOptimizerTest, ResumedOnAnotherMeshContinuesExactly) {
         DT_RETURN_IF_ERROR(Step(rt, second, trainer, 3));
         DT_ASSIGN_OR_RETURN(Tensor w, trainer.params[0].FullTensor());
         DT_ASSIGN_OR_RETURN(Tensor b, trainer.params[1].FullTensor());
-        EXPECT_EQ(w.ToVector<double>(), want_w);
-        EXPECT_EQ(b.ToVector<double>(), want_b);
+        EXPECT_EQ(w.ToVector<double>().value(), want_w);
+        EXPECT_EQ(b.ToVector<double>().value(), want_b);
         return absl::OkStatus();
       });
   for (const absl::Status& s : resumed) EXPECT_TRUE(s.ok()) << s;

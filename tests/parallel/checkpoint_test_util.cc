@@ -41,7 +41,8 @@ absl::StatusOr<bool> LocalMatches(const DTensor& local, const Tensor& full) {
   }
   return local.ToLocal().dtype() == full.dtype() &&
          local.ToLocal().shape() == expected.shape() &&
-         local.ToLocal().ToVector<double>() == expected.ToVector<double>();
+         local.ToLocal().ToVector<double>().value() ==
+             expected.ToVector<double>().value();
 }
 
 std::vector<absl::Status> RunRanks(

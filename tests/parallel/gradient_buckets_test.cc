@@ -107,8 +107,8 @@ absl::Status Compare(const DTensor& got, const DTensor& want, bool exact,
                                             got.sharding().ToString(), " vs ",
                                             want.sharding().ToString()));
   }
-  const std::vector<float> a = got.ToLocal().ToVector<float>();
-  const std::vector<float> b = want.ToLocal().ToVector<float>();
+  const std::vector<float> a = got.ToLocal().ToVector<float>().value();
+  const std::vector<float> b = want.ToLocal().ToVector<float>().value();
   if (a.size() != b.size()) return absl::InternalError("size mismatch");
   for (size_t i = 0; i < a.size(); ++i) {
     const float tol = exact ? 0.0f : 1e-6f * (1 + std::abs(b[i]));
@@ -542,7 +542,9 @@ TEST(GradientBucketsTest, AbandonStartsNoOpenBucket) {
         DT_ASSIGN_OR_RETURN(std::vector<DTensor> got, buckets.Finish());
         DT_ASSIGN_OR_RETURN(DTensor want, next.Redistribute(little.sharding()));
         DT_RETURN_IF_ERROR(Compare(got[1], want, /*exact=*/true, 0));
-        for (float v : got[0].ToLocal().ToVector<float>()) {
+        const std::vector<float> host_values =
+            got[0].ToLocal().ToVector<float>().value();
+        for (float v : host_values) {
           if (v != 0) return absl::InternalError("abandoned gradient kept");
         }
         // Micro-batches accumulated before a failed step go with it: the

@@ -221,7 +221,7 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
   }
   mine.forward_all_reduces = step.forward.count(CommKind::kAllReduce);
   DT_ASSIGN_OR_RETURN(Tensor h_full, step.output.FullTensor());
-  mine.hidden = h_full.ToVector<float>();
+  mine.hidden = h_full.ToVector<float>().value();
   mine.grads = std::move(step.grads);
   return absl::OkStatus();
 }

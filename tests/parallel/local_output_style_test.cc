@@ -117,13 +117,13 @@ absl::StatusOr<Result> Step(const DeviceMesh& mesh,
     Result mine;
     if (y.mesh() != mesh) return absl::InternalError("y is not on the mesh");
     DT_ASSIGN_OR_RETURN(Tensor y_full, y.FullTensor());
-    mine.output = y_full.ToVector<float>();
+    mine.output = y_full.ToVector<float>().value();
     for (size_t i = 0; i < params.size(); ++i) {
       if (grads[i].sharding() != params[i].sharding()) {
         return absl::InternalError(absl::StrCat(named[i].name, " layout"));
       }
       DT_ASSIGN_OR_RETURN(Tensor g, grads[i].FullTensor());
-      mine.grads[named[i].name] = g.ToVector<float>();
+      mine.grads[named[i].name] = g.ToVector<float>().value();
     }
     mine.silu_saw = silu->seen();
     if (groups.rank() == 0) {

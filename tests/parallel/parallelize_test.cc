@@ -56,7 +56,7 @@ absl::StatusOr<std::vector<float>> Logits(int64_t ranks) {
     DT_ASSIGN_OR_RETURN(Tensor full, logits.FullTensor());
     if (groups.rank() == 0) {
       std::lock_guard<std::mutex> lock(mu);
-      result = full.ToVector<float>();
+      result = full.ToVector<float>().value();
     }
     return absl::OkStatus();
   }));

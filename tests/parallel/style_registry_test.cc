@@ -111,7 +111,7 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
                                    out->append(p.ToString());
                                  }));
   DT_ASSIGN_OR_RETURN(Tensor y_full, y.FullTensor());
-  mine.output = y_full.ToVector<float>();
+  mine.output = y_full.ToVector<float>().value();
   mine.grads = std::move(step.grads);
   return absl::OkStatus();
 }
@@ -322,7 +322,7 @@ absl::Status GatherStep(ProcessGroups& groups, const DeviceMesh& mesh,
     return absl::InternalError("gather's output is not R on the mesh");
   }
   DT_ASSIGN_OR_RETURN(Tensor y_full, y.FullTensor());
-  out = y_full.ToVector<float>();
+  out = y_full.ToVector<float>().value();
   return absl::OkStatus();
 }
 

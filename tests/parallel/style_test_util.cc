@@ -70,8 +70,8 @@ absl::Status RankStep(ProcessGroups& groups, const DeviceMesh& mesh,
   mine.grads = std::move(step.grads);
   DT_ASSIGN_OR_RETURN(Tensor logits_full, step.output.FullTensor());
   DT_ASSIGN_OR_RETURN(Tensor loss_full, loss.FullTensor());
-  mine.logits = logits_full.ToVector<float>();
-  mine.loss = loss_full.ToVector<float>()[0];
+  mine.logits = logits_full.ToVector<float>().value();
+  mine.loss = loss_full.ToVector<float>().value()[0];
   return absl::OkStatus();
 }
 
@@ -107,7 +107,7 @@ absl::StatusOr<std::map<std::string, std::vector<float>>> FullGradients(
           ", its parameter ", params[i].spec().ToString()));
     }
     DT_ASSIGN_OR_RETURN(Tensor full, grads[i].FullTensor());
-    full_grads[named[i].name] = full.ToVector<float>();
+    full_grads[named[i].name] = full.ToVector<float>().value();
   }
   return full_grads;
 }

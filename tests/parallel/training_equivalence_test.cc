@@ -142,9 +142,9 @@ void PrintTo(const Case& c, std::ostream* os) {
 absl::StatusOr<Plan> LoadCasePlan(const Case& c) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   if (srcdir == nullptr) return absl::NotFoundError("TEST_SRCDIR is not set");
-  DT_ASSIGN_OR_RETURN(Plan plan, LoadPlanFile(absl::StrCat(
-                                     srcdir, "/dtensor/parallel/plans/",
-                                     c.plan, ".json")));
+  DT_ASSIGN_OR_RETURN(
+      Plan plan, LoadPlanFile(absl::StrCat(srcdir, "/dtensor/parallel/plans/",
+                                           c.plan, ".json")));
   if (c.part == Part::kTpOnly) plan.dp = DataParallel::kNone;
   if (c.part == Part::kDpOnly) plan.tp.clear();
   return plan;
@@ -177,7 +177,7 @@ absl::StatusOr<std::pair<Tensor, Tensor>> StepBatch(const ShapeSpec& spec,
 
 absl::StatusOr<std::vector<float>> Gathered(const DTensor& x) {
   DT_ASSIGN_OR_RETURN(Tensor full, x.FullTensor());
-  return full.ToVector<float>();
+  return full.ToVector<float>().value();
 }
 
 // Trains kSteps steps on every rank of `mesh` under `plan`, each rank's

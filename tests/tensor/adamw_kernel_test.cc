@@ -55,7 +55,7 @@ void ReferenceStep(State& s, State& scale, const std::vector<double>& g,
 void ExpectNear(const Tensor& got, const std::vector<double>& want,
                 const std::vector<double>& scale, double rtol, double atol,
                 const char* what) {
-  const std::vector<double> values = got.ToVector<double>();
+  const std::vector<double> values = got.ToVector<double>().value();
   ASSERT_EQ(values.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_LE(std::abs(values[i] - want[i]), rtol * scale[i] + atol)
@@ -80,18 +80,20 @@ TEST(AdamWKernelTest, EqualsTheUnfusedFormulaOverSteps) {
       Tensor p = RandomTensor(shape, c.dtype, layout, rng);
       Tensor m = *Tensor::Zeros(shape, c.dtype);
       Tensor v = *Tensor::Zeros(shape, c.dtype);
-      State s{p.ToVector<double>(), m.ToVector<double>(), v.ToVector<double>()};
+      State s{p.ToVector<double>().value(), m.ToVector<double>().value(),
+              v.ToVector<double>().value()};
       const AdamWOptions args{3e-3, 0.9, 0.95, 1e-5, 0.1};
       for (int64_t step = 1; step <= 4; ++step) {
         const Tensor g = RandomTensor(shape, c.dtype, layout, rng, -2, 2);
         ASSERT_TRUE(AdamWStep(p, m, v, g, args, step).ok());
         State scale;
-        ReferenceStep(s, scale, g.ToVector<double>(), args, step);
+        ReferenceStep(s, scale, g.ToVector<double>().value(), args, step);
         ExpectNear(m, s.m, scale.m, c.rtol, c.atol, "exp_avg");
         ExpectNear(v, s.v, scale.v, c.rtol, c.atol, "exp_avg_sq");
         ExpectNear(p, s.p, scale.p, c.rtol, c.atol, "param");
         // The next step starts from what the kernel stored.
-        s = {p.ToVector<double>(), m.ToVector<double>(), v.ToVector<double>()};
+        s = {p.ToVector<double>().value(), m.ToVector<double>().value(),
+             v.ToVector<double>().value()};
       }
     }
   }

@@ -24,7 +24,8 @@ int64_t PeakResidentBytes() {
 }
 
 bool AllFinite(const Tensor& t) {
-  for (const float x : t.ToVector<float>()) {
+  const std::vector<float> host_values = t.ToVector<float>().value();
+  for (const float x : host_values) {
     if (!std::isfinite(x)) return false;
   }
   return true;

@@ -13,6 +13,7 @@
 #include "dtensor/tensor/cuda/random_body.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/index_checks.h"
 #include "dtensor/tensor/indexing.h"
 #include "dtensor/tensor/matmul.h"
 #include "dtensor/tensor/nn_functional.h"
@@ -241,6 +242,9 @@ TEST(CudaOpsTest, AttentionAndRotary) {
     ExpectMatches(RotaryEmbedding(ToGpu(x), ToGpu(positions), 500000),
                   RotaryEmbedding(x, positions, 500000),
                   "Rotary with positions " + name);
+    ExpectMatches(RotaryEmbeddingFrom(ToGpu(x), 3, 10000, /*inverse=*/true),
+                  RotaryEmbeddingFrom(x, 3, 10000, /*inverse=*/true),
+                  "Rotary from position 3, inverse " + name);
   }
 }
 
@@ -469,6 +473,42 @@ TEST(CudaOpsTest, ErrorsNameTheBadValue) {
   absl::StatusOr<Tensor> out = Embedding(indices, table);
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("7"), std::string::npos);
+}
+
+// CUDA indices are checked on the device: the bad index surfaces at the next
+// read on this thread (index_checks.h), once, as the CPU's error.
+TEST(CudaOpsTest, DeviceIndexChecksAreDeferredToTheNextRead) {
+  SKIP_WITHOUT_GPU();
+  ASSERT_TRUE(ReadDeferredIndexChecks().ok());
+  const Tensor table = *Tensor::Ones({4, 2}, DType::kF32, kGpu);
+  for (DType dtype : {DType::kI32, DType::kI64}) {
+    const Tensor bad =
+        ToGpu(*Tensor::FromVector<int64_t>({1, 9, 2}, {3})->To(dtype));
+    absl::StatusOr<Tensor> out = Embedding(bad, table);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const absl::Status read = out->To(Device::CPU()).status();
+    EXPECT_EQ(read.code(), absl::StatusCode::kInvalidArgument) << read;
+    EXPECT_NE(read.message().find("index 9 is out of range [0, 4)"),
+              std::string::npos)
+        << read;
+    EXPECT_TRUE(ReadDeferredIndexChecks().ok()) << "read once";
+    ASSERT_TRUE(
+        EmbeddingBackward(bad, *Tensor::Ones({3, 2}, DType::kF32, kGpu), 4)
+            .ok());
+    const absl::StatusOr<double> item = Sum(*out)->Item();
+    EXPECT_EQ(item.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  const Tensor good = ToGpu(*Tensor::FromVector<int64_t>({3, 0}, {2}));
+  const Tensor rows = *Embedding(good, table);
+  EXPECT_TRUE(ReadDeferredIndexChecks().ok());
+  EXPECT_EQ(rows.ToVector<float>().value(), std::vector<float>(4, 1.0f));
+  // The negative index of an empty table.
+  const Tensor empty = *Tensor::Zeros({0, 2}, DType::kF32, kGpu);
+  ASSERT_TRUE(
+      Embedding(ToGpu(*Tensor::FromVector<int64_t>({-1}, {1})), empty).ok());
+  const absl::Status empty_read = ReadDeferredIndexChecks();
+  EXPECT_NE(empty_read.message().find("index -1"), std::string::npos)
+      << empty_read;
 }
 
 TEST(CudaOpsTest, AllocatorReusesBlocksInTheSteadyState) {

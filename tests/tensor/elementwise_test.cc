@@ -441,13 +441,14 @@ TEST(ElementwiseTest, IntegerOverflowWrapsAround) {
   absl::StatusOr<Tensor> negated = Neg(a);
   absl::StatusOr<Tensor> product = Mul(a, 2.0);
   ASSERT_TRUE(sum.ok() && quotient.ok() && negated.ok() && product.ok());
-  EXPECT_EQ(sum->ToVector<int32_t>(),
+  EXPECT_EQ(sum->ToVector<int32_t>().value(),
             (std::vector<int32_t>{kMin, kMin + 1, kMin + 1}));
-  EXPECT_EQ(quotient->ToVector<int32_t>(),
+  EXPECT_EQ(quotient->ToVector<int32_t>().value(),
             (std::vector<int32_t>{-kMax, kMin, kMin}));
-  EXPECT_EQ(negated->ToVector<int32_t>(),
+  EXPECT_EQ(negated->ToVector<int32_t>().value(),
             (std::vector<int32_t>{-kMax, kMin, kMin}));
-  EXPECT_EQ(product->ToVector<int32_t>(), (std::vector<int32_t>{-2, 0, 0}));
+  EXPECT_EQ(product->ToVector<int32_t>().value(),
+            (std::vector<int32_t>{-2, 0, 0}));
 }
 
 TEST(ElementwiseTest, NanPropagatesThroughMaximumMinimumAndRelu) {
@@ -479,9 +480,9 @@ TEST(ElementwiseTest, BoolMaximumAndMinimumAreOrAndAnd) {
       Tensor::FromVector<bool>({false, false, true, true}, {4}).value();
   const Tensor b =
       Tensor::FromVector<bool>({false, true, false, true}, {4}).value();
-  EXPECT_EQ(Maximum(a, b).value().ToVector<bool>(),
+  EXPECT_EQ(Maximum(a, b).value().ToVector<bool>().value(),
             (std::vector<bool>{false, true, true, true}));
-  EXPECT_EQ(Minimum(a, b).value().ToVector<bool>(),
+  EXPECT_EQ(Minimum(a, b).value().ToVector<bool>().value(),
             (std::vector<bool>{false, false, false, true}));
 }
 

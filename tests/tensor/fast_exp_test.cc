@@ -120,9 +120,9 @@ TEST(FastExpTest, VectorizedLoopsAndOpsGiveTheSameBits) {
   std::vector<float> in_place = inputs;
   ExpShiftedInPlace(in_place.data(), n, 0.5f);
   Tensor x = *Tensor::FromVector(inputs, {n});
-  const std::vector<float> exp = Exp(x)->ToVector<float>();
-  const std::vector<float> sigmoid = Sigmoid(x)->ToVector<float>();
-  const std::vector<float> silu = Silu(x)->ToVector<float>();
+  const std::vector<float> exp = Exp(x)->ToVector<float>().value();
+  const std::vector<float> sigmoid = Sigmoid(x)->ToVector<float>().value();
+  const std::vector<float> silu = Silu(x)->ToVector<float>().value();
   for (int64_t i = 0; i < n; ++i) {
     const float v = inputs[i];
     SCOPED_TRACE(v);

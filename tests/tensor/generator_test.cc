@@ -197,7 +197,7 @@ TEST(RandomTensorTest, SameSeedGivesTheSameTensorInEveryDType) {
     auto b = Tensor::Normal({17, 3}, 1.0, 2.0, g2, dtype);
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(a->dtype(), dtype);
-    EXPECT_EQ(a->ToVector<double>(), b->ToVector<double>());
+    EXPECT_EQ(a->ToVector<double>().value(), b->ToVector<double>().value());
   }
 }
 
@@ -209,7 +209,7 @@ TEST(RandomTensorTest, ShardsDrawFromTheirGlobalOffset) {
   ASSERT_TRUE(whole.ok() && shard.ok());
   auto rows = whole->Narrow(0, 4, 4);
   ASSERT_TRUE(rows.ok());
-  EXPECT_EQ(rows->ToVector<float>(), shard->ToVector<float>());
+  EXPECT_EQ(rows->ToVector<float>().value(), shard->ToVector<float>().value());
 }
 
 TEST(RandomTensorTest, RangeAndMoments) {
@@ -217,12 +217,12 @@ TEST(RandomTensorTest, RangeAndMoments) {
   auto uniform = Tensor::Uniform({100000}, 3.0, 5.0, generator, DType::kF64);
   auto normal = Tensor::Normal({100000}, -1.0, 0.5, generator, DType::kF64);
   ASSERT_TRUE(uniform.ok() && normal.ok());
-  const std::vector<double> u = uniform->ToVector<double>();
+  const std::vector<double> u = uniform->ToVector<double>().value();
   for (double v : u) ASSERT_TRUE(v >= 3.0 && v < 5.0) << v;
   const Moments u_moments = ComputeMoments(u);
   EXPECT_NEAR(u_moments.mean, 4.0, 0.01);
   EXPECT_NEAR(u_moments.variance, 4.0 / 12, 0.005);
-  const Moments n_moments = ComputeMoments(normal->ToVector<double>());
+  const Moments n_moments = ComputeMoments(normal->ToVector<double>().value());
   EXPECT_NEAR(n_moments.mean, -1.0, 0.01);
   EXPECT_NEAR(n_moments.variance, 0.25, 0.006);
 }

@@ -92,8 +92,8 @@ TEST(IndexSelectTest, RandomShapesDimsAndDTypes) {
     absl::StatusOr<Tensor> result = IndexSelect(x, dim, index);
     ASSERT_TRUE(result.ok()) << context << ": " << result.status();
     EXPECT_EQ(result->dtype(), dtype) << context;
-    const std::vector<double> values = x.ToVector<double>();
-    const std::vector<int64_t> picks = index.ToVector<int64_t>();
+    const std::vector<double> values = x.ToVector<double>().value();
+    const std::vector<int64_t> picks = index.ToVector<int64_t>().value();
     Shape out_shape = shape;
     out_shape[d] = count;
     std::vector<double> expected;
@@ -142,8 +142,8 @@ TEST(GatherTest, RandomShapesDimsAndDTypes) {
         std::string(DTypeName(dtype)), " index ", ShapeToString(index_shape));
     absl::StatusOr<Tensor> result = Gather(x, dim, index);
     ASSERT_TRUE(result.ok()) << context << ": " << result.status();
-    const std::vector<double> values = x.ToVector<double>();
-    const std::vector<int64_t> picks = index.ToVector<int64_t>();
+    const std::vector<double> values = x.ToVector<double>().value();
+    const std::vector<int64_t> picks = index.ToVector<int64_t>().value();
     std::vector<double> expected;
     for (int64_t p = 0; p < NumElements(index_shape); ++p) {
       std::vector<int64_t> position = Unravel(p, index_shape);
@@ -195,9 +195,9 @@ TEST(ScatterAddTest, RandomShapesDuplicatesAndDTypes) {
         " src ", ShapeToString(src_shape));
     absl::StatusOr<Tensor> result = ScatterAdd(x, dim, index, src);
     ASSERT_TRUE(result.ok()) << context << ": " << result.status();
-    std::vector<double> expected = x.ToVector<double>();
-    const std::vector<double> addends = src.ToVector<double>();
-    const std::vector<int64_t> targets = index.ToVector<int64_t>();
+    std::vector<double> expected = x.ToVector<double>().value();
+    const std::vector<double> addends = src.ToVector<double>().value();
+    const std::vector<int64_t> targets = index.ToVector<int64_t>().value();
     for (int64_t p = 0; p < NumElements(index_shape); ++p) {
       std::vector<int64_t> position = Unravel(p, index_shape);
       const double addend = addends[Ravel(position, src_shape)];

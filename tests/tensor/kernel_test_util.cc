@@ -116,7 +116,7 @@ void ExpectClose(const Tensor& actual, const Shape& shape,
       << ShapeToString(shape);
   ASSERT_EQ(static_cast<int64_t>(expected.size()), NumElements(shape))
       << context;
-  const std::vector<double> values = actual.ToVector<double>();
+  const std::vector<double> values = actual.ToVector<double>().value();
   int mismatches = 0;
   for (size_t i = 0; i < values.size() && mismatches < 5; ++i) {
     const double a = values[i];

@@ -72,12 +72,14 @@ TEST(LossBodyTest, BlocksOfClassesGiveTheCpuKernelsLosses) {
                                        Layout::kContiguous, rng, -6, 6);
     Tensor target = RandomIndices({rows}, classes, DType::kI64, rng);
     target.data<int64_t>()[2] = -100;  // Ignored.
-    const std::vector<int64_t> targets = target.ToVector<int64_t>();
+    const std::vector<int64_t> targets = target.ToVector<int64_t>().value();
     const std::vector<RowLoss> got =
         BlockedRowLosses(logits, targets, blocks, -100);
     const std::vector<double> expected =
-        CrossEntropy(logits, target, Reduction::kNone)->ToVector<double>();
-    const std::vector<double> x = logits.ToVector<double>();
+        CrossEntropy(logits, target, Reduction::kNone)
+            ->ToVector<double>()
+            .value();
+    const std::vector<double> x = logits.ToVector<double>().value();
     for (int64_t r = 0; r < rows; ++r) {
       const std::string context = absl::StrCat(blocks, " blocks, row ", r);
       EXPECT_NEAR(got[r].loss, expected[r], 1e-5 * (1 + expected[r]))

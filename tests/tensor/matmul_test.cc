@@ -42,8 +42,8 @@ struct Expected {
 // row (left) or column (right) vector whose dim is dropped afterwards, and
 // the batch dims (all but the last two) broadcast right-aligned.
 Expected ReferenceMatmul(const Tensor& a, const Tensor& b) {
-  const std::vector<double> av = a.ToVector<double>();
-  const std::vector<double> bv = b.ToVector<double>();
+  const std::vector<double> av = a.ToVector<double>().value();
+  const std::vector<double> bv = b.ToVector<double>().value();
   Shape as = a.shape();
   Shape bs = b.shape();
   if (a.dim() == 1) as.insert(as.begin(), 1);
@@ -197,10 +197,10 @@ TEST(MatmulTest, LargerThreadedProductsAndSharedWeight) {
 // a @ weight^T + bias in double.
 Expected ReferenceLinear(const Tensor& a, const Tensor& weight,
                          const Tensor& bias) {
-  const std::vector<double> av = a.ToVector<double>();
-  const std::vector<double> wv = weight.ToVector<double>();
+  const std::vector<double> av = a.ToVector<double>().value();
+  const std::vector<double> wv = weight.ToVector<double>().value();
   const std::vector<double> bv = bias.defined()
-                                     ? bias.ToVector<double>()
+                                     ? bias.ToVector<double>().value()
                                      : std::vector<double>(weight.size(0), 0.0);
   const int64_t in = weight.size(1);
   const int64_t out = weight.size(0);

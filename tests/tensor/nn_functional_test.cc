@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "dtensor/tensor/attention.h"
+#include "dtensor/tensor/rotary_tables.h"
 #include "dtensor/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -60,7 +61,7 @@ void ExpectInvalidArgument(const absl::StatusOr<Tensor>& result,
 
 // Softmax (or log-softmax) along `dim` in double, from the definition.
 std::vector<double> ReferenceSoftmax(const Tensor& x, int64_t dim, bool log) {
-  const std::vector<double> values = x.ToVector<double>();
+  const std::vector<double> values = x.ToVector<double>().value();
   std::vector<double> result(values.size());
   if (x.dim() == 0) {
     result[0] = log ? 0.0 : 1.0;
@@ -147,13 +148,13 @@ TEST(SoftmaxTest, BadInputs) {
 // The normalization of each last-dim row in double: rms or layer norm.
 std::vector<double> ReferenceNorm(const Tensor& x, const Tensor& weight,
                                   const Tensor& bias, double eps, bool rms) {
-  const std::vector<double> values = x.ToVector<double>();
+  const std::vector<double> values = x.ToVector<double>().value();
   const int64_t width = x.size(-1);
   const std::vector<double> w = weight.defined()
-                                    ? weight.ToVector<double>()
+                                    ? weight.ToVector<double>().value()
                                     : std::vector<double>(width, 1.0);
   const std::vector<double> b = bias.defined()
-                                    ? bias.ToVector<double>()
+                                    ? bias.ToVector<double>().value()
                                     : std::vector<double>(width, 0.0);
   std::vector<double> result(values.size());
   for (size_t start = 0; start < values.size(); start += width) {
@@ -241,9 +242,11 @@ TEST(EmbeddingTest, RandomIndexShapesAndDTypes) {
         "trial ", trial, ": indices ", ShapeToString(index_shape), " table ",
         ShapeToString(table.shape()), " ", std::string(DTypeName(dtype)));
     ASSERT_TRUE(result.ok()) << context << ": " << result.status();
-    const std::vector<double> rows = table.ToVector<double>();
+    const std::vector<double> rows = table.ToVector<double>().value();
     std::vector<double> expected;
-    for (const int64_t row : indices.ToVector<int64_t>()) {
+    const std::vector<int64_t> host_values =
+        indices.ToVector<int64_t>().value();
+    for (const int64_t row : host_values) {
       for (int64_t j = 0; j < dim; ++j) expected.push_back(rows[row * dim + j]);
     }
     Shape expected_shape = index_shape;
@@ -294,8 +297,8 @@ TEST(EmbeddingBackwardTest, RandomIndicesBlocksLayoutsAndDTypes) {
         EmbeddingBackward(indices, grad, num, first, count);
     ASSERT_TRUE(result.ok()) << context << ": " << result.status();
     std::vector<double> expected(count * dim, 0.0);
-    const std::vector<int64_t> rows = indices.ToVector<int64_t>();
-    const std::vector<double> g = grad.ToVector<double>();
+    const std::vector<int64_t> rows = indices.ToVector<int64_t>().value();
+    const std::vector<double> g = grad.ToVector<double>().value();
     for (size_t i = 0; i < rows.size(); ++i) {
       if (rows[i] < first || rows[i] >= first + count) continue;
       for (int64_t j = 0; j < dim; ++j) {
@@ -355,7 +358,7 @@ TEST(CrossEntropyTest, RandomLogitsTargetsAndReductions) {
             .value()
             .To(Pick(kIndexDTypes, rng))
             .value();
-    const std::vector<double> x = logits.ToVector<double>();
+    const std::vector<double> x = logits.ToVector<double>().value();
     std::vector<double> losses(n, 0.0);
     double total = 0;
     int64_t counted = 0;
@@ -556,7 +559,7 @@ TEST(AttentionTest, AQueryThatSeesNoKeyGetsNoGradient) {
   const Tensor grad = Tensor::Ones({3, 2}, DType::kF64).value();
   const AttentionGrads grads =
       ScaledDotProductAttentionBackward(q, k, v, out, grad, true).value();
-  const std::vector<double> dq = grads.dq.ToVector<double>();
+  const std::vector<double> dq = grads.dq.ToVector<double>().value();
   EXPECT_EQ(dq[0], 0.0);
   EXPECT_EQ(dq[1], 0.0);
   // Query 1 sees key 0 alone: its weight is 1 whatever the score.
@@ -612,8 +615,9 @@ TEST(RotaryEmbeddingTest, RandomShapesPositionsAndDTypes) {
             : RandomIndices({seq}, 100, Pick(kIndexDTypes, rng), rng);
     std::vector<int64_t> position_values(seq);
     for (int64_t s = 0; s < seq; ++s) position_values[s] = s;
-    if (positions.defined()) position_values = positions.ToVector<int64_t>();
-    const std::vector<double> values = x.ToVector<double>();
+    if (positions.defined())
+      position_values = positions.ToVector<int64_t>().value();
+    const std::vector<double> values = x.ToVector<double>().value();
     std::vector<double> expected(values.size());
     const int64_t half = head_dim / 2;
     for (size_t p = 0; p < values.size(); ++p) {
@@ -636,6 +640,47 @@ TEST(RotaryEmbeddingTest, RandomShapesPositionsAndDTypes) {
     ASSERT_TRUE(result.ok()) << context << ": " << result.status();
     ExpectClose(*result, shape, expected, ToleranceFor(dtype), context);
   }
+}
+
+// The cached tables of positions first.. (negated with `inverse`) give what
+// the explicit positions give, bit for bit; the tables are made once.
+TEST(RotaryEmbeddingTest, FromFirstPositionMatchesExplicitPositions) {
+  std::mt19937 rng(37);
+  for (const int64_t first : {0, 1, 5}) {
+    for (const bool inverse : {false, true}) {
+      for (DType dtype : kFloatDTypes) {
+        const Tensor x =
+            RandomTensor({2, 4, 3, 6}, dtype, Pick(kLayouts, rng), rng);
+        std::vector<int64_t> positions(4);
+        for (int64_t s = 0; s < 4; ++s) {
+          positions[s] = inverse ? -(first + s) : first + s;
+        }
+        const Tensor explicit_positions =
+            Tensor::FromVector(positions, {4}).value();
+        const std::string context =
+            absl::StrCat("first ", first, inverse ? " inverse " : " ",
+                         std::string(DTypeName(dtype)));
+        const absl::StatusOr<Tensor> got =
+            RotaryEmbeddingFrom(x, first, 500.0, inverse);
+        ASSERT_TRUE(got.ok()) << context << ": " << got.status();
+        EXPECT_EQ(got->ToVector<double>().value(),
+                  RotaryEmbedding(x, explicit_positions, 500.0)
+                      ->ToVector<double>()
+                      .value())
+            << context;
+      }
+    }
+  }
+  const RotaryTables a =
+      CachedRotaryTables(2, 3, 4, 500.0, false, Device::CPU()).value();
+  const RotaryTables b =
+      CachedRotaryTables(1, 4, 4, 500.0, false, Device::CPU()).value();
+  EXPECT_EQ(a.cos.storage(), b.cos.storage());
+  EXPECT_EQ(a.cos.At({0, 1}), b.cos.At({1, 1}));
+  ExpectInvalidArgument(
+      RotaryEmbeddingFrom(Tensor::Zeros({2, 3, 4}, DType::kF32).value(), -1,
+                          500.0),
+      {"-1"});
 }
 
 TEST(RotaryEmbeddingTest, BadInputs) {

@@ -118,7 +118,7 @@ double CentralDifference(Problem& p, double* slot) {
 }
 
 std::vector<double> Values(const Tensor& t) {
-  return t.defined() ? t.ToVector<double>() : std::vector<double>();
+  return t.defined() ? t.ToVector<double>().value() : std::vector<double>();
 }
 
 Problem RandomProblem(int64_t rows, int64_t width, bool layer_norm,

@@ -405,11 +405,11 @@ TEST(ReductionTest, IntegerSumsAccumulateInI64) {
   absl::StatusOr<Tensor> sum = Sum(a);
   ASSERT_TRUE(sum.ok()) << sum.status();
   EXPECT_EQ(sum->dtype(), DType::kI64);
-  EXPECT_EQ(sum->ToVector<int64_t>(),
+  EXPECT_EQ(sum->ToVector<int64_t>().value(),
             (std::vector<int64_t>{3 * int64_t{kBig} - 1}));
   const Tensor flags =
       Tensor::FromVector<bool>({true, false, true, true}, {2, 2}).value();
-  EXPECT_EQ(Sum(flags, {1}).value().ToVector<int64_t>(),
+  EXPECT_EQ(Sum(flags, {1}).value().ToVector<int64_t>().value(),
             (std::vector<int64_t>{1, 2}));
 }
 

@@ -69,11 +69,11 @@ AttentionReference ReferenceAttention(const Tensor& q, const Tensor& k,
   r.out_shape.insert(r.out_shape.end(), {lq, ev});
   r.out.assign(NumElements(r.out_shape), 0.0);
   const bool grads = grad_out.defined();
-  const std::vector<double> qv = q.ToVector<double>(),
-                            kv = k.ToVector<double>();
-  const std::vector<double> vv = v.ToVector<double>();
+  const std::vector<double> qv = q.ToVector<double>().value(),
+                            kv = k.ToVector<double>().value();
+  const std::vector<double> vv = v.ToVector<double>().value();
   const std::vector<double> gv =
-      grads ? grad_out.ToVector<double>() : std::vector<double>();
+      grads ? grad_out.ToVector<double>().value() : std::vector<double>();
   if (grads) {
     r.dq.assign(qv.size(), 0.0);
     r.dk.assign(kv.size(), 0.0);

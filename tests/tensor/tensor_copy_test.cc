@@ -67,7 +67,7 @@ void ExpectValues(const Tensor& tensor, const Shape& shape,
                   const std::vector<double>& expected,
                   const std::string& context) {
   ASSERT_EQ(tensor.shape(), shape) << context;
-  const std::vector<double> actual = tensor.ToVector<double>();
+  const std::vector<double> actual = tensor.ToVector<double>().value();
   ASSERT_EQ(actual.size(), expected.size()) << context;
   for (size_t i = 0; i < actual.size(); ++i) {
     if (std::isnan(expected[i])) {
@@ -109,7 +109,7 @@ TEST(TensorCopyTest, CloneOwnsItsStorage) {
   const Tensor clone = x->Clone();
   EXPECT_NE(clone.storage(), x->storage());
   ASSERT_TRUE(x->Fill(0).ok());
-  EXPECT_EQ(clone.ToVector<int32_t>(),
+  EXPECT_EQ(clone.ToVector<int32_t>().value(),
             (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
   const Tensor transposed_clone = x->Transpose(0, 1)->Clone();
   EXPECT_TRUE(transposed_clone.is_contiguous());
@@ -183,7 +183,7 @@ TEST(TensorCopyTest, CopyFromBroadcastsAndConverts) {
         position += index[d] * dst.strides()[d];
       in_view[position] = true;
     }
-    const std::vector<double> stored = whole->ToVector<double>();
+    const std::vector<double> stored = whole->ToVector<double>().value();
     for (int64_t i = 0; i < capacity; ++i) {
       if (!in_view[i]) {
         ASSERT_EQ(stored[i], ConvertedTo(dst_dtype, 42))
@@ -197,12 +197,13 @@ TEST(TensorCopyTest, CopyFromReadsOverlappingSourcesAsTheyWereBefore) {
   // A square matrix assigned its own transpose.
   auto x = Tensor::Arange(0, 9, 1, DType::kF32)->View({3, 3});
   ASSERT_TRUE(x->CopyFrom(*x->Transpose(0, 1)).ok());
-  EXPECT_EQ(x->ToVector<float>(),
+  EXPECT_EQ(x->ToVector<float>().value(),
             (std::vector<float>{0, 3, 6, 1, 4, 7, 2, 5, 8}));
   // y[1:] = y[:-1] shifts right by one.
   auto y = Tensor::Arange(0, 6, 1, DType::kI64);
   ASSERT_TRUE(y->Narrow(0, 1, 5)->CopyFrom(*y->Narrow(0, 0, 5)).ok());
-  EXPECT_EQ(y->ToVector<int64_t>(), (std::vector<int64_t>{0, 0, 1, 2, 3, 4}));
+  EXPECT_EQ(y->ToVector<int64_t>().value(),
+            (std::vector<int64_t>{0, 0, 1, 2, 3, 4}));
 }
 
 // ---- To(dtype): every pair. ----
@@ -310,7 +311,8 @@ TEST(TensorCopyTest, ToConvertsEveryDTypePair) {
       const std::string context = absl::StrCat(
           std::string(DTypeName(from)), " -> ", std::string(DTypeName(to)));
       if (IsFloatingPoint(to)) {
-        const std::vector<double> actual = converted->ToVector<double>();
+        const std::vector<double> actual =
+            converted->ToVector<double>().value();
         for (int64_t i = 0; i < n; ++i) {
           const double expected = Expected(from, to, values[i]);
           if (std::isnan(expected)) {
@@ -320,7 +322,8 @@ TEST(TensorCopyTest, ToConvertsEveryDTypePair) {
           }
         }
       } else {
-        const std::vector<int64_t> actual = converted->ToVector<int64_t>();
+        const std::vector<int64_t> actual =
+            converted->ToVector<int64_t>().value();
         for (int64_t i = 0; i < n; ++i) {
           EXPECT_EQ(static_cast<long double>(actual[i]),
                     Expected(from, to, values[i]))
@@ -337,7 +340,7 @@ TEST(TensorCopyTest, ToDTypeOfStridedViews) {
   auto converted = x->To(DType::kI32);
   ASSERT_TRUE(converted.ok());
   EXPECT_TRUE(converted->is_contiguous());
-  EXPECT_EQ(converted->ToVector<int32_t>(),
+  EXPECT_EQ(converted->ToVector<int32_t>().value(),
             (std::vector<int32_t>{1, 3, 5, 7, 9, 11}));
 }
 
@@ -355,9 +358,9 @@ TEST(TensorCopyTest, FillWritesOnlyTheView) {
   }
   auto y = Tensor::Empty({3}, DType::kI32);
   ASSERT_TRUE(y->Fill(-2.7).ok());
-  EXPECT_EQ(y->ToVector<int32_t>(), (std::vector<int32_t>{-2, -2, -2}));
+  EXPECT_EQ(y->ToVector<int32_t>().value(), (std::vector<int32_t>{-2, -2, -2}));
   ASSERT_TRUE(y->Zero().ok());
-  EXPECT_EQ(y->ToVector<int32_t>(), (std::vector<int32_t>{0, 0, 0}));
+  EXPECT_EQ(y->ToVector<int32_t>().value(), (std::vector<int32_t>{0, 0, 0}));
 }
 
 // ---- Cat and Stack. ----
@@ -501,11 +504,12 @@ TEST(TensorCopyTest, CudaRoundTripWhenAvailable) {
   // Views of device tensors come back through the host.
   auto column = device->Select(1, 2);
   ASSERT_TRUE(column.ok());
-  EXPECT_EQ(column->ToVector<double>(), (std::vector<double>{2, 12, 22}));
+  EXPECT_EQ(column->ToVector<double>().value(),
+            (std::vector<double>{2, 12, 22}));
   EXPECT_EQ(device->At({2, 3}), 23);
   auto zeros = Tensor::Zeros({5}, DType::kI64, Device::CUDA(0));
   ASSERT_TRUE(zeros.ok()) << zeros.status();
-  EXPECT_EQ(zeros->ToVector<int64_t>(), std::vector<int64_t>(5, 0));
+  EXPECT_EQ(zeros->ToVector<int64_t>().value(), std::vector<int64_t>(5, 0));
   auto converted = device->To(DType::kF64);
   ASSERT_TRUE(converted.ok()) << converted.status();
   EXPECT_TRUE(converted->device().is_cuda());

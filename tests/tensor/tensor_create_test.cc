@@ -76,32 +76,32 @@ TEST(TensorCreateTest, EmptyHasContiguousMetadataAndAlignedData) {
 
 TEST(TensorCreateTest, ZerosOnesAndFullInEveryDType) {
   for (DType dtype : kAllDTypes) {
-    EXPECT_EQ(Tensor::Zeros({2, 3}, dtype)->ToVector<double>(),
+    EXPECT_EQ(Tensor::Zeros({2, 3}, dtype)->ToVector<double>().value(),
               std::vector<double>(6, 0.0));
-    EXPECT_EQ(Tensor::Ones({4}, dtype)->ToVector<double>(),
+    EXPECT_EQ(Tensor::Ones({4}, dtype)->ToVector<double>().value(),
               std::vector<double>(4, 1.0));
   }
-  EXPECT_EQ(Tensor::Full({2}, 2.5, DType::kBF16)->ToVector<double>(),
+  EXPECT_EQ(Tensor::Full({2}, 2.5, DType::kBF16)->ToVector<double>().value(),
             (std::vector<double>{2.5, 2.5}));
-  EXPECT_EQ(Tensor::Full({2}, 3.7, DType::kI32)->ToVector<int32_t>(),
+  EXPECT_EQ(Tensor::Full({2}, 3.7, DType::kI32)->ToVector<int32_t>().value(),
             (std::vector<int32_t>{3, 3}));
-  EXPECT_EQ(Tensor::Full({1}, -1, DType::kBool)->ToVector<bool>(),
+  EXPECT_EQ(Tensor::Full({1}, -1, DType::kBool)->ToVector<bool>().value(),
             (std::vector<bool>{true}));
   EXPECT_EQ(Tensor::Full({}, 0.1, DType::kF16)->At({}), 0.0999755859375);
 }
 
 TEST(TensorCreateTest, ArangeLikeTorch) {
-  EXPECT_EQ(Tensor::Arange(0, 5, 1, DType::kI64)->ToVector<int64_t>(),
+  EXPECT_EQ(Tensor::Arange(0, 5, 1, DType::kI64)->ToVector<int64_t>().value(),
             (std::vector<int64_t>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(Tensor::Arange(5, 0, -2, DType::kI32)->ToVector<int32_t>(),
+  EXPECT_EQ(Tensor::Arange(5, 0, -2, DType::kI32)->ToVector<int32_t>().value(),
             (std::vector<int32_t>{5, 3, 1}));
-  EXPECT_EQ(Tensor::Arange(0, 5, 2, DType::kF32)->ToVector<float>(),
+  EXPECT_EQ(Tensor::Arange(0, 5, 2, DType::kF32)->ToVector<float>().value(),
             (std::vector<float>{0, 2, 4}));
   // ceil((2 - 1) / 0.3) = 4 elements, start + i * step.
-  EXPECT_EQ(Tensor::Arange(1, 2, 0.3, DType::kF64)->ToVector<double>(),
+  EXPECT_EQ(Tensor::Arange(1, 2, 0.3, DType::kF64)->ToVector<double>().value(),
             (std::vector<double>{1, 1 + 0.3, 1 + 2 * 0.3, 1 + 3 * 0.3}));
   EXPECT_EQ(Tensor::Arange(0, 0, 1, DType::kF32)->shape(), Shape{0});
-  EXPECT_EQ(Tensor::Arange(-1.5, 1, 1, DType::kF32)->ToVector<float>(),
+  EXPECT_EQ(Tensor::Arange(-1.5, 1, 1, DType::kF32)->ToVector<float>().value(),
             (std::vector<float>{-1.5, -0.5, 0.5}));
 }
 
@@ -110,13 +110,14 @@ TEST(TensorCreateTest, FromVectorToVectorAndScalar) {
   ASSERT_TRUE(x.ok());
   EXPECT_EQ(x->dtype(), DType::kI64);
   EXPECT_EQ(x->At({1, 0}), 3);
-  EXPECT_EQ(x->ToVector<float>(), (std::vector<float>{1, -2, 3, 4, 5, 6}));
-  EXPECT_EQ(x->ToVector<bool>(),
+  EXPECT_EQ(x->ToVector<float>().value(),
+            (std::vector<float>{1, -2, 3, 4, 5, 6}));
+  EXPECT_EQ(x->ToVector<bool>().value(),
             (std::vector<bool>{true, true, true, true, true, true}));
   EXPECT_EQ(x->data<int64_t>()[5], 6);
   auto b = Tensor::FromVector<bool>({true, false, true}, {3});
   EXPECT_EQ(b->dtype(), DType::kBool);
-  EXPECT_EQ(b->ToVector<int32_t>(), (std::vector<int32_t>{1, 0, 1}));
+  EXPECT_EQ(b->ToVector<int32_t>().value(), (std::vector<int32_t>{1, 0, 1}));
   auto h = Tensor::FromVector<Half>({Half(1.5f)}, {1});
   EXPECT_EQ(h->dtype(), DType::kF16);
   EXPECT_EQ(*h->Item(), 1.5);
@@ -140,7 +141,9 @@ TEST(TensorCreateTest, SizeAndAtValidateTheirArguments) {
   EXPECT_TRUE(std::isnan(Tensor().At({})));
   EXPECT_FALSE(Tensor().defined());
   EXPECT_EQ(Tensor().raw_data(), nullptr);
-  EXPECT_TRUE(Tensor().ToVector<float>().empty());
+  // An undefined tensor has no values to read: an error, not an empty vector.
+  EXPECT_EQ(Tensor().ToVector<float>().status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TensorCreateTest, WrappedStorageIsReleasedWithItsLastView) {
@@ -152,7 +155,8 @@ TEST(TensorCreateTest, WrappedStorageIsReleasedWithItsLastView) {
     auto view = Tensor::FromStorage(storage, DType::kF32, {2, 2}, {1, 4}, 1);
     ASSERT_TRUE(view.ok()) << view.status();
     storage.reset();
-    EXPECT_EQ(view->ToVector<float>(), (std::vector<float>{1, 5, 2, 6}));
+    EXPECT_EQ(view->ToVector<float>().value(),
+              (std::vector<float>{1, 5, 2, 6}));
     EXPECT_EQ(view->storage_offset(), 1);
     EXPECT_FALSE(view->is_contiguous());
     EXPECT_EQ(releases, 0);
@@ -184,7 +188,7 @@ TEST(TensorCreateTest, CudaAllocationWithoutADeviceSaysWhy) {
     auto x = Tensor::Full({3}, 2, DType::kF32, Device::CUDA(0));
     ASSERT_TRUE(x.ok()) << x.status();
     EXPECT_EQ(x->device(), Device::CUDA(0));
-    EXPECT_EQ(x->ToVector<float>(), (std::vector<float>{2, 2, 2}));
+    EXPECT_EQ(x->ToVector<float>().value(), (std::vector<float>{2, 2, 2}));
     return;
   }
   auto storage = Storage::Allocate(16, Device::CUDA(0));

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "dtensor/tensor/cuda_backend.h"
+#include "dtensor/tensor/index_checks.h"
+#include "dtensor/tensor/nn_functional.h"
 #include "dtensor/tensor/storage.h"
 #include "dtensor/tensor/tensor.h"
 #include "gmock/gmock.h"
@@ -177,6 +179,48 @@ TEST(TensorErrorTest, DevicesWithoutCuda) {
               absl::StatusCode::kFailedPrecondition, {"cuda:0"});
   ExpectError(Tensor::Empty({2}, DType::kF32, Device::CUDA(-1)), kInvalid,
               {"cuda:-1"});
+}
+
+// Host memory under a cuda:0 tag, in a process without a CUDA device: every
+// copy of it to the host fails, as a device copy can. The reads and their
+// callers must report that, never go on with no values.
+TEST(TensorErrorTest, FailedDeviceReadsAreErrors) {
+  if (cuda::DeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
+  std::vector<int64_t> buffer = {0, 1};
+  const Tensor unreadable =
+      *Tensor::FromStorage(Storage::Wrap(buffer.data(), sizeof(int64_t) * 2,
+                                         Device::CUDA(0), nullptr),
+                           DType::kI64, {2}, {1}, 0);
+  constexpr auto kNoDevice = absl::StatusCode::kFailedPrecondition;
+  ExpectError(unreadable.ToVector<int64_t>(), kNoDevice, {});
+  ExpectError(unreadable.ToVector<double>(), kNoDevice, {});
+  ExpectError(Tensor().ToVector<float>(), kInvalid, {"undefined"});
+  // Embedding reads its indices on the host: before, a failed read looked
+  // up no row and returned uninitialised rows.
+  const Tensor table = *Tensor::Ones({2, 3}, DType::kF32);
+  ExpectError(Embedding(unreadable, table), kNoDevice, {});
+  ExpectError(
+      EmbeddingBackward(unreadable, *Tensor::Ones({2, 3}, DType::kF32), 2),
+      kNoDevice, {});
+  // Two unreadable tensors are not close (before: true, both reads empty).
+  EXPECT_FALSE(AllClose(unreadable, unreadable));
+}
+
+// On the CPU the index checks are immediate (the deferred form is CUDA's:
+// cuda_ops_test).
+TEST(TensorErrorTest, CpuIndexChecksFailAtOnce) {
+  const Tensor indices = *Tensor::FromVector<int32_t>({0, 3, 5}, {3});
+  ExpectError(CheckIndicesInRange(indices, 5, "lookup"), kInvalid,
+              {"lookup", "index 5", "[0, 5)"});
+  EXPECT_TRUE(CheckIndicesInRange(indices, 6, "lookup").ok());
+  ExpectError(CheckIndicesInRange(Matrix(), 6, "lookup"), kInvalid,
+              {"lookup", "f32"});
+  const absl::StatusOr<Tensor> wide =
+      CheckedIndicesOn(*indices.Slice(0, 0, 3, 2), 6, Device::CPU(), "lookup");
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_EQ(wide->dtype(), DType::kI64);
+  EXPECT_EQ(wide->ToVector<int64_t>().value(), (std::vector<int64_t>{0, 5}));
+  EXPECT_TRUE(ReadDeferredIndexChecks().ok());
 }
 
 }  // namespace

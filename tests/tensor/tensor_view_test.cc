@@ -32,7 +32,7 @@ void ExpectMatches(const Tensor& tensor, const RefTensor& ref,
     ASSERT_EQ(tensor.At(index), ref.values[flat])
         << context << " at " << ShapeToString(index);
   }
-  EXPECT_EQ(tensor.ToVector<double>(), ref.values) << context;
+  EXPECT_EQ(tensor.ToVector<double>().value(), ref.values) << context;
 }
 
 // ---- Reference view ops: explicit index maps. ----
@@ -508,7 +508,7 @@ TEST(TensorViewTest, ViewOfATransposeFailsAndReshapeCopies) {
   EXPECT_EQ(split->strides(), (Strides{2, 1, 4}));
   auto flat = t->Reshape({-1});
   ASSERT_TRUE(flat.ok());
-  EXPECT_EQ(flat->ToVector<float>(),
+  EXPECT_EQ(flat->ToVector<float>().value(),
             (std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
   EXPECT_NE(flat->storage(), x->storage());
 }
@@ -531,7 +531,8 @@ TEST(TensorViewTest, ScalarViews) {
   EXPECT_EQ(flat->shape(), (Shape{1}));
   auto expanded = s.Expand({2, 2});
   ASSERT_TRUE(expanded.ok());
-  EXPECT_EQ(expanded->ToVector<double>(), (std::vector<double>(4, 4.5)));
+  EXPECT_EQ(expanded->ToVector<double>().value(),
+            (std::vector<double>(4, 4.5)));
   auto back = flat->View({});
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->dim(), 0);
@@ -564,7 +565,7 @@ TEST(TensorViewTest, WritesThroughViewsShowInTheBase) {
     if (tensor.storage() != base->storage()) continue;  // Reshape copied.
     // ref holds the base positions the view reaches; write distinct values
     // through the view, unless it reaches one position twice (Expand).
-    std::vector<double> expected_base = base->ToVector<double>();
+    std::vector<double> expected_base = base->ToVector<double>().value();
     std::vector<double> positions = ref.values;
     std::sort(positions.begin(), positions.end());
     const bool overlaps =
@@ -583,7 +584,7 @@ TEST(TensorViewTest, WritesThroughViewsShowInTheBase) {
         expected_base[ref.values[i]] = values[i];
       }
     }
-    EXPECT_EQ(base->ToVector<double>(), expected_base) << context;
+    EXPECT_EQ(base->ToVector<double>().value(), expected_base) << context;
   }
 }
 

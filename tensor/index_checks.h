@@ -1,0 +1,50 @@
+#ifndef DTENSOR_TENSOR_INDEX_CHECKS_H_
+#define DTENSOR_TENSOR_INDEX_CHECKS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "dtensor/tensor/tensor.h"
+
+// Range checks of index tensors that do not stop a device's stream.
+//
+// Reading CUDA indices on the host to check them waits for everything queued
+// on the device's stream, once per embedding call. Instead, a CUDA index
+// tensor is checked by a kernel that records the first bad index it finds in
+// a flag on the device, and the flag is read later.
+//
+// The deferred-error contract: an out-of-range CUDA index is reported, as the
+// InvalidArgument "<op>: index <i> is out of range [0, <bound>)" that the CPU
+// gives at once, by the first of these on the thread that launched the check:
+// ReadDeferredIndexChecks(), a copy of a CUDA tensor to the host
+// (Tensor::To(Device::CPU()), ToVector) or Tensor::Item() of a CUDA tensor --
+// at the latest when the step's loss is read. The results computed from a bad
+// index until then are unspecified (never memory outside the table). The
+// pending checks are per thread (an in-process rank reads its own).
+namespace dtensor {
+
+// Checks that every element of `indices` (i32 or i64) lies in [0, bound):
+// CPU indices at once; CUDA indices by a deferred check (above) on their
+// device, which queues a kernel and returns OK.
+// Errors: a CPU index out of range; a non-integer or undefined `indices`
+// (InvalidArgument naming `op`); a failed launch.
+absl::Status CheckIndicesInRange(const Tensor& indices, int64_t bound,
+                                 absl::string_view op);
+
+// `indices` as contiguous i64 on `device`, range-checked against `bound` as
+// CheckIndicesInRange does (CPU indices at once, before they are copied).
+// Errors: CheckIndicesInRange's; what Tensor::To reports.
+absl::StatusOr<Tensor> CheckedIndicesOn(const Tensor& indices, int64_t bound,
+                                        Device device, absl::string_view op);
+
+// Reads and clears this thread's pending deferred checks (one 8-byte copy of
+// each flag, which waits for its device's stream).
+// Errors: the first bad index found (InvalidArgument, as above); a failed
+// copy.
+absl::Status ReadDeferredIndexChecks();
+
+}  // namespace dtensor
+
+#endif  // DTENSOR_TENSOR_INDEX_CHECKS_H_
