@@ -100,7 +100,7 @@ double ResultTolerance(DType dtype) {
 }
 
 std::vector<double> HostValues(const Tensor& t) {
-  return t.To(Device::CPU())->To(DType::kF64)->ToVector<double>();
+  return t.To(Device::CPU())->To(DType::kF64)->ToVector<double>().value();
 }
 
 // Every |actual - expected| within ResultTolerance of the largest |expected|
