@@ -35,7 +35,9 @@ double StepTime(const Profiler& profiler) {
 std::string Achieved(const ProfileRow& row) {
   if (row.time_us <= 0) return "-";
   if (row.flops > 0) {
-    return absl::StrFormat("%.2f TFLOP/s", row.flops / row.time_us / 1e6);
+    const double tflops = row.flops / row.time_us / 1e6;
+    if (tflops < 1) return absl::StrFormat("%.2f GFLOP/s", tflops * 1e3);
+    return absl::StrFormat("%.2f TFLOP/s", tflops);
   }
   if (row.bytes > 0) {
     return absl::StrFormat("%.1f GB/s", row.bytes / row.time_us / 1e3);
@@ -88,7 +90,7 @@ std::string FormatProfileTable(const ProfileSummary& summary, int top) {
       "reading the loss)\n",
       summary.rank, summary.steps, summary.step_us / steps / 1e3,
       summary.wait_us / steps / 1e3, summary.host_syncs / steps);
-  absl::StrAppendFormat(&out, "  %-36s %-9s %7s %11s %7s %11s  %s\n", "op",
+  absl::StrAppendFormat(&out, "  %-40s %-9s %7s %11s %7s %11s  %s\n", "op",
                         "phase", "calls", "total ms", "% step", "us per call",
                         "achieved");
   const int shown = std::min<int>(top, static_cast<int>(summary.rows.size()));
@@ -99,7 +101,7 @@ std::string FormatProfileTable(const ProfileSummary& summary, int top) {
                        : absl::StrCat(row.name, row.device_time ? "" : " [host]");
     const double percent =
         summary.step_us > 0 ? 100.0 * row.time_us / summary.step_us : 0;
-    absl::StrAppendFormat(&out, "  %-36s %-9s %7d %11.3f %6.1f%% %11.1f  %s\n",
+    absl::StrAppendFormat(&out, "  %-40s %-9s %7d %11.3f %6.1f%% %11.1f  %s\n",
                           name, ProfilePhaseName(row.phase), row.calls,
                           row.time_us / 1e3, percent,
                           row.time_us / std::max<int64_t>(row.calls, 1),

@@ -48,7 +48,8 @@ ProfileSummary Summarize(const Profiler& profiler);
 
 // The table users read: the `top` rows by time with calls, milliseconds,
 // percent of the steps' wall time, microseconds per call and achieved
-// TFLOP/s (rows with flops) or GB/s (rows with bytes only), under a line
+// TFLOP/s (GFLOP/s below one; rows with flops) or GB/s (rows with bytes
+// only), under a line
 // with the steps, the time per step, the collective wait and the host syncs
 // per step (issue 25's target: 0 apart from reading the loss).
 std::string FormatProfileTable(const ProfileSummary& summary, int top = 25);

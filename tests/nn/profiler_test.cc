@@ -126,7 +126,7 @@ TEST(ProfilerTest, RowsOfAStepMatchAHandCount) {
     EXPECT_EQ(summary.host_syncs, 0);
     const std::string table = FormatProfileTable(summary);
     EXPECT_NE(table.find("mm [host]"), std::string::npos) << table;
-    EXPECT_NE(table.find("TFLOP/s"), std::string::npos) << table;
+    EXPECT_NE(table.find("FLOP/s"), std::string::npos) << table;
     EXPECT_NE(table.find("GB/s"), std::string::npos) << table;
     // The forward mm of the rank's [2, 8] rows: 2 * 2 * 8 * 8 flops.
     for (const ProfileRow& row : summary.rows) {
