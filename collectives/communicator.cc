@@ -6,8 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/base/debug_check.h"
+#include "dtensor/base/profiler.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/call_checks.h"
+#include "dtensor/collectives/collective_profile.h"
 #include "dtensor/collectives/promise_work.h"
 
 namespace dtensor {
@@ -72,12 +74,19 @@ std::shared_ptr<Work> Communicator::Submit(CollectiveArgs args,
 
 std::shared_ptr<Work> Communicator::Issue(CollectiveArgs args,
                                           const CollectiveOptions& options) {
-  return Submit(std::move(args), options, /*blocking=*/false);
+  const absl::string_view op = CollectiveOpName(args);
+  return ProfiledWork(Submit(std::move(args), options, /*blocking=*/false),
+                      op);
 }
 
 absl::Status Communicator::Run(CollectiveArgs args,
                                const CollectiveOptions& options) {
-  return Submit(std::move(args), options, /*blocking=*/true)->Wait();
+  const absl::string_view op = CollectiveOpName(args);
+  const double start_us = Profiler::Active() ? Profiler::ClockUs() : 0;
+  absl::Status status =
+      Submit(std::move(args), options, /*blocking=*/true)->Wait();
+  RecordCollectiveWait(op, start_us);
+  return status;
 }
 
 // ---- The named forms ----

@@ -11,12 +11,18 @@
 //       host; under dtrun with --backend nccl, a GPU per rank)
 //   [--batch 8] [--seq 64] [--dtype f32|bf16] set the step's shape and the
 //   parameters' dtype.
+//   [--profile] profiles the steps after the first (warm-up) and prints rank
+//   0's table of op times and every rank's collective wait at the end;
+//   [--profile-trace FILE] also writes them as a Chrome trace (implies
+//   --profile; docs/profiling.md).
 //
 // Prints a progress line per step (loss, tokens/s) and, at the end, the
 // collectives rank 0 issued, by kind and bytes.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -26,6 +32,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "dtensor/base/profiler.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/base/text_file.h"
 #include "dtensor/collectives/backend_registry.h"
@@ -42,6 +49,7 @@
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/generator.h"
 #include "dtensor/tensor/tensor.h"
+#include "examples/train_profile.h"
 #include "tools/arg_parser.h"
 #include "tools/backend_flag.h"
 #include "tools/explain_config.h"
@@ -76,13 +84,17 @@ struct Options {
   // The deadline of every collective (DefaultCollectiveDeadline): how long
   // the other ranks wait for a rank that died or stopped.
   absl::Duration deadline = DefaultCollectiveDeadline();
+  // --profile, and --profile-trace's file (empty: no trace).
+  bool profile = false;
+  std::string profile_trace;
 };
 
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   constexpr FlagSpec kFlags[] = {
       {"config"},  {"mesh"},   {"plan"},     {"steps"},      {"seed"},
       {"backend"}, {"device"}, {"dtype"},    {"batch"},      {"seq"},
-      {"save"},    {"resume"}, {"deadline"}, {"help", false}};
+      {"save"},    {"resume"}, {"deadline"}, {"help", false},
+      {"profile", false}, {"profile-trace"}};
   DT_ASSIGN_OR_RETURN(ParsedArgs parsed, ParseArgs(args, kFlags));
   Options options;
   if (parsed.Has("help")) {
@@ -92,7 +104,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
         BackendFlagValues(),
         "] [--device cpu|cuda] "
         "[--dtype f32|bf16] [--batch B] [--seq S] [--save DIR] [--resume DIR] "
-        "[--deadline SECONDS]\n"
+        "[--deadline SECONDS] [--profile] [--profile-trace FILE]\n"
         "--steps counts from the start of training: a run resumed at step k "
         "runs steps k+1..N"));
   }
@@ -133,6 +145,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
     }
     options.deadline = absl::Seconds(seconds);
   }
+  options.profile_trace = UserPath(parsed.ValueOr("profile-trace", ""));
+  options.profile = parsed.Has("profile") || !options.profile_trace.empty();
   options.device = parsed.ValueOr("device", options.device);
   if (options.device != "cpu" && options.device != "cuda") {
     return absl::InvalidArgumentError(
@@ -204,6 +218,8 @@ void PrintProgress(const Options& options, int64_t first, int64_t step,
 struct RankReport {
   int64_t steps = 0;
   CommCounter comms{CommCounter::Keep::kTotals};
+  // With --profile.
+  std::optional<RankProfile> profile;
 };
 
 // Trains on the rank `groups` belongs to.
@@ -233,12 +249,22 @@ absl::StatusOr<RankReport> TrainRank(ProcessGroups& groups,
   RankReport report;
   const auto start = std::chrono::steady_clock::now();
   const int64_t first = trainer->steps_taken() + 1;
+  auto profiler = std::make_unique<Profiler>(groups.rank());
   for (int64_t step = first; step <= options.steps; ++step) {
     DT_ASSIGN_OR_RETURN(auto tensors, BatchTensors(corpus, options, step));
     DT_ASSIGN_OR_RETURN(parallel::LlamaTrainer::Batch batch,
                         trainer->MakeBatch(tensors.first, tensors.second));
     CommCounter::Scope comm_scope(report.comms);
+    // The first step warms up (allocator, propagation cache): not profiled.
+    std::optional<Profiler::Scope> profile_scope;
+    std::optional<Profiler::StepScope> profile_step;
+    if (options.profile && step > first) {
+      profile_scope.emplace(*profiler);
+      profile_step.emplace(*profiler);
+    }
     DT_ASSIGN_OR_RETURN(DTensor loss, trainer->Step(batch));
+    profile_step.reset();
+    profile_scope.reset();
     ++report.steps;
     DT_ASSIGN_OR_RETURN(Tensor loss_value, loss.FullTensor());
     if (groups.rank() == 0) {
@@ -247,6 +273,10 @@ absl::StatusOr<RankReport> TrainRank(ProcessGroups& groups,
                         std::chrono::steady_clock::now() - start)
                         .count());
     }
+  }
+  if (options.profile) {
+    DT_ASSIGN_OR_RETURN(report.profile,
+                        FinishRankProfile(groups, std::move(profiler)));
   }
   if (!options.save.empty()) {
     DT_ASSIGN_OR_RETURN(nn::StateDict state, trainer->State());
@@ -322,6 +352,7 @@ absl::Status Main(const std::vector<std::string>& args) {
   DT_ASSIGN_OR_RETURN(launch.device, SharedDevice(options));
   std::mutex mu;
   std::optional<RankReport> rank0;
+  std::map<int64_t, RankProfile> profiles;
   DT_RETURN_IF_ERROR(
       options.backend.run(launch, [&](ProcessGroups& groups) -> absl::Status {
         if (groups.world_size() != mesh.size()) {
@@ -334,12 +365,15 @@ absl::Status Main(const std::vector<std::string>& args) {
         DT_ASSIGN_OR_RETURN(RankReport report, TrainRank(groups, options, mesh,
                                                          plan, corpus, device));
         std::lock_guard<std::mutex> lock(mu);
+        if (report.profile.has_value()) {
+          profiles.emplace(groups.rank(), *std::move(report.profile));
+        }
         if (groups.rank() == 0) rank0 = std::move(report);
         return absl::OkStatus();
       }));
   // Under dtrun only rank 0's process reports.
   if (rank0.has_value()) PrintCollectives(*rank0);
-  return absl::OkStatus();
+  return ReportProfiles(profiles, options.profile_trace);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/profiler.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/comm_owner.h"
 #include "dtensor/nn/autograd.h"
@@ -304,6 +305,7 @@ absl::Status GradientTape::BackwardPass::ReportReady(size_t r) {
 }
 
 absl::Status GradientTape::BackwardPass::RunBackward(const DTensor& seed) {
+  ProfilePhaseScope phase(ProfilePhase::kBackward);
   if (depends_[target_slot_]) grads_[target_slot_] = seed;
   for (size_t r = tape_.records_.size(); r-- > 0;) {
     DT_RETURN_IF_ERROR(BackwardOf(r));

@@ -1,10 +1,13 @@
 #include "dtensor/nn/optim.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/profiler.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/nn/autograd.h"
+#include "dtensor/ops/op_profile.h"
 
 namespace dtensor {
 namespace nn {
@@ -19,6 +22,7 @@ absl::Status Optimizer::Step(absl::Span<const DTensor> grads) {
                      params_.size(), " parameters"));
   }
   NoGrad not_recorded;
+  ProfilePhaseScope phase(ProfilePhase::kOptimizer);
   std::vector<DTensor> laid_out(grads.size());
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) continue;
@@ -28,7 +32,12 @@ absl::Status Optimizer::Step(absl::Span<const DTensor> grads) {
     if (!laid_out[i].defined() || params_[i].runtime()->metadata_only()) {
       continue;
     }
-    DT_RETURN_IF_ERROR(Update(i, laid_out[i].ToLocal()));
+    const Tensor grad = laid_out[i].ToLocal();
+    // The update is a local kernel, not a dispatched op: profiled here.
+    std::optional<OpProfile> profile;
+    if (Profiler::Active()) profile = OpProfile::Start("optimizer_update", {grad});
+    DT_RETURN_IF_ERROR(Update(i, grad));
+    if (profile.has_value()) profile->Finish(0, 0);
   }
   return absl::OkStatus();
 }

@@ -121,6 +121,27 @@ absl::StatusOr<InputGrads> AttentionGrad(const BackwardCall& call) {
       call.grad_outputs[0], call.args.Get(kCausal), call.args.Get(kScale));
 }
 
+// The forward's flops: q·k^T and p·v, 2·Lq·Lk·(D + Dv) per batch and head
+// (of q: grouped kv heads serve several), half of it under a causal mask of
+// a square score matrix (what the tiled kernels skip), times `factor`.
+FlopsFn AttentionFlops(double factor) {
+  return [factor](absl::Span<const Tensor> in, absl::Span<const Tensor>,
+                  const OpArgs& args) {
+    const Tensor& q = in[0];
+    const Tensor& v = in[2];
+    if (!q.defined() || !v.defined() || q.dim() < 2 || v.dim() < 2) return 0.0;
+    const double lq = static_cast<double>(q.size(-2));
+    const double d = static_cast<double>(q.size(-1));
+    const double lk = static_cast<double>(v.size(-2));
+    const double dv = static_cast<double>(v.size(-1));
+    if (lq == 0 || d == 0) return 0.0;
+    const double heads = static_cast<double>(q.numel()) / (lq * d);
+    double flops = 2.0 * heads * lq * lk * (d + dv);
+    if (args.Get(kCausal) && lq == lk) flops /= 2;
+    return factor * flops;
+  };
+}
+
 OpDef MakeAttention() {
   OpDef def =
       NamedOpDef("scaled_dot_product_attention",
@@ -138,6 +159,7 @@ OpDef MakeAttention() {
   def.strategies = AttentionStrategies;
   def.kernel = AttentionKernel;
   def.backward = AttentionGrad;
+  def.flops = AttentionFlops(1.0);
   return def;
 }
 
@@ -404,6 +426,9 @@ OpDef MakeAttentionBackward() {
   def.strategies = AttentionBackwardStrategies;
   def.kernel = AttentionBackwardKernel;
   def.backward = AttentionBackwardBackward;
+  // Recomputing q·k^T, then dv, dp, dq and dk: five products for the
+  // forward's two.
+  def.flops = AttentionFlops(2.5);
   return def;
 }
 

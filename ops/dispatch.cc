@@ -1,12 +1,14 @@
 #include "dtensor/ops/dispatch.h"
 
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/ops/op_counter.h"
+#include "dtensor/ops/op_profile.h"
 #include "dtensor/ops/propagation.h"
 #include "dtensor/ops/propagation_cache.h"
 #include "dtensor/redistribute/executor.h"
@@ -89,7 +91,10 @@ absl::StatusOr<OpOutputs> Dispatch(const OpDef& op,
     results.resize(op.num_outputs);
   } else {
     const KernelContext ctx(args, *propagation, rt);
+    std::optional<OpProfile> profile;
+    if (Profiler::Active()) profile = OpProfile::Start(op.name, locals);
     DT_ASSIGN_OR_RETURN(results, op.kernel(ctx, locals));
+    if (profile.has_value()) profile->FinishOp(op, locals, results, args);
     if (results.size() != static_cast<size_t>(op.num_outputs)) {
       return absl::InternalError(absl::StrCat(op.name, "'s kernel returned ",
                                               results.size(), " outputs, not ",

@@ -276,10 +276,25 @@ absl::StatusOr<InputGrads> AddmmBackward(const BackwardCall& call) {
   return InputGrads{std::move(dbias), std::move(da), std::move(db)};
 }
 
+// 2·K flops per output element, K the last dim of input `k_input` (the
+// contracted one of every op of the family).
+FlopsFn MatmulFlops(int k_input) {
+  return [k_input](absl::Span<const Tensor> in, absl::Span<const Tensor> out,
+                   const OpArgs&) {
+    const Tensor& a = in[k_input];
+    if (!a.defined() || a.dim() == 0 || out.empty()) return 0.0;
+    return 2.0 * static_cast<double>(out[0].numel()) *
+           static_cast<double>(a.size(-1));
+  };
+}
+
+// `k_input`: the input whose last dim is contracted (MatmulFlops).
 OpDef MatmulOp(absl::string_view name, absl::string_view summary,
                int num_inputs, int num_optional, absl::Span<const ArgSpec> args,
-               ViewFn view_fn, LocalFn fn, BackwardFn backward) {
+               ViewFn view_fn, LocalFn fn, BackwardFn backward,
+               int k_input = 0) {
   OpDef def = NamedOpDef(name, summary, args);
+  def.flops = MatmulFlops(k_input);
   def.num_inputs = num_inputs;
   def.num_optional_inputs = num_optional;
   def.infer =
@@ -331,7 +346,8 @@ OpDef MakeLinear() {
 
 OpDef MakeAddmm() {
   return MatmulOp("addmm", "beta * bias + alpha * (a @ b) (inputs bias, a, b)",
-                  3, 0, kAddmmArgs, AddmmView, AddmmLocal, AddmmBackward);
+                  3, 0, kAddmmArgs, AddmmView, AddmmLocal, AddmmBackward,
+                  /*k_input=*/1);
 }
 
 const OpDef& MatmulDef() { return StaticOpDef<MakeMatmul>(); }

@@ -72,6 +72,16 @@ using StrategyFn = std::function<absl::StatusOr<std::vector<OpStrategy>>(
 using KernelFn = std::function<absl::StatusOr<OpLocals>(
     const KernelContext& ctx, absl::Span<const Tensor> inputs)>;
 
+// The floating-point operations an op's kernel did on this rank, from the
+// local inputs as the kernel got them (undefined where an optional one was
+// absent), its local outputs and the call's arguments. The profiler
+// (dtensor/ops/op_profile.h) reports TFLOP/s for ops that define it (matmuls,
+// attention) and GB/s over the bytes of the local inputs and outputs for the
+// others (elementwise ops, reductions): the one place an op states its work.
+using FlopsFn = std::function<double(absl::Span<const Tensor> inputs,
+                                     absl::Span<const Tensor> outputs,
+                                     const OpArgs& args)>;
+
 // A forward call as autograd sees it: inputs (undefined where an optional one
 // was absent), arguments, outputs, and the gradients of the outputs
 // (undefined where an output got none).
@@ -122,6 +132,8 @@ struct OpDef {
   KernelFn kernel;
   // Empty where the op has no gradient definition yet.
   BackwardFn backward;
+  // Empty: the profiler counts the op by the bytes it moves.
+  FlopsFn flops;
 };
 
 // An OpDef named `name`, listed with `summary`, taking the non-tensor

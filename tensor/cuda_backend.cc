@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/profiler.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/cuda/copy_kernels.h"
 #include "dtensor/tensor/dispatch.h"
@@ -228,6 +229,7 @@ absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind,
       FromCuda(cudaMemcpyAsync(dst, src, nbytes, ToCuda(kind), state->stream),
                "cudaMemcpyAsync"));
   if (kind == CopyKind::kDeviceToDevice) return absl::OkStatus();
+  Profiler::NoteHostSync();
   return FromCuda(cudaStreamSynchronize(state->stream), "cudaMemcpy");
 }
 
@@ -249,16 +251,41 @@ absl::Status Synchronize(int device) {
                   "cudaStreamSynchronize");
 }
 
-absl::StatusOr<Event> Event::Record(int device) {
+namespace {
+
+// An event made with `flags`, recorded on the stream of `device`.
+absl::StatusOr<cudaEvent_t> RecordEvent(int device, unsigned int flags) {
   DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
   cudaEvent_t event = nullptr;
+  DT_RETURN_IF_ERROR(FromCuda(cudaEventCreateWithFlags(&event, flags),
+                              "cudaEventCreateWithFlags"));
+  const cudaError_t recorded = cudaEventRecord(event, state->stream);
+  if (recorded != cudaSuccess) cudaEventDestroy(event);
+  DT_RETURN_IF_ERROR(FromCuda(recorded, "cudaEventRecord"));
+  return event;
+}
+
+}  // namespace
+
+absl::StatusOr<Event> Event::Record(int device) {
+  DT_ASSIGN_OR_RETURN(cudaEvent_t event,
+                      RecordEvent(device, cudaEventDisableTiming));
+  return Event(event, device);
+}
+
+absl::StatusOr<Event> Event::RecordTimed(int device) {
+  DT_ASSIGN_OR_RETURN(cudaEvent_t event, RecordEvent(device, cudaEventDefault));
+  return Event(event, device);
+}
+
+absl::StatusOr<double> Event::ElapsedUsSince(const Event& start) const {
+  DT_RETURN_IF_ERROR(Wait());
+  float ms = 0;
   DT_RETURN_IF_ERROR(
-      FromCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-               "cudaEventCreateWithFlags"));
-  Event result(event, device);
-  DT_RETURN_IF_ERROR(
-      FromCuda(cudaEventRecord(event, state->stream), "cudaEventRecord"));
-  return result;
+      FromCuda(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_),
+                                    static_cast<cudaEvent_t>(event_)),
+               "cudaEventElapsedTime"));
+  return static_cast<double>(ms) * 1e3;
 }
 
 Event::Event(Event&& other) noexcept

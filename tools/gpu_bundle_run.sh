@@ -93,14 +93,15 @@ run_train() {  # run_train <log name> <train_llama flags...>
   run_logged "$log" "$here/bin/train_llama" "$@"
 }
 # run_logged <log name> <program and flags...>: run in the runfiles tree, the
-# tail of its output into the summary.
+# tail of its output (tail_lines lines, 14 unless set) into the summary.
 run_logged() {
   local log=$1
   shift
   say "=== $(basename "$1") ${*:2}"
   if (cd "$here/runfiles/dtensor" && timeout 300 "$@") \
     >"$here/$log.log" 2>&1; then
-    tr '\r' '\n' <"$here/$log.log" | grep -v '^$' | tail -n 14 >>"$summary"
+    tr '\r' '\n' <"$here/$log.log" | grep -v '^$' |
+      tail -n "${tail_lines:-14}" >>"$summary"
   else
     say "FAIL $(basename "$1") ${*:2}"
     tr '\r' '\n' <"$here/$log.log" | tail -n 20 >>"$summary"
@@ -121,7 +122,17 @@ run_train train_resume_gpu "${single_gpu[@]}" --steps 5 --resume "$here/ckpt"
 # communicators.
 run_logged train_nccl "$here/bin/dtrun" --nproc 1 -- "$here/bin/train_llama" \
   --backend nccl "${single_gpu[@]}" --steps 5
-run_train train_1b "${single_gpu[@]}" --config bench/configs/llama_1b_2layers.json \
-  --dtype bf16 --batch "$llama_batch" --seq "$llama_seq" --steps 4
+# --profile: the op table of the steps after the first (docs/profiling.md),
+# hence the longer tail.
+tail_lines=50 run_train train_1b "${single_gpu[@]}" \
+  --config bench/configs/llama_1b_2layers.json --dtype bf16 \
+  --batch "$llama_batch" --seq "$llama_seq" --steps 4 --profile \
+  --profile-trace "$here/train_1b_trace.json"
+# Every log (and the 1B step's trace) in one archive beside the summary: the
+# whole record is two files.
+logs=$(dirname "$summary")/logs.tar.gz
+(cd "$here" && shopt -s nullglob && tar -czf "$logs" -- *.log *_trace.json) ||
+  say "could not pack the logs into $logs"
+say "logs: $logs"
 say "result: $([[ $failed == 0 ]] && echo PASS || echo FAIL)"
 exit $failed
