@@ -29,6 +29,11 @@ absl::StatusOr<std::shared_ptr<Communicator>> ProcessGroups::ForRanks(
   return communicator;
 }
 
+int64_t ProcessGroups::num_cached() const {
+  MutexLock lock(&mu_);
+  return static_cast<int64_t>(cache_.size());
+}
+
 absl::StatusOr<std::shared_ptr<Communicator>> ProcessGroups::ForMeshDims(
     const DeviceMesh& mesh, absl::Span<const int64_t> dims) {
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> group, mesh.GroupOf(rank(), dims));

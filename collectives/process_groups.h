@@ -45,9 +45,14 @@ class ProcessGroups {
   absl::StatusOr<std::shared_ptr<Communicator>> ForMeshDimNames(
       const DeviceMesh& mesh, absl::Span<const std::string> names);
 
+  // The communicators cached so far: one per distinct group asked for, so
+  // a training loop that asks for the same groups every step keeps it
+  // constant (tests/parallel/long_run_test.cc).
+  int64_t num_cached() const;
+
  private:
   std::shared_ptr<Backend> backend_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::map<std::vector<int64_t>, std::shared_ptr<Communicator>> cache_
       ABSL_GUARDED_BY(mu_);
 };

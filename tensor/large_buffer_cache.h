@@ -42,6 +42,8 @@ class LargeBufferCache {
   void Release(void* buffer, size_t bytes);
 
   size_t idle_bytes() const;
+  // The most idle bytes the cache keeps.
+  size_t budget_bytes() const { return budget_bytes_; }
 
  private:
   const size_t budget_bytes_;

@@ -1,5 +1,6 @@
 #include "dtensor/tensor/storage.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -12,6 +13,10 @@ namespace dtensor {
 namespace {
 
 constexpr size_t kCpuAlignment = 64;
+
+// Storage::LiveCount and LiveBytes. Relaxed: counts, not synchronization.
+std::atomic<int64_t> live_count{0};
+std::atomic<int64_t> live_bytes{0};
 
 absl::StatusOr<std::shared_ptr<Storage>> AllocateCpu(size_t nbytes) {
   // Buffers of kMinBytes or more are recycled by the large-buffer cache
@@ -76,10 +81,25 @@ Storage::Storage(void* data, size_t nbytes, Device device,
     : data_(data),
       nbytes_(nbytes),
       device_(device),
-      deleter_(std::move(deleter)) {}
+      deleter_(std::move(deleter)) {
+  live_count.fetch_add(1, std::memory_order_relaxed);
+  live_bytes.fetch_add(static_cast<int64_t>(nbytes_),
+                       std::memory_order_relaxed);
+}
 
 Storage::~Storage() {
   if (deleter_) deleter_(data_);
+  live_count.fetch_sub(1, std::memory_order_relaxed);
+  live_bytes.fetch_sub(static_cast<int64_t>(nbytes_),
+                       std::memory_order_relaxed);
+}
+
+int64_t Storage::LiveCount() {
+  return live_count.load(std::memory_order_relaxed);
+}
+
+int64_t Storage::LiveBytes() {
+  return live_bytes.load(std::memory_order_relaxed);
 }
 
 }  // namespace dtensor

@@ -2,6 +2,7 @@
 #define DTENSOR_TENSOR_STORAGE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -30,6 +31,16 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+
+  // The Storage objects alive in this process and the bytes they describe
+  // (nbytes(), every device, wrapped memory included; an allocator's
+  // padding and caches not counted): after a training step both are the
+  // same every step, so a long run that keeps more shows here
+  // (tests/parallel/long_run_test.cc). Another thread creating or releasing
+  // storage meanwhile makes the two inconsistent with each other; read them
+  // where the process is quiet for a deterministic figure. Thread-safe.
+  static int64_t LiveCount();
+  static int64_t LiveBytes();
 
  private:
   Storage(void* data, size_t nbytes, Device device,

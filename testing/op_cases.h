@@ -79,6 +79,11 @@ struct OpCase {
   std::string description;
 };
 
+// The inputs (and outputs) of a call on DTensors, and of its reference on
+// full tensors: what CheckCases, RunOnMeta and GradCase's calls take.
+using In = std::vector<DTensor>;
+using Full = std::vector<Tensor>;
+
 // The op on DTensors, and the reference on full tensors.
 using DTensorCall = std::function<absl::StatusOr<std::vector<DTensor>>(
     const std::vector<DTensor>& inputs)>;

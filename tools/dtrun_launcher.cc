@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/collectives/multiprocess/launch_env.h"
+#include "dtensor/collectives/multiprocess/store_secret.h"
 #include "dtensor/collectives/multiprocess/store_server.h"
 
 extern char** environ;
@@ -124,7 +125,8 @@ struct Child {
 // The environment of local process `local_rank`: ours, with the launcher's
 // variables set.
 std::vector<std::string> ChildEnvironment(const LaunchOptions& options,
-                                          int64_t local_rank, int port) {
+                                          int64_t local_rank, int port,
+                                          const std::string& secret) {
   std::map<std::string, std::string> values;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const absl::string_view text(*entry);
@@ -141,6 +143,7 @@ std::vector<std::string> ChildEnvironment(const LaunchOptions& options,
   values[kMasterAddrEnv] = options.master_addr;
   values[kMasterPortEnv] = absl::StrCat(port);
   values[kAgentStoreEnv] = options.host_store ? "1" : "0";
+  values[kStoreSecretEnv] = secret;
   for (const auto& [name, value] : options.extra_env) values[name] = value;
   std::vector<std::string> environment;
   for (const auto& [name, value] : values) {
@@ -158,7 +161,8 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
 
 // Starts local process `local_rank`, its output going to new pipes.
 absl::StatusOr<Child> Spawn(const LaunchOptions& options, int64_t local_rank,
-                            int port, int out_fd, int err_fd) {
+                            int port, const std::string& secret, int out_fd,
+                            int err_fd) {
   int out_pipe[2];
   int err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
@@ -189,7 +193,7 @@ absl::StatusOr<Child> Spawn(const LaunchOptions& options, int64_t local_rank,
                                             POSIX_SPAWN_SETSIGDEF);
   std::vector<std::string> arguments = options.command;
   std::vector<std::string> environment =
-      ChildEnvironment(options, local_rank, port);
+      ChildEnvironment(options, local_rank, port, secret);
   std::vector<char*> argv = CStrings(arguments);
   std::vector<char*> envp = CStrings(environment);
   Child child;
@@ -381,15 +385,39 @@ absl::Status CheckLaunchOptions(const LaunchOptions& options) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The job's secret (LaunchOptions::store_secret).
+absl::StatusOr<std::string> JobSecret(const LaunchOptions& options) {
+  if (!options.store_secret.empty()) return options.store_secret;
+  absl::StatusOr<std::string> inherited = StoreSecretFromEnvironment();
+  if (!inherited.ok() || !inherited->empty()) return inherited;
+  if (options.nnodes > 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("a job of ", options.nnodes,
+                     " nodes needs one store secret on every "
+                     "node: set ",
+                     kStoreSecretEnv,
+                     " (e.g. to the output of `head -c 32 "
+                     "/dev/urandom | od -An -tx1 | tr -d ' \\n'`) or ",
+                     kStoreSecretFileEnv, " to a file that holds it"));
+  }
+  return NewStoreSecret();
+}
+
+}  // namespace
+
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, int out_fd,
                                     int err_fd) {
   absl::Status valid = CheckLaunchOptions(options);
   if (!valid.ok()) return valid;
+  absl::StatusOr<std::string> secret = JobSecret(options);
+  if (!secret.ok()) return secret.status();
   std::unique_ptr<StoreServer> store;
   int port = options.master_port;
   if (options.node_rank == 0 && options.host_store) {
     absl::StatusOr<std::unique_ptr<StoreServer>> started =
-        StoreServer::Start(options.master_addr, port);
+        StoreServer::Start(options.master_addr, port, *secret);
     if (!started.ok()) return started.status();
     store = *std::move(started);
     port = store->port();
@@ -398,7 +426,7 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, int out_fd,
   std::vector<Child> children;
   for (int64_t local_rank = 0; local_rank < options.nproc; ++local_rank) {
     absl::StatusOr<Child> child =
-        Spawn(options, local_rank, port, out_fd, err_fd);
+        Spawn(options, local_rank, port, *secret, out_fd, err_fd);
     if (!child.ok()) {
       // End the processes already started before reporting.
       LaunchOptions ending = options;

@@ -28,6 +28,12 @@ struct LaunchOptions {
   // with DTENSOR_AGENT_STORE=1). Otherwise rank 0 hosts it, and the port
   // must be given.
   bool host_store = true;
+  // The job's secret that the rendezvous store asks of its clients
+  // (dtensor/collectives/multiprocess/store_secret.h), given to the
+  // processes in DTENSOR_STORE_SECRET. Empty: DTENSOR_STORE_SECRET or
+  // DTENSOR_STORE_SECRET_FILE of this process's environment, else a new
+  // random one (one node only: the nodes of a job must share it).
+  std::string store_secret;
   // The program and its arguments.
   std::vector<std::string> command;
   // When a process fails, terminate the others: SIGTERM, then SIGKILL after
@@ -65,14 +71,17 @@ struct LaunchResult {
 absl::Status CheckLaunchOptions(const LaunchOptions& options);
 
 // Starts the processes with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT and DTENSOR_AGENT_STORE=1 set (node 0 hosts the
+// MASTER_ADDR, MASTER_PORT, DTENSOR_STORE_SECRET and DTENSOR_AGENT_STORE=1
+// set (node 0 hosts the
 // rendezvous store in this process for the whole job, unless
 // `host_store` is false), each in a process group of its own. Forwards their
 // output line by line to `out_fd` and `err_fd`, each line prefixed "[rank N] ",
 // and returns once all have ended and their output is drained. Errors: bad
 // options (InvalidArgument), a program that cannot be started (InvalidArgument
 // naming it, after ending the processes already started), a store that cannot
-// be hosted.
+// be hosted, a job of several nodes without a shared secret
+// (FailedPrecondition naming DTENSOR_STORE_SECRET and
+// DTENSOR_STORE_SECRET_FILE) or a secret file that cannot be read.
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options, int out_fd,
                                     int err_fd);
 

@@ -5,7 +5,11 @@
 //
 // Each process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // MASTER_ADDR and MASTER_PORT (and DTENSOR_AGENT_STORE=1: dtrun on node 0
-// hosts the rendezvous store); its output lines are prefixed "[rank N] ".
+// hosts the rendezvous store), and DTENSOR_STORE_SECRET, the job's secret
+// that the store asks of its clients: new for a one-node job; a job of
+// several nodes takes it from DTENSOR_STORE_SECRET or the file
+// DTENSOR_STORE_SECRET_FILE names, the same on every node. Output lines are
+// prefixed "[rank N] ".
 // When a process fails, dtrun terminates the others and exits with the
 // failure's code. Bad arguments: a one-line error and exit code 2.
 #include <signal.h>

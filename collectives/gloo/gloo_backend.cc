@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <iostream>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/gloo/gloo_communicator.h"
 #include "dtensor/collectives/gloo/gloo_store.h"
+#include "dtensor/collectives/gloo/route_address.h"
 #include "dtensor/collectives/multiprocess/group_failures.h"
 #include "dtensor/collectives/multiprocess/launch_env.h"
 #include "gloo/rendezvous/context.h"
@@ -20,8 +21,27 @@
 namespace dtensor {
 namespace {
 
-bool IsLoopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+// The address the transport listens on and advertises: DTENSOR_GLOO_HOSTNAME
+// or DTENSOR_GLOO_IFACE where set, else the local address of the route to
+// the store (logged when the store is not on this host's loopback).
+absl::StatusOr<gloo::transport::tcp::attr> TransportAttr(
+    const GlooBackendOptions& options) {
+  gloo::transport::tcp::attr attr;
+  attr.iface = options.iface;
+  attr.hostname = options.hostname;
+  if (!attr.hostname.empty() || !attr.iface.empty()) return attr;
+  DT_ASSIGN_OR_RETURN(
+      LocalAddress local,
+      RouteAddressToward(options.master_addr, options.master_port));
+  attr.hostname = local.address;
+  if (!local.loopback) {
+    std::cerr << absl::StrCat(
+        "dtensor: rank ", options.rank, ": Gloo listens on ", local.address,
+        local.iface.empty() ? "" : absl::StrCat(" (", local.iface, ")"),
+        ", this host's address toward MASTER_ADDR ", options.master_addr,
+        " (DTENSOR_GLOO_IFACE chooses another)\n");
+  }
+  return attr;
 }
 
 }  // namespace
@@ -33,15 +53,11 @@ absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::Create(
   // with a status naming it. With SIGPIPE ignored the write fails (EPIPE) and
   // the failure path runs.
   ::signal(SIGPIPE, SIG_IGN);
+  // The address first: a host its peers cannot reach fails before joining.
+  DT_ASSIGN_OR_RETURN(const gloo::transport::tcp::attr attr,
+                      TransportAttr(options));
   auto runtime = std::make_shared<GlooRuntime>();
   DT_RETURN_IF_ERROR(JoinJob(options, *runtime));
-  gloo::transport::tcp::attr attr;
-  attr.iface = options.iface;
-  attr.hostname = options.hostname;
-  if (attr.hostname.empty() && attr.iface.empty() &&
-      IsLoopback(options.master_addr)) {
-    attr.hostname = options.master_addr == "::1" ? "::1" : "127.0.0.1";
-  }
   try {
     runtime->device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {

@@ -26,9 +26,11 @@ inline constexpr char kGlooIfaceEnv[] = "DTENSOR_GLOO_IFACE";
 // The job, the store and the communicators' options (MultiprocessOptions),
 // and Gloo's own.
 struct GlooBackendOptions : MultiprocessOptions {
-  // The address Gloo listens on for its peers: by default 127.0.0.1 when the
-  // store is on a loopback address, else this host's name. `iface` ("eth0")
-  // takes the address of that interface instead.
+  // The address Gloo listens on and advertises to its peers: by default the
+  // local address of this host's route to master_addr (route_address.h;
+  // loopback when the store is on loopback); creating the backend fails,
+  // naming DTENSOR_GLOO_IFACE, where that is loopback while the store is
+  // not. `iface` ("eth0") takes the address of that interface instead.
   std::string hostname;
   std::string iface;
 };

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "dtensor/collectives/multiprocess/store_secret.h"
 
 namespace dtensor {
 namespace {
@@ -82,6 +83,9 @@ absl::StatusOr<LaunchEnv> LaunchEnvFromEnvironment() {
   env.master_port = static_cast<int>(*value);
 
   env.agent_store = Lookup(kAgentStoreEnv).value_or("") == "1";
+  absl::StatusOr<std::string> secret = StoreSecretFromEnvironment();
+  if (!secret.ok()) return secret.status();
+  env.store_secret = *std::move(secret);
   return env;
 }
 

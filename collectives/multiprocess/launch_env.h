@@ -32,12 +32,17 @@ struct LaunchEnv {
   int master_port = 0;
   // Whether the launcher hosts the store (else rank 0 does).
   bool agent_store = false;
+  // The job's secret that the store asks of its clients (store_secret.h);
+  // empty: none.
+  std::string store_secret;
 };
 
 // Reads the variables above. RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
 // are required; LOCAL_RANK and LOCAL_WORLD_SIZE default to RANK and
-// WORLD_SIZE.
-// Errors: FailedPrecondition naming a required variable that is not set;
+// WORLD_SIZE; the store's secret comes from DTENSOR_STORE_SECRET or
+// DTENSOR_STORE_SECRET_FILE (StoreSecretFromEnvironment).
+// Errors: FailedPrecondition naming a required variable that is not set, or
+// a secret file that cannot be read;
 // InvalidArgument naming a variable and its value that is out of range.
 absl::StatusOr<LaunchEnv> LaunchEnvFromEnvironment();
 

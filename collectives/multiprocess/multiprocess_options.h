@@ -20,6 +20,9 @@ struct MultiprocessOptions {
   // The rendezvous store (store_server.h), through which the ranks meet.
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
+  // The job's secret that the store asks of its clients (store_secret.h);
+  // empty: a store open to every client.
+  std::string store_secret;
   // Whether this process hosts the store at master_addr:master_port (rank 0
   // does unless a launcher hosts it). Port 0 picks a free port, which only a
   // world of one can use.
@@ -34,8 +37,8 @@ struct MultiprocessOptions {
 };
 
 // Sets the job of `options` from the launcher's environment `env`: rank,
-// world size, the store's address, and whether this process hosts the store
-// (rank 0, unless the launcher does); and its communicators' options.
+// world size, the store's address and secret, and whether this process hosts
+// the store (rank 0, unless the launcher does); and its communicators' options.
 inline void SetJobFromLaunchEnv(const LaunchEnv& env,
                                 CommunicatorOptions communicator,
                                 MultiprocessOptions& options) {
@@ -44,6 +47,7 @@ inline void SetJobFromLaunchEnv(const LaunchEnv& env,
   options.master_addr = env.master_addr;
   options.master_port = env.master_port;
   options.host_store = !env.agent_store && env.rank == 0;
+  options.store_secret = env.store_secret;
   options.communicator = std::move(communicator);
 }
 

@@ -40,14 +40,14 @@ absl::StatusOr<std::unique_ptr<RendezvousSession>> RendezvousSession::Join(
   int port = options.master_port;
   if (options.host_store) {
     absl::StatusOr<std::unique_ptr<StoreServer>> server =
-        StoreServer::Start(options.master_addr, port);
+        StoreServer::Start(options.master_addr, port, options.store_secret);
     if (!server.ok()) return server.status();
     session->server_ = *std::move(server);
     port = session->server_->port();
   }
-  absl::StatusOr<std::unique_ptr<StoreClient>> client =
-      StoreClient::Connect(options.master_addr, port, options.rank,
-                           options.communicator.DeadlineOrDefault());
+  absl::StatusOr<std::unique_ptr<StoreClient>> client = StoreClient::Connect(
+      options.master_addr, port, options.rank,
+      options.communicator.DeadlineOrDefault(), options.store_secret);
   if (!client.ok()) return client.status();
   session->client_ = *std::move(client);
   session->board_ = std::make_unique<ArrivalBoard>(session->client_.get());

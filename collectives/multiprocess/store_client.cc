@@ -30,7 +30,22 @@ absl::Status Malformed(const std::string& address) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Connect(
-    const std::string& host, int port, int64_t rank, absl::Duration timeout) {
+    const std::string& host, int port, int64_t rank, absl::Duration timeout,
+    absl::string_view secret) {
+  absl::StatusOr<std::unique_ptr<StoreClient>> client =
+      ConnectWithoutHello(host, port, timeout);
+  if (!client.ok()) return client.status();
+  absl::StatusOr<std::string> reply =
+      (*client)->Call(FrameWriter(Command::kHello)
+                          .I64(std::max<int64_t>(rank, -1))
+                          .Str(secret)
+                          .payload());
+  if (!reply.ok()) return reply.status();
+  return client;
+}
+
+absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::ConnectWithoutHello(
+    const std::string& host, int port, absl::Duration timeout) {
   const std::string address = absl::StrCat(host, ":", port);
   const absl::Time deadline = absl::Now() + timeout;
   absl::Duration pause = kFirstPoll;
@@ -38,13 +53,7 @@ absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Connect(
   while (true) {
     absl::StatusOr<int> fd = store::ConnectSocket(host, port, deadline);
     if (fd.ok()) {
-      std::unique_ptr<StoreClient> client(new StoreClient(*fd, address));
-      if (rank >= 0) {
-        absl::StatusOr<std::string> reply =
-            client->Call(FrameWriter(Command::kHello).I64(rank).payload());
-        if (!reply.ok()) return reply.status();
-      }
-      return client;
+      return std::unique_ptr<StoreClient>(new StoreClient(*fd, address));
     }
     last = fd.status();
     // A host name that does not resolve will not start resolving.
@@ -85,8 +94,19 @@ absl::StatusOr<std::string> StoreClient::Call(const std::string& request) {
         absl::StrCat("the store at ", address_,
                      " is unreachable: ", reply.status().message()));
   }
-  if (reply->empty() ||
-      static_cast<uint8_t>((*reply)[0]) != static_cast<uint8_t>(Reply::kOk)) {
+  if (reply->empty()) return Malformed(address_);
+  if (static_cast<uint8_t>((*reply)[0]) ==
+      static_cast<uint8_t>(Reply::kError)) {
+    // The store closes the connection after an error.
+    ::close(fd_);
+    fd_ = -1;
+    FrameReader reader(absl::string_view(*reply).substr(1));
+    std::string message;
+    if (!reader.Str(&message)) return Malformed(address_);
+    return absl::PermissionDeniedError(
+        absl::StrCat("the store at ", address_, " refused: ", message));
+  }
+  if (static_cast<uint8_t>((*reply)[0]) != static_cast<uint8_t>(Reply::kOk)) {
     return Malformed(address_);
   }
   return reply->substr(1);

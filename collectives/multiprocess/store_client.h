@@ -22,16 +22,26 @@ namespace dtensor {
 // ends within kRequestTimeout.
 // Errors: (every request) Unavailable naming the store's address when it is
 // gone; DeadlineExceeded when it does not answer in time; DataLoss for a
-// malformed reply.
+// malformed reply; PermissionDenied when the store refuses the connection
+// (no or a wrong secret: store_server.h), which it then closes.
 class StoreClient {
  public:
   static constexpr absl::Duration kRequestTimeout = absl::Seconds(10);
 
   // Connects to `host`:`port`, retrying until `timeout` (the store may start
-  // after its clients), and registers as `rank` (-1: an observer whose
-  // leaving marks no rank exited).
+  // after its clients), and says hello as `rank` (-1: an observer whose
+  // leaving marks no rank exited) with the job's `secret` (store_secret.h;
+  // empty for a store without one).
+  // Errors: PermissionDenied (with the store's message) when the store
+  // refuses the secret.
   static absl::StatusOr<std::unique_ptr<StoreClient>> Connect(
-      const std::string& host, int port, int64_t rank, absl::Duration timeout);
+      const std::string& host, int port, int64_t rank, absl::Duration timeout,
+      absl::string_view secret = "");
+
+  // A client that has not said hello (no secret, no rank): what a stranger
+  // reaching the store's port has, for tests that it is refused.
+  static absl::StatusOr<std::unique_ptr<StoreClient>> ConnectWithoutHello(
+      const std::string& host, int port, absl::Duration timeout);
 
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;

@@ -17,7 +17,10 @@ namespace dtensor::store {
 // Reply byte; the fields that follow are encoded by FrameWriter.
 
 enum class Command : uint8_t {
-  // i64 rank: the connection belongs to `rank` (its closing marks it exited).
+  // i64 rank, str secret: the connection belongs to `rank` (its closing
+  // marks it exited; -1: an observer) of the job whose secret it is
+  // (store_secret.h). A store with a secret answers nothing else before it,
+  // and refuses a wrong one.
   kHello = 1,
   // str key, str value.
   kSet = 2,
@@ -27,6 +30,7 @@ enum class Command : uint8_t {
   kExited = 4,
 };
 
+// kError: str message; the store closes the connection after sending it.
 enum class Reply : uint8_t { kOk = 0, kError = 1 };
 
 // Frames larger than this are refused: a peer that sends one is broken.

@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "dtensor/collectives/multiprocess/store_protocol.h"
+#include "dtensor/collectives/multiprocess/store_secret.h"
 
 namespace dtensor {
 namespace {
@@ -28,10 +30,14 @@ constexpr absl::Duration kReplyTimeout = absl::Seconds(1);
 
 std::string OkReply() { return FrameWriter(Reply::kOk).payload(); }
 
+std::string ErrorReply(absl::string_view message) {
+  return FrameWriter(Reply::kError).Str(message).payload();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
-    const std::string& host, int port) {
+    const std::string& host, int port, std::string secret) {
   absl::StatusOr<int> listen_fd = store::ListenSocket(host, port);
   if (!listen_fd.ok()) return listen_fd.status();
   absl::StatusOr<int> bound_port = store::LocalPort(*listen_fd);
@@ -42,18 +48,19 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
                                  "store: pipe: ", std::strerror(errno)))
                            : bound_port.status();
   }
-  std::unique_ptr<StoreServer> server(
-      new StoreServer(*listen_fd, *bound_port, wake[0], wake[1]));
+  std::unique_ptr<StoreServer> server(new StoreServer(
+      *listen_fd, *bound_port, wake[0], wake[1], std::move(secret)));
   server->thread_ = std::thread([raw = server.get()] { raw->Serve(); });
   return server;
 }
 
 StoreServer::StoreServer(int listen_fd, int port, int wake_read_fd,
-                         int wake_write_fd)
+                         int wake_write_fd, std::string secret)
     : listen_fd_(listen_fd),
       port_(port),
       wake_read_fd_(wake_read_fd),
-      wake_write_fd_(wake_write_fd) {}
+      wake_write_fd_(wake_write_fd),
+      secret_(std::move(secret)) {}
 
 StoreServer::~StoreServer() {
   const char stop = 's';
@@ -135,7 +142,8 @@ bool StoreServer::Receive(int fd, Connection& connection) {
     std::optional<std::string> reply = Answer(request, connection);
     if (!reply.has_value()) return false;
     if (!store::SendAll(fd, store::Frame(*reply), absl::Now() + kReplyTimeout)
-             .ok()) {
+             .ok() ||
+        connection.refused) {
       return false;
     }
   }
@@ -147,18 +155,18 @@ std::optional<std::string> StoreServer::Answer(const std::string& request,
   FrameReader reader(request);
   uint8_t command = 0;
   if (!reader.U8(&command)) return std::nullopt;
+  if (static_cast<Command>(command) == Command::kHello) {
+    return Greet(reader, connection);
+  }
+  if (!secret_.empty() && !connection.greeted) {
+    connection.refused = true;
+    return ErrorReply(
+        "this store admits only its job's ranks: say hello with the job's "
+        "secret (DTENSOR_STORE_SECRET) first");
+  }
   switch (static_cast<Command>(command)) {
-    case Command::kHello: {
-      int64_t rank = 0;
-      if (!reader.I64(&rank) || rank < 0 || connection.rank >= 0) {
-        return std::nullopt;
-      }
-      connection.rank = rank;
-      MutexLock lock(&mu_);
-      ++connected_ranks_[rank];
-      exited_ranks_.erase(rank);
-      return OkReply();
-    }
+    case Command::kHello:
+      return std::nullopt;  // Answered above.
     case Command::kSet: {
       std::string key;
       std::string value;
@@ -188,6 +196,29 @@ std::optional<std::string> StoreServer::Answer(const std::string& request,
     }
   }
   return std::nullopt;
+}
+
+std::optional<std::string> StoreServer::Greet(FrameReader& reader,
+                                              Connection& connection) {
+  int64_t rank = 0;
+  std::string secret;
+  if (!reader.I64(&rank) || !reader.Str(&secret) || rank < -1 ||
+      connection.greeted) {
+    return std::nullopt;
+  }
+  if (!secret_.empty() && !SecretsMatch(secret, secret_)) {
+    connection.refused = true;
+    return ErrorReply(
+        absl::StrCat("wrong secret for this store (rank ", rank,
+                     "): the job's processes share DTENSOR_STORE_SECRET"));
+  }
+  connection.greeted = true;
+  if (rank < 0) return OkReply();  // An observer.
+  connection.rank = rank;
+  MutexLock lock(&mu_);
+  ++connected_ranks_[rank];
+  exited_ranks_.erase(rank);
+  return OkReply();
 }
 
 void StoreServer::Close(int fd) {

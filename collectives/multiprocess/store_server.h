@@ -14,6 +14,9 @@
 #include "dtensor/base/mutex.h"
 
 namespace dtensor {
+namespace store {
+class FrameReader;
+}  // namespace store
 
 // The rendezvous store of a multi-process job: a key-value map served over
 // TCP (store_protocol.h) to the ranks' StoreClients, which exchange their
@@ -26,11 +29,19 @@ namespace dtensor {
 // (clients poll for keys that are not there yet), a client that sends a
 // malformed frame is dropped, and a reply that cannot be sent within a
 // second drops its client.
+//
+// A store with a secret (the job's: store_secret.h) answers a connection
+// only after its Hello carries that secret: any other request first, or a
+// Hello with another secret, gets an error reply and the connection is
+// closed, so a stranger on the network can neither read nor write keys nor
+// pose as a rank. Bind it to the job's address (MASTER_ADDR) rather than
+// every interface.
 class StoreServer {
  public:
-  // Serves on `host`:`port` (port 0 picks a free port) until destroyed.
+  // Serves on `host`:`port` (port 0 picks a free port) until destroyed;
+  // `secret` empty: every client is answered.
   static absl::StatusOr<std::unique_ptr<StoreServer>> Start(
-      const std::string& host, int port);
+      const std::string& host, int port, std::string secret = "");
 
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
@@ -46,11 +57,14 @@ class StoreServer {
 
  private:
   struct Connection {
-    std::string input;  // Bytes received, not yet a whole frame.
-    int64_t rank = -1;  // Set by kHello.
+    std::string input;     // Bytes received, not yet a whole frame.
+    int64_t rank = -1;     // Set by kHello.
+    bool greeted = false;  // By a kHello with the secret.
+    bool refused = false;  // Close once the reply is sent.
   };
 
-  StoreServer(int listen_fd, int port, int wake_read_fd, int wake_write_fd);
+  StoreServer(int listen_fd, int port, int wake_read_fd, int wake_write_fd,
+              std::string secret);
 
   void Serve();
   void Accept();
@@ -60,12 +74,16 @@ class StoreServer {
   // The reply to one request, or nullopt for a malformed one.
   std::optional<std::string> Answer(const std::string& request,
                                     Connection& connection);
+  // kHello's reply.
+  std::optional<std::string> Greet(store::FrameReader& reader,
+                                   Connection& connection);
   void Close(int fd);
 
   const int listen_fd_;
   const int port_;
   const int wake_read_fd_;
   const int wake_write_fd_;
+  const std::string secret_;
   // Owned by the server thread.
   std::map<int, Connection> connections_;
   std::map<std::string, std::string> values_;

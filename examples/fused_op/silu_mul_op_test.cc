@@ -22,10 +22,10 @@
 namespace dtensor {
 namespace {
 
+using testing_util::Full;
+using testing_util::In;
 using testing_util::IssuedNoCollectives;
 using testing_util::OpCase;
-using In = std::vector<DTensor>;
-using Full = std::vector<Tensor>;
 
 TEST(SiluMulTest, MatchesTheFullTensorReferenceOnRandomShardings) {
   std::mt19937 rng(7);
@@ -57,7 +57,7 @@ TEST(SiluMulTest, MatchesTheFullTensorReferenceOnRandomShardings) {
           DT_ASSIGN_OR_RETURN(Tensor out, Mul(activated, in[1]));
           return Full{std::move(out)};
         },
-        1e-9, 1e-9);
+        /*rtol=*/1e-9, /*atol=*/1e-9);
     EXPECT_TRUE(status.ok()) << status;
   }
 }
@@ -70,8 +70,9 @@ TEST(SiluMulTest, GradientsMatchFiniteDifferencesOnEveryLayout) {
   c.inputs = {testing_util::Random64({4, 6}, -2, 2, rng),
               testing_util::Random64({4, 6}, -2, 2, rng)};
   c.fn = [](const In& in) { return examples::SiluMul(in[0], in[1]); };
-  const absl::Status status = testing_util::CheckGradCase(c, 3, 6, 1e-6);
-  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(testing_util::CheckGradCase(c, /*seed=*/3,
+                                          /*sharding_rounds=*/6, 1e-6)
+                  .ok());
 }
 
 TEST(SiluMulTest, ShardsFollowTheInputsAndUpsPartialPasses) {

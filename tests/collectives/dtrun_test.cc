@@ -118,7 +118,70 @@ TEST(DtrunTest, SetsTheEnvironmentAndPrefixesEveryLine) {
   EXPECT_EQ(Lines(run.out).size(), 9u) << run.out;
 }
 
+// Sets an environment variable of this process (which dtrun inherits) for
+// the scope's lifetime.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST(DtrunTest, GivesEveryRankTheJobsNewSecret) {
+  const std::string echo = "echo secret $DTENSOR_STORE_SECRET";
+  const DtrunRun first =
+      RunDtrun({"--nproc", "2", "--", "/bin/sh", "-c", echo});
+  const DtrunRun second =
+      RunDtrun({"--nproc", "1", "--", "/bin/sh", "-c", echo});
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  std::string secret;
+  for (const std::string& line : Lines(first.out)) {
+    const std::string value = line.substr(line.find("secret ") + 7);
+    EXPECT_EQ(value.size(), 64u) << line;
+    if (secret.empty()) secret = value;
+    EXPECT_EQ(value, secret);
+  }
+  // Another job, another secret.
+  EXPECT_FALSE(secret.empty());
+  EXPECT_FALSE(absl::StrContains(second.out, secret)) << second.out;
+}
+
+TEST(DtrunTest, SeveralNodesNeedASharedSecret) {
+  const std::vector<std::string> args = {"--nproc",
+                                         "1",
+                                         "--nnodes",
+                                         "2",
+                                         "--node-rank",
+                                         "1",
+                                         "--master-addr",
+                                         "node0",
+                                         "--master-port",
+                                         "29555",
+                                         "--",
+                                         "/bin/sh",
+                                         "-c",
+                                         "echo secret $DTENSOR_STORE_SECRET"};
+  const DtrunRun without = RunDtrun(args);
+  EXPECT_NE(without.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(without.err, "DTENSOR_STORE_SECRET_FILE"))
+      << without.err;
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/job_secret";
+  std::ofstream(path) << "shared-by-the-nodes\n";
+  ScopedEnv file("DTENSOR_STORE_SECRET_FILE", path);
+  const DtrunRun with = RunDtrun(args);
+  EXPECT_EQ(with.exit_code, 0) << with.err;
+  EXPECT_TRUE(HasLine(with.out, "[rank 1] secret shared-by-the-nodes"))
+      << with.out;
+}
+
 TEST(DtrunTest, NumbersTheRanksOfLaterNodes) {
+  ScopedEnv secret("DTENSOR_STORE_SECRET", "shared-by-the-nodes");
   const DtrunRun run = RunDtrun(
       {"--nproc", "2", "--nnodes", "3", "--node-rank", "1", "--master-addr",
        "node0", "--master-port", "29555", "--", "/bin/sh", "-c",

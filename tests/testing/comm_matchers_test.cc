@@ -150,7 +150,7 @@ TEST(CommMatchersTest, MatchesTheCollectivesOfARedistribution) {
 // The example of docs/testing.md: a row-wise linear on 1024 ranks gives a
 // Partial(sum) output with no collective; reading it is one all-reduce.
 TEST(CommMatchersTest, RowwiseLinearOnAThousandRanks) {
-  using In = std::vector<DTensor>;
+  using testing_util::In;
   testing_util::MetaOutcome o = testing_util::RunOnMeta(
       {1024}, {{{8, 4096}, "S(1)"}, {{4096, 4096}, "S(0)"}},
       [](const In& in) { return ops::Matmul(in[0], in[1]); });
