@@ -7,6 +7,7 @@
 
 #include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/tensor/cuda_backend.h"
+#include "dtensor/testing/gpu.h"
 #include "gtest/gtest.h"
 #include "tests/collectives/collective_scenarios.h"
 #include "tests/collectives/collective_test_util.h"
@@ -14,29 +15,24 @@
 namespace dtensor {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                 \
-  if (cuda::DeviceCount() == 0) {                                          \
-    GTEST_SKIP() << "skipped: no usable CUDA device (" << cuda::Describe() \
-                 << ")";                                                   \
-  }
-
+using testing::OnGpu;
 LocalCluster OnGpu(int64_t ranks) {
   return LocalCluster(ranks, testing::TestOptions(), Device::CUDA(0));
 }
 
 TEST(HostStagingTest, EveryCollectiveOnCudaTensors) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   EXPECT_TRUE(OnGpu(4).Run(testing::Collectives).ok());
   EXPECT_TRUE(OnGpu(3).Run(testing::Collectives).ok());
 }
 
 TEST(HostStagingTest, SubgroupsOnCudaTensors) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   EXPECT_TRUE(OnGpu(4).Run(testing::Subgroups).ok());
 }
 
 TEST(HostStagingTest, CpuTensorsAreRejectedNamingTheDevice) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   const absl::Status status = OnGpu(2).Run([](ProcessGroups& groups) {
     absl::StatusOr<std::shared_ptr<Communicator>> world = groups.World();
     if (!world.ok()) return world.status();

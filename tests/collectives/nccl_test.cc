@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "dtensor/collectives/nccl/nccl_backend.h"
 #include "dtensor/tensor/cuda_backend.h"
+#include "dtensor/testing/gpu.h"
 #include "gtest/gtest.h"
 #include "tests/collectives/worker_launch.h"
 
@@ -16,12 +17,6 @@ namespace {
 using testing::AllSucceeded;
 using testing::RunWorkers;
 using testing::WorkerLaunch;
-
-#define SKIP_WITHOUT_GPU()                                                 \
-  if (cuda::DeviceCount() == 0) {                                          \
-    GTEST_SKIP() << "skipped: no usable CUDA device (" << cuda::Describe() \
-                 << ")";                                                   \
-  }
 
 // One rank per device; NCCL does not put two ranks on one device.
 int64_t Ranks() { return std::min(cuda::DeviceCount(), 4); }
@@ -47,12 +42,12 @@ TEST(NcclTest, ReportsWhyItIsUnavailable) {
 }
 
 TEST(NcclTest, EveryOpMatchesItsReference) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   EXPECT_TRUE(AllSucceeded(RunWorkers(Nccl("collectives")), Ranks()));
 }
 
 TEST(NcclTest, SubgroupsRunTheSameOps) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   EXPECT_TRUE(AllSucceeded(RunWorkers(Nccl("subgroups")), Ranks()));
 }
 

@@ -23,6 +23,7 @@
 #include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/nn_functional.h"
+#include "dtensor/testing/gpu.h"
 #include "gtest/gtest.h"
 #include "tests/tensor/kernel_test_util.h"
 #include "tests/tensor/reference_attention.h"
@@ -35,10 +36,11 @@
 namespace dtensor {
 namespace {
 
+using testing::kGpu;
 using testing::Layout;
+using testing::OnGpu;
 using testing::RandomTensor;
 
-const Device kGpu = Device::CUDA(0);
 constexpr int64_t kKvHeads = 2;
 constexpr int64_t kGroup = 2;
 
@@ -168,27 +170,41 @@ void ExpectLse(const Tensor& lse, const std::vector<double>& expected,
   }
 }
 
-bool HaveGpu() { return cuda::DeviceCount() > 0; }
+// A drawn case: its host operands, the float64 reference computed from them,
+// and the operands copied to the GPU.
+struct DrawnOnGpu {
+  Operands host;
+  testing::AttentionReference ref;
+  Tensor q, k, v, dout;
+};
+
+DrawnOnGpu DrawOnGpu(const Case& c, std::mt19937& rng) {
+  DrawnOnGpu d{Draw(c, rng)};
+  const Operands& o = d.host;
+  d.ref =
+      testing::ReferenceAttention(o.q, o.k, o.v, o.dout, c.causal, Scale(c));
+  d.q = OnGpu(o.q);
+  d.k = OnGpu(o.k);
+  d.v = OnGpu(o.v);
+  d.dout = OnGpu(o.dout);
+  return d;
+}
 
 // The public entry points on the GPU: they take the tensor-core path for
 // these dtypes and head dims.
 TEST(AttentionCudaTest, PublicForwardAndBackwardMatchTheReference) {
-  if (!HaveGpu()) GTEST_SKIP() << "no usable CUDA device: " << cuda::Describe();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
   for (const Case& c : Cases()) {
-    const Operands o = Draw(c, rng);
-    const testing::AttentionReference ref =
-        testing::ReferenceAttention(o.q, o.k, o.v, o.dout, c.causal, Scale(c));
-    const Tensor q = *o.q.To(kGpu);
-    const Tensor k = *o.k.To(kGpu);
-    const Tensor v = *o.v.To(kGpu);
+    const DrawnOnGpu d = DrawOnGpu(c, rng);
+    const testing::AttentionReference& ref = d.ref;
     const absl::StatusOr<Tensor> out =
-        ScaledDotProductAttention(q, k, v, c.causal, Scale(c));
+        ScaledDotProductAttention(d.q, d.k, d.v, c.causal, Scale(c));
     ASSERT_TRUE(out.ok()) << c.Name() << ": " << out.status();
     ExpectNear(*out, ref.out, c.dtype, c.Name() + " out");
     const absl::StatusOr<AttentionGrads> grads =
-        ScaledDotProductAttentionBackward(q, k, v, *out, *o.dout.To(kGpu),
-                                          c.causal, Scale(c));
+        ScaledDotProductAttentionBackward(d.q, d.k, d.v, *out, d.dout, c.causal,
+                                          Scale(c));
     ASSERT_TRUE(grads.ok()) << c.Name() << ": " << grads.status();
     ExpectNear(grads->dq, ref.dq, c.dtype, c.Name() + " dq");
     ExpectNear(grads->dk, ref.dk, c.dtype, c.Name() + " dk");
@@ -222,16 +238,13 @@ cuda::AttentionLaunch LaunchOf(const Case& c) {
 // The kernels launched directly: out and lse of the forward, and with
 // delta = rowsum(dout * out) the f32 gradients of the backward.
 TEST(AttentionCudaTest, MmaKernelsMatchTheReference) {
-  if (!HaveGpu()) GTEST_SKIP() << "no usable CUDA device: " << cuda::Describe();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(6);
   for (const Case& c : Cases()) {
-    const Operands o = Draw(c, rng);
-    const testing::AttentionReference ref =
-        testing::ReferenceAttention(o.q, o.k, o.v, o.dout, c.causal, Scale(c));
-    const Tensor q = *o.q.To(kGpu);
-    const Tensor k = *o.k.To(kGpu);
-    const Tensor v = *o.v.To(kGpu);
-    const Tensor dout = *o.dout.To(kGpu);
+    const DrawnOnGpu d = DrawOnGpu(c, rng);
+    const Operands& o = d.host;
+    const testing::AttentionReference& ref = d.ref;
+    const Tensor &q = d.q, &k = d.k, &v = d.v, &dout = d.dout;
     const cuda::AttentionLaunch a = LaunchOf(c);
     const cuda::ScalarType type = cuda::ToScalarType(c.dtype);
     Tensor out = *Tensor::Empty(o.q.shape(), c.dtype, kGpu);

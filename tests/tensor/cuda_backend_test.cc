@@ -3,17 +3,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "dtensor/testing/gpu.h"
 #include "gtest/gtest.h"
 
 namespace dtensor::cuda {
 namespace {
 
 // Skips the calling test unless a CUDA device can be used.
-#define SKIP_WITHOUT_GPU()                                                   \
-  if (DeviceCount() == 0) {                                                  \
-    GTEST_SKIP() << "skipped: no usable CUDA device (" << Describe() << ")"; \
-  }
-
 TEST(CudaBackendTest, ReportsWhyItIsUnavailable) {
   if (DeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
   absl::StatusOr<void*> ptr = Malloc(16, 0);
@@ -28,7 +24,7 @@ TEST(CudaBackendTest, ReportsWhyItIsUnavailable) {
 }
 
 TEST(CudaBackendTest, FillAndCopyRoundTrip) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   constexpr size_t kCount = 1 << 20;
   absl::StatusOr<void*> device_buffer = Malloc(kCount * 4, 0);
   ASSERT_TRUE(device_buffer.ok()) << device_buffer.status();
@@ -52,7 +48,7 @@ TEST(CudaBackendTest, FillAndCopyRoundTrip) {
 }
 
 TEST(CudaBackendTest, RejectsMissingDevice) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   absl::StatusOr<void*> ptr = Malloc(16, DeviceCount());
   ASSERT_FALSE(ptr.ok());
   EXPECT_NE(ptr.status().message().find(std::to_string(DeviceCount())),

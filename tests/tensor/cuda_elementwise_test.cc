@@ -15,29 +15,17 @@
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/swiglu.h"
+#include "dtensor/testing/gpu.h"
 #include "gtest/gtest.h"
 #include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor {
 namespace {
 
+using testing::kGpu;
 using testing::Layout;
+using testing::OnGpu;
 using testing::RandomTensor;
-
-#define SKIP_WITHOUT_GPU()                                                 \
-  if (cuda::DeviceCount() == 0) {                                          \
-    GTEST_SKIP() << "skipped: no usable CUDA device (" << cuda::Describe() \
-                 << ")";                                                   \
-  }
-
-const Device kGpu = Device::CUDA(0);
-
-// `t` on the GPU in the same layout (the whole base is copied).
-Tensor ToGpu(const Tensor& t) {
-  absl::StatusOr<Tensor> moved = t.To(kGpu);
-  EXPECT_TRUE(moved.ok()) << moved.status();
-  return *moved;
-}
 
 // How an operand is laid out: RandomTensor's layouts, or contiguous but one
 // element past an aligned start (no vector loads).
@@ -112,7 +100,7 @@ using UnaryFn = absl::StatusOr<Tensor> (*)(const Tensor&);
 using BinaryFn = absl::StatusOr<Tensor> (*)(const Tensor&, const Tensor&);
 
 TEST(CudaElementwiseTest, UnaryOpsOnEveryDTypeAndLayout) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(1);
   const std::vector<std::pair<std::string, UnaryFn>> ops = {
       {"Neg", Neg},         {"Abs", Abs},     {"Exp", Exp},   {"Log", Log},
@@ -122,7 +110,7 @@ TEST(CudaElementwiseTest, UnaryOpsOnEveryDTypeAndLayout) {
     for (const Shape& shape : Shapes()) {
       for (Form form : kForms) {
         const Tensor x = Operand(shape, dtype, form, rng, 0.25, 3);
-        const Tensor gx = ToGpu(x);
+        const Tensor gx = OnGpu(x);
         for (const auto& [name, fn] : ops) {
           ExpectMatches(fn(gx), fn(x), Describe(name, dtype, shape, form));
         }
@@ -135,7 +123,7 @@ TEST(CudaElementwiseTest, UnaryOpsOnEveryDTypeAndLayout) {
 }
 
 TEST(CudaElementwiseTest, BinaryOpsOnEveryDTypeLayoutAndBroadcast) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(2);
   const std::vector<std::pair<std::string, BinaryFn>> ops = {
       {"Add", Add},         {"Sub", Sub},
@@ -155,7 +143,7 @@ TEST(CudaElementwiseTest, BinaryOpsOnEveryDTypeLayoutAndBroadcast) {
         for (const Shape& b_shape : b_shapes) {
           const Tensor b = Operand(b_shape, dtype, Form::kOffset, rng, 1, 3);
           for (const auto& [name, fn] : ops) {
-            ExpectMatches(fn(ToGpu(a), ToGpu(b)), fn(a, b),
+            ExpectMatches(fn(OnGpu(a), OnGpu(b)), fn(a, b),
                           Describe(name, dtype, shape, form) + " with " +
                               ShapeToString(b_shape));
           }
@@ -166,13 +154,13 @@ TEST(CudaElementwiseTest, BinaryOpsOnEveryDTypeLayoutAndBroadcast) {
 }
 
 TEST(CudaElementwiseTest, CastsBetweenEveryPairOfDTypes) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(3);
   for (DType from : testing::kAllDTypes) {
     for (const Shape& shape : Shapes()) {
       for (Form form : kForms) {
         const Tensor x = Operand(shape, from, form, rng, -300, 300);
-        const Tensor gx = ToGpu(x);
+        const Tensor gx = OnGpu(x);
         for (DType to : testing::kAllDTypes) {
           ExpectMatches(
               gx.To(to), x.To(to),
@@ -186,7 +174,7 @@ TEST(CudaElementwiseTest, CastsBetweenEveryPairOfDTypes) {
 }
 
 TEST(CudaElementwiseTest, WhereOnEveryDTypeAndBroadcast) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(4);
   for (DType dtype : testing::kAllDTypes) {
     for (const Shape& shape : Shapes()) {
@@ -194,7 +182,7 @@ TEST(CudaElementwiseTest, WhereOnEveryDTypeAndBroadcast) {
         const Tensor cond = Operand(shape, DType::kBool, form, rng, 0, 1);
         const Tensor a = Operand(shape, dtype, Form::kOffset, rng, -3, 3);
         const Tensor b = Operand({shape.back()}, dtype, form, rng, -3, 3);
-        ExpectMatches(Where(ToGpu(cond), ToGpu(a), ToGpu(b)), Where(cond, a, b),
+        ExpectMatches(Where(OnGpu(cond), OnGpu(a), OnGpu(b)), Where(cond, a, b),
                       Describe("Where", dtype, shape, form), 0);
       }
     }
@@ -204,7 +192,7 @@ TEST(CudaElementwiseTest, WhereOnEveryDTypeAndBroadcast) {
 // Integer division truncates toward zero, min / -1 wraps, and a zero divisor
 // is the CPU's error; pow rejects integers as the CPU does.
 TEST(CudaElementwiseTest, IntegerDivisionMatchesTheCpu) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
   for (DType dtype : {DType::kI32, DType::kI64}) {
     for (const Shape& shape : Shapes()) {
@@ -212,14 +200,14 @@ TEST(CudaElementwiseTest, IntegerDivisionMatchesTheCpu) {
         const Tensor a = Operand(shape, dtype, form, rng, -1000, 1000);
         Tensor b = Operand(shape, dtype, Form::kContiguous, rng, -9, 9);
         b = *Where(*Eq(b, 0.0), Tensor::Scalar(7, dtype), b);
-        ExpectMatches(Div(ToGpu(a), ToGpu(b)), Div(a, b),
+        ExpectMatches(Div(OnGpu(a), OnGpu(b)), Div(a, b),
                       Describe("Div", dtype, shape, form), 0);
-        ExpectMatches(Div(ToGpu(a), -1.0), Div(a, -1.0),
+        ExpectMatches(Div(OnGpu(a), -1.0), Div(a, -1.0),
                       Describe("Div -1", dtype, shape, form), 0);
-        const absl::StatusOr<Tensor> by_zero = Div(ToGpu(a), 0.0);
+        const absl::StatusOr<Tensor> by_zero = Div(OnGpu(a), 0.0);
         ASSERT_FALSE(by_zero.ok()) << Describe("Div 0", dtype, shape, form);
         EXPECT_EQ(by_zero.status().message(), Div(a, 0.0).status().message());
-        ExpectMatches(Pow(ToGpu(a), ToGpu(b)), Pow(a, b),
+        ExpectMatches(Pow(OnGpu(a), OnGpu(b)), Pow(a, b),
                       Describe("Pow", dtype, shape, form), 0);
       }
     }
@@ -227,13 +215,13 @@ TEST(CudaElementwiseTest, IntegerDivisionMatchesTheCpu) {
                               ? std::numeric_limits<int32_t>::lowest()
                               : -9.2233720368547758e18;
     const Tensor min = *Tensor::Full({5}, lowest, dtype);
-    ExpectMatches(Div(ToGpu(min), -1.0), Div(min, -1.0), "min / -1", 0);
+    ExpectMatches(Div(OnGpu(min), -1.0), Div(min, -1.0), "min / -1", 0);
     // One zero among many divisors.
     Tensor divisors = *Tensor::Full({4097}, 3, dtype);
     divisors = *Where(*Eq(*Tensor::Arange(0, 4097, 1, dtype), 4000.0),
                       Tensor::Scalar(0, dtype), divisors);
     const Tensor ones = *Tensor::Ones({4097}, dtype);
-    const absl::StatusOr<Tensor> one_zero = Div(ToGpu(ones), ToGpu(divisors));
+    const absl::StatusOr<Tensor> one_zero = Div(OnGpu(ones), OnGpu(divisors));
     ASSERT_FALSE(one_zero.ok());
     EXPECT_EQ(one_zero.status().message(),
               Div(ones, divisors).status().message());
@@ -241,7 +229,7 @@ TEST(CudaElementwiseTest, IntegerDivisionMatchesTheCpu) {
 }
 
 TEST(CudaElementwiseTest, SwiGluMatchesTheCpuOnEveryLayout) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(6);
   for (DType dtype : testing::kFloatDTypes) {
     for (const Shape& shape : Shapes()) {
@@ -250,9 +238,9 @@ TEST(CudaElementwiseTest, SwiGluMatchesTheCpuOnEveryLayout) {
         const Tensor a = Operand(shape, dtype, form, rng, -6, 6);
         const Tensor b = Operand(shape, dtype, Form::kContiguous, rng, -2, 2);
         const std::string what = Describe("SwiGlu", dtype, shape, form);
-        ExpectMatches(SwiGlu(ToGpu(a), ToGpu(b)), SwiGlu(a, b), what);
+        ExpectMatches(SwiGlu(OnGpu(a), OnGpu(b)), SwiGlu(a, b), what);
         absl::StatusOr<SwiGluGrads> gpu =
-            SwiGluBackward(ToGpu(g), ToGpu(a), ToGpu(b));
+            SwiGluBackward(OnGpu(g), OnGpu(a), OnGpu(b));
         absl::StatusOr<SwiGluGrads> cpu = SwiGluBackward(g, a, b);
         ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
         ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status();
@@ -266,7 +254,7 @@ TEST(CudaElementwiseTest, SwiGluMatchesTheCpuOnEveryLayout) {
 // A view whose offsets pass int32 (rows 2^30 bools apart): the 64-bit
 // kernels. Values known without a reference: a cast of trues, and a sum.
 TEST(CudaElementwiseTest, OffsetsPastInt32UseTheWideKernels) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   const int64_t row = int64_t{1} << 30;
   absl::StatusOr<Tensor> base = Tensor::Full({3, row}, 1, DType::kBool, kGpu);
   ASSERT_TRUE(base.ok()) << base.status();

@@ -19,30 +19,18 @@
 #include "dtensor/tensor/nn_functional.h"
 #include "dtensor/tensor/nn_functional_cuda.h"
 #include "dtensor/tensor/reduction.h"
+#include "dtensor/testing/gpu.h"
 #include "gtest/gtest.h"
 #include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor {
 namespace {
 
+using testing::kGpu;
 using testing::Layout;
+using testing::OnGpu;
 using testing::RandomIndices;
 using testing::RandomTensor;
-
-#define SKIP_WITHOUT_GPU()                                                 \
-  if (cuda::DeviceCount() == 0) {                                          \
-    GTEST_SKIP() << "skipped: no usable CUDA device (" << cuda::Describe() \
-                 << ")";                                                   \
-  }
-
-const Device kGpu = Device::CUDA(0);
-
-Tensor ToGpu(const Tensor& t) {
-  // Keep the layout: copy the whole base, then take the same view.
-  absl::StatusOr<Tensor> moved = t.To(kGpu);
-  EXPECT_TRUE(moved.ok()) << moved.status();
-  return *moved;
-}
 
 // Expects the device result to match the CPU one within `scale` times the
 // dtype's tolerance.
@@ -62,7 +50,7 @@ void ExpectMatches(const absl::StatusOr<Tensor>& gpu,
 }
 
 TEST(CudaOpsTest, ElementwiseWithBroadcastingAndStrides) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(1);
   using BinaryFn = absl::StatusOr<Tensor> (*)(const Tensor&, const Tensor&);
   const std::vector<std::pair<std::string, BinaryFn>> ops = {
@@ -81,20 +69,20 @@ TEST(CudaOpsTest, ElementwiseWithBroadcastingAndStrides) {
     const Tensor b = RandomTensor(testing::Pick(b_shapes, rng), dtype,
                                   Layout::kContiguous, rng, 0.5, 2);
     for (const auto& [name, fn] : ops) {
-      ExpectMatches(fn(ToGpu(a), ToGpu(b)), fn(a, b),
+      ExpectMatches(fn(OnGpu(a), OnGpu(b)), fn(a, b),
                     absl::StrCat(name, " ", std::string(DTypeName(dtype)), " ",
                                  ShapeToString(a.shape()), " ",
                                  ShapeToString(b.shape())));
     }
-    ExpectMatches(Silu(ToGpu(a)), Silu(a), "Silu");
-    ExpectMatches(Exp(ToGpu(a)), Exp(a), "Exp");
-    ExpectMatches(Mul(ToGpu(a), 3.0), Mul(a, 3.0), "Mul scalar");
-    ExpectMatches(ToGpu(a).To(DType::kF32), a.To(DType::kF32), "cast");
+    ExpectMatches(Silu(OnGpu(a)), Silu(a), "Silu");
+    ExpectMatches(Exp(OnGpu(a)), Exp(a), "Exp");
+    ExpectMatches(Mul(OnGpu(a), 3.0), Mul(a, 3.0), "Mul scalar");
+    ExpectMatches(OnGpu(a).To(DType::kF32), a.To(DType::kF32), "cast");
   }
 }
 
 TEST(CudaOpsTest, MatmulOnCublas) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(2);
   for (int trial = 0; trial < 30; ++trial) {
     const DType dtype = testing::Pick(testing::kFloatDTypes, rng);
@@ -111,7 +99,7 @@ TEST(CudaOpsTest, MatmulOnCublas) {
         RandomTensor(b_shape, dtype, testing::Pick(layouts, rng), rng);
     // The sum of k products: tolerance grows with sqrt(k).
     ExpectMatches(
-        Matmul(ToGpu(a), ToGpu(b)), Matmul(a, b),
+        Matmul(OnGpu(a), OnGpu(b)), Matmul(a, b),
         absl::StrCat("Matmul ", std::string(DTypeName(dtype)), " ",
                      ShapeToString(a_shape), " x ", ShapeToString(b_shape)),
         4 * std::sqrt(static_cast<double>(k)));
@@ -119,65 +107,65 @@ TEST(CudaOpsTest, MatmulOnCublas) {
 }
 
 TEST(CudaOpsTest, RowKernels) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(3);
   for (DType dtype : testing::kFloatDTypes) {
     const Tensor x =
         RandomTensor({4, 37, 300}, dtype, Layout::kContiguous, rng, -3, 3);
     for (int64_t dim : {0, 1, 2}) {
-      ExpectMatches(Softmax(ToGpu(x), dim), Softmax(x, dim), "Softmax");
-      ExpectMatches(LogSoftmax(ToGpu(x), dim), LogSoftmax(x, dim),
+      ExpectMatches(Softmax(OnGpu(x), dim), Softmax(x, dim), "Softmax");
+      ExpectMatches(LogSoftmax(OnGpu(x), dim), LogSoftmax(x, dim),
                     "LogSoftmax");
-      ExpectMatches(Sum(ToGpu(x), {dim}), Sum(x, {dim}), "Sum", 16);
-      ExpectMatches(Mean(ToGpu(x), {dim}, true), Mean(x, {dim}, true), "Mean");
-      ExpectMatches(Max(ToGpu(x), {dim}), Max(x, {dim}), "Max");
-      ExpectMatches(Min(ToGpu(x), {dim}), Min(x, {dim}), "Min");
-      ExpectMatches(SumOfSquares(ToGpu(x), {dim}, true),
+      ExpectMatches(Sum(OnGpu(x), {dim}), Sum(x, {dim}), "Sum", 16);
+      ExpectMatches(Mean(OnGpu(x), {dim}, true), Mean(x, {dim}, true), "Mean");
+      ExpectMatches(Max(OnGpu(x), {dim}), Max(x, {dim}), "Max");
+      ExpectMatches(Min(OnGpu(x), {dim}), Min(x, {dim}), "Min");
+      ExpectMatches(SumOfSquares(OnGpu(x), {dim}, true),
                     SumOfSquares(x, {dim}, true), "SumOfSquares", 16);
     }
-    ExpectMatches(Sum(ToGpu(x)), Sum(x), "Sum all", 64);
-    ExpectMatches(SumOfSquares(ToGpu(x)), SumOfSquares(x), "SumOfSquares all",
+    ExpectMatches(Sum(OnGpu(x)), Sum(x), "Sum all", 64);
+    ExpectMatches(SumOfSquares(OnGpu(x)), SumOfSquares(x), "SumOfSquares all",
                   64);
     const Tensor w = RandomTensor({300}, dtype, Layout::kContiguous, rng);
-    ExpectMatches(RmsNorm(ToGpu(x), ToGpu(w), 1e-5), RmsNorm(x, w, 1e-5),
+    ExpectMatches(RmsNorm(OnGpu(x), OnGpu(w), 1e-5), RmsNorm(x, w, 1e-5),
                   "RmsNorm");
     const Tensor bias = RandomTensor({300}, dtype, Layout::kContiguous, rng);
-    ExpectMatches(LayerNorm(ToGpu(x), ToGpu(w), ToGpu(bias), 1e-5),
+    ExpectMatches(LayerNorm(OnGpu(x), OnGpu(w), OnGpu(bias), 1e-5),
                   LayerNorm(x, w, bias, 1e-5), "LayerNorm");
-    ExpectMatches(LayerNorm(ToGpu(x), Tensor(), Tensor(), 1e-5),
+    ExpectMatches(LayerNorm(OnGpu(x), Tensor(), Tensor(), 1e-5),
                   LayerNorm(x, Tensor(), Tensor(), 1e-5), "LayerNorm plain");
     const Tensor strided =
         RandomTensor({37, 300}, dtype, Layout::kTransposed, rng, 1, 5);
-    ExpectMatches(LayerNorm(ToGpu(strided), ToGpu(w), ToGpu(bias), 1e-5),
+    ExpectMatches(LayerNorm(OnGpu(strided), OnGpu(w), OnGpu(bias), 1e-5),
                   LayerNorm(strided, w, bias, 1e-5), "LayerNorm strided");
     const Tensor table =
         RandomTensor({50, 24}, dtype, Layout::kContiguous, rng);
     const Tensor indices = RandomIndices({3, 7}, 50, DType::kI64, rng);
-    ExpectMatches(Embedding(ToGpu(indices), ToGpu(table)),
+    ExpectMatches(Embedding(OnGpu(indices), OnGpu(table)),
                   Embedding(indices, table), "Embedding", 0);
     // 200 indices over 50 rows: repeated rows; the block [10, 40): rows
     // outside it skipped. Atomic adds come in any order.
     const Tensor many = RandomIndices({5, 40}, 50, DType::kI64, rng);
     const Tensor grad =
         RandomTensor({5, 40, 24}, dtype, Layout::kTransposed, rng);
-    ExpectMatches(EmbeddingBackward(ToGpu(many), ToGpu(grad), 50, 10, 30),
+    ExpectMatches(EmbeddingBackward(OnGpu(many), OnGpu(grad), 50, 10, 30),
                   EmbeddingBackward(many, grad, 50, 10, 30),
                   "EmbeddingBackward", 8);
-    ExpectMatches(EmbeddingBackward(many, ToGpu(grad), 50),
+    ExpectMatches(EmbeddingBackward(many, OnGpu(grad), 50),
                   EmbeddingBackward(many, grad, 50),
                   "EmbeddingBackward host indices", 8);
     const Tensor logits =
         RandomTensor({13, 301}, dtype, Layout::kContiguous, rng, -4, 4);
     const Tensor target = RandomIndices({13}, 301, DType::kI64, rng);
     for (Reduction r : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
-      ExpectMatches(CrossEntropy(ToGpu(logits), ToGpu(target), r),
+      ExpectMatches(CrossEntropy(OnGpu(logits), OnGpu(target), r),
                     CrossEntropy(logits, target, r), "CrossEntropy");
     }
   }
 }
 
 TEST(CudaOpsTest, FillEveryDTypeAndLayout) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   const std::vector<DType> dtypes = {DType::kF32, DType::kF64, DType::kBF16,
                                      DType::kF16, DType::kI32, DType::kI64,
                                      DType::kBool};
@@ -187,7 +175,7 @@ TEST(CudaOpsTest, FillEveryDTypeAndLayout) {
                   Tensor::Full({3, 5}, -2.5, dtype), "Full " + name, 0);
     // A transposed view: filled through its strides, the rest untouched.
     const Tensor cpu = *Tensor::Zeros({4, 6}, dtype);
-    const Tensor gpu = ToGpu(cpu);
+    const Tensor gpu = OnGpu(cpu);
     Tensor cpu_view = *cpu.Narrow(1, 1, 3)->Transpose(0, 1);
     Tensor gpu_view = *gpu.Narrow(1, 1, 3)->Transpose(0, 1);
     ASSERT_TRUE(cpu_view.Fill(7).ok());
@@ -197,7 +185,7 @@ TEST(CudaOpsTest, FillEveryDTypeAndLayout) {
 }
 
 TEST(CudaOpsTest, WhereBroadcastsAndMixesDevices) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kI64}) {
     const Tensor a = RandomTensor({5, 7}, dtype, Layout::kTransposed, rng);
@@ -205,17 +193,17 @@ TEST(CudaOpsTest, WhereBroadcastsAndMixesDevices) {
     const Tensor cond =
         *Gt(RandomTensor({5, 1}, DType::kF32, Layout::kContiguous, rng, -1, 1),
             0.0);
-    ExpectMatches(Where(ToGpu(cond), ToGpu(a), ToGpu(b)), Where(cond, a, b),
+    ExpectMatches(Where(OnGpu(cond), OnGpu(a), OnGpu(b)), Where(cond, a, b),
                   "Where", 0);
     // A CPU scalar operand is copied to the device of the others.
     const Tensor zero = Tensor::Scalar(0, dtype);
-    ExpectMatches(Where(ToGpu(cond), ToGpu(a), zero), Where(cond, a, zero),
+    ExpectMatches(Where(OnGpu(cond), OnGpu(a), zero), Where(cond, a, zero),
                   "Where with a CPU scalar", 0);
   }
 }
 
 TEST(CudaOpsTest, AttentionAndRotary) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(6);
   for (DType dtype : testing::kFloatDTypes) {
     const std::string name(DTypeName(dtype));
@@ -229,7 +217,7 @@ TEST(CudaOpsTest, AttentionAndRotary) {
       const Tensor v =
           RandomTensor({2, 3, 1, 12, 16}, dtype, Layout::kContiguous, rng);
       ExpectMatches(
-          ScaledDotProductAttention(ToGpu(q), ToGpu(k), ToGpu(v), causal, 0),
+          ScaledDotProductAttention(OnGpu(q), OnGpu(k), OnGpu(v), causal, 0),
           ScaledDotProductAttention(q, k, v, causal, 0),
           absl::StrCat("ScaledDotProductAttention ", name,
                        causal ? " causal" : ""),
@@ -237,12 +225,12 @@ TEST(CudaOpsTest, AttentionAndRotary) {
     }
     const Tensor x = RandomTensor({2, 11, 4, 10}, dtype, Layout::kStrided, rng);
     const Tensor positions = RandomIndices({11}, 100, DType::kI64, rng);
-    ExpectMatches(RotaryEmbedding(ToGpu(x), Tensor(), 10000),
+    ExpectMatches(RotaryEmbedding(OnGpu(x), Tensor(), 10000),
                   RotaryEmbedding(x, Tensor(), 10000), "Rotary " + name);
-    ExpectMatches(RotaryEmbedding(ToGpu(x), ToGpu(positions), 500000),
+    ExpectMatches(RotaryEmbedding(OnGpu(x), OnGpu(positions), 500000),
                   RotaryEmbedding(x, positions, 500000),
                   "Rotary with positions " + name);
-    ExpectMatches(RotaryEmbeddingFrom(ToGpu(x), 3, 10000, /*inverse=*/true),
+    ExpectMatches(RotaryEmbeddingFrom(OnGpu(x), 3, 10000, /*inverse=*/true),
                   RotaryEmbeddingFrom(x, 3, 10000, /*inverse=*/true),
                   "Rotary from position 3, inverse " + name);
   }
@@ -255,7 +243,7 @@ TEST(CudaOpsTest, AttentionAndRotary) {
 // fallbacks: cuBLAS around materialized scores, the host). The backward gets
 // the CPU's output on both, so that only the gradient math differs.
 TEST(CudaOpsTest, TiledAttentionForwardAndBackward) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(12);
   struct Case {
     Shape q, k, v;
@@ -279,7 +267,7 @@ TEST(CudaOpsTest, TiledAttentionForwardAndBackward) {
       const absl::StatusOr<Tensor> out =
           ScaledDotProductAttention(q, k, v, c.causal, 0);
       ExpectMatches(
-          ScaledDotProductAttention(ToGpu(q), ToGpu(k), ToGpu(v), c.causal, 0),
+          ScaledDotProductAttention(OnGpu(q), OnGpu(k), OnGpu(v), c.causal, 0),
           out, what, 8);
       ASSERT_TRUE(out.ok()) << what;
       const Tensor grad =
@@ -287,8 +275,8 @@ TEST(CudaOpsTest, TiledAttentionForwardAndBackward) {
       const absl::StatusOr<AttentionGrads> cpu =
           ScaledDotProductAttentionBackward(q, k, v, *out, grad, c.causal);
       const absl::StatusOr<AttentionGrads> gpu =
-          ScaledDotProductAttentionBackward(ToGpu(q), ToGpu(k), ToGpu(v),
-                                            ToGpu(*out), ToGpu(grad), c.causal);
+          ScaledDotProductAttentionBackward(OnGpu(q), OnGpu(k), OnGpu(v),
+                                            OnGpu(*out), OnGpu(grad), c.causal);
       ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status();
       ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
       ExpectMatches(gpu->dq, cpu->dq, what + " dq", 16);
@@ -299,7 +287,7 @@ TEST(CudaOpsTest, TiledAttentionForwardAndBackward) {
 }
 
 TEST(CudaOpsTest, IndexOps) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(4);
   const std::vector<Layout> layouts = {Layout::kContiguous, Layout::kTransposed,
                                        Layout::kStrided};
@@ -318,7 +306,7 @@ TEST(CudaOpsTest, IndexOps) {
         absl::StrCat(std::string(DTypeName(dtype)), " ", ShapeToString(shape),
                      " dim ", dim, " trial ", trial);
     const Tensor rows = RandomIndices({11}, shape[dim], index_dtype, rng);
-    ExpectMatches(IndexSelect(ToGpu(x), dim, ToGpu(rows)),
+    ExpectMatches(IndexSelect(OnGpu(x), dim, OnGpu(rows)),
                   IndexSelect(x, dim, rows), "IndexSelect " + what, 0);
     // An index smaller than x off `dim`, longer on it: duplicate targets.
     Shape index_shape = shape;
@@ -328,22 +316,22 @@ TEST(CudaOpsTest, IndexOps) {
     index_shape[dim] = 2 * shape[dim] + 3;
     const Tensor index =
         RandomIndices(index_shape, shape[dim], index_dtype, rng);
-    ExpectMatches(Gather(ToGpu(x), dim, ToGpu(index)), Gather(x, dim, index),
+    ExpectMatches(Gather(OnGpu(x), dim, OnGpu(index)), Gather(x, dim, index),
                   "Gather " + what, 0);
     const Tensor src = RandomTensor(index_shape, dtype,
                                     testing::Pick(layouts, rng), rng, -5, 5);
     // The CPU rounds 16-bit sums after every add, the device once; atomic
     // adds come in any order.
-    ExpectMatches(ScatterAdd(ToGpu(x), dim, ToGpu(index), ToGpu(src)),
+    ExpectMatches(ScatterAdd(OnGpu(x), dim, OnGpu(index), OnGpu(src)),
                   ScatterAdd(x, dim, index, src), "ScatterAdd " + what, 40);
     // Indices may stay on the host.
-    ExpectMatches(ScatterAdd(ToGpu(x), dim, index, ToGpu(src)),
+    ExpectMatches(ScatterAdd(OnGpu(x), dim, index, OnGpu(src)),
                   ScatterAdd(x, dim, index, src), "ScatterAdd host index", 40);
   }
 }
 
 TEST(CudaOpsTest, IndexErrorsAreTheCpuOnes) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   const Tensor x = *Tensor::Zeros({4, 3}, DType::kF32);
   const Tensor bad = *Tensor::FromVector<int64_t>({1, 4}, {2});
   const Tensor bad2d = *Tensor::FromVector<int64_t>({0, -1, 2}, {3, 1});
@@ -354,11 +342,11 @@ TEST(CudaOpsTest, IndexErrorsAreTheCpuOnes) {
     ASSERT_FALSE(gpu.ok());
     EXPECT_EQ(gpu.status(), cpu.status());
   };
-  expect_same(IndexSelect(ToGpu(x), 0, ToGpu(bad)), IndexSelect(x, 0, bad));
-  expect_same(Gather(ToGpu(x), 0, ToGpu(bad2d)), Gather(x, 0, bad2d));
-  expect_same(ScatterAdd(ToGpu(x), 0, ToGpu(bad2d), ToGpu(src)),
+  expect_same(IndexSelect(OnGpu(x), 0, OnGpu(bad)), IndexSelect(x, 0, bad));
+  expect_same(Gather(OnGpu(x), 0, OnGpu(bad2d)), Gather(x, 0, bad2d));
+  expect_same(ScatterAdd(OnGpu(x), 0, OnGpu(bad2d), OnGpu(src)),
               ScatterAdd(x, 0, bad2d, src));
-  const absl::StatusOr<Tensor> out = IndexSelect(ToGpu(x), 0, ToGpu(bad));
+  const absl::StatusOr<Tensor> out = IndexSelect(OnGpu(x), 0, OnGpu(bad));
   EXPECT_NE(out.status().message().find("index 4"), std::string::npos)
       << out.status();
 }
@@ -403,7 +391,7 @@ Tensor HostDropout(const Tensor& x, double p, uint64_t seed, uint64_t base,
 }
 
 TEST(CudaOpsTest, DropoutIsBitIdenticalToTheHostStream) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
   for (int trial = 0; trial < 12; ++trial) {
     const DType dtype = testing::Pick(testing::kFloatDTypes, rng);
@@ -416,7 +404,7 @@ TEST(CudaOpsTest, DropoutIsBitIdenticalToTheHostStream) {
     const double p = testing::Pick(std::vector<double>{0.0, 0.1, 0.5}, rng);
     const Tensor x =
         RandomTensor(shape, dtype, Layout::kTransposed, rng, -3, 3);
-    ExpectMatches(cuda::DropoutOnDevice(ToGpu(x), p, seed, base, global),
+    ExpectMatches(cuda::DropoutOnDevice(OnGpu(x), p, seed, base, global),
                   HostDropout(x, p, seed, base, global),
                   absl::StrCat("Dropout ", std::string(DTypeName(dtype)), " ",
                                ShapeToString(shape), " p ", p),
@@ -428,7 +416,7 @@ TEST(CudaOpsTest, DropoutIsBitIdenticalToTheHostStream) {
 // the device may contract a * b + c into one rounding), three steps from
 // random states, on contiguous and strided operands.
 TEST(CudaOpsTest, AdamWStepMatchesTheCpuKernel) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(6);
   const std::vector<Layout> layouts = {Layout::kContiguous, Layout::kTransposed,
                                        Layout::kStrided};
@@ -441,13 +429,13 @@ TEST(CudaOpsTest, AdamWStepMatchesTheCpuKernel) {
     const Tensor m = RandomTensor(shape, dtype, layout, rng, -0.1, 0.1);
     const Tensor v = RandomTensor(shape, dtype, layout, rng, 0, 0.01);
     // The device copies keep the layout (ToGpu copies the whole base).
-    const Tensor gpu_p = ToGpu(p), gpu_m = ToGpu(m), gpu_v = ToGpu(v);
+    const Tensor gpu_p = OnGpu(p), gpu_m = OnGpu(m), gpu_v = OnGpu(v);
     const Tensor cpu_p = p, cpu_m = m, cpu_v = v;
     for (int64_t step = 1; step <= 3; ++step) {
       const Tensor g =
           RandomTensor(shape, dtype, testing::Pick(layouts, rng), rng, -1, 1);
       const AdamWOptions args = {1e-2, 0.9, 0.999, 1e-8, 0.01};
-      ASSERT_TRUE(AdamWStep(gpu_p, gpu_m, gpu_v, ToGpu(g), args, step).ok());
+      ASSERT_TRUE(AdamWStep(gpu_p, gpu_m, gpu_v, OnGpu(g), args, step).ok());
       ASSERT_TRUE(AdamWStep(cpu_p, cpu_m, cpu_v, g, args, step).ok());
     }
     const std::string what =
@@ -467,7 +455,7 @@ TEST(CudaOpsTest, AdamWStepMatchesTheCpuKernel) {
 }
 
 TEST(CudaOpsTest, ErrorsNameTheBadValue) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   const Tensor table = *Tensor::Zeros({4, 2}, DType::kF32, kGpu);
   const Tensor indices = *Tensor::FromVector<int64_t>({7}, {1});
   absl::StatusOr<Tensor> out = Embedding(indices, table);
@@ -478,12 +466,12 @@ TEST(CudaOpsTest, ErrorsNameTheBadValue) {
 // CUDA indices are checked on the device: the bad index surfaces at the next
 // read on this thread (index_checks.h), once, as the CPU's error.
 TEST(CudaOpsTest, DeviceIndexChecksAreDeferredToTheNextRead) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   ASSERT_TRUE(ReadDeferredIndexChecks().ok());
   const Tensor table = *Tensor::Ones({4, 2}, DType::kF32, kGpu);
   for (DType dtype : {DType::kI32, DType::kI64}) {
     const Tensor bad =
-        ToGpu(*Tensor::FromVector<int64_t>({1, 9, 2}, {3})->To(dtype));
+        OnGpu(*Tensor::FromVector<int64_t>({1, 9, 2}, {3})->To(dtype));
     absl::StatusOr<Tensor> out = Embedding(bad, table);
     ASSERT_TRUE(out.ok()) << out.status();
     const absl::Status read = out->To(Device::CPU()).status();
@@ -498,21 +486,21 @@ TEST(CudaOpsTest, DeviceIndexChecksAreDeferredToTheNextRead) {
     const absl::StatusOr<double> item = Sum(*out)->Item();
     EXPECT_EQ(item.status().code(), absl::StatusCode::kInvalidArgument);
   }
-  const Tensor good = ToGpu(*Tensor::FromVector<int64_t>({3, 0}, {2}));
+  const Tensor good = OnGpu(*Tensor::FromVector<int64_t>({3, 0}, {2}));
   const Tensor rows = *Embedding(good, table);
   EXPECT_TRUE(ReadDeferredIndexChecks().ok());
   EXPECT_EQ(rows.ToVector<float>().value(), std::vector<float>(4, 1.0f));
   // The negative index of an empty table.
   const Tensor empty = *Tensor::Zeros({0, 2}, DType::kF32, kGpu);
   ASSERT_TRUE(
-      Embedding(ToGpu(*Tensor::FromVector<int64_t>({-1}, {1})), empty).ok());
+      Embedding(OnGpu(*Tensor::FromVector<int64_t>({-1}, {1})), empty).ok());
   const absl::Status empty_read = ReadDeferredIndexChecks();
   EXPECT_NE(empty_read.message().find("index -1"), std::string::npos)
       << empty_read;
 }
 
 TEST(CudaOpsTest, AllocatorReusesBlocksInTheSteadyState) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   for (int step = 0; step < 3; ++step) {
     const Tensor x = *Tensor::Ones({1024, 1024}, DType::kF32, kGpu);
     const Tensor y = *Add(x, x);
@@ -530,7 +518,7 @@ TEST(CudaOpsTest, AllocatorReusesBlocksInTheSteadyState) {
 }
 
 TEST(CudaOpsTest, EventsOrderAnotherStream) {
-  SKIP_WITHOUT_GPU();
+  DTENSOR_SKIP_WITHOUT_GPU();
   const Tensor x = *Tensor::Full({1 << 20}, 3.0, DType::kF32, kGpu);
   absl::StatusOr<cuda::Event> event = cuda::Event::Record(0);
   ASSERT_TRUE(event.ok()) << event.status();
