@@ -244,28 +244,41 @@ void ForwardOnHost(const HostOperands<C>& in, C* out, C* lse) {
   }
 }
 
+// The shape of the log-sum-exps of an attention of output shape `out`.
+Shape LseShapeOf(const Shape& out) { return Shape(out.begin(), out.end() - 1); }
+
 template <typename C>
-absl::StatusOr<Tensor> AttentionOnHost(const Tensor& q, const Tensor& k,
-                                       const Tensor& v,
-                                       const AttentionShapes& shapes,
-                                       bool causal, double scale) {
+absl::StatusOr<AttentionWithLse> AttentionOnHost(const Tensor& q,
+                                                 const Tensor& k,
+                                                 const Tensor& v,
+                                                 const AttentionShapes& shapes,
+                                                 bool causal, double scale) {
   DT_ASSIGN_OR_RETURN(const HostOperands<C> in,
                       HostOperandsOf<C>(q, k, v, shapes.batch, causal, scale));
   DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(shapes.out, CppToDType<C>()));
-  std::vector<C> lse(in.q_matrix.size() * in.problem.lq);
-  ForwardOnHost(in, out.data<C>(), lse.data());
-  return out.To(q.dtype());
+  AttentionWithLse result;
+  DT_ASSIGN_OR_RETURN(result.lse,
+                      Tensor::Empty(LseShapeOf(shapes.out), CppToDType<C>()));
+  ForwardOnHost(in, out.data<C>(), result.lse.data<C>());
+  DT_ASSIGN_OR_RETURN(result.out, out.To(q.dtype()));
+  return result;
 }
 
 // The backward over every batch entry, adding into dq, dk, dv (contiguous,
-// of q's, k's and v's shapes) given out and dout [entries, lq, ev].
+// of q's, k's and v's shapes) given out and dout [entries, lq, ev] and the
+// rows' log-sum-exps `given_lse` (null: computed here).
 template <typename C>
 void BackwardOnHost(const HostOperands<C>& in, const C* out, const C* dout,
-                    C* dq, C* dk, C* dv) {
+                    const C* given_lse, C* dq, C* dk, C* dv) {
   const cuda::AttentionProblem<C>& p = in.problem;
   const int64_t entries = static_cast<int64_t>(in.q_matrix.size());
-  std::vector<C> lse(entries * p.lq);
-  ForwardOnHost<C>(in, /*out=*/nullptr, lse.data());
+  std::vector<C> computed_lse;
+  const C* lse = given_lse;
+  if (lse == nullptr) {
+    computed_lse.resize(entries * p.lq);
+    ForwardOnHost<C>(in, /*out=*/nullptr, computed_lse.data());
+    lse = computed_lse.data();
+  }
   std::vector<C> delta(entries * p.lq);
   for (int64_t r = 0; r < entries * p.lq; ++r) {
     delta[r] = cuda::RowDelta(dout + r * p.ev, out + r * p.ev, p.ev);
@@ -286,7 +299,7 @@ void BackwardOnHost(const HostOperands<C>& in, const C* out, const C* dout,
                                        p.e,           entry_dv + k0 * p.ev,
                                        p.ev};
       cuda::BackwardKeyTile(p, k0, std::min(kHostKeyTile, p.lk - k0),
-                            kHostQueryTile, tile, lse.data() + entry * p.lq,
+                            kHostQueryTile, tile, lse + entry * p.lq,
                             delta.data() + entry * p.lq, products, kOneWorker);
     }
   }
@@ -295,7 +308,8 @@ void BackwardOnHost(const HostOperands<C>& in, const C* out, const C* dout,
 template <typename C>
 absl::StatusOr<AttentionGrads> AttentionBackwardOnHost(
     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-    const Tensor& grad_out, const Shape& batch, bool causal, double scale) {
+    const Tensor& grad_out, const Tensor* lse, const Shape& batch, bool causal,
+    double scale) {
   DT_ASSIGN_OR_RETURN(const HostOperands<C> in,
                       HostOperandsOf<C>(q, k, v, batch, causal, scale));
   const DType dtype = CppToDType<C>();
@@ -306,13 +320,71 @@ absl::StatusOr<AttentionGrads> AttentionBackwardOnHost(
   DT_ASSIGN_OR_RETURN(Tensor dq, Tensor::Zeros(q.shape(), dtype));
   DT_ASSIGN_OR_RETURN(Tensor dk, Tensor::Zeros(k.shape(), dtype));
   DT_ASSIGN_OR_RETURN(Tensor dv, Tensor::Zeros(v.shape(), dtype));
-  BackwardOnHost(in, out_c.data<C>(), dout_c.data<C>(), dq.data<C>(),
+  const Tensor lse_c = lse == nullptr ? Tensor() : lse->Contiguous();
+  BackwardOnHost(in, out_c.data<C>(), dout_c.data<C>(),
+                 lse == nullptr ? nullptr : lse_c.data<C>(), dq.data<C>(),
                  dk.data<C>(), dv.data<C>());
   AttentionGrads grads;
   DT_ASSIGN_OR_RETURN(grads.dq, dq.To(q.dtype()));
   DT_ASSIGN_OR_RETURN(grads.dk, dk.To(q.dtype()));
   DT_ASSIGN_OR_RETURN(grads.dv, dv.To(q.dtype()));
   return grads;
+}
+
+// The forward of ScaledDotProductAttention[WithLse]: lse undefined when not
+// `need_lse` and the device path did not make it.
+absl::StatusOr<AttentionWithLse> AttentionForward(const Tensor& q,
+                                                  const Tensor& k,
+                                                  const Tensor& v, bool causal,
+                                                  double scale, bool need_lse) {
+  DT_ASSIGN_OR_RETURN(const AttentionShapes shapes,
+                      CheckAttention(q, k, v, kForward));
+  const double effective = AttentionScale(scale, q.size(-1));
+  if (cuda::OnCuda(q)) {
+    return cuda::AttentionForwardOnDevice(q, k, v, shapes.batch, causal,
+                                          effective, need_lse);
+  }
+  return ComputeDTypeOf(q.dtype()) == DType::kF64
+             ? AttentionOnHost<double>(q, k, v, shapes, causal, effective)
+             : AttentionOnHost<float>(q, k, v, shapes, causal, effective);
+}
+
+// `lse` (the backward's given log-sum-exps) has the rows' shape and the
+// compute dtype, on q's device.
+absl::Status CheckLse(const Tensor& lse, const Tensor& q, const Shape& out) {
+  DT_RETURN_IF_ERROR(CheckFloatingOn(lse, q.device(), kBackward, "lse"));
+  const Shape rows = LseShapeOf(out);
+  if (lse.shape() != rows || lse.dtype() != AttentionLseDType(q.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kBackward, ": lse is ", std::string(DTypeName(lse.dtype())), " ",
+        ShapeToString(lse.shape()), "; expected ",
+        std::string(DTypeName(AttentionLseDType(q.dtype()))), " ",
+        ShapeToString(rows)));
+  }
+  return absl::OkStatus();
+}
+
+// The backward, with the rows' log-sum-exps given (`lse`) or recomputed
+// (null).
+absl::StatusOr<AttentionGrads> AttentionBackward(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+    const Tensor& grad_out, const Tensor* lse, bool causal, double scale) {
+  DT_ASSIGN_OR_RETURN(const AttentionShapes shapes,
+                      CheckAttention(q, k, v, kBackward));
+  const Shape& batch = shapes.batch;
+  DT_RETURN_IF_ERROR(CheckLikeOutput(out, q, shapes.out, "out"));
+  DT_RETURN_IF_ERROR(CheckLikeOutput(grad_out, q, shapes.out, "grad_out"));
+  if (lse != nullptr) DT_RETURN_IF_ERROR(CheckLse(*lse, q, shapes.out));
+  const double effective = AttentionScale(scale, q.size(-1));
+  if (cuda::OnCuda(q)) {
+    return cuda::AttentionBackwardOnDevice(q, k, v, out, grad_out, lse, batch,
+                                           causal, effective);
+  }
+  return ComputeDTypeOf(q.dtype()) == DType::kF64
+             ? AttentionBackwardOnHost<double>(q, k, v, out, grad_out, lse,
+                                               batch, causal, effective)
+             : AttentionBackwardOnHost<float>(q, k, v, out, grad_out, lse,
+                                              batch, causal, effective);
 }
 
 }  // namespace
@@ -355,40 +427,37 @@ double AttentionScale(double scale, int64_t e) {
   return e > 0 ? 1.0 / std::sqrt(static_cast<double>(e)) : 1.0;
 }
 
+DType AttentionLseDType(DType dtype) {
+  return ComputeDTypeOf(dtype) == DType::kF64 ? DType::kF64 : DType::kF32;
+}
+
+absl::StatusOr<AttentionWithLse> ScaledDotProductAttentionWithLse(
+    const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+    double scale) {
+  return AttentionForward(q, k, v, causal, scale, /*need_lse=*/true);
+}
+
 absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
                                                  const Tensor& k,
                                                  const Tensor& v, bool causal,
                                                  double scale) {
-  DT_ASSIGN_OR_RETURN(const AttentionShapes shapes,
-                      CheckAttention(q, k, v, kForward));
-  const double effective = AttentionScale(scale, q.size(-1));
-  if (cuda::OnCuda(q)) {
-    return cuda::AttentionForwardOnDevice(q, k, v, shapes.batch, causal,
-                                          effective);
-  }
-  return ComputeDTypeOf(q.dtype()) == DType::kF64
-             ? AttentionOnHost<double>(q, k, v, shapes, causal, effective)
-             : AttentionOnHost<float>(q, k, v, shapes, causal, effective);
+  DT_ASSIGN_OR_RETURN(AttentionWithLse result,
+                      AttentionForward(q, k, v, causal, scale,
+                                       /*need_lse=*/false));
+  return std::move(result.out);
 }
 
 absl::StatusOr<AttentionGrads> ScaledDotProductAttentionBackward(
     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
     const Tensor& grad_out, bool causal, double scale) {
-  DT_ASSIGN_OR_RETURN(const AttentionShapes shapes,
-                      CheckAttention(q, k, v, kBackward));
-  const Shape& batch = shapes.batch;
-  DT_RETURN_IF_ERROR(CheckLikeOutput(out, q, shapes.out, "out"));
-  DT_RETURN_IF_ERROR(CheckLikeOutput(grad_out, q, shapes.out, "grad_out"));
-  const double effective = AttentionScale(scale, q.size(-1));
-  if (cuda::OnCuda(q)) {
-    return cuda::AttentionBackwardOnDevice(q, k, v, out, grad_out, batch,
-                                           causal, effective);
-  }
-  return ComputeDTypeOf(q.dtype()) == DType::kF64
-             ? AttentionBackwardOnHost<double>(q, k, v, out, grad_out, batch,
-                                               causal, effective)
-             : AttentionBackwardOnHost<float>(q, k, v, out, grad_out, batch,
-                                              causal, effective);
+  return AttentionBackward(q, k, v, out, grad_out, /*lse=*/nullptr, causal,
+                           scale);
+}
+
+absl::StatusOr<AttentionGrads> ScaledDotProductAttentionBackwardWithLse(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+    const Tensor& grad_out, const Tensor& lse, bool causal, double scale) {
+  return AttentionBackward(q, k, v, out, grad_out, &lse, causal, scale);
 }
 
 }  // namespace dtensor

@@ -55,6 +55,47 @@ absl::StatusOr<AttentionGrads> ScaledDotProductAttentionBackward(
     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
     const Tensor& grad_out, bool causal, double scale = 0.0);
 
+// An attention's output and the log-sum-exp of each query row's scaled,
+// masked scores: lse [batch..., Lq] in the compute dtype (f64 for f64 inputs,
+// f32 otherwise), -inf for a query that sees no key (its output row is 0).
+// Attention over a sequence of key blocks is the lse-weighted merge of the
+// blocks' results (MergeAttentionBlock), which ring attention relies on.
+struct AttentionWithLse {
+  Tensor out;
+  Tensor lse;
+};
+
+// The dtype of the log-sum-exps of inputs of `dtype`: f64 for f64, else f32.
+DType AttentionLseDType(DType dtype);
+
+// ScaledDotProductAttention with the rows' log-sum-exps.
+// Errors: those of ScaledDotProductAttention.
+absl::StatusOr<AttentionWithLse> ScaledDotProductAttentionWithLse(
+    const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+    double scale = 0.0);
+
+// ScaledDotProductAttentionBackward with each row's log-sum-exp `lse` given
+// (as ScaledDotProductAttentionWithLse returns it) instead of recomputed.
+// `out` and `lse` may belong to a larger attention over more keys of which
+// k and v are one block: the gradients are then this block's share (dq this
+// block's term, dk and dv exact), which is how a ring attention's backward
+// runs block by block.
+// Errors: those of ScaledDotProductAttentionBackward; lse not of shape
+// [batch..., Lq], or not in the compute dtype on q's device.
+absl::StatusOr<AttentionGrads> ScaledDotProductAttentionBackwardWithLse(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+    const Tensor& grad_out, const Tensor& lse, bool causal, double scale = 0.0);
+
+// Folds `block` (the attention of the same queries over other keys) into
+// `acc`: acc.out becomes the lse-weighted mean of both outputs (in acc.out's
+// dtype: keep it f32 over many merges of bf16 blocks, each merge rounds to
+// it) and acc.lse the log of the summed exps. An undefined acc.out takes
+// `block` as it is. Rows that see no key (lse -inf) in either keep the
+// other's values.
+// Errors: shapes, lse dtypes or devices that differ.
+absl::Status MergeAttentionBlock(AttentionWithLse& acc,
+                                 const AttentionWithLse& block);
+
 }  // namespace dtensor
 
 #endif  // DTENSOR_TENSOR_ATTENTION_H_

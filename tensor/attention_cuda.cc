@@ -88,19 +88,40 @@ absl::StatusOr<Tensor> MaterializedAttention(const Tensor& q, const Tensor& k,
   return out.To(q.dtype());
 }
 
+// The forward with its lse on the host, for head dims the kernel cannot
+// hold.
+absl::StatusOr<AttentionWithLse> AttentionWithLseOnHost(const Tensor& q,
+                                                        const Tensor& k,
+                                                        const Tensor& v,
+                                                        bool causal,
+                                                        double scale) {
+  DT_ASSIGN_OR_RETURN(const Tensor hq, q.To(Device::CPU()));
+  DT_ASSIGN_OR_RETURN(const Tensor hk, k.To(Device::CPU()));
+  DT_ASSIGN_OR_RETURN(const Tensor hv, v.To(Device::CPU()));
+  DT_ASSIGN_OR_RETURN(AttentionWithLse result, ScaledDotProductAttentionWithLse(
+                                                   hq, hk, hv, causal, scale));
+  DT_ASSIGN_OR_RETURN(result.out, result.out.To(q.device()));
+  DT_ASSIGN_OR_RETURN(result.lse, result.lse.To(q.device()));
+  return result;
+}
+
 // The backward on the host, for head dims the kernel cannot hold.
 absl::StatusOr<AttentionGrads> AttentionBackwardOnHost(
     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-    const Tensor& grad_out, bool causal, double scale) {
-  std::array<Tensor, 5> host;
-  const Tensor* operands[] = {&q, &k, &v, &out, &grad_out};
-  for (int i = 0; i < 5; ++i) {
+    const Tensor& grad_out, const Tensor* lse, bool causal, double scale) {
+  std::array<Tensor, 6> host;
+  const Tensor* operands[] = {&q, &k, &v, &out, &grad_out, lse};
+  for (int i = 0; i < 6; ++i) {
+    if (operands[i] == nullptr) continue;
     DT_ASSIGN_OR_RETURN(host[i], operands[i]->To(Device::CPU()));
   }
-  DT_ASSIGN_OR_RETURN(
-      AttentionGrads grads,
-      ScaledDotProductAttentionBackward(host[0], host[1], host[2], host[3],
-                                        host[4], causal, scale));
+  DT_ASSIGN_OR_RETURN(AttentionGrads grads,
+                      lse == nullptr ? ScaledDotProductAttentionBackward(
+                                           host[0], host[1], host[2], host[3],
+                                           host[4], causal, scale)
+                                     : ScaledDotProductAttentionBackwardWithLse(
+                                           host[0], host[1], host[2], host[3],
+                                           host[4], host[5], causal, scale));
   for (Tensor* grad : {&grads.dq, &grads.dk, &grads.dv}) {
     DT_ASSIGN_OR_RETURN(*grad, grad->To(q.device()));
   }
@@ -110,14 +131,20 @@ absl::StatusOr<AttentionGrads> AttentionBackwardOnHost(
 }  // namespace
 #endif
 
-absl::StatusOr<Tensor> AttentionForwardOnDevice(const Tensor& q,
-                                                const Tensor& k,
-                                                const Tensor& v,
-                                                const Shape& batch, bool causal,
-                                                double scale) {
+absl::StatusOr<AttentionWithLse> AttentionForwardOnDevice(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Shape& batch,
+    bool causal, double scale, bool need_lse) {
 #ifdef DTENSOR_CUDA
   DT_ASSIGN_OR_RETURN(const bool fits, AttentionFitsDevice(q, v, false));
-  if (!fits) return MaterializedAttention(q, k, v, causal, scale);
+  if (!fits && need_lse) {
+    return AttentionWithLseOnHost(q, k, v, causal, scale);
+  }
+  if (!fits) {
+    AttentionWithLse result;
+    DT_ASSIGN_OR_RETURN(result.out,
+                        MaterializedAttention(q, k, v, causal, scale));
+    return result;
+  }
   DT_ASSIGN_OR_RETURN(const Tensor qd, ContiguousOnDevice(q));
   DT_ASSIGN_OR_RETURN(const Tensor kd, ContiguousOnDevice(k));
   DT_ASSIGN_OR_RETURN(const Tensor vd, ContiguousOnDevice(v));
@@ -128,14 +155,20 @@ absl::StatusOr<Tensor> AttentionForwardOnDevice(const Tensor& q,
   out_shape.push_back(launch.ev);
   DT_ASSIGN_OR_RETURN(Tensor out,
                       Tensor::Empty(out_shape, q.dtype(), q.device()));
-  DT_ASSIGN_OR_RETURN(Tensor lse,
-                      Tensor::Empty({launch.entries * launch.lq},
-                                    AccumulatorDType(q.dtype()), q.device()));
-  return LaunchInto(out, kAttention, [&](cudaStream_t stream) {
-    return LaunchAttentionForward(ToScalarType(q.dtype()), launch,
-                                  qd.raw_data(), kd.raw_data(), vd.raw_data(),
-                                  out.raw_data(), lse.raw_data(), stream);
-  });
+  Shape lse_shape = batch;
+  lse_shape.push_back(launch.lq);
+  DT_ASSIGN_OR_RETURN(
+      Tensor lse,
+      Tensor::Empty(lse_shape, AccumulatorDType(q.dtype()), q.device()));
+  AttentionWithLse result;
+  DT_ASSIGN_OR_RETURN(
+      result.out, LaunchInto(out, kAttention, [&](cudaStream_t stream) {
+        return LaunchAttentionForward(
+            ToScalarType(q.dtype()), launch, qd.raw_data(), kd.raw_data(),
+            vd.raw_data(), out.raw_data(), lse.raw_data(), stream);
+      }));
+  result.lse = std::move(lse);
+  return result;
 #else
   return NotBuilt();
 #endif
@@ -143,11 +176,12 @@ absl::StatusOr<Tensor> AttentionForwardOnDevice(const Tensor& q,
 
 absl::StatusOr<AttentionGrads> AttentionBackwardOnDevice(
     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-    const Tensor& grad_out, const Shape& batch, bool causal, double scale) {
+    const Tensor& grad_out, const Tensor* lse, const Shape& batch, bool causal,
+    double scale) {
 #ifdef DTENSOR_CUDA
   DT_ASSIGN_OR_RETURN(const bool fits, AttentionFitsDevice(q, v, true));
   if (!fits) {
-    return AttentionBackwardOnHost(q, k, v, out, grad_out, causal, scale);
+    return AttentionBackwardOnHost(q, k, v, out, grad_out, lse, causal, scale);
   }
   std::array<Tensor, 5> in;
   const Tensor* operands[] = {&q, &k, &v, &out, &grad_out};
@@ -162,15 +196,20 @@ absl::StatusOr<AttentionGrads> AttentionBackwardOnDevice(
   DT_ASSIGN_OR_RETURN(Tensor dk, Tensor::Zeros(k.shape(), compute, q.device()));
   DT_ASSIGN_OR_RETURN(Tensor dv, Tensor::Zeros(v.shape(), compute, q.device()));
   const Shape rows = {launch.entries * launch.lq};
-  DT_ASSIGN_OR_RETURN(const Tensor lse,
-                      Tensor::Empty(rows, compute, q.device()));
+  Tensor lse_rows;
+  if (lse == nullptr) {
+    DT_ASSIGN_OR_RETURN(lse_rows, Tensor::Empty(rows, compute, q.device()));
+  } else {
+    DT_ASSIGN_OR_RETURN(lse_rows, ContiguousOnDevice(*lse));
+  }
   DT_ASSIGN_OR_RETURN(const Tensor delta,
                       Tensor::Empty(rows, compute, q.device()));
   DT_RETURN_IF_ERROR(LaunchOn(q, kAttentionBackward, [&](cudaStream_t stream) {
     return LaunchAttentionBackward(
         ToScalarType(q.dtype()), launch, in[0].raw_data(), in[1].raw_data(),
-        in[2].raw_data(), in[3].raw_data(), in[4].raw_data(), lse.raw_data(),
-        delta.raw_data(), dq.raw_data(), dk.raw_data(), dv.raw_data(), stream);
+        in[2].raw_data(), in[3].raw_data(), in[4].raw_data(),
+        lse_rows.raw_data(), /*compute_lse=*/lse == nullptr, delta.raw_data(),
+        dq.raw_data(), dk.raw_data(), dv.raw_data(), stream);
   }));
   AttentionGrads grads;
   DT_ASSIGN_OR_RETURN(grads.dq, RoundedTo(dq, q.dtype()));

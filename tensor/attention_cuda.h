@@ -19,15 +19,16 @@ namespace dtensor::cuda {
 // multiple of 16 up to 128 on the tensor cores). Where a block's tiles
 // need more shared memory than the device grants (large head dims), the
 // forward multiplies on cuBLAS around materialized scores and the backward
-// runs on the host (copies).
-absl::StatusOr<Tensor> AttentionForwardOnDevice(const Tensor& q,
-                                                const Tensor& k,
-                                                const Tensor& v,
-                                                const Shape& batch, bool causal,
-                                                double scale);
+// runs on the host (copies). The forward's lse is undefined where it took
+// the materialized path without `need_lse` (with it, that case runs on the
+// host); the backward recomputes the rows' lse where `lse` is null.
+absl::StatusOr<AttentionWithLse> AttentionForwardOnDevice(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Shape& batch,
+    bool causal, double scale, bool need_lse);
 absl::StatusOr<AttentionGrads> AttentionBackwardOnDevice(
     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-    const Tensor& grad_out, const Shape& batch, bool causal, double scale);
+    const Tensor& grad_out, const Tensor* lse, const Shape& batch, bool causal,
+    double scale);
 // The attention softmax in place on contiguous f32 or f64 `scores`
 // [..., lq, lk]: scaled by `scale`, keys after query i + (lk - lq) at
 // probability 0 when `causal`, a row that sees no key all zeros (the

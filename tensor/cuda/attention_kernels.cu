@@ -136,8 +136,9 @@ cudaError_t LaunchAttentionForward(ScalarType type, const AttentionLaunch& a,
 cudaError_t LaunchAttentionBackward(ScalarType type, const AttentionLaunch& a,
                                     const void* q, const void* k, const void* v,
                                     const void* out, const void* dout,
-                                    void* lse, void* delta, void* dq, void* dk,
-                                    void* dv, cudaStream_t stream) {
+                                    void* lse, bool compute_lse, void* delta,
+                                    void* dq, void* dk, void* dv,
+                                    cudaStream_t stream) {
   // The tensor cores where they take the problem (dout staged like out).
   const bool mma = AttentionMmaSupports(type, a, q, k, v, dout);
   return DispatchFloating(type, [&](auto tag) {
@@ -146,12 +147,14 @@ cudaError_t LaunchAttentionBackward(ScalarType type, const AttentionLaunch& a,
     const T* q_data = static_cast<const T*>(q);
     const T* k_data = static_cast<const T*>(k);
     const T* v_data = static_cast<const T*>(v);
-    // The log-sum-exps: the forward without its output.
-    cudaError_t error =
-        mma ? LaunchAttentionMmaForward(type, a, q, k, v, nullptr,
-                                        static_cast<float*>(lse), stream)
-            : ForwardOf<T, C>(a, q_data, k_data, v_data, nullptr,
-                              static_cast<C*>(lse), stream);
+    // The log-sum-exps unless given: the forward without its output.
+    cudaError_t error = cudaSuccess;
+    if (compute_lse) {
+      error = mma ? LaunchAttentionMmaForward(type, a, q, k, v, nullptr,
+                                              static_cast<float*>(lse), stream)
+                  : ForwardOf<T, C>(a, q_data, k_data, v_data, nullptr,
+                                    static_cast<C*>(lse), stream);
+    }
     if (error != cudaSuccess) return error;
     const int64_t rows = a.entries * a.lq;
     if (rows > 0) {

@@ -45,12 +45,15 @@ cudaError_t LaunchAttentionForward(ScalarType type, const AttentionLaunch& a,
 // The gradients of that attention given out and dout [entries, lq, ev]
 // (contiguous, `type`), added into dq, dk, dv: compute-type accumulators of
 // q's, k's and v's (contiguous) shapes, zeroed by the caller, at q's, k's
-// and v's element offsets. lse and delta: compute-type scratch [entries, lq].
+// and v's element offsets. lse: the rows' log-sum-exps [entries, lq] in the
+// compute type, given (as the forward wrote them) or, with `compute_lse`,
+// scratch the launch fills first. delta: compute-type scratch [entries, lq].
 cudaError_t LaunchAttentionBackward(ScalarType type, const AttentionLaunch& a,
                                     const void* q, const void* k, const void* v,
                                     const void* out, const void* dout,
-                                    void* lse, void* delta, void* dq, void* dk,
-                                    void* dv, cudaStream_t stream);
+                                    void* lse, bool compute_lse, void* delta,
+                                    void* dq, void* dk, void* dv,
+                                    cudaStream_t stream);
 
 // The attention softmax, in place on f32 or f64 scores [rows, lk], row r being
 // query r % lq.
