@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/nn/layer_checks.h"
+#include "dtensor/nn/ring_attention.h"
 #include "dtensor/ops/attention_ops.h"
 #include "dtensor/ops/nn_ops.h"
 #include "dtensor/ops/view_ops.h"
@@ -43,6 +45,39 @@ absl::StatusOr<std::unique_ptr<Linear>> Projection(int64_t in, int64_t out,
   return Linear::Create(in, out, options);
 }
 
+// The rotary positions of x's rows under context parallelism: undefined
+// (the global rows 0..seq-1, which the rotary op finds from the shard
+// offsets) in contiguous order; in balanced order, each rank's positions,
+// sharded over the cp dim like x's sequence.
+absl::StatusOr<DTensor> PositionsOf(const DTensor& x,
+                                    const Attention::ContextParallel& cp) {
+  if (cp.order == ops::SequenceOrder::kContiguous) return DTensor();
+  const DeviceMesh& mesh = x.mesh();
+  if (cp.mesh_dim < 0 || cp.mesh_dim >= mesh.ndim()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kName, ": context-parallel mesh dim ", cp.mesh_dim,
+                     " is not a dim of a ", mesh.ndim(), "-D mesh"));
+  }
+  const int64_t seq = x.shape()[1];
+  const int64_t ranks = mesh.shape()[cp.mesh_dim];
+  DT_RETURN_IF_ERROR(ops::SequencePositions(seq, ranks, cp.order).status());
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> coord,
+                      mesh.CoordinateOf(x.runtime()->rank()));
+  std::vector<int64_t> positions;
+  for (const ops::SequenceSegment& s :
+       ops::SegmentsOf(seq, ranks, coord[cp.mesh_dim], cp.order)) {
+    for (int64_t i = 0; i < s.length; ++i) positions.push_back(s.start + i);
+  }
+  DT_ASSIGN_OR_RETURN(const Tensor local,
+                      Tensor::FromVector<int64_t>(
+                          positions, {static_cast<int64_t>(positions.size())}));
+  std::vector<Placement> placements(mesh.ndim(), Placement::Replicate());
+  placements[cp.mesh_dim] = Placement::Shard(0);
+  FromLocalOptions layout;
+  layout.global_shape = Shape{seq};
+  return DTensor::FromLocal(x.runtime(), local, mesh, placements, layout);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Attention>> Attention::Create(
@@ -75,14 +110,17 @@ absl::StatusOr<DTensor> Attention::Forward(const DTensor& x) {
   const int64_t seq = x.shape()[1];
   const int64_t hd = head_dim();
   const int64_t group = n_heads_ / n_kv_heads_;
-  const DTensor none;
+  DTensor positions;  // Undefined: 0..seq-1.
+  if (context_parallel_.has_value()) {
+    DT_ASSIGN_OR_RETURN(positions, PositionsOf(x, *context_parallel_));
+  }
   // [batch, seq, heads, head_dim], rotated.
   DT_ASSIGN_OR_RETURN(DTensor q, (*wq_)(x));
   DT_ASSIGN_OR_RETURN(q, ops::View(q, {batch, seq, n_heads_, hd}));
-  DT_ASSIGN_OR_RETURN(q, ops::RotaryEmbedding(q, none, rope_theta_));
+  DT_ASSIGN_OR_RETURN(q, ops::RotaryEmbedding(q, positions, rope_theta_));
   DT_ASSIGN_OR_RETURN(DTensor k, (*wk_)(x));
   DT_ASSIGN_OR_RETURN(k, ops::View(k, {batch, seq, n_kv_heads_, hd}));
-  DT_ASSIGN_OR_RETURN(k, ops::RotaryEmbedding(k, none, rope_theta_));
+  DT_ASSIGN_OR_RETURN(k, ops::RotaryEmbedding(k, positions, rope_theta_));
   DT_ASSIGN_OR_RETURN(DTensor v, (*wv_)(x));
   DT_ASSIGN_OR_RETURN(v, ops::View(v, {batch, seq, n_kv_heads_, hd}));
   // q [batch, kv_heads, group, seq, head_dim]; k, v [batch, kv_heads, 1, seq,
@@ -93,8 +131,16 @@ absl::StatusOr<DTensor> Attention::Forward(const DTensor& x) {
   DT_ASSIGN_OR_RETURN(k, ops::Unsqueeze(k, 2));
   DT_ASSIGN_OR_RETURN(v, ops::Permute(v, {0, 2, 1, 3}));
   DT_ASSIGN_OR_RETURN(v, ops::Unsqueeze(v, 2));
-  DT_ASSIGN_OR_RETURN(DTensor out,
-                      ops::ScaledDotProductAttention(q, k, v, /*causal=*/true));
+  DTensor out;
+  if (context_parallel_.has_value()) {
+    const ops::RingAttentionOptions ring{context_parallel_->mesh_dim,
+                                         context_parallel_->order,
+                                         /*causal=*/true};
+    DT_ASSIGN_OR_RETURN(out, nn::RingAttention(q, k, v, ring));
+  } else {
+    DT_ASSIGN_OR_RETURN(
+        out, ops::ScaledDotProductAttention(q, k, v, /*causal=*/true));
+  }
   // Back to [batch, seq, n_heads * head_dim], heads in order.
   DT_ASSIGN_OR_RETURN(out, ops::Permute(out, {0, 3, 1, 2, 4}));
   DT_ASSIGN_OR_RETURN(out, ops::Reshape(out, {batch, seq, n_heads_ * hd}));

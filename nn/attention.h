@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -11,6 +12,7 @@
 #include "dtensor/nn/initializer.h"
 #include "dtensor/nn/linear.h"
 #include "dtensor/nn/module.h"
+#include "dtensor/ops/sequence_blocks.h"
 
 namespace dtensor {
 namespace nn {
@@ -30,6 +32,16 @@ namespace nn {
 // head_dim]): keys and values are never repeated.
 class Attention : public Module {
  public:
+  // Context parallelism: the sequence of x is Shard(1) over mesh dim
+  // `mesh_dim` in `order` (dtensor/ops/sequence_blocks.h), and attention runs
+  // as ring attention over that dim (nn/ring_attention.h): no rank gathers
+  // the keys. Rotary positions follow the order. Real ranks only (ring
+  // attention does not run in metadata-only mode).
+  struct ContextParallel {
+    int64_t mesh_dim = 0;
+    ops::SequenceOrder order = ops::SequenceOrder::kBalanced;
+  };
+
   // Errors: a size < 1, dim not divisible by n_heads, n_heads not divisible
   // by n_kv_heads, an odd head dim, rope_theta not positive.
   static absl::StatusOr<std::unique_ptr<Attention>> Create(
@@ -45,6 +57,13 @@ class Attention : public Module {
   Linear& wk() const { return *wk_; }
   Linear& wv() const { return *wv_; }
   Linear& wo() const { return *wo_; }
+  // Unset (the default): attention on whatever sharding propagation gives.
+  void set_context_parallel(std::optional<ContextParallel> context_parallel) {
+    context_parallel_ = context_parallel;
+  }
+  const std::optional<ContextParallel>& context_parallel() const {
+    return context_parallel_;
+  }
 
  protected:
   absl::StatusOr<DTensor> Forward(const DTensor& x) override;
@@ -65,6 +84,7 @@ class Attention : public Module {
   Linear* wk_ = nullptr;
   Linear* wv_ = nullptr;
   Linear* wo_ = nullptr;
+  std::optional<ContextParallel> context_parallel_;
 };
 
 }  // namespace nn

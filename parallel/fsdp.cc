@@ -18,12 +18,12 @@
 #include "dtensor/collectives/work.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/comm_owner.h"
-#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/nn/autograd.h"
 #include "dtensor/nn/function.h"
 #include "dtensor/parallel/flat_buffer.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/shard_geometry.h"
 #include "dtensor/tensor/tensor.h"
 

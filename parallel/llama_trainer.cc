@@ -20,6 +20,11 @@ std::vector<Placement> BatchSharding(const DeviceMesh& mesh, const Plan& plan) {
   std::vector<Placement> placements(mesh.ndim(), Placement::Replicate());
   absl::StatusOr<int64_t> dp = mesh.DimIndex(plan.dp_dim);
   if (dp.ok()) placements[*dp] = Placement::Shard(0);
+  if (plan.context_parallel.has_value()) {
+    absl::StatusOr<int64_t> cp =
+        ContextParallelDim(mesh, *plan.context_parallel);
+    if (cp.ok()) placements[*cp] = Placement::Shard(1);
+  }
   return placements;
 }
 
@@ -64,6 +69,12 @@ absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(
     DT_RETURN_IF_ERROR(MoveToDevice(*trainer->model_, options.device));
   }
   trainer->device_ = options.device;
+  if (plan.context_parallel.has_value()) {
+    DT_ASSIGN_OR_RETURN(const int64_t cp,
+                        ContextParallelDim(mesh, *plan.context_parallel));
+    trainer->context_parallel_ = plan.context_parallel;
+    trainer->context_parallel_ranks_ = mesh.size(cp);
+  }
   trainer->loss_parallel_ = HasLossParallel(plan);
   for (const nn::NamedSlot& named : trainer->model_->NamedParameters()) {
     trainer->parameters_.push_back(named.slot->value);
@@ -82,8 +93,11 @@ absl::StatusOr<DTensor> LlamaTrainer::Wrap(const Tensor& full,
       DTensorSpec::Create(mesh_, batch_sharding_, shape, DType::kI64));
   if (runtime_->metadata_only()) return DTensor::FromSpec(runtime_, spec);
   DT_ASSIGN_OR_RETURN(ShardBlock block, spec.BlockOf(runtime_->rank()));
-  DT_ASSIGN_OR_RETURN(Tensor local,
-                      full.Narrow(0, block.offset[0], block.shape[0]));
+  Tensor local = full;
+  for (int64_t d = 0; d < local.dim(); ++d) {
+    DT_ASSIGN_OR_RETURN(local,
+                        local.Narrow(d, block.offset[d], block.shape[d]));
+  }
   FromLocalOptions from_local;
   from_local.global_shape = std::move(shape);
   DT_ASSIGN_OR_RETURN(Tensor on_device, local.Contiguous().To(device_));
@@ -108,6 +122,21 @@ absl::StatusOr<LlamaTrainer::Batch> LlamaTrainer::MakeBatch(
                      " exceeds max_seq_len ", model_->config().max_seq_len));
   }
   Batch batch;
+  if (context_parallel_.has_value()) {
+    // The sequence in the order the ring attention expects (the loss, a mean
+    // over tokens, does not see the order).
+    DT_ASSIGN_OR_RETURN(const Tensor ordered_tokens,
+                        ContextParallelBatch(tokens, context_parallel_ranks_,
+                                             *context_parallel_));
+    DT_ASSIGN_OR_RETURN(const Tensor ordered_targets,
+                        ContextParallelBatch(targets, context_parallel_ranks_,
+                                             *context_parallel_));
+    DT_ASSIGN_OR_RETURN(batch.tokens,
+                        Wrap(ordered_tokens, ordered_tokens.shape()));
+    DT_ASSIGN_OR_RETURN(batch.targets,
+                        Wrap(ordered_targets, ordered_targets.shape()));
+    return batch;
+  }
   DT_ASSIGN_OR_RETURN(batch.tokens, Wrap(tokens, tokens.shape()));
   DT_ASSIGN_OR_RETURN(batch.targets, Wrap(targets, targets.shape()));
   return batch;

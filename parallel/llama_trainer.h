@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,7 +38,9 @@ struct LlamaTrainerOptions {
 // One rank's share of training a Llama model (dtensor/nn/llama.h) parallelized
 // by a plan: the model, its AdamW optimizer and the training step, shared by
 // the example, the equivalence tests and `dtensor explain`. The batch is split
-// on dim 0 over the plan's dp dim when the mesh has one, else replicated.
+// on dim 0 over the plan's dp dim when the mesh has one, else replicated;
+// with the plan's context parallelism its sequence is also put in the plan's
+// order and split on dim 1 over the cp dim.
 // Every rank of the mesh calls every method (SPMD). Under a metadata-only
 // runtime the same calls run without data and only count communication.
 class LlamaTrainer {
@@ -107,6 +110,10 @@ class LlamaTrainer {
   std::shared_ptr<Runtime> runtime_;
   DeviceMesh mesh_;
   std::vector<Placement> batch_sharding_;
+  // Set with a plan's context parallelism: the batch's order and the number
+  // of ranks of its mesh dim.
+  std::optional<ContextParallelPlan> context_parallel_;
+  int64_t context_parallel_ranks_ = 1;
   Device device_ = Device::CPU();
   std::unique_ptr<nn::Transformer> model_;
   std::unique_ptr<nn::AdamW> optimizer_;

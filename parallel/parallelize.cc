@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/parallel/context_parallel.h"
 #include "dtensor/parallel/fsdp.h"
 #include "dtensor/parallel/parallel_style.h"
 #include "dtensor/parallel/plan_resolution.h"
@@ -110,6 +111,10 @@ absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
   for (const ResolvedEntry& r : resolution.entries) {
     // A parameter key places its parameter alone.
     if (r.parameter.empty()) AddStyleHooks(r, mesh, *resolution.tp_dim);
+  }
+  if (plan.context_parallel.has_value()) {
+    DT_RETURN_IF_ERROR(
+        ApplyContextParallel(root, mesh, *plan.context_parallel));
   }
   for (const ResolvedParameter& p : resolution.parameters) {
     DT_ASSIGN_OR_RETURN(DTensor moved, p.slot->value.Redistribute(p.sharding));

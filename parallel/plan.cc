@@ -102,10 +102,15 @@ absl::StatusOr<std::vector<PlanEntry>> ParseTpEntries(absl::string_view key,
   return entries;
 }
 
-constexpr absl::string_view kPlanKeys[] = {"tp",          "dp",
-                                           "tp_dim",      "dp_dim",
-                                           "bucket_mb",   "first_bucket_mb",
-                                           "fsdp_groups", "fsdp_prefetch"};
+constexpr absl::string_view kPlanKeys[] = {"tp",
+                                           "dp",
+                                           "tp_dim",
+                                           "dp_dim",
+                                           "bucket_mb",
+                                           "first_bucket_mb",
+                                           "fsdp_groups",
+                                           "fsdp_prefetch",
+                                           "context_parallel"};
 constexpr absl::string_view kHfPlanKeys[] = {"base_model_tp_plan", "tp_plan"};
 
 // A Hugging Face config.json's tp plan: the key of the "base_model_tp_plan"
@@ -220,6 +225,8 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
                           ParseBucketBytes(member.first, value));
     } else if (member.first == "tp") {
       DT_ASSIGN_OR_RETURN(plan.tp, ParseTpEntries("tp", value));
+    } else if (member.first == "context_parallel") {
+      DT_ASSIGN_OR_RETURN(plan.context_parallel, ParseContextParallel(value));
     } else if (member.first == "fsdp_groups") {
       DT_ASSIGN_OR_RETURN(plan.fsdp_groups, ParsePatterns(member.first, value));
     } else if (member.first == "fsdp_prefetch") {

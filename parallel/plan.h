@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "dtensor/parallel/context_parallel.h"
 #include "dtensor/parallel/parallel_style.h"
 
 namespace dtensor {
@@ -43,13 +44,15 @@ absl::string_view DataParallelName(DataParallel dp);
 //                      "use_local_output": false}},
 //    "dp": "fsdp" | "replicate" | "none",
 //    "bucket_mb": 25, "first_bucket_mb": 1,
-//    "fsdp_groups": ["layers.*"], "fsdp_prefetch": true}
+//    "fsdp_groups": ["layers.*"], "fsdp_prefetch": true,
+//    "context_parallel": {"mesh_dim": "cp", "order": "balanced"}}
 // "tp_dim"/"dp_dim" default to "tp"/"dp"; "tp" defaults to {} and "dp" to
 // "none"; "bucket_mb" (the size of the gradient buckets whose all-reduces
 // overlap the backward pass, dtensor/parallel/gradient_buckets.h) to 25 and
 // "first_bucket_mb" (the first bucket's, as DDP's first_bucket_bytes) to 1;
 // "fsdp_groups" (module-name patterns) to [] and "fsdp_prefetch" to true,
-// both only with "dp": "fsdp".
+// both only with "dp": "fsdp"; "context_parallel"
+// (dtensor/parallel/context_parallel.h) is off unless given.
 // Entries keep file order.
 // An entry's pattern names modules, or, when it matches no module,
 // parameters ("layers.*.mlp.up_proj.weight", as Hugging Face's tp_plan
@@ -70,8 +73,8 @@ struct PlanEntry {
   PlanEntry(std::string pattern, std::shared_ptr<const ParallelStyle> style)
       : pattern(std::move(pattern)), style(std::move(style)) {}
   // `style` is any ParallelStyle value (ColwiseParallel(options), ...).
-  template <typename S, typename = std::enable_if_t<
-                            std::is_base_of_v<ParallelStyle, S>>>
+  template <typename S,
+            typename = std::enable_if_t<std::is_base_of_v<ParallelStyle, S>>>
   PlanEntry(std::string pattern, S style)
       : pattern(std::move(pattern)),
         style(std::make_shared<const S>(std::move(style))) {}
@@ -103,6 +106,8 @@ struct Plan {
   // group while one computes.
   std::vector<std::string> fsdp_groups;
   bool fsdp_prefetch = true;
+  // Unset: no context parallelism.
+  std::optional<ContextParallelPlan> context_parallel;
 };
 
 // A Hugging Face config.json is a plan too: an object with
