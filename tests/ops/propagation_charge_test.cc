@@ -5,10 +5,11 @@
 // the cheaper choice taken (a P x P product all-reduces one factor and stays
 // Partial), and the cases where the old choice stays right (max of a
 // Partial, large products, relu of a Partial, softmax over a sharded dim, a
-// summed cross entropy of small class-sharded logits). Bytes are the bytes a
-// rank receives, derived by hand for f32 on 4 ranks: an all-reduce of B
-// bytes 2 (n-1)/n B, a reduce-scatter (n-1)/n B, an all-gather of a block of
-// b bytes (n-1) b.
+// summed cross entropy of small class-sharded logits); and a mean cross
+// entropy over batch-sharded logits is complete after one all-reduce. Bytes
+// are the bytes a rank receives, derived by hand for f32 on 4 ranks: an
+// all-reduce of B bytes 2 (n-1)/n B, a reduce-scatter (n-1)/n B, an
+// all-gather of a block of b bytes (n-1) b.
 #include <vector>
 
 #include "dtensor/comm_counter.h"
@@ -90,6 +91,50 @@ TEST(PropagationChargeTest, TheOldChoiceStandsWhereItIsCheaper) {
   ASSERT_TRUE(o.status.ok()) << o.status;
   EXPECT_EQ(o.sharding, "S(0)");
   EXPECT_EQ(o.comms.count(CommKind::kAllToAll), 1) << o.comms.Summary();
+  // A summed cross entropy of small class-sharded logits (8 x 16) gathers
+  // them (3 x 128 bytes) and returns R, rather than an all-to-all onto the
+  // rows that leaves a P(sum) loss.
+  o = RunOnMeta({4}, {{{8, 16}, "S(1)"}, {{8}, "R", DType::kI64}},
+                [](const In& in) {
+                  return ops::CrossEntropy(in[0], in[1], Reduction::kSum);
+                });
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.sharding, "R");
+  EXPECT_EQ(o.comms.count(CommKind::kAllGather), 1) << o.comms.Summary();
+  EXPECT_DOUBLE_EQ(o.comms.total_bytes(), 3 * 128);
+}
+
+// Mean cross entropy of int64 targets [N] against logits of `shape`.
+MetaOutcome MeanCrossEntropyOnMeta(const Shape& shape, const char* logits,
+                                   const char* target) {
+  return RunOnMeta({4}, {{shape, logits}, {{shape[0]}, target, DType::kI64}},
+                   [](const In& in) {
+                     return ops::CrossEntropy(in[0], in[1], Reduction::kMean);
+                   });
+}
+
+// A mean over batch-sharded logits on 4 ranks: one all-reduce of the loss
+// sum and count (16 bytes: 2 (n-1)/n x 16 = 24 received) leaves the loss
+// complete, where a P(sum) loss would cost a second all-reduce to read and
+// gathering the logits moves them all. A replicated target is sliced
+// locally. Tiny logits (8 x 16 f32) are still gathered: by the cost model an
+// all-gather of 128 bytes per rank (6.6 + 3 x 0.6 us + 384 B / 87.7 kB/us =
+// 8.404 us) beats the all-reduce's 2 (n-1) steps (6.6 + 6 x 0.6 = 10.2 us).
+TEST(PropagationChargeTest, BatchShardedMeanAllReducesSumAndCountOnce) {
+  for (const char* target : {"S(0)", "R"}) {
+    MetaOutcome o = MeanCrossEntropyOnMeta({1024, 1000}, "S(0)", target);
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.sharding, "R") << target;
+    EXPECT_EQ(o.comms.total_collectives(), 1) << target;
+    EXPECT_EQ(o.comms.count(CommKind::kAllReduce), 1) << target;
+    EXPECT_DOUBLE_EQ(o.comms.total_bytes(), 2.0 * 3 / 4 * 16) << target;
+  }
+  MetaOutcome o = MeanCrossEntropyOnMeta({8, 16}, "S(0)", "R");
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.sharding, "R");
+  EXPECT_EQ(o.comms.count(CommKind::kAllGather), 1);
+  EXPECT_EQ(o.comms.total_collectives(), 1);
+  EXPECT_DOUBLE_EQ(o.comms.total_bytes(), 3 * 2 * 16 * 4);
 }
 
 }  // namespace
