@@ -53,6 +53,30 @@ TEST(MlpTest, DpTimesTpTrainsAsOneRank) {
   }
 }
 
+// "dp": "fsdp": every Linear is an FSDP group (its parameters sharded on dp,
+// gathered for its forward and backward, its gradients reduce-scattered),
+// with and without tp; the training equals one rank's.
+TEST(MlpTest, FullyShardedTrainsAsOneRank) {
+  MlpOptions options;
+  options.hidden = 63;
+  options.batch = 7;
+  absl::StatusOr<MlpRun> one = TrainMlp(Mesh(1, 1), MlpPlan(), options);
+  ASSERT_TRUE(one.ok()) << one.status();
+  for (const auto& [dp, tp] :
+       {std::pair<int64_t, int64_t>{2, 2}, std::pair<int64_t, int64_t>{4, 1}}) {
+    SCOPED_TRACE(testing::Message() << "dp=" << dp << " tp=" << tp);
+    parallel::Plan plan = MlpPlan();
+    plan.dp = parallel::DataParallel::kFsdp;
+    absl::StatusOr<MlpRun> many = TrainMlp(Mesh(dp, tp), plan, options);
+    ASSERT_TRUE(many.ok()) << many.status();
+    ExpectSameTraining(*many, *one);
+    EXPECT_GE(many->backward.count(CommKind::kReduceScatter), 1)
+        << many->backward.Summary();
+    EXPECT_GE(many->forward.count(CommKind::kAllGather), 2)
+        << many->forward.Summary();
+  }
+}
+
 TEST(MlpTest, PlanFileTrainsAsPlanInCode) {
   absl::StatusOr<parallel::Plan> file =
       parallel::LoadPlanFile("examples/mlp/mlp_plan.json");
