@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/base/status_macros.h"
-#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/ops/sharding_override.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/redistribute/planner.h"
 
 namespace dtensor {
@@ -88,17 +88,28 @@ bool Fits(const Sharding& s, int64_t mesh_ndim, int64_t rank) {
 
 // How good a strategy is; smaller is better. `cost_us` is what the call
 // spends (redistributions and the kernel's collectives); `completion_us` what
-// reading its Partial outputs would add on the mesh dims where it
-// redistributes an input with a collective or where every input is Replicate
-// (docs/ops.md, "The cost rule").
+// reading its outputs whole would add on the mesh dims where it redistributes
+// an input with a collective, and reading its Partial outputs where every
+// input is Replicate (docs/ops.md, "The cost rule").
 struct Score {
   double cost_us = 0;
+  // Reading the Partial outputs whole on rule (a)'s and (b)'s mesh dims.
   double completion_us = 0;
+  // That, plus gathering the Shard outputs on rule (a)'s dims: what the
+  // scores compare when some strategy of the call is charged for a Partial
+  // under rule (a), so that its rivals' outputs are read whole too.
+  double whole_completion_us = 0;
+  // Whether rule (a) charged a Partial output of this strategy.
+  bool charged_partial = false;
+  // Whether to compare whole_completion_us (set for every score of a call).
+  bool like_with_like = false;
   int partial_outputs = 0;
   int changed_inputs = 0;
   int64_t steps = 0;
 
-  double total_us() const { return cost_us + completion_us; }
+  double total_us() const {
+    return cost_us + (like_with_like ? whole_completion_us : completion_us);
+  }
 
   bool BetterThan(const Score& other) const {
     const double a = total_us();
@@ -107,6 +118,11 @@ struct Score {
         1e-9 * std::max(1.0, std::max(std::abs(a), std::abs(b)));
     if (a < b - tolerance) return true;
     if (a > b + tolerance) return false;
+    // Equal when read whole: the one that spends less now, since its
+    // completion may never be paid (a linear consumer reads a P(sum) as it
+    // is): all-reducing one factor of a P(sum) product rather than both.
+    if (like_with_like && cost_us < other.cost_us - tolerance) return true;
+    if (like_with_like && cost_us > other.cost_us + tolerance) return false;
     if (partial_outputs != other.partial_outputs) {
       return partial_outputs < other.partial_outputs;
     }
@@ -149,16 +165,20 @@ uint64_t MeshDimsAllReplicate(absl::Span<const DTensorSpec* const> inputs,
   return dims;
 }
 
-// `s` with its Partial mesh dims among `dims` (a bit each) made Replicate;
-// `s` itself when there are none.
-Sharding CompletedOn(const Sharding& s, uint64_t dims) {
-  std::vector<int64_t> partial;
+// `s` with its Partial mesh dims among `partial_dims` and its Shard mesh
+// dims among `shard_dims` (a bit each) made Replicate; `s` itself when there
+// are none.
+Sharding CompletedOn(const Sharding& s, uint64_t partial_dims,
+                     uint64_t shard_dims = 0) {
+  std::vector<int64_t> incomplete;
   for (int64_t m = 0; m < s.mesh_ndim(); ++m) {
-    if (s.placement(m).is_partial() && (dims >> m & 1) != 0) {
-      partial.push_back(m);
+    const Placement& p = s.placement(m);
+    if ((p.is_partial() && (partial_dims >> m & 1) != 0) ||
+        (p.is_shard() && (shard_dims >> m & 1) != 0)) {
+      incomplete.push_back(m);
     }
   }
-  return partial.empty() ? s : s.WithReplicated(partial);
+  return incomplete.empty() ? s : s.WithReplicated(incomplete);
 }
 
 // The inputs padded with absent ones to the op's input count; errors for a
@@ -352,7 +372,9 @@ class StrategyScorer {
       }
     }
     Score score;
-    uint64_t charged = all_replicate_;
+    // Rule (a)'s mesh dims: an input is redistributed there with a
+    // collective.
+    uint64_t redistributed = 0;
     for (size_t i = 0; i < ctx_.inputs.size(); ++i) {
       const DTensorSpec* input = ctx_.inputs[i];
       if (input == nullptr || s.inputs[i] == input->sharding()) continue;
@@ -366,29 +388,43 @@ class StrategyScorer {
       score.cost_us += plan->total_cost_us;
       score.changed_inputs += 1;
       score.steps += static_cast<int64_t>(plan->steps.size());
-      charged |= MeshDimsRedistributed(*plan);
+      redistributed |= MeshDimsRedistributed(*plan);
     }
     for (const KernelComm& comm : s.kernel_comms) {
       score.cost_us += model_.StepCostUs(comm.kind, comm.mesh_dims,
                                          ctx_.mesh_shape, comm.local_bytes);
     }
-    AddCompletions(s, charged, score);
+    AddCompletions(s, redistributed, score);
     return score;
   }
 
  private:
-  // Counts s's Partial outputs and charges completing those on `charged`
-  // mesh dims (outputs kept only for the backward excepted).
-  void AddCompletions(const OpStrategy& s, uint64_t charged,
+  // Counts s's Partial outputs and charges reading them (outputs kept only
+  // for the backward excepted): their completion on the `redistributed`
+  // and all-Replicate mesh dims, and, for like-with-like comparisons, the
+  // gather of the Shard outputs on the `redistributed` ones too (a P(sum)
+  // product is not charged an all-reduce that an S(1) one is spared a
+  // gather for).
+  void AddCompletions(const OpStrategy& s, uint64_t redistributed,
                       Score& score) const {
     const size_t read_outputs = ctx_.outputs.size() - op_.num_saved_outputs;
     for (size_t j = 0; j < read_outputs; ++j) {
-      score.partial_outputs +=
-          CompletedOn(s.outputs[j], ~uint64_t{0}) != s.outputs[j];
-      const Sharding complete = CompletedOn(s.outputs[j], charged);
-      if (complete == s.outputs[j]) continue;
-      score.completion_us += CompletionCostUs(
-          s.outputs[j], complete, ctx_.outputs[j], ctx_, model_, planner_);
+      const Sharding& out = s.outputs[j];
+      score.partial_outputs += CompletedOn(out, ~uint64_t{0}) != out;
+      score.charged_partial |= CompletedOn(out, redistributed) != out;
+      const Sharding complete =
+          CompletedOn(out, redistributed | all_replicate_);
+      const double partial_us =
+          complete == out ? 0
+                          : CompletionCostUs(out, complete, ctx_.outputs[j],
+                                             ctx_, model_, planner_);
+      score.completion_us += partial_us;
+      const Sharding whole =
+          CompletedOn(out, redistributed | all_replicate_, redistributed);
+      score.whole_completion_us +=
+          whole == complete ? partial_us
+                            : CompletionCostUs(out, whole, ctx_.outputs[j],
+                                               ctx_, model_, planner_);
     }
   }
 
@@ -430,17 +466,24 @@ absl::StatusOr<std::shared_ptr<const Propagation>> Propagate(
   DT_ASSIGN_OR_RETURN(std::vector<OpStrategy> strategies,
                       StrategiesOf(op, ctx));
   StrategyScorer scorer(op, ctx, runtime);
+  std::vector<std::optional<Score>> scores;
+  bool like_with_like = false;
+  for (size_t k = 0; k < strategies.size(); ++k) {
+    DT_RETURN_IF_ERROR(CheckStrategyShape(op, strategies[k], ctx));
+    scores.push_back(scorer.ScoreOf(strategies[k]));
+    like_with_like |=
+        scores.back().has_value() && scores.back()->charged_partial;
+  }
   int64_t best = -1;
   int64_t num_valid = 0;
   Score best_score;
-  for (size_t k = 0; k < strategies.size(); ++k) {
-    DT_RETURN_IF_ERROR(CheckStrategyShape(op, strategies[k], ctx));
-    const std::optional<Score> score = scorer.ScoreOf(strategies[k]);
-    if (!score.has_value()) continue;
+  for (size_t k = 0; k < scores.size(); ++k) {
+    if (!scores[k].has_value()) continue;
     ++num_valid;
-    if (best < 0 || score->BetterThan(best_score)) {
+    scores[k]->like_with_like = like_with_like;
+    if (best < 0 || scores[k]->BetterThan(best_score)) {
       best = static_cast<int64_t>(k);
-      best_score = *score;
+      best_score = *scores[k];
     }
   }
   if (best < 0) return NoReachableStrategy(op, inputs, strategies.size());

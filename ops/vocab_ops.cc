@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -118,8 +119,8 @@ LossGroups LossGroupsOf(const Sharding& logits) {
 
 // The collectives of the kernel below for logits of `spec_shape` laid out by
 // `logits`: the max and the (sum of exp, target logit) all-reduces over the
-// class dims, sized by the largest local batch, and the 8-byte count of a
-// mean over the batch dims.
+// class dims, sized by the largest local batch, and a mean's 16-byte loss
+// sum and count (f64) over the batch dims.
 std::vector<KernelComm> CrossEntropyComms(
     const Sharding& logits, const Shape& shape, DType dtype,
     Reduction reduction, absl::Span<const int64_t> mesh_shape) {
@@ -140,15 +141,16 @@ std::vector<KernelComm> CrossEntropyComms(
   }
   if (reduction == Reduction::kMean && !groups.batch_dims.empty()) {
     comms.push_back({CommKind::kAllReduce, groups.batch_dims,
-                     static_cast<double>(sizeof(int64_t))});
+                     static_cast<double>(2 * sizeof(double))});
   }
   return comms;
 }
 
 // Per mesh dim: replicate; shard the batch (target alike; the loss sharded,
-// or Partial(sum) once reduced; the count complete for a mean, whose kernel
-// all-reduces it, else Partial(sum) of the local counts; the log-sum-exp
-// sharded like the rows); shard the classes (target Replicate, outputs
+// Partial(sum) once summed, complete for a mean, whose kernel all-reduces
+// the loss sum with the count in one collective; the count complete for a
+// mean, else Partial(sum) of the local counts; the log-sum-exp sharded like
+// the rows); shard the classes (target Replicate, outputs
 // complete). With `keep_class_shards` (loss parallel), the mesh dims that
 // shard the logits' classes have only the last option.
 absl::StatusOr<std::vector<OpStrategy>> CrossEntropyStrategies(
@@ -168,11 +170,12 @@ absl::StatusOr<std::vector<OpStrategy>> CrossEntropyStrategies(
   std::vector<DimStrategy> options = {{{r, r}, {r, r, r}, {}}};
   if (rank == 2) {
     const Placement by_row = Placement::Shard(0);
-    options.push_back(
-        {{by_row, by_row},
-         {per_sample ? by_row : partial_sum,
-          reduction == Reduction::kMean ? r : partial_sum, by_row},
-         {}});
+    // A mean all-reduces its sum with the count: complete at once.
+    const bool mean = reduction == Reduction::kMean;
+    options.push_back({{by_row, by_row},
+                       {per_sample ? by_row : (mean ? r : partial_sum),
+                        mean ? r : partial_sum, by_row},
+                       {}});
   }
   options.push_back({{Placement::Shard(rank - 1), r}, {r, r, r}, {}});
   std::vector<std::vector<DimStrategy>> candidates(ctx.mesh_shape.size(),
@@ -293,17 +296,36 @@ absl::StatusOr<Tensor> RowResultsOnHost(const KernelContext& ctx,
                                    class_group);
 }
 
-// The number of non-ignored targets of the whole batch, from this rank's
-// `count`.
-absl::StatusOr<int64_t> GlobalCount(const KernelContext& ctx, int64_t count,
-                                    const LossGroups& groups) {
-  if (groups.batch_dims.empty()) return count;
+// The loss sum and count of non-ignored targets of the whole batch, from
+// this rank's: one all-reduce of the f64 pair [sum, count] (f64 [2] on the
+// sum's device; counts are exact in f64) over the batch dims.
+absl::StatusOr<std::pair<Tensor, Tensor>> GlobalSumAndCount(
+    const KernelContext& ctx, const LossGroups& groups, const Tensor& sum,
+    const Tensor& count) {
+  DT_ASSIGN_OR_RETURN(const Tensor count_f64, count.To(DType::kF64));
+  DT_ASSIGN_OR_RETURN(const Tensor sum_f64, sum.To(DType::kF64));
+  if (groups.batch_dims.empty()) return std::make_pair(sum_f64, count_f64);
   DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> batch_group,
                       ctx.runtime().groups()->ForMeshDims(ctx.input(0)->mesh(),
                                                           groups.batch_dims));
-  DT_ASSIGN_OR_RETURN(Tensor total, Tensor::FromVector<int64_t>({count}, {1}));
-  DT_RETURN_IF_ERROR(AllReduceAnywhere(*batch_group, total, ReduceOp::kSum));
-  return total.data<int64_t>()[0];
+  DT_ASSIGN_OR_RETURN(Tensor pair, dtensor::Stack({sum_f64, count_f64}, 0));
+  DT_RETURN_IF_ERROR(AllReduceAnywhere(*batch_group, pair, ReduceOp::kSum));
+  DT_ASSIGN_OR_RETURN(Tensor total, pair.Select(0, 0));
+  DT_ASSIGN_OR_RETURN(Tensor total_count, pair.Select(0, 1));
+  return std::make_pair(std::move(total), std::move(total_count));
+}
+
+// A mean loss (f64 scalar) and the count of non-ignored targets (i64
+// scalar), both of the whole batch and complete, from this rank's loss `sum`
+// and `count`; 0 / 0 is NaN, like the tensor layer.
+absl::StatusOr<std::pair<Tensor, Tensor>> MeanOf(const KernelContext& ctx,
+                                                 const LossGroups& groups,
+                                                 const Tensor& sum,
+                                                 const Tensor& count) {
+  DT_ASSIGN_OR_RETURN(auto totals, GlobalSumAndCount(ctx, groups, sum, count));
+  DT_ASSIGN_OR_RETURN(Tensor mean, dtensor::Div(totals.first, totals.second));
+  DT_ASSIGN_OR_RETURN(Tensor global_count, totals.second.To(DType::kI64));
+  return std::make_pair(std::move(mean), std::move(global_count));
 }
 
 // The sum of this rank's CPU losses (f64 [rows]) as an f64 scalar, in row
@@ -316,31 +338,23 @@ absl::StatusOr<Tensor> TotalLoss(const Tensor& losses) {
   return Tensor::Scalar(total, DType::kF64);
 }
 
-// The loss as the reduction makes it, of this rank's CPU losses (f64 [rows]).
+// The loss of a sum or none reduction, of this rank's CPU losses (f64
+// [rows]).
 absl::StatusOr<Tensor> ReducedLoss(const Tensor& losses, Reduction reduction,
-                                   int64_t count, const Shape& target_shape,
-                                   DType dtype) {
+                                   const Shape& target_shape, DType dtype) {
   if (reduction == Reduction::kNone) {
     DT_ASSIGN_OR_RETURN(const Tensor shaped, losses.Reshape(target_shape));
     return shaped.To(dtype);
   }
-  if (reduction == Reduction::kMean && count == 0) {
-    // 0 / 0 is NaN, like the tensor layer.
-    return Tensor::Scalar(std::nan(""), dtype);
-  }
   DT_ASSIGN_OR_RETURN(Tensor total, TotalLoss(losses));
-  if (reduction == Reduction::kMean) {
-    // This rank's share of the mean (`count` is global).
-    DT_ASSIGN_OR_RETURN(total, dtensor::Div(total, static_cast<double>(count)));
-  }
   return total.To(dtype);
 }
 
 // CrossEntropyKernel over CUDA logits, with nothing read on the host: the
 // targets move to the logits' device and are range-checked there, deferred
 // (dtensor/tensor/index_checks.h: a bad target is reported by the next read
-// on this thread, at the latest the loss's); the count stays an i64 device
-// scalar, all-reduced there for a mean.
+// on this thread, at the latest the loss's); the count stays a device
+// scalar, all-reduced there with the loss sum for a mean.
 absl::StatusOr<OpLocals> CrossEntropyOnDevice(const KernelContext& ctx,
                                               absl::Span<const Tensor> inputs) {
   const DTensorSpec& spec = *ctx.input(0);
@@ -371,12 +385,6 @@ absl::StatusOr<OpLocals> CrossEntropyOnDevice(const KernelContext& ctx,
   const Reduction reduction = ReductionOf(ctx.args());
   DT_ASSIGN_OR_RETURN(const Tensor ones, counted.To(DType::kI64));
   DT_ASSIGN_OR_RETURN(Tensor count, dtensor::Sum(ones));
-  if (reduction == Reduction::kMean && !groups.batch_dims.empty()) {
-    DT_ASSIGN_OR_RETURN(
-        std::shared_ptr<Communicator> batch_group,
-        ctx.runtime().groups()->ForMeshDims(spec.mesh(), groups.batch_dims));
-    DT_RETURN_IF_ERROR(AllReduceAnywhere(*batch_group, count, ReduceOp::kSum));
-  }
   const Shape& target_shape = inputs[1].shape();
   DT_ASSIGN_OR_RETURN(Tensor loss, rows.Select(0, 0));
   if (reduction == Reduction::kNone) {
@@ -385,9 +393,8 @@ absl::StatusOr<OpLocals> CrossEntropyOnDevice(const KernelContext& ctx,
     DT_ASSIGN_OR_RETURN(loss, dtensor::Sum(loss));
   }
   if (reduction == Reduction::kMean) {
-    // This rank's share of the mean; 0 / 0 is NaN, like the tensor layer.
-    DT_ASSIGN_OR_RETURN(const Tensor divisor, count.To(DType::kF64));
-    DT_ASSIGN_OR_RETURN(loss, dtensor::Div(loss, divisor));
+    DT_ASSIGN_OR_RETURN(std::tie(loss, count),
+                        MeanOf(ctx, groups, loss, count));
   }
   DT_ASSIGN_OR_RETURN(loss, loss.To(spec.dtype()));
   DT_ASSIGN_OR_RETURN(Tensor log_sum_exp, rows.Select(0, 1));
@@ -397,9 +404,9 @@ absl::StatusOr<OpLocals> CrossEntropyOnDevice(const KernelContext& ctx,
   return OpLocals{std::move(loss), std::move(count), std::move(log_sum_exp)};
 }
 
-// Outputs: the loss; the count of non-ignored targets (global for a mean,
-// this rank's otherwise: Partial(sum) over the batch dims); the rows'
-// log-sum-exp.
+// Outputs: the loss (complete for a mean); the count of non-ignored targets
+// (global for a mean, this rank's otherwise: Partial(sum) over the batch
+// dims); the rows' log-sum-exp.
 absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
                                             absl::Span<const Tensor> inputs) {
   if (cuda::OnCuda(inputs[0])) return CrossEntropyOnDevice(ctx, inputs);
@@ -430,17 +437,22 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
   int64_t count =
       std::count_if(targets.begin(), targets.end(),
                     [ignore_index](int64_t t) { return t != ignore_index; });
-  if (reduction == Reduction::kMean) {
-    DT_ASSIGN_OR_RETURN(count, GlobalCount(ctx, count, groups));
-  }
   const Shape& target_shape = inputs[1].shape();
   DT_ASSIGN_OR_RETURN(const Tensor losses, rows.Select(0, 0));
-  DT_ASSIGN_OR_RETURN(Tensor loss, ReducedLoss(losses, reduction, count,
-                                               target_shape, spec.dtype()));
+  Tensor count_tensor = Tensor::Scalar(count, DType::kI64);
+  Tensor loss;
+  if (reduction == Reduction::kMean) {
+    DT_ASSIGN_OR_RETURN(const Tensor total, TotalLoss(losses));
+    DT_ASSIGN_OR_RETURN(std::tie(loss, count_tensor),
+                        MeanOf(ctx, groups, total, count_tensor));
+    DT_ASSIGN_OR_RETURN(loss, loss.To(spec.dtype()));
+  } else {
+    DT_ASSIGN_OR_RETURN(
+        loss, ReducedLoss(losses, reduction, target_shape, spec.dtype()));
+  }
   DT_ASSIGN_OR_RETURN(Tensor log_sum_exp, rows.Select(0, 1));
   DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.Reshape(target_shape));
   DT_ASSIGN_OR_RETURN(log_sum_exp, log_sum_exp.To(compute));
-  Tensor count_tensor = Tensor::Scalar(count, DType::kI64);
   return OpLocals{std::move(loss), std::move(count_tensor),
                   std::move(log_sum_exp)};
 }

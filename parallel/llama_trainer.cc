@@ -15,94 +15,59 @@ namespace dtensor {
 namespace parallel {
 namespace {
 
-// Dim 0 of the batch on the plan's dp dim when the mesh has it.
-std::vector<Placement> BatchSharding(const DeviceMesh& mesh, const Plan& plan) {
-  std::vector<Placement> placements(mesh.ndim(), Placement::Replicate());
-  absl::StatusOr<int64_t> dp = mesh.DimIndex(plan.dp_dim);
-  if (dp.ok()) placements[*dp] = Placement::Shard(0);
-  if (plan.context_parallel.has_value()) {
-    absl::StatusOr<int64_t> cp =
-        ContextParallelDim(mesh, *plan.context_parallel);
-    if (cp.ok()) placements[*cp] = Placement::Shard(1);
-  }
-  return placements;
-}
-
-// Moves the local block of every parameter and buffer of `model` to `device`.
-absl::Status MoveToDevice(nn::Module& model, Device device) {
-  for (const nn::NamedSlot& named : model.NamedSlots()) {
-    DTensor& value = named.slot->value;
-    DT_ASSIGN_OR_RETURN(Tensor local, value.ToLocal().To(device));
-    value = DTensor::WrapUnchecked(value.runtime(), value.spec_ptr(),
-                                   std::move(local));
-  }
-  return absl::OkStatus();
-}
-
 bool HasLossParallel(const Plan& plan) {
   return std::any_of(plan.tp.begin(), plan.tp.end(), [](const PlanEntry& e) {
     return e.spec.style == Style::kLossParallel;
   });
 }
 
-}  // namespace
+// The mean next-token cross entropy of logits [batch, seq, vocab] against
+// targets [batch, seq], under an ops::LossParallelScope when
+// `loss_parallel`, so the vocab-sharded logits are never gathered.
+LossFunction NextTokenLoss(int64_t vocab_size, bool loss_parallel) {
+  return [vocab_size, loss_parallel](
+             const DTensor& logits,
+             const DTensor& targets) -> absl::StatusOr<DTensor> {
+    const int64_t rows = logits.shape()[0] * logits.shape()[1];
+    DT_ASSIGN_OR_RETURN(DTensor flat, ops::Reshape(logits, {rows, vocab_size}));
+    DT_ASSIGN_OR_RETURN(DTensor labels, ops::Reshape(targets, {rows}));
+    if (!loss_parallel) return ops::CrossEntropy(flat, labels);
+    ops::LossParallelScope scope;
+    return ops::CrossEntropy(flat, labels);
+  };
+}
 
-LlamaTrainer::LlamaTrainer(std::shared_ptr<Runtime> runtime, DeviceMesh mesh,
-                           std::vector<Placement> batch_sharding)
-    : runtime_(std::move(runtime)),
-      mesh_(std::move(mesh)),
-      batch_sharding_(std::move(batch_sharding)),
-      steps_(Tensor::Scalar(0, DType::kI64)) {}
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(
     std::shared_ptr<Runtime> runtime, const DeviceMesh& mesh, const Plan& plan,
     const LlamaTrainerOptions& options) {
-  std::unique_ptr<LlamaTrainer> trainer(
-      new LlamaTrainer(runtime, mesh, BatchSharding(mesh, plan)));
+  std::unique_ptr<LlamaTrainer> trainer(new LlamaTrainer());
   nn::InitOptions init;
   init.seed = options.seed;
   init.dtype = options.dtype;
-  DT_ASSIGN_OR_RETURN(trainer->model_,
+  DT_ASSIGN_OR_RETURN(std::unique_ptr<nn::Transformer> model,
                       nn::BuildLlama(options.config, runtime, mesh, init));
-  DT_RETURN_IF_ERROR(ParallelizeModule(*trainer->model_, mesh, plan));
-  if (!options.device.is_cpu() && !runtime->metadata_only()) {
-    DT_RETURN_IF_ERROR(MoveToDevice(*trainer->model_, options.device));
-  }
-  trainer->device_ = options.device;
-  if (plan.context_parallel.has_value()) {
-    DT_ASSIGN_OR_RETURN(const int64_t cp,
-                        ContextParallelDim(mesh, *plan.context_parallel));
-    trainer->context_parallel_ = plan.context_parallel;
-    trainer->context_parallel_ranks_ = mesh.size(cp);
-  }
-  trainer->loss_parallel_ = HasLossParallel(plan);
-  for (const nn::NamedSlot& named : trainer->model_->NamedParameters()) {
-    trainer->parameters_.push_back(named.slot->value);
-  }
-  DT_ASSIGN_OR_RETURN(trainer->optimizer_,
-                      nn::AdamW::Create(trainer->parameters_, options.adamw));
-  trainer->buckets_ = std::make_unique<GradientBuckets>(
-      trainer->parameters_, plan.bucket_bytes, plan.first_bucket_bytes);
-  return trainer;
-}
-
-absl::StatusOr<DTensor> LlamaTrainer::Wrap(const Tensor& full,
-                                           Shape shape) const {
+  trainer->model_ = model.get();
+  TrainerOptions trainer_options;
+  trainer_options.device = options.device;
+  const nn::AdamWOptions adamw = options.adamw;
+  nn::AdamW** optimizer = &trainer->optimizer_;
   DT_ASSIGN_OR_RETURN(
-      DTensorSpec spec,
-      DTensorSpec::Create(mesh_, batch_sharding_, shape, DType::kI64));
-  if (runtime_->metadata_only()) return DTensor::FromSpec(runtime_, spec);
-  DT_ASSIGN_OR_RETURN(ShardBlock block, spec.BlockOf(runtime_->rank()));
-  Tensor local = full;
-  for (int64_t d = 0; d < local.dim(); ++d) {
-    DT_ASSIGN_OR_RETURN(local,
-                        local.Narrow(d, block.offset[d], block.shape[d]));
-  }
-  FromLocalOptions from_local;
-  from_local.global_shape = std::move(shape);
-  DT_ASSIGN_OR_RETURN(Tensor on_device, local.Contiguous().To(device_));
-  return DTensor::FromLocal(runtime_, std::move(on_device), mesh_,
-                            batch_sharding_, from_local);
+      trainer->trainer_,
+      Trainer::Create(
+          runtime, std::move(model), mesh, plan,
+          NextTokenLoss(options.config.vocab_size, HasLossParallel(plan)),
+          [adamw, optimizer](std::vector<DTensor> parameters)
+              -> absl::StatusOr<std::unique_ptr<nn::Optimizer>> {
+            DT_ASSIGN_OR_RETURN(
+                std::unique_ptr<nn::AdamW> made,
+                nn::AdamW::Create(std::move(parameters), adamw));
+            *optimizer = made.get();
+            return made;
+          },
+          trainer_options));
+  return trainer;
 }
 
 absl::StatusOr<LlamaTrainer::Batch> LlamaTrainer::MakeBatch(
@@ -122,97 +87,44 @@ absl::StatusOr<LlamaTrainer::Batch> LlamaTrainer::MakeBatch(
                      " exceeds max_seq_len ", model_->config().max_seq_len));
   }
   Batch batch;
-  if (context_parallel_.has_value()) {
-    // The sequence in the order the ring attention expects (the loss, a mean
-    // over tokens, does not see the order).
-    DT_ASSIGN_OR_RETURN(const Tensor ordered_tokens,
-                        ContextParallelBatch(tokens, context_parallel_ranks_,
-                                             *context_parallel_));
-    DT_ASSIGN_OR_RETURN(const Tensor ordered_targets,
-                        ContextParallelBatch(targets, context_parallel_ranks_,
-                                             *context_parallel_));
-    DT_ASSIGN_OR_RETURN(batch.tokens,
-                        Wrap(ordered_tokens, ordered_tokens.shape()));
-    DT_ASSIGN_OR_RETURN(batch.targets,
-                        Wrap(ordered_targets, ordered_targets.shape()));
-    return batch;
-  }
-  DT_ASSIGN_OR_RETURN(batch.tokens, Wrap(tokens, tokens.shape()));
-  DT_ASSIGN_OR_RETURN(batch.targets, Wrap(targets, targets.shape()));
+  DT_ASSIGN_OR_RETURN(batch.tokens, trainer_->ShardBatch(tokens));
+  DT_ASSIGN_OR_RETURN(batch.targets, trainer_->ShardBatch(targets));
   return batch;
 }
 
 absl::StatusOr<LlamaTrainer::Batch> LlamaTrainer::MakeBatchMetadata(
     int64_t batch_size, int64_t seq) const {
-  if (!runtime_->metadata_only()) {
-    return absl::FailedPreconditionError(
-        "MakeBatchMetadata needs a metadata-only runtime");
-  }
   Batch batch;
-  DT_ASSIGN_OR_RETURN(batch.tokens, Wrap(Tensor(), {batch_size, seq}));
-  DT_ASSIGN_OR_RETURN(batch.targets, Wrap(Tensor(), {batch_size, seq}));
+  DT_ASSIGN_OR_RETURN(batch.tokens, trainer_->ShardBatchMetadata(
+                                        {batch_size, seq}, DType::kI64));
+  DT_ASSIGN_OR_RETURN(batch.targets, trainer_->ShardBatchMetadata(
+                                         {batch_size, seq}, DType::kI64));
   return batch;
 }
 
 absl::StatusOr<DTensor> LlamaTrainer::Forward(const Batch& batch) {
-  tape_.Clear();
-  nn::GradientTape::Scope scope(tape_);
-  DT_ASSIGN_OR_RETURN(DTensor logits, (*model_)(batch.tokens));
-  const int64_t rows = logits.shape()[0] * logits.shape()[1];
-  DT_ASSIGN_OR_RETURN(
-      logits, ops::Reshape(logits, {rows, model_->config().vocab_size}));
-  DT_ASSIGN_OR_RETURN(DTensor labels, ops::Reshape(batch.targets, {rows}));
-  if (!loss_parallel_) return ops::CrossEntropy(logits, labels);
-  ops::LossParallelScope loss_parallel;
-  return ops::CrossEntropy(logits, labels);
+  return trainer_->Forward(batch.tokens, batch.targets);
 }
 
 absl::StatusOr<std::vector<DTensor>> LlamaTrainer::Backward(
     const DTensor& loss) {
-  nn::GradientOptions options;
-  options.keep_propagated_shardings = true;
-  options.on_gradient_ready = buckets_->ReadyCallback();
-  options.after_gradients_ready = buckets_->GroupReadyCallback();
-  options.release_handed_over = true;
-  const absl::Status backward =
-      tape_.Gradient(loss, parameters_, options).status();
-  tape_.Clear();
-  if (!backward.ok()) {
-    // The buckets in flight still need their waits; the open ones differ
-    // between ranks that failed at different points and must not start.
-    buckets_->Abandon().IgnoreError();
-    return backward;
-  }
-  return buckets_->Finish();
+  return trainer_->Backward(loss);
 }
 
 absl::Status LlamaTrainer::Update(absl::Span<const DTensor> grads) {
-  DT_RETURN_IF_ERROR(optimizer_->Step(grads));
-  return nn::Assign(
-      steps_,
-      Tensor::Scalar(static_cast<double>(steps_taken() + 1), DType::kI64));
+  return trainer_->Update(grads);
+}
+
+absl::StatusOr<DTensor> LlamaTrainer::Step(const Batch& batch) {
+  return trainer_->Step(batch.tokens, batch.targets);
 }
 
 absl::StatusOr<DTensor> LlamaTrainer::StepCounted(const Batch& batch,
                                                   PhaseComms& comms) {
-  DTensor loss;
-  std::vector<DTensor> grads;
-  {
-    CommCounter::Scope counting(comms.forward);
-    DT_ASSIGN_OR_RETURN(loss, Forward(batch));
-  }
-  {
-    CommCounter::Scope counting(comms.backward);
-    DT_ASSIGN_OR_RETURN(grads, Backward(loss));
-  }
-  CommCounter::Scope counting(comms.update);
-  DT_RETURN_IF_ERROR(Update(grads));
-  return loss;
+  return trainer_->StepCounted(batch.tokens, batch.targets, comms);
 }
 
-int64_t LlamaTrainer::steps_taken() const {
-  return static_cast<int64_t>(steps_.Item().value_or(0));
-}
+int64_t LlamaTrainer::steps_taken() const { return trainer_->steps_taken(); }
 
 absl::StatusOr<nn::StateDict> LlamaTrainer::State() {
   nn::StateDict state;
@@ -228,20 +140,15 @@ absl::StatusOr<nn::StateDict> LlamaTrainer::State() {
   }
   FromLocalOptions scalar;
   scalar.global_shape = Shape{};
+  const std::shared_ptr<Runtime>& runtime = trainer_->runtime();
+  const DeviceMesh& mesh = trainer_->mesh();
   DT_ASSIGN_OR_RETURN(
       state["trainer.steps"],
       DTensor::FromLocal(
-          runtime_, runtime_->metadata_only() ? Tensor() : steps_, mesh_,
-          std::vector<Placement>(mesh_.ndim(), Placement::Replicate()),
-          scalar));
+          runtime,
+          runtime->metadata_only() ? Tensor() : trainer_->steps_tensor(), mesh,
+          std::vector<Placement>(mesh.ndim(), Placement::Replicate()), scalar));
   return state;
-}
-
-absl::StatusOr<DTensor> LlamaTrainer::Step(const Batch& batch) {
-  DT_ASSIGN_OR_RETURN(DTensor loss, Forward(batch));
-  DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, Backward(loss));
-  DT_RETURN_IF_ERROR(Update(grads));
-  return loss;
 }
 
 }  // namespace parallel

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -14,8 +13,8 @@
 #include "dtensor/nn/llama.h"
 #include "dtensor/nn/optim_adamw.h"
 #include "dtensor/nn/state_dict.h"
-#include "dtensor/parallel/gradient_buckets.h"
 #include "dtensor/parallel/plan.h"
+#include "dtensor/parallel/trainer.h"
 #include "dtensor/runtime.h"
 #include "dtensor/tensor/tensor.h"
 
@@ -37,10 +36,10 @@ struct LlamaTrainerOptions {
 
 // One rank's share of training a Llama model (dtensor/nn/llama.h) parallelized
 // by a plan: the model, its AdamW optimizer and the training step, shared by
-// the example, the equivalence tests and `dtensor explain`. The batch is split
-// on dim 0 over the plan's dp dim when the mesh has one, else replicated;
-// with the plan's context parallelism its sequence is also put in the plan's
-// order and split on dim 1 over the cp dim.
+// the example, the equivalence tests and `dtensor explain`; a Trainer
+// (dtensor/parallel/trainer.h) of the model and its next-token loss. The
+// batch is split on dim 0 over the plan's dp dim when the mesh has one, else
+// replicated.
 // Every rank of the mesh calls every method (SPMD). Under a metadata-only
 // runtime the same calls run without data and only count communication.
 class LlamaTrainer {
@@ -79,11 +78,7 @@ class LlamaTrainer {
   absl::Status Update(absl::Span<const DTensor> grads);
   absl::StatusOr<DTensor> Step(const Batch& batch);
   // Step, counting each phase's collectives on this rank in its own counter.
-  struct PhaseComms {
-    CommCounter forward;
-    CommCounter backward;
-    CommCounter update;
-  };
+  using PhaseComms = Trainer::PhaseComms;
   absl::StatusOr<DTensor> StepCounted(const Batch& batch, PhaseComms& comms);
 
   // The steps Update has taken (or a loaded checkpoint says were taken).
@@ -99,34 +94,18 @@ class LlamaTrainer {
   nn::Transformer& model() { return *model_; }
   nn::AdamW& optimizer() { return *optimizer_; }
   // The parameters, in the model's order (NamedParameters).
-  const std::vector<DTensor>& parameters() const { return parameters_; }
-  const DeviceMesh& mesh() const { return mesh_; }
+  const std::vector<DTensor>& parameters() const {
+    return trainer_->parameters();
+  }
+  const DeviceMesh& mesh() const { return trainer_->mesh(); }
 
  private:
-  LlamaTrainer(std::shared_ptr<Runtime> runtime, DeviceMesh mesh,
-               std::vector<Placement> batch_sharding);
-  absl::StatusOr<DTensor> Wrap(const Tensor& full, Shape shape) const;
+  LlamaTrainer() = default;
 
-  std::shared_ptr<Runtime> runtime_;
-  DeviceMesh mesh_;
-  std::vector<Placement> batch_sharding_;
-  // Set with a plan's context parallelism: the batch's order and the number
-  // of ranks of its mesh dim.
-  std::optional<ContextParallelPlan> context_parallel_;
-  int64_t context_parallel_ranks_ = 1;
-  Device device_ = Device::CPU();
-  std::unique_ptr<nn::Transformer> model_;
-  std::unique_ptr<nn::AdamW> optimizer_;
-  std::vector<DTensor> parameters_;
-  // Whether the plan has a loss_parallel entry.
-  bool loss_parallel_ = false;
-  nn::GradientTape tape_;
-  // Backward's gradient sync: all-reduce buckets for replicated
-  // parameters, reduce-scatter buckets for FSDP's.
-  std::unique_ptr<GradientBuckets> buckets_;
-  // 0-d int64 on the CPU: State() shares it with a checkpoint. Metadata-only
-  // runtimes count in it too.
-  Tensor steps_;
+  std::unique_ptr<Trainer> trainer_;
+  // The trainer's model and optimizer, as their types.
+  nn::Transformer* model_ = nullptr;
+  nn::AdamW* optimizer_ = nullptr;
 };
 
 }  // namespace parallel

@@ -364,13 +364,14 @@ TEST(ElementwiseShardingTest, NonlinearOpsDoNotKeepPartial) {
     EXPECT_EQ(o.sharding.find("P"), std::string::npos) << o.sharding;
     EXPECT_GE(o.collectives, 1);
   }
-  // x * x of a Partial x: all-reducing one copy would leave a Partial product
-  // that costs a second all-reduce to read; reduce-scattering both copies is
-  // cheaper and ends complete (docs/ops.md, the cost rule).
+  // x * x of a Partial x: all-reducing one copy leaves a Partial product,
+  // linear in the other copy, that a linear consumer reads for free; read
+  // whole it costs no more than reduce-scattering both copies and gathering
+  // the product, in fewer collectives (docs/ops.md, the cost rule (a)).
   const Outcome square = RunMeta(
       {{{8, 4}, "P"}}, [](const In& in) { return ops::Mul(in[0], in[0]); });
-  EXPECT_EQ(square.sharding, "S(0)");
-  EXPECT_EQ(square.collectives, 2);
+  EXPECT_EQ(square.sharding, "P(sum)");
+  EXPECT_EQ(square.collectives, 1);
   // A sum reduced by the cheaper reduce-scatter rather than an all-reduce.
   const Outcome exp =
       RunMeta({{{8, 4}, "P"}}, [](const In& in) { return ops::Exp(in[0]); });

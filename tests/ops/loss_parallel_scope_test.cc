@@ -58,7 +58,8 @@ MetaOutcome ScopedCrossEntropyOnMeta(const Shape& logits_shape,
 // 8 rows of 4096 classes on dp=2 x tp=2: gathering the vocab-sharded logits
 // (64 KiB per rank) is what the cost model picks without the scope
 // (docs/comm_counts.md); under it, the kernel all-reduces the row max and the
-// (sum of exp, target logit) over tp and the count over dp, nothing else.
+// (sum of exp, target logit) over tp and the loss sum with the count over
+// dp (one all-reduce, leaving the mean complete), nothing else.
 TEST(LossParallelScopeTest, ClassShardedLogitsAreNeverMoved) {
   for (const char* logits : {"S(0),S(1)", "R,S(1)"}) {
     const char* target = std::string(logits) == "R,S(1)" ? "R,R" : "S(0),R";
@@ -70,7 +71,7 @@ TEST(LossParallelScopeTest, ClassShardedLogitsAreNeverMoved) {
     EXPECT_EQ(o.comms.count(CommKind::kAllReduce), 2 + count_all_reduce)
         << logits;
     EXPECT_EQ(o.comms.total_collectives(), 2 + count_all_reduce) << logits;
-    EXPECT_EQ(o.sharding, count_all_reduce ? "P(sum),R" : "R,R") << logits;
+    EXPECT_EQ(o.sharding, "R,R") << logits;
   }
 }
 

@@ -496,12 +496,12 @@ TEST(VocabShardingTest, BatchShardedMeanCountsTargetsWithOneSmallAllReduce) {
   MetaOutcome o = CrossEntropyOnMeta({2, 2}, shape, "S(0),S(1)", "S(0),R",
                                      Reduction::kMean);
   ASSERT_TRUE(o.status.ok()) << o.status;
-  EXPECT_EQ(o.sharding, "P(sum),R");
+  EXPECT_EQ(o.sharding, "R,R");
   EXPECT_EQ(o.comms.count(CommKind::kAllReduce), 3);
   EXPECT_EQ(o.comms.total_collectives(), 3);
   EXPECT_DOUBLE_EQ(o.comms.total_bytes(), AllReduceBytes(2, 513 * 4) +
                                               AllReduceBytes(2, 1026 * 4) +
-                                              AllReduceBytes(2, 8));
+                                              AllReduceBytes(2, 16));
   // A sum needs no count; per-sample losses stay sharded.
   o = CrossEntropyOnMeta({2, 2}, shape, "S(0),S(1)", "S(0),R", Reduction::kSum);
   EXPECT_EQ(o.sharding, "P(sum),R");
