@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/ops/sequence_blocks.h"
 #include "dtensor/parallel/llama_trainer.h"
 #include "dtensor/parallel/plan.h"
 #include "dtensor/runtime.h"
@@ -112,10 +114,13 @@ struct Case {
   Part part;
   std::string mesh;  // A --mesh flag.
   Shapes shapes;
+  // With a sequence order: the plan's context parallelism over the mesh's
+  // "cp" dim, in that order.
+  std::optional<ops::SequenceOrder> cp = std::nullopt;
 };
 
 // "tp_sp_dp", "tp_sp_tp_part", "fsdp_dp_part".
-std::string CaseLabel(const Case& c) {
+std::string PartLabel(const Case& c) {
   switch (c.part) {
     case Part::kAll:
       return c.plan;
@@ -125,6 +130,15 @@ std::string CaseLabel(const Case& c) {
       return c.plan.substr(c.plan.rfind('_') + 1) + "_dp_part";
   }
   return c.plan;
+}
+
+// PartLabel, then "_cp_balanced" or "_cp_contiguous" with context
+// parallelism.
+std::string CaseLabel(const Case& c) {
+  if (!c.cp.has_value()) return PartLabel(c);
+  return PartLabel(c) + (*c.cp == ops::SequenceOrder::kBalanced
+                             ? "_cp_balanced"
+                             : "_cp_contiguous");
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
@@ -147,6 +161,8 @@ absl::StatusOr<Plan> LoadCasePlan(const Case& c) {
                                            c.plan, ".json")));
   if (c.part == Part::kTpOnly) plan.dp = DataParallel::kNone;
   if (c.part == Part::kDpOnly) plan.tp.clear();
+  if (c.cp.has_value())
+    plan.context_parallel = ContextParallelPlan{"cp", *c.cp};
   return plan;
 }
 
@@ -331,6 +347,29 @@ TEST(OneGpuTrainingTest, MatchesTheCpuReference) {
   }
 }
 
+// Context parallelism (ring attention over "cp") alone, beside dp (replicate
+// or FSDP) and beside tp (with and without sequence parallelism): balanced
+// order on the even shapes (sequence 8 over 2 * cp chunks), contiguous order
+// on both (the uneven sequence of 7 splits 4/3).
+void AddContextParallelCases(std::vector<Case>& cases) {
+  constexpr auto kBalanced = ops::SequenceOrder::kBalanced;
+  constexpr auto kContiguous = ops::SequenceOrder::kContiguous;
+  cases.push_back(
+      {"tp_dp", Part::kDpOnly, "dp=1,cp=4", Shapes::kEven, kBalanced});
+  cases.push_back(
+      {"tp_dp", Part::kDpOnly, "dp=2,cp=2", Shapes::kEven, kBalanced});
+  cases.push_back(
+      {"tp_fsdp", Part::kDpOnly, "dp=2,cp=2", Shapes::kEven, kContiguous});
+  cases.push_back(
+      {"tp_dp", Part::kTpOnly, "cp=2,tp=2", Shapes::kEven, kBalanced});
+  cases.push_back(
+      {"tp_sp_fsdp", Part::kAll, "dp=2,cp=2,tp=2", Shapes::kEven, kBalanced});
+  cases.push_back(
+      {"tp_dp", Part::kDpOnly, "dp=2,cp=2", Shapes::kUneven, kContiguous});
+  cases.push_back(
+      {"tp_sp_dp", Part::kAll, "dp=2,cp=2,tp=2", Shapes::kUneven, kContiguous});
+}
+
 // Every shipped plan on the 2-D meshes (4 ranks; 2 ranks with one dim of
 // size 1), its tp part on 1-D tp meshes, its dp part on 1-D dp meshes; the
 // each with the even and the uneven shapes.
@@ -357,6 +396,7 @@ std::vector<Case> AllCases() {
       }
     }
   }
+  AddContextParallelCases(cases);
   return cases;
 }
 
