@@ -71,7 +71,8 @@ absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(
   DT_ASSIGN_OR_RETURN(trainer->optimizer_,
                       nn::AdamW::Create(trainer->parameters_, options.adamw));
   trainer->buckets_ = std::make_unique<GradientBuckets>(
-      trainer->parameters_, plan.bucket_bytes, plan.first_bucket_bytes);
+      trainer->parameters_, plan.bucket_bytes, plan.first_bucket_bytes,
+      plan.mixed_precision ? plan.mixed_precision->reduce_dtype : std::nullopt);
   return trainer;
 }
 

@@ -105,7 +105,8 @@ absl::StatusOr<std::vector<PlanEntry>> ParseTpEntries(absl::string_view key,
 constexpr absl::string_view kPlanKeys[] = {"tp",          "dp",
                                            "tp_dim",      "dp_dim",
                                            "bucket_mb",   "first_bucket_mb",
-                                           "fsdp_groups", "fsdp_prefetch"};
+                                           "fsdp_groups", "fsdp_prefetch",
+                                           "mixed_precision"};
 constexpr absl::string_view kHfPlanKeys[] = {"base_model_tp_plan", "tp_plan"};
 
 // A Hugging Face config.json's tp plan: the key of the "base_model_tp_plan"
@@ -227,6 +228,9 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
         return WrongType("\"fsdp_prefetch\"", "bool", value);
       }
       plan.fsdp_prefetch = value.bool_value();
+    } else if (member.first == "mixed_precision") {
+      DT_ASSIGN_OR_RETURN(plan.mixed_precision,
+                          ParseMixedPrecisionPolicy(value));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("plan: unknown key \"", member.first,

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "dtensor/parallel/mixed_precision_policy.h"
 #include "dtensor/parallel/parallel_style.h"
 
 namespace dtensor {
@@ -43,13 +44,16 @@ absl::string_view DataParallelName(DataParallel dp);
 //                      "use_local_output": false}},
 //    "dp": "fsdp" | "replicate" | "none",
 //    "bucket_mb": 25, "first_bucket_mb": 1,
-//    "fsdp_groups": ["layers.*"], "fsdp_prefetch": true}
+//    "fsdp_groups": ["layers.*"], "fsdp_prefetch": true,
+//    "mixed_precision": {"param_dtype": "bf16", "reduce_dtype": "f32"}}
 // "tp_dim"/"dp_dim" default to "tp"/"dp"; "tp" defaults to {} and "dp" to
 // "none"; "bucket_mb" (the size of the gradient buckets whose all-reduces
 // overlap the backward pass, dtensor/parallel/gradient_buckets.h) to 25 and
 // "first_bucket_mb" (the first bucket's, as DDP's first_bucket_bytes) to 1;
 // "fsdp_groups" (module-name patterns) to [] and "fsdp_prefetch" to true,
-// both only with "dp": "fsdp".
+// both only with "dp": "fsdp"; "mixed_precision" (a MixedPrecisionPolicy,
+// dtensor/parallel/mixed_precision_policy.h; keys param_dtype, reduce_dtype,
+// output_dtype, each "f32" or "bf16") to none.
 // Entries keep file order.
 // An entry's pattern names modules, or, when it matches no module,
 // parameters ("layers.*.mlp.up_proj.weight", as Hugging Face's tp_plan
@@ -103,6 +107,9 @@ struct Plan {
   // group while one computes.
   std::vector<std::string> fsdp_groups;
   bool fsdp_prefetch = true;
+  // Parameters computed (and FSDP-gathered) in param_dtype, gradients
+  // reduced in reduce_dtype; the masters keep their dtype.
+  std::optional<MixedPrecisionPolicy> mixed_precision;
 };
 
 // A Hugging Face config.json is a plan too: an object with
