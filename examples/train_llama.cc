@@ -10,7 +10,8 @@
 //       (in-process ranks share GPU 0, their collectives staged through the
 //       host; under dtrun with --backend nccl, a GPU per rank)
 //   [--batch 8] [--seq 64] [--dtype f32|bf16] set the step's shape and the
-//   parameters' dtype.
+//   parameters' dtype; [--mixed-precision bf16] keeps f32 parameters and
+//   computes in bf16 (docs/parallel.md, "Mixed precision").
 //   [--profile] profiles the steps after the first (warm-up) and prints rank
 //   0's table of op times and every rank's collective wait at the end;
 //   [--profile-trace FILE] also writes them as a Chrome trace (implies
@@ -75,6 +76,8 @@ struct Options {
   // "cpu" or "cuda": where parameters, optimizer state and batches live.
   std::string device = "cpu";
   DType dtype = DType::kF32;
+  // --mixed-precision: replaces the plan's policy.
+  std::optional<parallel::MixedPrecisionPolicy> mixed_precision;
   // Checkpoint directories (empty: none): resume from one before training,
   // save to one after the last step.
   std::string save;
@@ -89,12 +92,30 @@ struct Options {
   std::string profile_trace;
 };
 
+// --mixed-precision DTYPE: torchtitan's policy, computing in DTYPE over f32
+// parameters (parallel::ComputeIn).
+absl::Status ParseMixedPrecision(const ParsedArgs& parsed, Options& options) {
+  if (!parsed.Has("mixed-precision")) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(
+      const DType compute,
+      parallel::ParseMixedPrecisionDType(
+          "--mixed-precision", parsed.ValueOr("mixed-precision", "")));
+  if (options.dtype != DType::kF32) {
+    return absl::InvalidArgumentError(
+        "--mixed-precision keeps the parameters in f32: drop --dtype bf16");
+  }
+  options.mixed_precision = parallel::ComputeIn(compute);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   constexpr FlagSpec kFlags[] = {
-      {"config"},  {"mesh"},   {"plan"},     {"steps"},      {"seed"},
-      {"backend"}, {"device"}, {"dtype"},    {"batch"},      {"seq"},
-      {"save"},    {"resume"}, {"deadline"}, {"help", false},
-      {"profile", false}, {"profile-trace"}};
+      {"config"},        {"mesh"},           {"plan"},
+      {"steps"},         {"seed"},           {"backend"},
+      {"device"},        {"dtype"},          {"batch"},
+      {"seq"},           {"save"},           {"resume"},
+      {"deadline"},      {"help", false},    {"profile", false},
+      {"profile-trace"}, {"mixed-precision"}};
   DT_ASSIGN_OR_RETURN(ParsedArgs parsed, ParseArgs(args, kFlags));
   Options options;
   if (parsed.Has("help")) {
@@ -104,7 +125,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
         BackendFlagValues(),
         "] [--device cpu|cuda] "
         "[--dtype f32|bf16] [--batch B] [--seq S] [--save DIR] [--resume DIR] "
-        "[--deadline SECONDS] [--profile] [--profile-trace FILE]\n"
+        "[--deadline SECONDS] [--profile] [--profile-trace FILE] "
+        "[--mixed-precision bf16]\n"
         "--steps counts from the start of training: a run resumed at step k "
         "runs steps k+1..N"));
   }
@@ -163,6 +185,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
         absl::StrCat("--dtype ", dtype, ": expected f32 or bf16"));
   }
   options.dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  DT_RETURN_IF_ERROR(ParseMixedPrecision(parsed, options));
   return options;
 }
 
@@ -335,6 +358,7 @@ absl::Status Main(const std::vector<std::string>& args) {
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(options.mesh));
   DT_ASSIGN_OR_RETURN(parallel::Plan plan,
                       parallel::LoadPlanFile(options.plan));
+  if (options.mixed_precision) plan.mixed_precision = options.mixed_precision;
   DT_ASSIGN_OR_RETURN(std::string corpus,
                       ReadTextFile(kCorpus, kMaxCorpusBytes));
   if (corpus.size() <= static_cast<size_t>(options.seq) + 1) {

@@ -183,9 +183,11 @@ class GradientTape {
                                           const DTensor& source);
   // The same, rebuilt by `rebuild` instead of a redistribution of `source`
   // (which stays the tensor `value` derives from: its sharding, mesh and
-  // gradient path): FSDP rebuilds a group's parameters with one flat
-  // all-gather and prefetches the next group's. `group` keys the tensors
-  // rebuilt together (HeldTensor::rebuild_group; may be null).
+  // gradient path; its dtype may differ, for a rebuild that casts): FSDP
+  // rebuilds a group's parameters with one flat all-gather (of their casts
+  // to the compute dtype under mixed precision) and prefetches the next
+  // group's. `group` keys the tensors rebuilt together
+  // (HeldTensor::rebuild_group; may be null).
   // Requires: `rebuild` returns a tensor equal to value (spec and data),
   // under the same collective rules (every rank calls it at the same point).
   // The tape calls it once per pass for `value` (sharing the result between

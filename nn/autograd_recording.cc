@@ -59,14 +59,17 @@ std::vector<GradientTape*> ActiveTapes() {
   return tapes;
 }
 
-absl::Status CheckRecomputable(const DTensor& value, const DTensor& source) {
+// `same_dtype`: a value rebuilt by redistributing its source has its dtype;
+// one a rebuild function makes may be a cast of it.
+absl::Status CheckRecomputable(const DTensor& value, const DTensor& source,
+                               bool same_dtype) {
   if (!value.defined() || !source.defined()) {
     return absl::InvalidArgumentError(
         absl::StrCat("RecomputeInBackward: the ",
                      value.defined() ? "source" : "value", " is undefined"));
   }
   if (value.mesh() != source.mesh() || value.shape() != source.shape() ||
-      value.dtype() != source.dtype()) {
+      (same_dtype && value.dtype() != source.dtype())) {
     return absl::InvalidArgumentError(
         absl::StrCat("RecomputeInBackward: ", value.spec().ToString(),
                      " cannot be rebuilt from ", source.spec().ToString(),
@@ -158,7 +161,8 @@ absl::Status GradientTape::RecomputeInBackward(const DTensor& value,
                                                const DTensor& source,
                                                RebuildFn rebuild,
                                                const void* group) {
-  DT_RETURN_IF_ERROR(CheckRecomputable(value, source));
+  DT_RETURN_IF_ERROR(
+      CheckRecomputable(value, source, /*same_dtype=*/rebuild == nullptr));
   if (value.id() == source.id()) return absl::OkStatus();
   const DTensor stand_in =
       DTensor::WrapUnchecked(value.runtime(), value.spec_ptr(), Tensor());

@@ -22,6 +22,7 @@
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/nn/autograd.h"
 #include "dtensor/nn/function.h"
+#include "dtensor/ops/cast_ops.h"
 #include "dtensor/parallel/flat_buffer.h"
 #include "dtensor/redistribute/cost_model.h"
 #include "dtensor/shard_geometry.h"
@@ -37,8 +38,16 @@ namespace {
 // soon as it is final, or hands it to GradientBuckets, which reduce-scatters
 // a bucket of them with one asynchronous collective.
 absl::StatusOr<std::vector<DTensor>> GatherBackward(const BackwardCall& call) {
-  return std::vector<DTensor>(call.grad_outputs.begin(),
-                              call.grad_outputs.end());
+  std::vector<DTensor> grads(call.grad_outputs.begin(),
+                             call.grad_outputs.end());
+  // Mixed precision gathered a cast: the gradient goes back to the master's
+  // dtype (a widening cast keeps it Partial, so no reduction happens here).
+  for (size_t k = 0; k < grads.size(); ++k) {
+    if (grads[k].defined() && grads[k].dtype() != call.inputs[k].dtype()) {
+      DT_ASSIGN_OR_RETURN(grads[k], ops::To(grads[k], call.inputs[k].dtype()));
+    }
+  }
+  return grads;
 }
 
 const nn::Function& GatherFunction() {
@@ -250,6 +259,9 @@ class GroupState {
  private:
   const FsdpOptions& options() const;
   std::vector<DTensor> Sharded() const;
+  // `sharded` cast to options().param_dtype where set (floating ones).
+  absl::StatusOr<std::vector<DTensor>> InParamDType(
+      std::vector<DTensor> sharded) const;
   absl::StatusOr<std::vector<DTensor>> TakeGathered();
 
   FsdpGroup group_;
@@ -345,6 +357,18 @@ class Schedule : public std::enable_shared_from_this<Schedule> {
 
 const FsdpOptions& GroupState::options() const { return schedule_->options(); }
 
+absl::StatusOr<std::vector<DTensor>> GroupState::InParamDType(
+    std::vector<DTensor> sharded) const {
+  const std::optional<DType> dtype = options().param_dtype;
+  if (!dtype.has_value()) return sharded;
+  for (DTensor& param : sharded) {
+    if (IsFloatingPoint(param.dtype()) && param.dtype() != *dtype) {
+      DT_ASSIGN_OR_RETURN(param, ops::To(param, *dtype));
+    }
+  }
+  return sharded;
+}
+
 std::vector<DTensor> GroupState::Sharded() const {
   std::vector<DTensor> sharded;
   for (const ParamSlot& slot : params_) {
@@ -355,7 +379,13 @@ std::vector<DTensor> GroupState::Sharded() const {
 
 absl::Status GroupState::StartGather() {
   if (!pending_.empty() || params_.empty()) return absl::OkStatus();
-  const std::vector<DTensor> sharded = Sharded();
+  std::vector<DTensor> sharded;
+  {
+    // Under mixed precision the casts only feed the collective: Enter
+    // records the gather from the masters.
+    nn::NoGrad not_recorded;
+    DT_ASSIGN_OR_RETURN(sharded, InParamDType(Sharded()));
+  }
   absl::flat_hash_map<DType, size_t> gather_of;
   std::vector<std::vector<DTensor>> by_dtype;
   pending_place_.clear();

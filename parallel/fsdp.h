@@ -2,11 +2,13 @@
 #define DTENSOR_PARALLEL_FSDP_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "dtensor/nn/module.h"
+#include "dtensor/tensor/dtype.h"
 
 namespace dtensor {
 namespace parallel {
@@ -56,6 +58,13 @@ struct FsdpOptions {
   int64_t dp_dim = 0;
   // Gather the next group while one computes.
   bool prefetch = true;
+  // Mixed precision (dtensor/parallel/mixed_precision_policy.h): each
+  // floating parameter's shard is cast to this dtype before the all-gather
+  // (as FSDP2 does), so that the gather moves and the group computes in it;
+  // the tape keeps neither the casts nor the gathered copies, and the
+  // gather's backward casts each gradient back to its master's dtype. Unset:
+  // the parameters' dtype.
+  std::optional<DType> param_dtype;
 };
 
 // Installs FSDP on `groups`, given in forward order. The hooks share the

@@ -55,10 +55,12 @@ struct GradientBuckets::Bucket {
 
 GradientBuckets::GradientBuckets(std::vector<DTensor> params,
                                  int64_t bucket_bytes,
-                                 int64_t first_bucket_bytes)
+                                 int64_t first_bucket_bytes,
+                                 std::optional<DType> reduce_dtype)
     : params_(std::move(params)),
       bucket_bytes_(bucket_bytes),
       first_bucket_bytes_(std::min(first_bucket_bytes, bucket_bytes)),
+      reduce_dtype_(reduce_dtype),
       unbucketed_(params_.size()),
       accumulated_(params_.size()),
       given_(params_.size()) {}
@@ -184,18 +186,23 @@ absl::Status GradientBuckets::Add(size_t index, const DTensor& grad) {
     rows = std::move(split->rows);
     result_shape[0] = rows[coord[reduction.mesh_dims[0]]].size;
   }
-  Bucket* open = &OpenBucket(reduction, sum.dtype(), sum.mesh());
+  const DType dtype = reduce_dtype_.value_or(sum.dtype());
+  Tensor local = sum.ToLocal();
+  if (local.defined() && local.dtype() != dtype) {
+    DT_ASSIGN_OR_RETURN(local, local.To(dtype));
+  }
+  Bucket* open = &OpenBucket(reduction, dtype, sum.mesh());
   if (reduction.scatter && !open->owners.empty() &&
       open->owners.back() != CommOwner::Current()) {
     // The gradients of an FSDP group are handed over together, under the
     // group's module: the group's reduce-scatter starts when they are in.
     DT_RETURN_IF_ERROR(Start(*open));
-    open = &OpenBucket(reduction, sum.dtype(), sum.mesh());
+    open = &OpenBucket(reduction, dtype, sum.mesh());
   }
   Bucket& bucket = *open;
   bucket.indices.push_back(index);
-  bucket.locals.push_back(sum.ToLocal());
-  const int64_t bytes = block.numel() * ElementSize(sum.dtype());
+  bucket.locals.push_back(std::move(local));
+  const int64_t bytes = block.numel() * ElementSize(dtype);
   bucket.bytes += bytes;
   bucket.given_bytes.push_back(bytes);
   bucket.shapes.push_back(std::move(result_shape));
@@ -298,6 +305,9 @@ absl::Status GradientBuckets::Complete(Bucket& bucket,
       DT_ASSIGN_OR_RETURN(local, bucket.flat.Narrow(0, offset, n));
       DT_ASSIGN_OR_RETURN(local, local.View(bucket.shapes[k]));
       offset += n;
+      if (local.dtype() != param.dtype()) {
+        DT_ASSIGN_OR_RETURN(local, local.To(param.dtype()));
+      }
     }
     result[bucket.indices[k]] =
         DTensor::WrapUnchecked(param.runtime(), param.spec_ptr(), local);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -14,6 +15,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/mesh/device_mesh.h"
 #include "dtensor/placement.h"
+#include "dtensor/tensor/dtype.h"
 
 namespace dtensor {
 namespace parallel {
@@ -69,8 +71,14 @@ class GradientBuckets {
   // min(`first_bucket_bytes`, `bucket_bytes`) instead (DDP's
   // first_bucket_bytes), so that one all-reduce starts early in backward
   // even when the whole model fits one bucket.
+  // With `reduce_dtype` (mixed precision's, dtensor/parallel/
+  // mixed_precision_policy.h), the bucketed gradients are cast to it (each
+  // rank's terms rounded once) before their collective and back to their
+  // parameter's dtype after, so that the collective moves and sums that
+  // dtype; the gradients no bucket takes are reduced in their own dtype.
   GradientBuckets(std::vector<DTensor> params, int64_t bucket_bytes,
-                  int64_t first_bucket_bytes = kFirstBucketBytes);
+                  int64_t first_bucket_bytes = kFirstBucketBytes,
+                  std::optional<DType> reduce_dtype = std::nullopt);
 
   // DistributedDataParallel's default first bucket: 1 MiB.
   static constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;
@@ -155,6 +163,7 @@ class GradientBuckets {
   std::vector<DTensor> params_;
   int64_t bucket_bytes_;
   int64_t first_bucket_bytes_;
+  std::optional<DType> reduce_dtype_;
   // By parameter: the gradient of this step that needs no bucket, and the
   // accumulated gradients of earlier micro-batches.
   std::vector<DTensor> unbucketed_;

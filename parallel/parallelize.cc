@@ -11,6 +11,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/parallel/context_parallel.h"
 #include "dtensor/parallel/fsdp.h"
+#include "dtensor/parallel/mixed_precision.h"
 #include "dtensor/parallel/parallel_style.h"
 #include "dtensor/parallel/plan_resolution.h"
 #include "dtensor/parallel/tp_local.h"
@@ -107,6 +108,9 @@ void AddStyleHooks(const ResolvedEntry& r, const DeviceMesh& mesh, int64_t tp) {
 
 absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
                                const Plan& plan) {
+  if (plan.mixed_precision) {
+    DT_RETURN_IF_ERROR(CheckMixedPrecisionPolicy(*plan.mixed_precision));
+  }
   DT_ASSIGN_OR_RETURN(PlanResolution resolution, ResolvePlan(plan, root, mesh));
   for (const ResolvedEntry& r : resolution.entries) {
     // A parameter key places its parameter alone.
@@ -120,8 +124,16 @@ absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
     DT_ASSIGN_OR_RETURN(DTensor moved, p.slot->value.Redistribute(p.sharding));
     p.slot->value = std::move(moved);
   }
-  if (!resolution.fsdp) return absl::OkStatus();
-  return AddFsdpGroups(std::move(resolution.fsdp_groups), *resolution.fsdp);
+  if (resolution.fsdp) {
+    if (plan.mixed_precision) {
+      resolution.fsdp->param_dtype = plan.mixed_precision->param_dtype;
+    }
+    DT_RETURN_IF_ERROR(
+        AddFsdpGroups(std::move(resolution.fsdp_groups), *resolution.fsdp));
+  }
+  // After FSDP's hooks: a group's gathered copies are then in param_dtype.
+  if (!plan.mixed_precision) return absl::OkStatus();
+  return AddMixedPrecisionHooks(root, *plan.mixed_precision);
 }
 
 }  // namespace parallel

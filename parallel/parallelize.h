@@ -43,6 +43,10 @@ namespace parallel {
 // again and reduce-scatters the gradients. Parameter DTensors (ids) taken
 // from the slots after this call stay valid. Every decision is taken first
 // by ResolvePlan (dtensor/parallel/plan_resolution.h), which this applies.
+// With plan.mixed_precision, FSDP gathers in its param_dtype and
+// AddMixedPrecisionHooks (dtensor/parallel/mixed_precision.h) installs the
+// policy's casts after every other hook; a policy with a dtype other than
+// f32 and bf16 fails first (the tree is then left as it was).
 // Errors: those of ResolvePlan (the tree is then left as it was), and failed
 // redistributions. A layout that fails later, at a forward (an
 // output_layouts dim the output does not have), is an error naming the

@@ -110,6 +110,7 @@ constexpr absl::string_view kPlanKeys[] = {"tp",
                                            "first_bucket_mb",
                                            "fsdp_groups",
                                            "fsdp_prefetch",
+                                           "mixed_precision",
                                            "context_parallel"};
 constexpr absl::string_view kHfPlanKeys[] = {"base_model_tp_plan", "tp_plan"};
 
@@ -234,6 +235,9 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
         return WrongType("\"fsdp_prefetch\"", "bool", value);
       }
       plan.fsdp_prefetch = value.bool_value();
+    } else if (member.first == "mixed_precision") {
+      DT_ASSIGN_OR_RETURN(plan.mixed_precision,
+                          ParseMixedPrecisionPolicy(value));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("plan: unknown key \"", member.first,

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "dtensor/parallel/context_parallel.h"
+#include "dtensor/parallel/mixed_precision_policy.h"
 #include "dtensor/parallel/parallel_style.h"
 
 namespace dtensor {
@@ -45,13 +46,16 @@ absl::string_view DataParallelName(DataParallel dp);
 //    "dp": "fsdp" | "replicate" | "none",
 //    "bucket_mb": 25, "first_bucket_mb": 1,
 //    "fsdp_groups": ["layers.*"], "fsdp_prefetch": true,
+//    "mixed_precision": {"param_dtype": "bf16", "reduce_dtype": "f32"},
 //    "context_parallel": {"mesh_dim": "cp", "order": "balanced"}}
 // "tp_dim"/"dp_dim" default to "tp"/"dp"; "tp" defaults to {} and "dp" to
 // "none"; "bucket_mb" (the size of the gradient buckets whose all-reduces
 // overlap the backward pass, dtensor/parallel/gradient_buckets.h) to 25 and
 // "first_bucket_mb" (the first bucket's, as DDP's first_bucket_bytes) to 1;
 // "fsdp_groups" (module-name patterns) to [] and "fsdp_prefetch" to true,
-// both only with "dp": "fsdp"; "context_parallel"
+// both only with "dp": "fsdp"; "mixed_precision" (a MixedPrecisionPolicy,
+// dtensor/parallel/mixed_precision_policy.h; keys param_dtype, reduce_dtype,
+// output_dtype, each "f32" or "bf16") to none; "context_parallel"
 // (dtensor/parallel/context_parallel.h) is off unless given.
 // Entries keep file order.
 // An entry's pattern names modules, or, when it matches no module,
@@ -106,6 +110,9 @@ struct Plan {
   // group while one computes.
   std::vector<std::string> fsdp_groups;
   bool fsdp_prefetch = true;
+  // Parameters computed (and FSDP-gathered) in param_dtype, gradients
+  // reduced in reduce_dtype; the masters keep their dtype.
+  std::optional<MixedPrecisionPolicy> mixed_precision;
   // Unset: no context parallelism.
   std::optional<ContextParallelPlan> context_parallel;
 };

@@ -73,7 +73,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   DT_ASSIGN_OR_RETURN(trainer->optimizer_,
                       make_optimizer(trainer->parameters_));
   trainer->buckets_ = std::make_unique<GradientBuckets>(
-      trainer->parameters_, plan.bucket_bytes, plan.first_bucket_bytes);
+      trainer->parameters_, plan.bucket_bytes, plan.first_bucket_bytes,
+      plan.mixed_precision ? plan.mixed_precision->reduce_dtype : std::nullopt);
   return trainer;
 }
 

@@ -42,7 +42,10 @@ constexpr char kUsage[] =
     "  --mesh       mesh sizes: 4x2, or named: dp=4,tp=2\n"
     "  --batch      global batch (default: the dp mesh dim's size)\n"
     "  --seq        sequence length (default: the config's max_seq_len)\n"
-    "  --dtype      parameter and activation dtype (default bf16)\n"
+    "  --dtype      parameter and activation dtype (default bf16; with a "
+    "plan's\n"
+    "               mixed_precision, the parameters' (masters') dtype, "
+    "default f32)\n"
     "  --bandwidth  link bandwidth of each mesh dim in GB/s (default 87.7)\n"
     "  --latency    per-hop latency of each mesh dim in us (default 0.6)\n"
     "  --rank       whose view (default 0; rank 0 holds the largest shards)\n"
@@ -56,6 +59,7 @@ constexpr char kUsage[] =
     "  --json       print the report as one JSON object:\n"
     "               {\"model\",\"config\",\"mesh\",\"plan\",\"batch\",\"seq\","
     "\"dtype\",\"rank\",\n"
+    "                \"mixed_precision\" (only with the plan key),\n"
     "                \"modules\":[{\"name\",\"type\",\"parameters\","
     "\"activations\",\"forward\",\"backward\"}],\n"
     "                \"totals\":{\"forward\",\"backward\",\"optimizer\","
@@ -105,7 +109,10 @@ absl::StatusOr<ExplainRequest> RequestFromArgs(const ParsedArgs& args) {
                       parallel::LoadPlanFile(UserPath(plan_name)));
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_text));
   ExplainRequest request{config_name, plan_name, config, plan, mesh};
-  DT_ASSIGN_OR_RETURN(request.dtype, ParseDType(args.ValueOr("dtype", "bf16")));
+  // Mixed precision keeps f32 masters and computes in its param_dtype.
+  DT_ASSIGN_OR_RETURN(
+      request.dtype,
+      ParseDType(args.ValueOr("dtype", plan.mixed_precision ? "f32" : "bf16")));
   if (args.Has("bandwidth") || args.Has("latency")) {
     DT_ASSIGN_OR_RETURN(request.links, LinksFromFlags(args, request.mesh));
   }

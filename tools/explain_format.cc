@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/base/json_text.h"
+#include "dtensor/parallel/mixed_precision_policy.h"
 #include "nlohmann/json.hpp"
 
 namespace dtensor {
@@ -23,6 +24,18 @@ ordered_json LayoutJson(const TensorLayout& t) {
           {"dtype", std::string(DTypeName(t.dtype))},
           {"layout", t.layout},
           {"local_shape", t.local_shape}};
+}
+
+// The policy's fields that are set, as dtype names.
+ordered_json MixedPrecisionJson(const parallel::MixedPrecisionPolicy& policy) {
+  ordered_json out = ordered_json::object();
+  for (const auto& [key, dtype] :
+       {std::pair{"param_dtype", policy.param_dtype},
+        std::pair{"reduce_dtype", policy.reduce_dtype},
+        std::pair{"output_dtype", policy.output_dtype}}) {
+    if (dtype.has_value()) out[key] = std::string(DTypeName(*dtype));
+  }
+  return out;
 }
 
 ordered_json CollectivesJson(const std::vector<CollectiveSummary>& list) {
@@ -199,6 +212,10 @@ std::string ExplainJson(const ExplainReport& r) {
   // A key of its own, only with --device-memory: the output without it stays
   // what scripts read.
   if (r.device.has_value()) report["memory_per_device"] = DeviceJson(*r.device);
+  // Likewise only with a plan's policy.
+  if (q.plan.mixed_precision) {
+    report["mixed_precision"] = MixedPrecisionJson(*q.plan.mixed_precision);
+  }
   report["warnings"] = r.warnings;
   return DumpJson(report) + "\n";
 }
@@ -208,7 +225,12 @@ std::string ExplainText(const ExplainReport& r) {
   std::string out = absl::StrCat(
       "llama ", q.config_name, ", plan ", q.plan_name, ", mesh ",
       q.mesh.ToString(), ", batch ", q.batch, " x seq ", q.seq, ", ",
-      std::string(DTypeName(q.dtype)), " (the view of rank ", r.rank, ")\n\n");
+      std::string(DTypeName(q.dtype)),
+      q.plan.mixed_precision
+          ? absl::StrCat(", mixed precision ", parallel::MixedPrecisionToString(
+                                                   *q.plan.mixed_precision))
+          : "",
+      " (the view of rank ", r.rank, ")\n\n");
   absl::StrAppend(&out, "Collectives per step (per rank):\n");
   AppendTotalsTable(r, out);
   const MemoryEstimate& mem = r.memory;
