@@ -68,11 +68,17 @@ absl::StatusOr<DTensor> PositionsOf(const DTensor& x,
        ops::SegmentsOf(seq, ranks, coord[cp.mesh_dim], cp.order)) {
     for (int64_t i = 0; i < s.length; ++i) positions.push_back(s.start + i);
   }
+  std::vector<Placement> placements(mesh.ndim(), Placement::Replicate());
+  placements[cp.mesh_dim] = Placement::Shard(0);
+  if (x.runtime()->metadata_only()) {
+    DT_ASSIGN_OR_RETURN(
+        const DTensorSpec spec,
+        DTensorSpec::Create(mesh, placements, {seq}, DType::kI64));
+    return DTensor::FromSpec(x.runtime(), spec);
+  }
   DT_ASSIGN_OR_RETURN(const Tensor local,
                       Tensor::FromVector<int64_t>(
                           positions, {static_cast<int64_t>(positions.size())}));
-  std::vector<Placement> placements(mesh.ndim(), Placement::Replicate());
-  placements[cp.mesh_dim] = Placement::Shard(0);
   FromLocalOptions layout;
   layout.global_shape = Shape{seq};
   return DTensor::FromLocal(x.runtime(), local, mesh, placements, layout);

@@ -6,6 +6,7 @@
 #include "dtensor/nn/autograd.h"
 #include "dtensor/nn/function.h"
 #include "dtensor/ops/op_args.h"
+#include "dtensor/tensor/attention.h"
 
 namespace dtensor {
 namespace nn {
@@ -57,11 +58,19 @@ absl::StatusOr<DTensor> RingAttention(
                       ops::RingAttention(q, k, v, options));
   Shape lse_shape = result.out.shape();
   lse_shape.pop_back();
-  FromLocalOptions lse_layout;
-  lse_layout.global_shape = lse_shape;
-  DT_ASSIGN_OR_RETURN(const DTensor lse,
-                      DTensor::FromLocal(q.runtime(), std::move(result.lse),
-                                         q.mesh(), q.placements(), lse_layout));
+  DTensor lse;
+  if (q.runtime()->metadata_only()) {
+    DT_ASSIGN_OR_RETURN(const DTensorSpec spec,
+                        DTensorSpec::Create(q.mesh(), q.placements(), lse_shape,
+                                            AttentionLseDType(q.dtype())));
+    DT_ASSIGN_OR_RETURN(lse, DTensor::FromSpec(q.runtime(), spec));
+  } else {
+    FromLocalOptions lse_layout;
+    lse_layout.global_shape = lse_shape;
+    DT_ASSIGN_OR_RETURN(
+        lse, DTensor::FromLocal(q.runtime(), std::move(result.lse), q.mesh(),
+                                q.placements(), lse_layout));
+  }
   const DTensor* inputs[] = {&q, &k, &v};
   const DTensor outputs[] = {result.out, lse};
   GradientTape::RecordFunction(RingFunction(), inputs, ArgsOf(options),

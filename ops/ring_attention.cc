@@ -61,10 +61,6 @@ absl::StatusOr<Ring> RingOf(const DTensor& q, const DTensor& k,
         absl::StrCat(kOp, ": cp mesh dim ", options.mesh_dim,
                      " is not a dim of a ", mesh.ndim(), "-D mesh"));
   }
-  if (q.runtime()->metadata_only()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(kOp, ": runs on real ranks, not in metadata-only mode"));
-  }
   const int64_t ndim = static_cast<int64_t>(q.shape().size());
   if (ndim < 2 || static_cast<int64_t>(k.shape().size()) != ndim ||
       static_cast<int64_t>(v.shape().size()) != ndim) {
@@ -96,8 +92,10 @@ absl::StatusOr<Ring> RingOf(const DTensor& q, const DTensor& k,
         SequencePositions(length, ring.cp, options.order).status());
   }
   ring.scale = AttentionScale(options.scale, q.shape().back());
-  DT_ASSIGN_OR_RETURN(
-      ring.comm, q.runtime()->groups()->ForMeshDims(mesh, {options.mesh_dim}));
+  if (!q.runtime()->metadata_only()) {
+    DT_ASSIGN_OR_RETURN(ring.comm, q.runtime()->groups()->ForMeshDims(
+                                       mesh, {options.mesh_dim}));
+  }
   for (int64_t i = 0; i < ring.cp; ++i) {
     ring.next.push_back({i, (i + 1) % ring.cp});
   }
@@ -105,21 +103,33 @@ absl::StatusOr<Ring> RingOf(const DTensor& q, const DTensor& k,
   return ring;
 }
 
+void CountTransfer(const Ring& ring, const Shape& shape, DType dtype,
+                   const char* what) {
+  CommCounter::RecordOnThread(CommCounter::Estimated(
+      *ring.cost_model, CommKind::kPermute, {ring.options.mesh_dim},
+      ring.mesh_shape,
+      static_cast<double>(NumElements(shape) * ElementSize(dtype)),
+      absl::StrCat("ring attention ", what)));
+}
+
 absl::StatusOr<Transfer> StartTransfer(const Ring& ring, const Tensor& send,
                                        Shape shape, const char* what) {
+  CountTransfer(ring, shape, send.dtype(), what);
   Transfer t;
   DT_ASSIGN_OR_RETURN(
       t.received, Tensor::Empty(std::move(shape), send.dtype(), send.device()));
-  CommCounter::RecordOnThread(CommCounter::Estimated(
-      *ring.cost_model, CommKind::kPermute, {ring.options.mesh_dim},
-      ring.mesh_shape, static_cast<double>(t.received.nbytes()),
-      absl::StrCat("ring attention ", what)));
   t.work = ring.comm->PermuteAsync(send, t.received, ring.next);
   return t;
 }
 
-Shape BlockShape(const Ring& ring, const Tensor& local, int64_t holder) {
-  Shape shape = local.shape();
+absl::StatusOr<Shape> LocalShape(const DTensor& t) {
+  if (t.ToLocal().defined()) return t.ToLocal().shape();
+  DT_ASSIGN_OR_RETURN(const ShardBlock block, t.LocalBlock());
+  return block.shape;
+}
+
+Shape BlockShape(const Ring& ring, const Shape& local, int64_t holder) {
+  Shape shape = local;
   shape[ring.seq] = 0;
   for (const SequenceSegment& s : ring.KeySegments(holder)) {
     shape[ring.seq] += s.length;
@@ -229,6 +239,30 @@ absl::StatusOr<AttentionWithLse> Concatenated(
   return result;
 }
 
+// RingAttention under a metadata-only runtime: the output's spec and the
+// ring's transfers counted.
+absl::StatusOr<RingAttentionResult> MetadataOnly(const Ring& ring,
+                                                 const DTensor& q,
+                                                 const DTensor& k,
+                                                 const DTensor& v,
+                                                 const Shape& out_shape) {
+  DT_ASSIGN_OR_RETURN(const Shape k_local, internal::LocalShape(k));
+  DT_ASSIGN_OR_RETURN(const Shape v_local, internal::LocalShape(v));
+  for (int64_t step = 0; step + 1 < ring.cp; ++step) {
+    const int64_t next = ring.HolderAt(step + 1);
+    internal::CountTransfer(ring, BlockShape(ring, k_local, next), k.dtype(),
+                            "keys");
+    internal::CountTransfer(ring, BlockShape(ring, v_local, next), v.dtype(),
+                            "values");
+  }
+  DT_ASSIGN_OR_RETURN(
+      DTensorSpec spec,
+      DTensorSpec::Create(q.mesh(), q.placements(), out_shape, q.dtype()));
+  RingAttentionResult result;
+  DT_ASSIGN_OR_RETURN(result.out, DTensor::FromSpec(q.runtime(), spec));
+  return result;
+}
+
 }  // namespace
 
 absl::StatusOr<RingAttentionResult> RingAttention(
@@ -238,6 +272,9 @@ absl::StatusOr<RingAttentionResult> RingAttention(
   DT_ASSIGN_OR_RETURN(
       const Shape out_shape,
       AttentionOutputShape(q.shape(), k.shape(), v.shape(), kOp));
+  if (q.runtime()->metadata_only()) {
+    return MetadataOnly(ring, q, k, v, out_shape);
+  }
   const Tensor& local_q = q.ToLocal();
   Tensor keys = k.ToLocal();
   Tensor values = v.ToLocal();
@@ -253,10 +290,12 @@ absl::StatusOr<RingAttentionResult> RingAttention(
       const int64_t next = ring.HolderAt(step + 1);
       DT_ASSIGN_OR_RETURN(
           next_keys,
-          StartTransfer(ring, keys, BlockShape(ring, keys, next), "keys"));
+          StartTransfer(ring, keys, BlockShape(ring, keys.shape(), next),
+                        "keys"));
       DT_ASSIGN_OR_RETURN(
-          next_values, StartTransfer(ring, values,
-                                     BlockShape(ring, values, next), "values"));
+          next_values,
+          StartTransfer(ring, values, BlockShape(ring, values.shape(), next),
+                        "values"));
     }
     DT_RETURN_IF_ERROR(AttendBlock(ring, local_q, keys, values,
                                    ring.HolderAt(step), q_segments, acc));

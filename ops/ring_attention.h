@@ -48,7 +48,9 @@ struct RingAttentionResult {
 // Errors: inputs on different meshes or of other placements than that (a
 // Partial, a sharded E or Ev, the sequence sharded elsewhere, placements
 // that differ between q, k and v), a bad mesh dim, a kBalanced length not
-// divisible by 2 * cp, metadata-only mode, what the local attention reports.
+// divisible by 2 * cp, what the local attention reports. Under a
+// metadata-only runtime: the output's spec (lse undefined), the ring's
+// transfers counted (CommCounter), nothing computed.
 absl::StatusOr<RingAttentionResult> RingAttention(
     const DTensor& q, const DTensor& k, const DTensor& v,
     const RingAttentionOptions& options);

@@ -97,6 +97,37 @@ absl::Status CheckForwardTensors(const DTensor& q, const DTensor& k,
   return absl::OkStatus();
 }
 
+// The backward under a metadata-only runtime: the gradients' specs and the
+// ring's transfers counted.
+absl::StatusOr<std::vector<DTensor>> MetadataOnly(const Ring& ring,
+                                                  const DTensor& q,
+                                                  const DTensor& k,
+                                                  const DTensor& v) {
+  DT_ASSIGN_OR_RETURN(const Shape k_local, internal::LocalShape(k));
+  DT_ASSIGN_OR_RETURN(const Shape v_local, internal::LocalShape(v));
+  const DType acc_dtype = AttentionLseDType(q.dtype());
+  for (int64_t step = 0; step < ring.cp && ring.cp > 1; ++step) {
+    const int64_t next = ring.HolderAt(step + 1);
+    if (step + 1 < ring.cp) {
+      internal::CountTransfer(ring, BlockShape(ring, k_local, next), k.dtype(),
+                              "keys");
+      internal::CountTransfer(ring, BlockShape(ring, v_local, next), v.dtype(),
+                              "values");
+    }
+    internal::CountTransfer(ring, BlockShape(ring, k_local, next), acc_dtype,
+                            "key gradients");
+    internal::CountTransfer(ring, BlockShape(ring, v_local, next), acc_dtype,
+                            "value gradients");
+  }
+  std::vector<DTensor> grads;
+  for (const DTensor* input : {&q, &k, &v}) {
+    DT_ASSIGN_OR_RETURN(DTensor grad,
+                        DTensor::FromSpec(input->runtime(), input->spec()));
+    grads.push_back(std::move(grad));
+  }
+  return grads;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<DTensor>> RingAttentionBackward(
@@ -104,6 +135,7 @@ absl::StatusOr<std::vector<DTensor>> RingAttentionBackward(
     const Tensor& lse, const DTensor& grad_out,
     const RingAttentionOptions& options) {
   DT_ASSIGN_OR_RETURN(const Ring ring, RingOf(q, k, v, options));
+  if (q.runtime()->metadata_only()) return MetadataOnly(ring, q, k, v);
   DT_RETURN_IF_ERROR(CheckForwardTensors(q, k, v, out, lse, grad_out));
   const QueryRows in{q.ToLocal(), out.ToLocal(), grad_out.ToLocal(), lse};
   const DType acc_dtype = AttentionLseDType(q.dtype());
@@ -122,10 +154,12 @@ absl::StatusOr<std::vector<DTensor>> RingAttentionBackward(
     if (passes) {
       DT_ASSIGN_OR_RETURN(
           next_keys,
-          StartTransfer(ring, keys, BlockShape(ring, keys, next), "keys"));
+          StartTransfer(ring, keys, BlockShape(ring, keys.shape(), next),
+                        "keys"));
       DT_ASSIGN_OR_RETURN(
-          next_values, StartTransfer(ring, values,
-                                     BlockShape(ring, values, next), "values"));
+          next_values,
+          StartTransfer(ring, values, BlockShape(ring, values.shape(), next),
+                        "values"));
     }
     DT_RETURN_IF_ERROR(DifferentiateBlock(ring, in, keys, values,
                                           ring.HolderAt(step), dq, dk, dv));
@@ -133,10 +167,12 @@ absl::StatusOr<std::vector<DTensor>> RingAttentionBackward(
     // The block's gradients go on with it; the last step brings each home.
     DT_ASSIGN_OR_RETURN(
         Transfer next_dk,
-        StartTransfer(ring, dk, BlockShape(ring, dk, next), "key gradients"));
+        StartTransfer(ring, dk, BlockShape(ring, dk.shape(), next),
+                      "key gradients"));
     DT_ASSIGN_OR_RETURN(
         Transfer next_dv,
-        StartTransfer(ring, dv, BlockShape(ring, dv, next), "value gradients"));
+        StartTransfer(ring, dv, BlockShape(ring, dv.shape(), next),
+                      "value gradients"));
     for (Transfer* t : {&next_keys, &next_values, &next_dk, &next_dv}) {
       if (t->work != nullptr) DT_RETURN_IF_ERROR(t->work->Wait());
     }

@@ -59,15 +59,23 @@ struct Transfer {
   std::shared_ptr<Work> work;
 };
 
+// Records a transfer of a block of `shape` and `dtype` to the next member
+// (CommCounter) under `what`, without moving data.
+void CountTransfer(const Ring& ring, const Shape& shape, DType dtype,
+                   const char* what);
+
 // Starts sending `send` to the next member and receiving the previous
 // member's into a new tensor of `shape`; the collective is counted
 // (CommCounter) under `what`.
 absl::StatusOr<Transfer> StartTransfer(const Ring& ring, const Tensor& send,
                                        Shape shape, const char* what);
 
-// The shape of the block of `local` (a k or v shard, or its gradient) that
-// member `holder` owns.
-Shape BlockShape(const Ring& ring, const Tensor& local, int64_t holder);
+// The shape of the block that member `holder` owns of a tensor whose local
+// shard (a k or v shard, or its gradient) has shape `local` here.
+Shape BlockShape(const Ring& ring, const Shape& local, int64_t holder);
+
+// The shape of this rank's shard of `t`, with or without data.
+absl::StatusOr<Shape> LocalShape(const DTensor& t);
 
 // Rows [begin, end) of `t`'s sequence dim (a view).
 absl::StatusOr<Tensor> Rows(const Ring& ring, const Tensor& t, int64_t begin,

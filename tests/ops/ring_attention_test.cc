@@ -174,6 +174,42 @@ TEST(RingAttentionTest, UnevenLengthsInContiguousOrder) {
   }
 }
 
+// Metadata-only (explain's view): the output's spec and the ring's
+// transfers, by hand: k blocks [2, 2, 1, 4, 8] and v blocks [2, 2, 1, 4, 4]
+// of f64 (1024 + 512 bytes) pass 3 times forward; backward passes them 3
+// times and their f64 gradients 4 times.
+TEST(RingAttentionTest, MetadataOnlyCountsTheRing) {
+  auto runtime = Runtime::MetadataOnly(/*rank=*/1);
+  const DeviceMesh mesh = *DeviceMesh::Create({4});
+  std::vector<DTensor> in;
+  for (const Shape& shape :
+       {Shape{2, 2, 2, 16, 8}, Shape{2, 2, 1, 16, 8}, Shape{2, 2, 1, 16, 4}}) {
+    in.push_back(*DTensor::FromSpec(
+        runtime,
+        *DTensorSpec::Create(mesh, {Placement::Shard(3)}, shape, DType::kF64)));
+  }
+  const RingAttentionOptions options{0, SequenceOrder::kBalanced, true};
+  CommCounter forward, backward;
+  absl::StatusOr<RingAttentionResult> out;
+  {
+    CommCounter::Scope scope(forward);
+    out = RingAttention(in[0], in[1], in[2], options);
+  }
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->out.shape(), (Shape{2, 2, 2, 16, 4}));
+  EXPECT_EQ(out->out.placements(), in[0].placements());
+  {
+    CommCounter::Scope scope(backward);
+    ASSERT_TRUE(RingAttentionBackward(in[0], in[1], in[2], out->out, Tensor(),
+                                      out->out, options)
+                    .ok());
+  }
+  EXPECT_EQ(forward.count(CommKind::kPermute), 6);
+  EXPECT_EQ(forward.bytes(CommKind::kPermute), 3 * (1024 + 512));
+  EXPECT_EQ(backward.count(CommKind::kPermute), 14);
+  EXPECT_EQ(backward.bytes(CommKind::kPermute), 7 * (1024 + 512));
+}
+
 TEST(RingAttentionTest, NamesLayoutsItCannotRun) {
   const DeviceMesh mesh = *DeviceMesh::Create({2});
   LocalCluster cluster(2);
