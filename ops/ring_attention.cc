@@ -122,6 +122,34 @@ absl::StatusOr<Transfer> StartTransfer(const Ring& ring, const Tensor& send,
   return t;
 }
 
+absl::StatusOr<KeyValueTransfer> PassKeysAndValues(const Ring& ring,
+                                                   int64_t step,
+                                                   const Tensor& keys,
+                                                   const Tensor& values) {
+  KeyValueTransfer t;
+  if (step + 1 >= ring.cp) return t;
+  const int64_t next = ring.HolderAt(step + 1);
+  DT_ASSIGN_OR_RETURN(
+      t.keys,
+      StartTransfer(ring, keys, BlockShape(ring, keys.shape(), next), "keys"));
+  DT_ASSIGN_OR_RETURN(
+      t.values,
+      StartTransfer(ring, values, BlockShape(ring, values.shape(), next),
+                    "values"));
+  return t;
+}
+
+absl::Status Receive(KeyValueTransfer& t, Tensor& keys, Tensor& values) {
+  if (t.keys.work == nullptr) return absl::OkStatus();
+  // Both finish before either error returns.
+  absl::Status status = t.keys.work->Wait();
+  status.Update(t.values.work->Wait());
+  DT_RETURN_IF_ERROR(status);
+  keys = std::move(t.keys.received);
+  values = std::move(t.values.received);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Shape> LocalShape(const DTensor& t) {
   if (t.ToLocal().defined()) return t.ToLocal().shape();
   DT_ASSIGN_OR_RETURN(const ShardBlock block, t.LocalBlock());
@@ -284,27 +312,11 @@ absl::StatusOr<RingAttentionResult> RingAttention(
   const std::vector<SequenceSegment> q_segments = ring.QuerySegments();
   std::vector<AttentionWithLse> acc(q_segments.size());
   for (int64_t step = 0; step < ring.cp; ++step) {
-    const bool passes = step + 1 < ring.cp;
-    Transfer next_keys, next_values;
-    if (passes) {
-      const int64_t next = ring.HolderAt(step + 1);
-      DT_ASSIGN_OR_RETURN(
-          next_keys,
-          StartTransfer(ring, keys, BlockShape(ring, keys.shape(), next),
-                        "keys"));
-      DT_ASSIGN_OR_RETURN(
-          next_values,
-          StartTransfer(ring, values, BlockShape(ring, values.shape(), next),
-                        "values"));
-    }
+    DT_ASSIGN_OR_RETURN(internal::KeyValueTransfer next,
+                        internal::PassKeysAndValues(ring, step, keys, values));
     DT_RETURN_IF_ERROR(AttendBlock(ring, local_q, keys, values,
                                    ring.HolderAt(step), q_segments, acc));
-    if (passes) {
-      DT_RETURN_IF_ERROR(next_keys.work->Wait());
-      DT_RETURN_IF_ERROR(next_values.work->Wait());
-      keys = std::move(next_keys.received);
-      values = std::move(next_values.received);
-    }
+    DT_RETURN_IF_ERROR(internal::Receive(next, keys, values));
   }
   DT_ASSIGN_OR_RETURN(AttentionWithLse local,
                       Concatenated(ring, local_q, local_out, q_segments, acc));

@@ -20,7 +20,6 @@ using internal::Ring;
 using internal::RingOf;
 using internal::Rows;
 using internal::StartTransfer;
-using internal::Transfer;
 
 // What the backward reads of this rank's queries: q, out, grad_out, lse.
 struct QueryRows {
@@ -148,40 +147,26 @@ absl::StatusOr<std::vector<DTensor>> RingAttentionBackward(
   DT_ASSIGN_OR_RETURN(Tensor dv,
                       Tensor::Zeros(values.shape(), acc_dtype, keys.device()));
   for (int64_t step = 0; step < ring.cp; ++step) {
-    const bool passes = step + 1 < ring.cp;
     const int64_t next = ring.HolderAt(step + 1);
-    Transfer next_keys, next_values;
-    if (passes) {
-      DT_ASSIGN_OR_RETURN(
-          next_keys,
-          StartTransfer(ring, keys, BlockShape(ring, keys.shape(), next),
-                        "keys"));
-      DT_ASSIGN_OR_RETURN(
-          next_values,
-          StartTransfer(ring, values, BlockShape(ring, values.shape(), next),
-                        "values"));
-    }
+    DT_ASSIGN_OR_RETURN(internal::KeyValueTransfer next_blocks,
+                        internal::PassKeysAndValues(ring, step, keys, values));
     DT_RETURN_IF_ERROR(DifferentiateBlock(ring, in, keys, values,
                                           ring.HolderAt(step), dq, dk, dv));
     if (ring.cp == 1) break;
     // The block's gradients go on with it; the last step brings each home.
+    internal::KeyValueTransfer next_grads;
     DT_ASSIGN_OR_RETURN(
-        Transfer next_dk,
+        next_grads.keys,
         StartTransfer(ring, dk, BlockShape(ring, dk.shape(), next),
                       "key gradients"));
     DT_ASSIGN_OR_RETURN(
-        Transfer next_dv,
+        next_grads.values,
         StartTransfer(ring, dv, BlockShape(ring, dv.shape(), next),
                       "value gradients"));
-    for (Transfer* t : {&next_keys, &next_values, &next_dk, &next_dv}) {
-      if (t->work != nullptr) DT_RETURN_IF_ERROR(t->work->Wait());
-    }
-    dk = std::move(next_dk.received);
-    dv = std::move(next_dv.received);
-    if (passes) {
-      keys = std::move(next_keys.received);
-      values = std::move(next_values.received);
-    }
+    // Every transfer finishes before the first error returns.
+    absl::Status status = internal::Receive(next_blocks, keys, values);
+    status.Update(internal::Receive(next_grads, dk, dv));
+    DT_RETURN_IF_ERROR(status);
   }
   std::vector<DTensor> grads;
   const DTensor* inputs[] = {&q, &k, &v};

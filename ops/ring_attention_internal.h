@@ -70,6 +70,23 @@ void CountTransfer(const Ring& ring, const Shape& shape, DType dtype,
 absl::StatusOr<Transfer> StartTransfer(const Ring& ring, const Tensor& send,
                                        Shape shape, const char* what);
 
+// The key and value blocks in flight to the next member.
+struct KeyValueTransfer {
+  Transfer keys;
+  Transfer values;
+};
+
+// Starts passing `keys` and `values` (the block held at ring step `step`)
+// on, unless `step` is the last (then nothing is in flight).
+absl::StatusOr<KeyValueTransfer> PassKeysAndValues(const Ring& ring,
+                                                   int64_t step,
+                                                   const Tensor& keys,
+                                                   const Tensor& values);
+
+// Waits for `t` and moves the received blocks into keys and values (nothing
+// when nothing was in flight).
+absl::Status Receive(KeyValueTransfer& t, Tensor& keys, Tensor& values);
+
 // The shape of the block that member `holder` owns of a tensor whose local
 // shard (a k or v shard, or its gradient) has shape `local` here.
 Shape BlockShape(const Ring& ring, const Shape& local, int64_t holder);
