@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/parallel/apply_activation_checkpoint.h"
 #include "dtensor/parallel/fsdp.h"
 #include "dtensor/parallel/parallel_style.h"
 #include "dtensor/parallel/plan_resolution.h"
@@ -115,6 +116,8 @@ absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
     DT_ASSIGN_OR_RETURN(DTensor moved, p.slot->value.Redistribute(p.sharding));
     p.slot->value = std::move(moved);
   }
+  DT_RETURN_IF_ERROR(
+      ApplyActivationCheckpoint(root, plan.activation_checkpoint));
   if (!resolution.fsdp) return absl::OkStatus();
   return AddFsdpGroups(std::move(resolution.fsdp_groups), *resolution.fsdp);
 }

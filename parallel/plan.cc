@@ -102,10 +102,15 @@ absl::StatusOr<std::vector<PlanEntry>> ParseTpEntries(absl::string_view key,
   return entries;
 }
 
-constexpr absl::string_view kPlanKeys[] = {"tp",          "dp",
-                                           "tp_dim",      "dp_dim",
-                                           "bucket_mb",   "first_bucket_mb",
-                                           "fsdp_groups", "fsdp_prefetch"};
+constexpr absl::string_view kPlanKeys[] = {"tp",
+                                           "dp",
+                                           "tp_dim",
+                                           "dp_dim",
+                                           "bucket_mb",
+                                           "first_bucket_mb",
+                                           "fsdp_groups",
+                                           "fsdp_prefetch",
+                                           "activation_checkpoint"};
 constexpr absl::string_view kHfPlanKeys[] = {"base_model_tp_plan", "tp_plan"};
 
 // A Hugging Face config.json's tp plan: the key of the "base_model_tp_plan"
@@ -227,6 +232,9 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
         return WrongType("\"fsdp_prefetch\"", "bool", value);
       }
       plan.fsdp_prefetch = value.bool_value();
+    } else if (member.first == "activation_checkpoint") {
+      DT_ASSIGN_OR_RETURN(plan.activation_checkpoint,
+                          ParseActivationCheckpointPlan(value));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("plan: unknown key \"", member.first,

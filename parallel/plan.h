@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "dtensor/parallel/activation_checkpoint_plan.h"
 #include "dtensor/parallel/parallel_style.h"
 
 namespace dtensor {
@@ -43,7 +44,8 @@ absl::string_view DataParallelName(DataParallel dp);
 //                      "use_local_output": false}},
 //    "dp": "fsdp" | "replicate" | "none",
 //    "bucket_mb": 25, "first_bucket_mb": 1,
-//    "fsdp_groups": ["layers.*"], "fsdp_prefetch": true}
+//    "fsdp_groups": ["layers.*"], "fsdp_prefetch": true,
+//    "activation_checkpoint": ["layers.*"]}
 // "tp_dim"/"dp_dim" default to "tp"/"dp"; "tp" defaults to {} and "dp" to
 // "none"; "bucket_mb" (the size of the gradient buckets whose all-reduces
 // overlap the backward pass, dtensor/parallel/gradient_buckets.h) to 25 and
@@ -70,8 +72,8 @@ struct PlanEntry {
   PlanEntry(std::string pattern, std::shared_ptr<const ParallelStyle> style)
       : pattern(std::move(pattern)), style(std::move(style)) {}
   // `style` is any ParallelStyle value (ColwiseParallel(options), ...).
-  template <typename S, typename = std::enable_if_t<
-                            std::is_base_of_v<ParallelStyle, S>>>
+  template <typename S,
+            typename = std::enable_if_t<std::is_base_of_v<ParallelStyle, S>>>
   PlanEntry(std::string pattern, S style)
       : pattern(std::move(pattern)),
         style(std::make_shared<const S>(std::move(style))) {}
@@ -103,6 +105,9 @@ struct Plan {
   // group while one computes.
   std::vector<std::string> fsdp_groups;
   bool fsdp_prefetch = true;
+  // "activation_checkpoint": the modules checkpointed (none by default) and
+  // the mode (dtensor/parallel/activation_checkpoint_plan.h).
+  ActivationCheckpointPlan activation_checkpoint;
 };
 
 // A Hugging Face config.json is a plan too: an object with
