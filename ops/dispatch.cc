@@ -35,6 +35,19 @@ absl::Status RecordOp(const OpDef& op, const Propagation& propagation,
 thread_local DispatchObserver dispatch_observer = nullptr;
 thread_local DispatchSubstitute dispatch_substitute = nullptr;
 
+// Whether the thread's substitute (if any) gave the call's `outputs` (the
+// observer then sees the call).
+bool Substituted(const OpDef& op, absl::Span<const DTensor* const> inputs,
+                 const OpArgs& args, OpOutputs& outputs) {
+  if (dispatch_substitute == nullptr || !dispatch_substitute(op, outputs)) {
+    return false;
+  }
+  if (dispatch_observer != nullptr) {
+    dispatch_observer(op, inputs, args, outputs);
+  }
+  return true;
+}
+
 }  // namespace
 
 DispatchObserver SetThreadDispatchObserver(DispatchObserver observer) {
@@ -50,15 +63,8 @@ DispatchSubstitute SetThreadDispatchSubstitute(DispatchSubstitute substitute) {
 absl::StatusOr<OpOutputs> Dispatch(const OpDef& op,
                                    absl::Span<const DTensor* const> inputs,
                                    const OpArgs& args) {
-  if (dispatch_substitute != nullptr) {
-    OpOutputs outputs;
-    if (dispatch_substitute(op, outputs)) {
-      if (dispatch_observer != nullptr) {
-        dispatch_observer(op, inputs, args, outputs);
-      }
-      return outputs;
-    }
-  }
+  OpOutputs substituted;
+  if (Substituted(op, inputs, args, substituted)) return substituted;
   const std::shared_ptr<Runtime>* runtime = nullptr;
   absl::InlinedVector<const DTensorSpec*, 4> specs(inputs.size(), nullptr);
   absl::InlinedVector<const std::shared_ptr<const DTensorSpec>*, 4> owners(
