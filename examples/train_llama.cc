@@ -12,6 +12,8 @@
 //   [--batch 8] [--seq 64] [--dtype f32|bf16] set the step's shape and the
 //   parameters' dtype; [--mixed-precision bf16] keeps f32 parameters and
 //   computes in bf16 (docs/parallel.md, "Mixed precision").
+//   [--activation-checkpoint full|selective] checkpoints every block
+//   ("layers.*"; the plan's "activation_checkpoint", docs/parallel.md).
 //   [--profile] profiles the steps after the first (warm-up) and prints rank
 //   0's table of op times and every rank's collective wait at the end;
 //   [--profile-trace FILE] also writes them as a Chrome trace (implies
@@ -90,6 +92,8 @@ struct Options {
   // --profile, and --profile-trace's file (empty: no trace).
   bool profile = false;
   std::string profile_trace;
+  // --activation-checkpoint's mode (empty: the plan's choice).
+  std::string activation_checkpoint;
 };
 
 // --mixed-precision DTYPE: torchtitan's policy, computing in DTYPE over f32
@@ -109,13 +113,15 @@ absl::Status ParseMixedPrecision(const ParsedArgs& parsed, Options& options) {
 }
 
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
+  // clang-format off
   constexpr FlagSpec kFlags[] = {
       {"config"},        {"mesh"},           {"plan"},
       {"steps"},         {"seed"},           {"backend"},
       {"device"},        {"dtype"},          {"batch"},
       {"seq"},           {"save"},           {"resume"},
       {"deadline"},      {"help", false},    {"profile", false},
-      {"profile-trace"}, {"mixed-precision"}};
+      {"profile-trace"}, {"mixed-precision"}, {"activation-checkpoint"}};
+  // clang-format on
   DT_ASSIGN_OR_RETURN(ParsedArgs parsed, ParseArgs(args, kFlags));
   Options options;
   if (parsed.Has("help")) {
@@ -127,6 +133,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
         "[--dtype f32|bf16] [--batch B] [--seq S] [--save DIR] [--resume DIR] "
         "[--deadline SECONDS] [--profile] [--profile-trace FILE] "
         "[--mixed-precision bf16]\n"
+        "[--activation-checkpoint full|selective]\n"
         "--steps counts from the start of training: a run resumed at step k "
         "runs steps k+1..N"));
   }
@@ -168,6 +175,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
     options.deadline = absl::Seconds(seconds);
   }
   options.profile_trace = UserPath(parsed.ValueOr("profile-trace", ""));
+  options.activation_checkpoint = parsed.ValueOr("activation-checkpoint", "");
   options.profile = parsed.Has("profile") || !options.profile_trace.empty();
   options.device = parsed.ValueOr("device", options.device);
   if (options.device != "cpu" && options.device != "cuda") {
@@ -359,6 +367,9 @@ absl::Status Main(const std::vector<std::string>& args) {
   DT_ASSIGN_OR_RETURN(parallel::Plan plan,
                       parallel::LoadPlanFile(options.plan));
   if (options.mixed_precision) plan.mixed_precision = options.mixed_precision;
+  if (!options.activation_checkpoint.empty()) {
+    plan.activation_checkpoint = {{"layers.*"}, options.activation_checkpoint};
+  }
   DT_ASSIGN_OR_RETURN(std::string corpus,
                       ReadTextFile(kCorpus, kMaxCorpusBytes));
   if (corpus.size() <= static_cast<size_t>(options.seq) + 1) {

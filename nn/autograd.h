@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -107,6 +108,26 @@ class GradientTape {
     GradientTape* tape_;
   };
 
+  // The recording state of a thread (dtensor/nn/autograd_recording.cc).
+  struct ThreadRecording;
+
+  // Records on `tape` alone while alive: the tapes with an active scope on
+  // this thread, and NoGrad, are set aside until it ends (activation
+  // checkpointing records a module's forward, and recomputes it inside a
+  // backward pass, on a tape of its own: dtensor/nn/checkpoint.h).
+  // Requires: scopes opened inside it end before it.
+  class IsolatedScope {
+   public:
+    explicit IsolatedScope(GradientTape& tape);
+    ~IsolatedScope();
+    IsolatedScope(const IsolatedScope&) = delete;
+    IsolatedScope& operator=(const IsolatedScope&) = delete;
+
+   private:
+    std::unique_ptr<ThreadRecording> outer_;
+    std::unique_ptr<Scope> scope_;
+  };
+
   GradientTape() = default;
   GradientTape(const GradientTape&) = delete;
   GradientTape& operator=(const GradientTape&) = delete;
@@ -137,6 +158,11 @@ class GradientTape {
     const void* rebuild_group = nullptr;
   };
   std::vector<HeldTensor> HeldTensors() const;
+  // The outputs of the recorded op calls (dispatched ops, not functions or
+  // redistributions) whose op name `wanted` accepts, in record order, each
+  // call's outputs in order (stand-ins of recomputed tensors as held).
+  std::vector<DTensor> OpOutputsWhere(
+      const std::function<bool(absl::string_view op)>& wanted) const;
   // Forgets every recorded call (and the tensors it kept alive) and every
   // RecomputeInBackward declaration.
   void Clear() {
@@ -211,6 +237,8 @@ class GradientTape {
     // Its backward reads no tensor data (redistributions, and functions
     // that say so): recomputed tensors are not rebuilt for it.
     bool reads_specs_only;
+    // A dispatched op (not a function or a redistribution).
+    bool is_op = false;
   };
   struct Record {
     Recorded recorded;

@@ -3,6 +3,7 @@
 // backward.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -15,17 +16,20 @@
 
 namespace dtensor {
 namespace nn {
-namespace {
 
 // What records on this thread: the tapes with an active scope (innermost
 // last, a tape once per scope) and the NoGrad depth.
-struct ThreadRecording {
+struct GradientTape::ThreadRecording {
   std::vector<GradientTape*> tapes;
   int paused = 0;
   // The observers replaced when the first scope started.
   DispatchObserver previous_dispatch = nullptr;
   RedistributeObserver previous_redistribute = nullptr;
 };
+
+namespace {
+
+using ThreadRecording = GradientTape::ThreadRecording;
 
 ThreadRecording& Recording() {
   thread_local ThreadRecording recording;
@@ -101,12 +105,28 @@ GradientTape::Scope::~Scope() {
   }
 }
 
+GradientTape::IsolatedScope::IsolatedScope(GradientTape& tape) {
+  ThreadRecording& recording = Recording();
+  outer_ = std::make_unique<ThreadRecording>(recording);
+  recording.tapes.clear();
+  recording.paused = 0;
+  // With no tape left, the scope installs the observers; ending, it puts
+  // back those it found (the outer scopes' own, if any).
+  scope_ = std::make_unique<Scope>(tape);
+}
+
+GradientTape::IsolatedScope::~IsolatedScope() {
+  scope_.reset();
+  // The outer scopes' tapes, pause and the observers they replaced.
+  Recording() = std::move(*outer_);
+}
+
 void GradientTape::ObserveDispatch(const OpDef& op,
                                    absl::Span<const DTensor* const> inputs,
                                    const OpArgs& args,
                                    absl::Span<const DTensor> outputs) {
   RecordOnThread({op.name, &op.backward, /*is_redistribution=*/false,
-                  /*reads_specs_only=*/false},
+                  /*reads_specs_only=*/false, /*is_op=*/true},
                  op.num_inputs, inputs, args, outputs);
 }
 
@@ -227,6 +247,18 @@ std::vector<GradientTape::HeldTensor> GradientTape::HeldTensors() const {
     add(record.outputs, record.output_ids);
   }
   return held;
+}
+
+std::vector<DTensor> GradientTape::OpOutputsWhere(
+    const std::function<bool(absl::string_view op)>& wanted) const {
+  std::vector<DTensor> outputs;
+  for (const Record& record : records_) {
+    if (!record.recorded.is_op || !wanted(record.recorded.name)) {
+      continue;
+    }
+    outputs.insert(outputs.end(), record.outputs.begin(), record.outputs.end());
+  }
+  return outputs;
 }
 
 NoGrad::NoGrad() { ++Recording().paused; }

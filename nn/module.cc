@@ -28,7 +28,7 @@ absl::StatusOr<DTensor> Module::operator()(const DTensor& input) {
   for (const Hook& hook : input_hooks_) {
     DT_ASSIGN_OR_RETURN(x, hook(x));
   }
-  DT_ASSIGN_OR_RETURN(DTensor y, Forward(x));
+  DT_ASSIGN_OR_RETURN(DTensor y, around_ ? around_(*this, x) : Forward(x));
   for (const Hook& hook : output_hooks_) {
     DT_ASSIGN_OR_RETURN(y, hook(y));
   }

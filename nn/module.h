@@ -96,6 +96,20 @@ class Module {
   using ExitHook = std::function<void()>;
   void AddExitHook(ExitHook hook) { exit_hooks_.push_back(std::move(hook)); }
   void ClearHooks();
+  // What operator() runs in place of Forward, between the input and the
+  // output hooks: `around` gets this module and the hooked input and calls
+  // ForwardOnly itself, once or more (activation checkpointing runs it
+  // without keeping its activations and again in backward:
+  // dtensor/nn/checkpoint.h). Null: Forward. ClearHooks keeps it.
+  using AroundForward =
+      std::function<absl::StatusOr<DTensor>(Module&, const DTensor&)>;
+  void SetAroundForward(AroundForward around) { around_ = std::move(around); }
+  bool has_around_forward() const { return around_ != nullptr; }
+  // Forward alone: no hooks, no AroundForward (the children's hooks run, as
+  // Forward calls them).
+  absl::StatusOr<DTensor> ForwardOnly(const DTensor& input) {
+    return Forward(input);
+  }
   int64_t num_input_hooks() const {
     return static_cast<int64_t>(input_hooks_.size());
   }
@@ -183,6 +197,7 @@ class Module {
   std::vector<Hook> input_hooks_;
   std::vector<Hook> output_hooks_;
   std::vector<ExitHook> exit_hooks_;
+  AroundForward around_;
   bool training_ = true;
 };
 

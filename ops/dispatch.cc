@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/ops/dispatch_substitute.h"
 #include "dtensor/ops/op_counter.h"
 #include "dtensor/ops/op_profile.h"
 #include "dtensor/ops/propagation.h"
@@ -32,6 +33,20 @@ absl::Status RecordOp(const OpDef& op, const Propagation& propagation,
 }
 
 thread_local DispatchObserver dispatch_observer = nullptr;
+thread_local DispatchSubstitute dispatch_substitute = nullptr;
+
+// Whether the thread's substitute (if any) gave the call's `outputs` (the
+// observer then sees the call).
+bool Substituted(const OpDef& op, absl::Span<const DTensor* const> inputs,
+                 const OpArgs& args, OpOutputs& outputs) {
+  if (dispatch_substitute == nullptr || !dispatch_substitute(op, outputs)) {
+    return false;
+  }
+  if (dispatch_observer != nullptr) {
+    dispatch_observer(op, inputs, args, outputs);
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -41,9 +56,15 @@ DispatchObserver SetThreadDispatchObserver(DispatchObserver observer) {
   return previous;
 }
 
+DispatchSubstitute SetThreadDispatchSubstitute(DispatchSubstitute substitute) {
+  return std::exchange(dispatch_substitute, substitute);
+}
+
 absl::StatusOr<OpOutputs> Dispatch(const OpDef& op,
                                    absl::Span<const DTensor* const> inputs,
                                    const OpArgs& args) {
+  OpOutputs substituted;
+  if (Substituted(op, inputs, args, substituted)) return substituted;
   const std::shared_ptr<Runtime>* runtime = nullptr;
   absl::InlinedVector<const DTensorSpec*, 4> specs(inputs.size(), nullptr);
   absl::InlinedVector<const std::shared_ptr<const DTensorSpec>*, 4> owners(

@@ -21,6 +21,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/nn/autograd.h"
+#include "dtensor/nn/checkpoint.h"
 #include "dtensor/nn/function.h"
 #include "dtensor/ops/cast_ops.h"
 #include "dtensor/parallel/flat_buffer.h"
@@ -242,6 +243,11 @@ class GroupState {
   // next group, records the gather, and puts the gathered copies in the
   // slots.
   absl::Status Enter();
+  // Enter in a checkpointed module's recompute (nn::IsRecomputing): the
+  // gather is backward's for the group (taking one prefetched), with no
+  // prefetch, and the recompute's tape keeps the copies until it has taken
+  // its gradients.
+  absl::Status EnterRecompute();
   // The exit hook: the slots get their sharded parameters back.
   void Exit();
   // For the tape: parameter k gathered again (the whole group gathered on
@@ -262,6 +268,12 @@ class GroupState {
   // `sharded` cast to options().param_dtype where set (floating ones).
   absl::StatusOr<std::vector<DTensor>> InParamDType(
       std::vector<DTensor> sharded) const;
+  // Records the gather of `sharded` (giving `gathered`) on the tapes.
+  void RecordGather(const std::vector<DTensor>& sharded,
+                    const std::vector<DTensor>& gathered);
+  // Puts `gathered` in the slots until Exit.
+  void Install(const std::vector<DTensor>& sharded,
+               std::vector<DTensor> gathered);
   absl::StatusOr<std::vector<DTensor>> TakeGathered();
 
   FsdpGroup group_;
@@ -434,15 +446,13 @@ absl::StatusOr<std::vector<DTensor>> GroupState::TakeGathered() {
 }
 
 absl::Status GroupState::Enter() {
+  if (nn::IsRecomputing()) return EnterRecompute();
   schedule_->EnterPhase(Schedule::Phase::kForward);
   schedule_->Entered(index_);
   const std::vector<DTensor> sharded = Sharded();
   DT_ASSIGN_OR_RETURN(std::vector<DTensor> gathered, TakeGathered());
   DT_RETURN_IF_ERROR(schedule_->Prefetch(schedule_->NextInForward(index_)));
-  std::vector<const DTensor*> inputs;
-  for (const DTensor& param : sharded) inputs.push_back(&param);
-  nn::GradientTape::RecordFunction(GatherFunction(), inputs, OpArgs(),
-                                   gathered);
+  RecordGather(sharded, gathered);
   std::shared_ptr<Schedule> schedule = schedule_->shared_from_this();
   for (size_t k = 0; k < gathered.size(); ++k) {
     auto rebuild = [schedule, index = index_, k]() {
@@ -451,11 +461,33 @@ absl::Status GroupState::Enter() {
     DT_RETURN_IF_ERROR(nn::GradientTape::RecomputeInBackward(
         gathered[k], sharded[k], std::move(rebuild), this));
   }
+  Install(sharded, std::move(gathered));
+  return absl::OkStatus();
+}
+
+absl::Status GroupState::EnterRecompute() {
+  schedule_->EnterPhase(Schedule::Phase::kBackward);
+  const std::vector<DTensor> sharded = Sharded();
+  DT_ASSIGN_OR_RETURN(std::vector<DTensor> gathered, TakeGathered());
+  RecordGather(sharded, gathered);
+  Install(sharded, std::move(gathered));
+  return absl::OkStatus();
+}
+
+void GroupState::RecordGather(const std::vector<DTensor>& sharded,
+                              const std::vector<DTensor>& gathered) {
+  std::vector<const DTensor*> inputs;
+  for (const DTensor& param : sharded) inputs.push_back(&param);
+  nn::GradientTape::RecordFunction(GatherFunction(), inputs, OpArgs(),
+                                   gathered);
+}
+
+void GroupState::Install(const std::vector<DTensor>& sharded,
+                         std::vector<DTensor> gathered) {
   saved_sharded_ = sharded;
   for (size_t k = 0; k < params_.size(); ++k) {
     params_[k].module->slots()[params_[k].index].value = std::move(gathered[k]);
   }
-  return absl::OkStatus();
 }
 
 void GroupState::Exit() {

@@ -34,6 +34,13 @@ namespace parallel {
 //   propagation left it (Partial on dp): the sharded parameters are the
 //   backward pass's sources, whose gradients the tape reduce-scatters, or
 //   GradientBuckets does per group (dtensor/parallel/gradient_buckets.h).
+// - Activation checkpointing (dtensor/nn/checkpoint.h): a group that is a
+//   checkpointed module's has its gathered copies rebuilt once for the
+//   record of the checkpointed call, which the recompute uses; a group inside
+//   a checkpointed module gathers when the recompute calls it
+//   (nn::IsRecomputing: no prefetch, the copies kept by the recompute's tape
+//   until it has taken its gradients). Either way backward gathers each group
+//   once, as without checkpointing.
 //
 // Every rank calls the groups in the same order (SPMD), so the ranks'
 // collectives match. A prefetched gather that was not used when the step

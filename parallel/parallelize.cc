@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/parallel/apply_activation_checkpoint.h"
 #include "dtensor/parallel/context_parallel.h"
 #include "dtensor/parallel/fsdp.h"
 #include "dtensor/parallel/mixed_precision.h"
@@ -124,6 +125,8 @@ absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
     DT_ASSIGN_OR_RETURN(DTensor moved, p.slot->value.Redistribute(p.sharding));
     p.slot->value = std::move(moved);
   }
+  DT_RETURN_IF_ERROR(
+      ApplyActivationCheckpoint(root, plan.activation_checkpoint));
   if (resolution.fsdp) {
     if (plan.mixed_precision) {
       resolution.fsdp->param_dtype = plan.mixed_precision->param_dtype;

@@ -111,7 +111,8 @@ constexpr absl::string_view kPlanKeys[] = {"tp",
                                            "fsdp_groups",
                                            "fsdp_prefetch",
                                            "mixed_precision",
-                                           "context_parallel"};
+                                           "context_parallel",
+                                           "activation_checkpoint"};
 constexpr absl::string_view kHfPlanKeys[] = {"base_model_tp_plan", "tp_plan"};
 
 // A Hugging Face config.json's tp plan: the key of the "base_model_tp_plan"
@@ -238,6 +239,9 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view json) {
     } else if (member.first == "mixed_precision") {
       DT_ASSIGN_OR_RETURN(plan.mixed_precision,
                           ParseMixedPrecisionPolicy(value));
+    } else if (member.first == "activation_checkpoint") {
+      DT_ASSIGN_OR_RETURN(plan.activation_checkpoint,
+                          ParseActivationCheckpointPlan(value));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("plan: unknown key \"", member.first,

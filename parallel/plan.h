@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "dtensor/parallel/activation_checkpoint_plan.h"
 #include "dtensor/parallel/context_parallel.h"
 #include "dtensor/parallel/mixed_precision_policy.h"
 #include "dtensor/parallel/parallel_style.h"
@@ -46,6 +47,7 @@ absl::string_view DataParallelName(DataParallel dp);
 //    "dp": "fsdp" | "replicate" | "none",
 //    "bucket_mb": 25, "first_bucket_mb": 1,
 //    "fsdp_groups": ["layers.*"], "fsdp_prefetch": true,
+//    "activation_checkpoint": ["layers.*"],
 //    "mixed_precision": {"param_dtype": "bf16", "reduce_dtype": "f32"},
 //    "context_parallel": {"mesh_dim": "cp", "order": "balanced"}}
 // "tp_dim"/"dp_dim" default to "tp"/"dp"; "tp" defaults to {} and "dp" to
@@ -110,6 +112,9 @@ struct Plan {
   // group while one computes.
   std::vector<std::string> fsdp_groups;
   bool fsdp_prefetch = true;
+  // "activation_checkpoint": the modules checkpointed (none by default) and
+  // the mode (dtensor/parallel/activation_checkpoint_plan.h).
+  ActivationCheckpointPlan activation_checkpoint;
   // Parameters computed (and FSDP-gathered) in param_dtype, gradients
   // reduced in reduce_dtype; the masters keep their dtype.
   std::optional<MixedPrecisionPolicy> mixed_precision;

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/large_buffer_cache.h"
+#include "dtensor/tensor/storage_peak.h"
 
 namespace dtensor {
 namespace {
@@ -17,6 +18,8 @@ constexpr size_t kCpuAlignment = 64;
 // Storage::LiveCount and LiveBytes. Relaxed: counts, not synchronization.
 std::atomic<int64_t> live_count{0};
 std::atomic<int64_t> live_bytes{0};
+// PeakLiveStorageBytes: the most live_bytes reached since the last reset.
+std::atomic<int64_t> peak_live_bytes{0};
 
 absl::StatusOr<std::shared_ptr<Storage>> AllocateCpu(size_t nbytes) {
   // Buffers of kMinBytes or more are recycled by the large-buffer cache
@@ -83,8 +86,13 @@ Storage::Storage(void* data, size_t nbytes, Device device,
       device_(device),
       deleter_(std::move(deleter)) {
   live_count.fetch_add(1, std::memory_order_relaxed);
-  live_bytes.fetch_add(static_cast<int64_t>(nbytes_),
-                       std::memory_order_relaxed);
+  const int64_t now = live_bytes.fetch_add(static_cast<int64_t>(nbytes_),
+                                           std::memory_order_relaxed) +
+                      static_cast<int64_t>(nbytes_);
+  int64_t peak = peak_live_bytes.load(std::memory_order_relaxed);
+  while (now > peak && !peak_live_bytes.compare_exchange_weak(
+                           peak, now, std::memory_order_relaxed)) {
+  }
 }
 
 Storage::~Storage() {
@@ -100,6 +108,15 @@ int64_t Storage::LiveCount() {
 
 int64_t Storage::LiveBytes() {
   return live_bytes.load(std::memory_order_relaxed);
+}
+
+int64_t PeakLiveStorageBytes() {
+  return peak_live_bytes.load(std::memory_order_relaxed);
+}
+
+void ResetPeakLiveStorageBytes() {
+  peak_live_bytes.store(live_bytes.load(std::memory_order_relaxed),
+                        std::memory_order_relaxed);
 }
 
 }  // namespace dtensor

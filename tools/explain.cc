@@ -14,6 +14,7 @@
 #include "dtensor/base/status_macros.h"
 #include "dtensor/comm_owner.h"
 #include "dtensor/nn/autograd.h"
+#include "dtensor/nn/checkpoint.h"
 #include "dtensor/parallel/llama_trainer.h"
 #include "dtensor/runtime.h"
 #include "tools/explain_layers.h"
@@ -198,6 +199,7 @@ absl::Status FillTable(nn::Module& root, ModuleTable& table,
 // the tensors the tape held at the end of forward, the gradients.
 struct StepRecord {
   CommCounter forward, backward, update;
+  nn::CheckpointTally checkpointing;
   std::vector<nn::GradientTape::HeldTensor> held;
   std::vector<DTensor> grads;
 };
@@ -209,6 +211,7 @@ absl::Status RecordStep(parallel::LlamaTrainer& trainer,
   // at the end of forward is what the trainer's tape keeps.
   nn::GradientTape held_by_tape;
   DTensor loss;
+  nn::CheckpointTally::Scope tallying(step.checkpointing);
   {
     CommCounter::Scope counting(step.forward);
     nn::GradientTape::Scope recording(held_by_tape);
@@ -250,6 +253,21 @@ void AttributeCollectives(const StepRecord& step, ModuleTable& table,
   }
 }
 
+// What activation checkpointing did in the step; nullopt without it.
+std::optional<RecomputeReport> RecomputeOf(const nn::CheckpointTally& tally) {
+  if (tally.regions == 0) return std::nullopt;
+  RecomputeReport r;
+  r.regions = tally.regions;
+  r.recomputed_activations = tally.recomputed_bytes;
+  r.working_set = tally.largest_region_bytes;
+  r.saved_outputs = tally.saved_bytes;
+  r.recomputed_calls = tally.recomputed_calls;
+  for (const CommCounter::Event& event : tally.recompute_collectives.events()) {
+    r.collectives.Add(event);
+  }
+  return r;
+}
+
 absl::StatusOr<ExplainRun> RunStep(const ExplainRequest& request,
                                    int64_t rank) {
   if (rank < 0 || rank >= request.mesh.size()) {
@@ -285,6 +303,11 @@ absl::StatusOr<ExplainRun> RunStep(const ExplainRequest& request,
       report.memory,
       EstimateStepMemory(trainer->parameters(), step.grads, step.held,
                          RebuildsAtOnce(request.plan)));
+  report.recompute = RecomputeOf(step.checkpointing);
+  // Backward holds one region's recomputed activations at a time.
+  if (report.recompute) {
+    report.memory.peak_activations += report.recompute->working_set;
+  }
   report.modules = std::move(table.reports);
   ExplainRun run{std::move(report), warnings.Counts()};
   run.report.warnings = WarningLines(run.warnings);

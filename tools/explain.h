@@ -9,10 +9,10 @@
 
 #include "absl/status/statusor.h"
 #include "dtensor/comm_counter.h"
-#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/mesh/device_mesh.h"
 #include "dtensor/nn/llama_config.h"
 #include "dtensor/parallel/plan.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/tensor/dtype.h"
 #include "dtensor/tensor/tensor.h"
 #include "tools/explain_memory.h"
@@ -82,6 +82,25 @@ struct CommTotals {
   }
 };
 
+// Activation checkpointing in one step (nn::CheckpointTally), per rank.
+struct RecomputeReport {
+  // Checkpointed module calls.
+  int64_t regions = 0;
+  // The activations the tape does not keep (recomputed in backward), summed
+  // over the regions: what checkpointing takes off peak_activations.
+  int64_t recomputed_activations = 0;
+  // The largest region's, which backward holds again while recomputing it:
+  // part of MemoryEstimate::peak_activations.
+  int64_t working_set = 0;
+  // Selective mode: the op outputs kept in forward (in peak_activations).
+  int64_t saved_outputs = 0;
+  // The extra forward compute in backward: calls run again.
+  int64_t recomputed_calls = 0;
+  // The collectives the recomputed forwards issue in backward (part of the
+  // backward totals).
+  CommTotals collectives;
+};
+
 // A tensor's global shape, layout and this rank's block.
 struct TensorLayout {
   Shape shape;
@@ -136,6 +155,9 @@ struct ExplainReport {
   CommTotals optimizer;
   CommTotals step;
   MemoryEstimate memory;
+  // With activation checkpointing in the plan: what it saves and costs;
+  // absent otherwise (the report's text and JSON are then those without it).
+  std::optional<RecomputeReport> recompute;
   // The rank's memory against one device's capacity, when one was given
   // (--device-memory); absent, the report's text and JSON are those without
   // it.

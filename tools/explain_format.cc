@@ -96,6 +96,15 @@ ordered_json DeviceJson(const DeviceFit& d) {
           {"fits", d.fits()}};
 }
 
+ordered_json RecomputeJson(const RecomputeReport& r) {
+  return {{"regions", r.regions},
+          {"recomputed_activations", r.recomputed_activations},
+          {"working_set", r.working_set},
+          {"saved_outputs", r.saved_outputs},
+          {"recomputed_calls", r.recomputed_calls},
+          {"collectives", TotalsJson(r.collectives)}};
+}
+
 // ---- Text ----
 
 std::string Bytes(double bytes) {
@@ -170,6 +179,25 @@ void AppendDeviceFit(const ExplainReport& r, std::string& out) {
                         d.fits() ? "yes" : "no");
 }
 
+void AppendRecompute(const RecomputeReport& r, std::string& out) {
+  absl::StrAppend(&out, "\nActivation checkpointing (", r.regions,
+                  " regions per step):\n");
+  absl::StrAppendFormat(&out, "  %-24s %12s  (off peak activations)\n",
+                        "recomputed activations",
+                        Bytes(r.recomputed_activations));
+  absl::StrAppendFormat(&out, "  %-24s %12s  (in peak activations)\n",
+                        "recompute working set", Bytes(r.working_set));
+  if (r.saved_outputs > 0) {
+    absl::StrAppendFormat(&out, "  %-24s %12s\n", "kept op outputs",
+                          Bytes(r.saved_outputs));
+  }
+  absl::StrAppendFormat(&out, "  %-24s %12d\n", "calls rerun in backward",
+                        r.recomputed_calls);
+  absl::StrAppendFormat(&out, "  %-24s %12d  (%s, in backward's)\n",
+                        "collectives rerun", r.collectives.collectives,
+                        Bytes(r.collectives.bytes_per_rank));
+}
+
 void AppendCollectives(const DeviceMesh& mesh, const char* phase,
                        const std::vector<CollectiveSummary>& list,
                        std::string& out) {
@@ -216,6 +244,9 @@ std::string ExplainJson(const ExplainReport& r) {
   if (q.plan.mixed_precision) {
     report["mixed_precision"] = MixedPrecisionJson(*q.plan.mixed_precision);
   }
+  if (r.recompute.has_value()) {
+    report["activation_checkpoint"] = RecomputeJson(*r.recompute);
+  }
   report["warnings"] = r.warnings;
   return DumpJson(report) + "\n";
 }
@@ -244,6 +275,7 @@ std::string ExplainText(const ExplainReport& r) {
     absl::StrAppendFormat(&out, "  %-17s %12s\n", name, Bytes(bytes));
   }
   if (r.device.has_value()) AppendDeviceFit(r, out);
+  if (r.recompute.has_value()) AppendRecompute(*r.recompute, out);
   absl::StrAppend(&out, "\nWarnings:", r.warnings.empty() ? " none\n" : "\n");
   for (const std::string& w : r.warnings) absl::StrAppend(&out, "  ", w, "\n");
   absl::StrAppend(&out, "\nModules:\n");

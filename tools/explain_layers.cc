@@ -1,6 +1,9 @@
 #include "tools/explain_layers.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -36,6 +39,22 @@ MemoryEstimate Grow(const MemoryEstimate& a, const MemoryEstimate& b,
   m.optimizer_state = Grow(a.optimizer_state, b.optimizer_state, k);
   m.peak_activations = Grow(a.peak_activations, b.peak_activations, k);
   return m;
+}
+
+std::optional<RecomputeReport> Grow(const std::optional<RecomputeReport>& a,
+                                    const std::optional<RecomputeReport>& b,
+                                    int64_t k) {
+  if (!a || !b) return b;
+  RecomputeReport r;
+  r.regions = Grow(a->regions, b->regions, k);
+  r.recomputed_activations =
+      Grow(a->recomputed_activations, b->recomputed_activations, k);
+  // The largest region is a block's, whatever the number of blocks.
+  r.working_set = b->working_set;
+  r.saved_outputs = Grow(a->saved_outputs, b->saved_outputs, k);
+  r.recomputed_calls = Grow(a->recomputed_calls, b->recomputed_calls, k);
+  r.collectives = Grow(a->collectives, b->collectives, k);
+  return r;
 }
 
 // Whether `name` is block `index` or inside it ("layers.1", "layers.1.x").
@@ -103,8 +122,15 @@ bool IsLayerIndex(absl::string_view part) {
 }
 
 bool PlanTreatsLayersAlike(const parallel::Plan& plan) {
+  std::vector<absl::string_view> patterns;
   for (const parallel::PlanEntry& entry : plan.tp) {
-    for (absl::string_view part : absl::StrSplit(entry.pattern, '.')) {
+    patterns.push_back(entry.pattern);
+  }
+  for (const std::string& pattern : plan.activation_checkpoint.modules) {
+    patterns.push_back(pattern);
+  }
+  for (absl::string_view pattern : patterns) {
+    for (absl::string_view part : absl::StrSplit(pattern, '.')) {
       if (IsLayerIndex(part)) return false;
     }
   }
@@ -126,6 +152,7 @@ ExplainRun ExtrapolateLayers(const ExplainRun& two, const ExplainRun& three,
   report.optimizer = Grow(a.optimizer, b.optimizer, extra);
   report.step = Grow(a.step, b.step, extra);
   report.memory = Grow(a.memory, b.memory, extra);
+  report.recompute = Grow(a.recompute, b.recompute, extra);
   for (const auto& [text, count] : three.warnings) {
     int64_t count_two = 0;
     for (const auto& [other, n] : two.warnings) {

@@ -28,8 +28,8 @@ std::vector<std::string> WarningLines(
 bool IsLayerIndex(absl::string_view part);
 
 // Whether every Transformer block gets the same treatment from `plan`: no
-// pattern names one layer by number ("layers.3.attention.wq"), so the
-// blocks differ only in their index.
+// pattern (tp or activation_checkpoint) names one layer by number
+// ("layers.3.attention.wq"), so the blocks differ only in their index.
 bool PlanTreatsLayersAlike(const parallel::Plan& plan);
 
 // The report of an `n_layers`-layer model from those of the same model with
