@@ -14,6 +14,9 @@
 //   computes in bf16 (docs/parallel.md, "Mixed precision").
 //   [--activation-checkpoint full|selective] checkpoints every block
 //   ("layers.*"; the plan's "activation_checkpoint", docs/parallel.md).
+//   [--context-parallel balanced|contiguous] shards the sequence over the
+//   mesh's "cp" dim, attention as ring attention (the plan's
+//   "context_parallel", docs/parallel.md).
 //   [--profile] profiles the steps after the first (warm-up) and prints rank
 //   0's table of op times and every rank's collective wait at the end;
 //   [--profile-trace FILE] also writes them as a Chrome trace (implies
@@ -47,6 +50,7 @@
 #include "dtensor/nn/llama_config.h"
 #include "dtensor/nn/state_dict.h"
 #include "dtensor/parallel/checkpoint.h"
+#include "dtensor/parallel/context_parallel.h"
 #include "dtensor/parallel/llama_trainer.h"
 #include "dtensor/parallel/plan.h"
 #include "dtensor/tensor/cuda_backend.h"
@@ -94,6 +98,8 @@ struct Options {
   std::string profile_trace;
   // --activation-checkpoint's mode (empty: the plan's choice).
   std::string activation_checkpoint;
+  // --context-parallel: over the mesh's "cp" dim in that order.
+  std::optional<parallel::ContextParallelPlan> context_parallel;
 };
 
 // --mixed-precision DTYPE: torchtitan's policy, computing in DTYPE over f32
@@ -112,6 +118,44 @@ absl::Status ParseMixedPrecision(const ParsedArgs& parsed, Options& options) {
   return absl::OkStatus();
 }
 
+// The flags that change the plan: --mixed-precision, --activation-checkpoint
+// (its mode is checked when the plan is applied) and --context-parallel.
+absl::Status ParsePlanFlags(const ParsedArgs& parsed, Options& options) {
+  DT_RETURN_IF_ERROR(ParseMixedPrecision(parsed, options));
+  options.activation_checkpoint = parsed.ValueOr("activation-checkpoint", "");
+  if (!parsed.Has("context-parallel")) return absl::OkStatus();
+  const std::string order = parsed.ValueOr("context-parallel", "");
+  if (order != "balanced" && order != "contiguous") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--context-parallel ", order, ": expected balanced or contiguous"));
+  }
+  options.context_parallel = parallel::ContextParallelPlan{
+      "cp", order == "balanced" ? ops::SequenceOrder::kBalanced
+                                : ops::SequenceOrder::kContiguous};
+  return absl::OkStatus();
+}
+
+// --steps, --seed and --deadline.
+absl::Status ParseRunLength(const ParsedArgs& parsed, Options& options) {
+  if (!absl::SimpleAtoi(parsed.ValueOr("steps", "40"), &options.steps) ||
+      options.steps < 1) {
+    return absl::InvalidArgumentError("--steps needs a positive integer");
+  }
+  if (!absl::SimpleAtoi(parsed.ValueOr("seed", "0"), &options.seed)) {
+    return absl::InvalidArgumentError("--seed needs a non-negative integer");
+  }
+  if (parsed.Has("deadline")) {
+    int64_t seconds = 0;
+    if (!absl::SimpleAtoi(parsed.ValueOr("deadline", ""), &seconds) ||
+        seconds < 1) {
+      return absl::InvalidArgumentError(
+          "--deadline needs a positive number of seconds");
+    }
+    options.deadline = absl::Seconds(seconds);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   // clang-format off
   constexpr FlagSpec kFlags[] = {
@@ -120,7 +164,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
       {"device"},        {"dtype"},          {"batch"},
       {"seq"},           {"save"},           {"resume"},
       {"deadline"},      {"help", false},    {"profile", false},
-      {"profile-trace"}, {"mixed-precision"}, {"activation-checkpoint"}};
+      {"profile-trace"}, {"mixed-precision"}, {"activation-checkpoint"},
+      {"context-parallel"}};
   // clang-format on
   DT_ASSIGN_OR_RETURN(ParsedArgs parsed, ParseArgs(args, kFlags));
   Options options;
@@ -133,7 +178,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
         "[--dtype f32|bf16] [--batch B] [--seq S] [--save DIR] [--resume DIR] "
         "[--deadline SECONDS] [--profile] [--profile-trace FILE] "
         "[--mixed-precision bf16]\n"
-        "[--activation-checkpoint full|selective]\n"
+        "[--activation-checkpoint full|selective] "
+        "[--context-parallel balanced|contiguous]\n"
         "--steps counts from the start of training: a run resumed at step k "
         "runs steps k+1..N"));
   }
@@ -158,24 +204,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   options.plan = UserPath(parsed.ValueOr("plan", options.plan));
   options.save = UserPath(parsed.ValueOr("save", ""));
   options.resume = UserPath(parsed.ValueOr("resume", ""));
-  if (!absl::SimpleAtoi(parsed.ValueOr("steps", "40"), &options.steps) ||
-      options.steps < 1) {
-    return absl::InvalidArgumentError("--steps needs a positive integer");
-  }
-  if (!absl::SimpleAtoi(parsed.ValueOr("seed", "0"), &options.seed)) {
-    return absl::InvalidArgumentError("--seed needs a non-negative integer");
-  }
-  if (parsed.Has("deadline")) {
-    int64_t seconds = 0;
-    if (!absl::SimpleAtoi(parsed.ValueOr("deadline", ""), &seconds) ||
-        seconds < 1) {
-      return absl::InvalidArgumentError(
-          "--deadline needs a positive number of seconds");
-    }
-    options.deadline = absl::Seconds(seconds);
-  }
+  DT_RETURN_IF_ERROR(ParseRunLength(parsed, options));
   options.profile_trace = UserPath(parsed.ValueOr("profile-trace", ""));
-  options.activation_checkpoint = parsed.ValueOr("activation-checkpoint", "");
   options.profile = parsed.Has("profile") || !options.profile_trace.empty();
   options.device = parsed.ValueOr("device", options.device);
   if (options.device != "cpu" && options.device != "cuda") {
@@ -193,7 +223,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
         absl::StrCat("--dtype ", dtype, ": expected f32 or bf16"));
   }
   options.dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
-  DT_RETURN_IF_ERROR(ParseMixedPrecision(parsed, options));
+  DT_RETURN_IF_ERROR(ParsePlanFlags(parsed, options));
   return options;
 }
 
@@ -370,6 +400,8 @@ absl::Status Main(const std::vector<std::string>& args) {
   if (!options.activation_checkpoint.empty()) {
     plan.activation_checkpoint = {{"layers.*"}, options.activation_checkpoint};
   }
+  if (options.context_parallel)
+    plan.context_parallel = options.context_parallel;
   DT_ASSIGN_OR_RETURN(std::string corpus,
                       ReadTextFile(kCorpus, kMaxCorpusBytes));
   if (corpus.size() <= static_cast<size_t>(options.seq) + 1) {
