@@ -72,8 +72,9 @@ std::string HostsOfRanks(absl::Span<const int64_t> ranks,
       std::any_of(ranks.begin(), ranks.end(),
                   [&](int64_t r) { return hosts.count(r) > 0; });
   if (!any_known) return "";
-  if (groups.size() == 1)
+  if (groups.size() == 1) {
     return absl::StrCat(" (on host ", groups[0].first, ")");
+  }
   std::vector<std::string> parts;
   for (const auto& [host, members] : groups) {
     parts.push_back(
