@@ -18,6 +18,7 @@
 #include "dtensor/base/profiler.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/cuda/copy_kernels.h"
+#include "dtensor/tensor/cuda/out_of_memory.h"
 #include "dtensor/tensor/dispatch.h"
 
 namespace dtensor::cuda {
@@ -80,7 +81,17 @@ absl::StatusOr<DeviceState*> CreateState(int device) {
       [device](size_t nbytes) -> absl::StatusOr<void*> {
         DT_RETURN_IF_ERROR(UseDevice(device));
         void* ptr = nullptr;
-        DT_RETURN_IF_ERROR(FromCuda(cudaMalloc(&ptr, nbytes), "cudaMalloc"));
+        const cudaError_t error = cudaMalloc(&ptr, nbytes);
+        if (error == cudaErrorMemoryAllocation) {
+          // Not a sticky error, but it stays the last error: cleared, so
+          // that the next kernel launch's check does not report it.
+          cudaGetLastError();
+          size_t free = 0;
+          size_t total = 0;
+          if (cudaMemGetInfo(&free, &total) != cudaSuccess) cudaGetLastError();
+          return OutOfDeviceMemory(nbytes, free, total);
+        }
+        DT_RETURN_IF_ERROR(FromCuda(error, "cudaMalloc"));
         return ptr;
       },
       [device](void* ptr) {

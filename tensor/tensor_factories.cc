@@ -39,9 +39,16 @@ absl::StatusOr<Tensor> Tensor::Empty(Shape shape, DType dtype, Device device) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Empty: shape ", ShapeToString(shape), " has too many bytes"));
   }
-  DT_ASSIGN_OR_RETURN(auto storage, Storage::Allocate(nbytes, device));
+  absl::StatusOr<std::shared_ptr<Storage>> storage =
+      Storage::Allocate(nbytes, device);
+  if (!storage.ok()) {  // Named: which tensor of the step did not fit.
+    return absl::Status(storage.status().code(),
+                        absl::StrCat("Empty: a ", std::string(DTypeName(dtype)),
+                                     ShapeToString(shape),
+                                     " tensor: ", storage.status().message()));
+  }
   Tensor tensor;
-  tensor.storage_ = std::move(storage);
+  tensor.storage_ = *std::move(storage);
   tensor.dtype_ = dtype;
   tensor.strides_ = ContiguousStrides(shape);
   tensor.shape_ = std::move(shape);

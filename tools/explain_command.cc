@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "dtensor/base/status_macros.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
@@ -28,7 +29,7 @@ constexpr char kUsage[] =
     "bf16]\n"
     "                       [--bandwidth GBps,...] [--latency us,...] "
     "[--rank R]\n"
-    "                       [--device-memory GiB] [--json]\n"
+    "                       [--device-memory GiB|80GiB] [--json]\n"
     "Runs one training step (forward, backward, AdamW update) without data "
     "and prints\n"
     "per module the parameter and activation layouts and the collectives "
@@ -50,8 +51,9 @@ constexpr char kUsage[] =
     "  --latency    per-hop latency of each mesh dim in us (default 0.6)\n"
     "  --rank       whose view (default 0; rank 0 holds the largest shards)\n"
     "  --device-memory\n"
-    "               one device's memory in GiB (each rank is one device): "
-    "adds the\n"
+    "               one device's memory in GiB, or with a unit (B, KiB, MiB, "
+    "GiB,\n"
+    "               TiB: 80GiB) (each rank is one device): adds the\n"
     "               rank's peak against it, the headroom and whether it fits\n"
     "               (\"Memory per device\"; with --json the key "
     "\"memory_per_device\":\n"
@@ -82,16 +84,34 @@ absl::StatusOr<int64_t> PositiveInt(const std::string& text,
   return value;
 }
 
-// --device-memory: GiB (positive, finite) as bytes.
+// --device-memory: a positive, finite number of GiB ("80"), or of a unit:
+// "80GiB", "512MiB", "1TiB", "85899345920B" (binary units only: "80GB" is
+// refused rather than read as either). As bytes.
 absl::StatusOr<int64_t> DeviceMemoryBytes(const std::string& text) {
-  constexpr double kGiB = 1024.0 * 1024 * 1024;
-  double gib = 0;
-  if (!absl::SimpleAtod(text, &gib) || !(gib > 0) || !std::isfinite(gib) ||
-      gib * kGiB < 1 || gib * kGiB > 9.0e18) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--device-memory '", text, "' must be a positive number of GiB"));
+  constexpr std::pair<const char*, double> kUnits[] = {
+      {"TiB", 1024.0 * 1024 * 1024 * 1024},
+      {"GiB", 1024.0 * 1024 * 1024},
+      {"MiB", 1024.0 * 1024},
+      {"KiB", 1024.0},
+      {"B", 1.0},
+  };
+  absl::string_view number = text;
+  double unit = kUnits[1].second;  // A bare number is GiB.
+  for (const auto& [suffix, bytes] : kUnits) {
+    if (absl::ConsumeSuffix(&number, suffix)) {
+      unit = bytes;
+      break;
+    }
   }
-  return static_cast<int64_t>(std::llround(gib * kGiB));
+  double value = 0;
+  if (!absl::SimpleAtod(number, &value) || !(value > 0) ||
+      !std::isfinite(value) || value * unit < 1 || value * unit > 9.0e18) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device-memory '", text,
+                     "' must be a positive number of GiB, or of B, KiB, "
+                     "MiB, GiB or TiB written after it (80GiB)"));
+  }
+  return static_cast<int64_t>(std::llround(value * unit));
 }
 
 absl::StatusOr<ExplainRequest> RequestFromArgs(const ParsedArgs& args) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "dtensor/collectives/gloo/route_address.h"
 #include "dtensor/collectives/multiprocess/group_failures.h"
 #include "dtensor/collectives/multiprocess/launch_env.h"
+#include "dtensor/collectives/multiprocess/rank_hosts.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
 
@@ -110,9 +112,12 @@ absl::Status GlooBackend::JoinFailure(const std::vector<int64_t>& ranks,
       }
     }
   }
+  const std::map<int64_t, std::string> hosts =
+      ReadRankHosts(runtime_->session->client(), ranks);
   if (!gone.empty()) {
-    return absl::UnavailableError(
-        absl::StrCat(name, ": ranks ", RanksText(gone), " exited"));
+    return absl::UnavailableError(absl::StrCat(name, ": ranks ",
+                                               RanksText(gone), " exited",
+                                               HostsOfRanks(gone, hosts)));
   }
   // Each member posts its addresses under its index in the group.
   std::vector<std::string> keys;
@@ -128,9 +133,9 @@ absl::Status GlooBackend::JoinFailure(const std::vector<int64_t>& ranks,
     }
   }
   if (!missing.empty()) {
-    return absl::DeadlineExceededError(
-        absl::StrCat(name, ": ranks ", RanksText(missing),
-                     " did not join within ", absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(absl::StrCat(
+        name, ": ranks ", RanksText(missing), " did not join within ",
+        absl::FormatDuration(timeout), HostsOfRanks(missing, hosts)));
   }
   return absl::UnavailableError(absl::StrCat(name, ": ", what));
 }

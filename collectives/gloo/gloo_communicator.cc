@@ -186,13 +186,16 @@ GlooCommunicator::Failure GlooCommunicator::Diagnose(
   const char* verb = !peer.has_value() ? "did not arrive"
                      : sending         ? "did not receive"
                                        : "did not send";
-  auto missing_error = [&](absl::Span<const int64_t> ranks) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        name, ": ranks ", RanksText(ranks), " ", verb, " within ", within));
+  auto missing_error = [&](absl::Span<const int64_t> ranks,
+                           absl::string_view why = "") {
+    return absl::DeadlineExceededError(
+        absl::StrCat(name, ": ranks ", RanksText(ranks), " ", verb, " within ",
+                     within, failures_.HostsText(ranks), why));
   };
   auto exited_error = [&](absl::Span<const int64_t> ranks) {
-    return absl::UnavailableError(
-        absl::StrCat(name, ": ranks ", RanksText(ranks), " exited"));
+    return absl::UnavailableError(absl::StrCat(name, ": ranks ",
+                                               RanksText(ranks), " exited",
+                                               failures_.HostsText(ranks)));
   };
   // A peer that broke the communicator posted why before closing its
   // connections: the first failure explains the others. A send or recv that
@@ -223,10 +226,17 @@ GlooCommunicator::Failure GlooCommunicator::Diagnose(
                 name, ": lost the connection to a peer (", what, ")")),
             false};
   }
-  const std::vector<int64_t> missing =
-      peer.has_value() ? std::vector<int64_t>{group_ranks()[*peer]}
-                       : failures_.PeersNotArrived(running.call.sequence);
-  if (!missing.empty()) return {missing_error(missing), false};
+  if (peer.has_value()) return {missing_error({group_ranks()[*peer]}), false};
+  const absl::StatusOr<std::vector<int64_t>> missing =
+      failures_.PeersNotArrived(running.call.sequence);
+  // Cut off from the store as well (this host's link is down, or the
+  // master's host is gone): every peer is out of reach.
+  if (!missing.ok()) {
+    return {missing_error(failures_.Peers(),
+                          absl::StrCat(", and ", missing.status().message())),
+            false};
+  }
+  if (!missing->empty()) return {missing_error(*missing), false};
   return {absl::DeadlineExceededError(
               absl::StrCat(name, ": did not finish within ", within,
                            " although every rank arrived (", what, ")")),

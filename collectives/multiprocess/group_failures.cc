@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "dtensor/collectives/multiprocess/rank_hosts.h"
 
 namespace dtensor {
 
@@ -17,7 +18,8 @@ GroupFailures::GroupFailures(RendezvousSession& session, std::string key_prefix,
       group_ranks_(std::move(group_ranks)),
       member_(member),
       arrival_(session.board().NewSlot(
-          absl::StrCat(key_prefix_, "arrived/", member))) {}
+          absl::StrCat(key_prefix_, "arrived/", member))),
+      hosts_(ReadRankHosts(session.client(), group_ranks_)) {}
 
 // A post is "<code>\n<1 for send/recv>\n<message>".
 absl::Status GroupFailures::Broken() const {
@@ -81,7 +83,8 @@ std::vector<int64_t> GroupFailures::ExitedPeers() {
   return peers;
 }
 
-std::vector<int64_t> GroupFailures::PeersNotArrived(int64_t sequence) {
+absl::StatusOr<std::vector<int64_t>> GroupFailures::PeersNotArrived(
+    int64_t sequence) {
   std::vector<std::string> keys;
   std::vector<int64_t> members;
   for (size_t member = 0; member < group_ranks_.size(); ++member) {
@@ -91,12 +94,26 @@ std::vector<int64_t> GroupFailures::PeersNotArrived(int64_t sequence) {
   }
   absl::StatusOr<std::vector<int64_t>> posted =
       ArrivalBoard::ReadPosts(session_.client(), keys);
+  if (!posted.ok()) return posted.status();
   std::vector<int64_t> missing;
-  if (!posted.ok()) return missing;
   for (size_t i = 0; i < members.size(); ++i) {
     if ((*posted)[i] < sequence) missing.push_back(group_ranks_[members[i]]);
   }
   return missing;
+}
+
+std::vector<int64_t> GroupFailures::Peers() const {
+  std::vector<int64_t> peers;
+  for (size_t member = 0; member < group_ranks_.size(); ++member) {
+    if (static_cast<int64_t>(member) != member_) {
+      peers.push_back(group_ranks_[member]);
+    }
+  }
+  return peers;
+}
+
+std::string GroupFailures::HostsText(absl::Span<const int64_t> ranks) const {
+  return HostsOfRanks(ranks, hosts_);
 }
 
 absl::Duration ArrivalDelay(absl::Duration deadline) {

@@ -2,6 +2,7 @@
 #define DTENSOR_COLLECTIVES_MULTIPROCESS_GROUP_FAILURES_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -53,7 +55,13 @@ class GroupFailures {
   std::vector<int64_t> ExitedPeers();
   // The other members that have not posted that they wait in collective
   // `sequence` (or a later one).
-  std::vector<int64_t> PeersNotArrived(int64_t sequence);
+  // Errors: those of the store (a host cut off from it cannot tell).
+  absl::StatusOr<std::vector<int64_t>> PeersNotArrived(int64_t sequence);
+  // The other members: those a rank cut off from the store reports.
+  std::vector<int64_t> Peers() const;
+  // " (on host b at 10.0.0.2)" (HostsOfRanks), with the hosts the members
+  // had published when the communicator was created.
+  std::string HostsText(absl::Span<const int64_t> ranks) const;
 
  private:
   RendezvousSession& session_;
@@ -61,6 +69,7 @@ class GroupFailures {
   const std::vector<int64_t> group_ranks_;
   const int64_t member_;
   const std::shared_ptr<ArrivalBoard::Slot> arrival_;
+  const std::map<int64_t, std::string> hosts_;
   mutable Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
 };

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/collectives/multiprocess/rank_hosts.h"
 
 namespace dtensor {
 namespace {
@@ -49,6 +50,9 @@ absl::StatusOr<std::unique_ptr<RendezvousSession>> RendezvousSession::Join(
       options.master_addr, port, options.rank,
       options.communicator.DeadlineOrDefault(), options.store_secret);
   if (!client.ok()) return client.status();
+  // Before any communicator: its members read the hosts when it is created.
+  absl::Status published = PublishRankHost(**client, options.rank);
+  if (!published.ok()) return published;
   session->client_ = *std::move(client);
   session->board_ = std::make_unique<ArrivalBoard>(session->client_.get());
   return session;

@@ -1,5 +1,8 @@
 #include "dtensor/collectives/multiprocess/store_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +28,28 @@ constexpr absl::Duration kLongestPoll = absl::Milliseconds(20);
 absl::Status Malformed(const std::string& address) {
   return absl::DataLossError(
       absl::StrCat("store ", address, ": malformed reply"));
+}
+
+// The numeric local address of socket `fd`; empty where it has none.
+std::string LocalAddressOf(int fd) {
+  sockaddr_storage storage{};
+  socklen_t length = sizeof(storage);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&storage), &length) != 0) {
+    return "";
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* address = nullptr;
+  if (storage.ss_family == AF_INET) {
+    address = &reinterpret_cast<sockaddr_in*>(&storage)->sin_addr;
+  } else if (storage.ss_family == AF_INET6) {
+    address = &reinterpret_cast<sockaddr_in6*>(&storage)->sin6_addr;
+  } else {
+    return "";
+  }
+  if (::inet_ntop(storage.ss_family, address, text, sizeof(text)) == nullptr) {
+    return "";
+  }
+  return text;
 }
 
 }  // namespace
@@ -68,7 +93,9 @@ absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::ConnectWithoutHello(
 }
 
 StoreClient::StoreClient(int fd, std::string address)
-    : address_(std::move(address)), fd_(fd) {}
+    : address_(std::move(address)),
+      local_address_(LocalAddressOf(fd)),
+      fd_(fd) {}
 
 StoreClient::~StoreClient() {
   MutexLock lock(&mu_);

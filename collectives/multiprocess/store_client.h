@@ -63,6 +63,9 @@ class StoreClient {
 
   // "127.0.0.1:29500".
   const std::string& address() const { return address_; }
+  // This end's address of the connection ("10.0.0.7"): the host's address
+  // toward the store; empty where the socket cannot tell.
+  const std::string& local_address() const { return local_address_; }
 
  private:
   StoreClient(int fd, std::string address);
@@ -71,6 +74,7 @@ class StoreClient {
   absl::StatusOr<std::string> Call(const std::string& request);
 
   const std::string address_;
+  const std::string local_address_;
   Mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_);
 };

@@ -157,7 +157,8 @@ absl::Status NcclCommunicator::MissingRanks(
                                                 : "did not send";
   return absl::DeadlineExceededError(absl::StrCat(
       Describe(launched.call), ": ranks ", RanksText(ranks), " ", verb,
-      " within ", absl::FormatDuration(launched.call.deadline)));
+      " within ", absl::FormatDuration(launched.call.deadline),
+      failures_.HostsText(ranks)));
 }
 
 absl::Status NcclCommunicator::CheckPeers(const Launched& launched) {
@@ -178,17 +179,20 @@ absl::Status NcclCommunicator::CheckPeers(const Launched& launched) {
                  exited.end());
   }
   if (exited.empty()) return absl::OkStatus();
-  return Break(
-      absl::UnavailableError(absl::StrCat(Describe(launched.call), ": ranks ",
-                                          RanksText(exited), " exited")),
-      true, point_to_point);
+  return Break(absl::UnavailableError(absl::StrCat(
+                   Describe(launched.call), ": ", "ranks ", RanksText(exited),
+                   " exited", failures_.HostsText(exited))),
+               true, point_to_point);
 }
 
 absl::Status NcclCommunicator::DeadlineError(const Launched& launched) {
   const bool point_to_point = launched.peer.has_value();
+  // Cut off from the store, a rank cannot tell who arrived: every peer is
+  // out of reach.
   const std::vector<int64_t> missing =
       point_to_point ? std::vector<int64_t>{group_ranks()[*launched.peer]}
-                     : failures_.PeersNotArrived(launched.call.sequence);
+                     : failures_.PeersNotArrived(launched.call.sequence)
+                           .value_or(failures_.Peers());
   return Break(missing.empty()
                    ? absl::DeadlineExceededError(absl::StrCat(
                          Describe(launched.call), ": did not finish within ",

@@ -145,6 +145,12 @@ TEST(ExplainCommandTest, BadInputIsAOneLineUsageError) {
       {{"--config", "tiny", "--plan", Plan("tp_dp"), "--mesh", "dp=2,tp=2",
         "--device-memory", "inf"},
        "--device-memory 'inf'"},
+      {{"--config", "tiny", "--plan", Plan("tp_dp"), "--mesh", "dp=2,tp=2",
+        "--device-memory", "GiB"},
+       "--device-memory 'GiB'"},
+      {{"--config", "tiny", "--plan", Plan("tp_dp"), "--mesh", "dp=2,tp=2",
+        "--device-memory", "0.5B"},
+       "--device-memory '0.5B'"},
   };
   for (const Case& c : cases) {
     Result r = Explain(c.args);
@@ -196,6 +202,12 @@ TEST(ExplainCommandTest, DeviceMemoryAddsItsOwnLinesAndKeyOnly) {
   }
   EXPECT_EQ(Without(device_text.out, "\nMemory per device", "\nWarnings:"),
             text.out);
+  // The same capacity with a unit, in GiB, MiB or bytes.
+  for (const char* capacity : {"80GiB", "81920MiB", "85899345920B"}) {
+    const Result with_unit = with({"--device-memory", capacity});
+    ASSERT_EQ(with_unit.status, kExitOk) << with_unit.err;
+    EXPECT_EQ(with_unit.out, device_text.out) << capacity;
+  }
 
   const Result json = with({"--json"});
   const Result device_json = with({"--json", "--device-memory", "80"});
