@@ -1,6 +1,7 @@
 // Redistribution planning time: uncached (a fresh A* search) and cached (a hit
 // in RedistributePlanner's cache), on 1-D to 4-D meshes, plus the throughput
-// of executing a redistribution on in-process ranks.
+// of executing a redistribution on in-process ranks; and an uncached search
+// against the number of ranks.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -61,6 +62,26 @@ void BM_PlanUncached(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_PlanUncached)->DenseRange(1, 7)->Unit(benchmark::kMicrosecond);
+
+// An uncached search on a 3-D mesh (dp, 4, 8) against dp, 2 to 1024 (64 to
+// 32,768 ranks), with uneven blocks (1000 rows), so the permutes must compare
+// the blocks of shardings: its time should not grow with the ranks.
+void BM_PlanUncachedRanks(benchmark::State& state) {
+  const std::vector<int64_t> mesh = {state.range(0), 4, 8};
+  const std::vector<int64_t> shape = {1000, 8192};
+  const Sharding from = *Sharding::Parse("S(0),S(1),S(0)", 2);
+  const Sharding to = *Sharding::Parse("S(0),S(0),S(1)", 2);
+  const CostModel model(3);
+  for (auto _ : state) {
+    auto plan = PlanRedistribution(from, to, mesh, shape, DType::kF32, model);
+    benchmark::DoNotOptimize(plan);
+  }
+  state.counters["ranks"] = static_cast<double>(state.range(0) * 32);
+}
+BENCHMARK(BM_PlanUncachedRanks)
+    ->RangeMultiplier(8)
+    ->Range(2, 1024)
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_PlanCached(benchmark::State& state) {
   const ParsedProblem q(state.range(0), state);

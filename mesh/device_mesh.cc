@@ -122,7 +122,7 @@ class DeviceMesh::SubMeshCache {
 };
 
 DeviceMesh::DeviceMesh(Layout layout, std::vector<std::string> dim_names,
-                       std::vector<int64_t> ranks)
+                       std::shared_ptr<const std::vector<int64_t>> ranks)
     : layout_(std::move(layout)),
       dim_names_(std::move(dim_names)),
       ranks_(std::move(ranks)),
@@ -174,14 +174,23 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Create(
     }
   }
   DT_ASSIGN_OR_RETURN(Layout layout, Layout::RowMajor(TupleOf(shape)));
-  return DeviceMesh(std::move(layout), std::move(dim_names), std::move(ranks));
+  return DeviceMesh(
+      std::move(layout), std::move(dim_names),
+      std::make_shared<const std::vector<int64_t>>(std::move(ranks)));
 }
 
 int64_t DeviceMesh::ndim() const {
   return static_cast<int64_t>(dim_names_.size());
 }
 
-int64_t DeviceMesh::size() const { return static_cast<int64_t>(ranks_.size()); }
+const std::vector<int64_t>& DeviceMesh::rank_list() const {
+  static const std::vector<int64_t>* const kNone = new std::vector<int64_t>();
+  return ranks_ == nullptr ? *kNone : *ranks_;
+}
+
+int64_t DeviceMesh::size() const {
+  return static_cast<int64_t>(rank_list().size());
+}
 
 std::vector<int64_t> DeviceMesh::shape() const {
   std::vector<int64_t> shape;
@@ -204,20 +213,25 @@ absl::StatusOr<int64_t> DeviceMesh::DimIndex(std::string_view name) const {
 }
 
 bool DeviceMesh::Contains(int64_t rank) const {
-  return std::find(ranks_.begin(), ranks_.end(), rank) != ranks_.end();
+  const std::vector<int64_t>& ranks = rank_list();
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
 }
 
 absl::StatusOr<std::vector<int64_t>> DeviceMesh::CoordinateOf(
     int64_t rank) const {
-  const auto it = std::find(ranks_.begin(), ranks_.end(), rank);
-  if (it == ranks_.end()) {
+  const std::vector<int64_t>& ranks = rank_list();
+  // Most meshes list 0..n-1 in order: rank r at position r, found at once.
+  const auto it = rank >= 0 && rank < size() && ranks[rank] == rank
+                      ? ranks.begin() + rank
+                      : std::find(ranks.begin(), ranks.end(), rank);
+  if (it == ranks.end()) {
     return absl::NotFoundError(
         absl::StrCat("rank ", rank, " is not in ", ToString()));
   }
   // The layout is a bijection onto the rank-list positions: its right
   // inverse maps a position back to the linear coordinate, which the
   // column-major layout of the shape splits into one coordinate per dim.
-  const int64_t linear = RightInverse(layout_)(it - ranks_.begin());
+  const int64_t linear = RightInverse(layout_)(it - ranks.begin());
   DT_ASSIGN_OR_RETURN(const Layout dims, Layout::ColumnMajor(TupleOf(shape())));
   DT_ASSIGN_OR_RETURN(const IntTuple coordinate, dims.Coordinate(linear));
   std::vector<int64_t> result;
@@ -239,7 +253,7 @@ absl::StatusOr<int64_t> DeviceMesh::RankAt(
   }
   DT_ASSIGN_OR_RETURN(const int64_t position,
                       layout_.Index(TupleOf(coordinate)));
-  return ranks_[position];
+  return rank_list()[position];
 }
 
 std::vector<int64_t> DeviceMesh::Ranks() const {
@@ -247,8 +261,10 @@ std::vector<int64_t> DeviceMesh::Ranks() const {
   for (int64_t d = 0; d < ndim(); ++d) all_dims[d] = d;
   // Colexicographic over the reversed dims is row-major over the dims.
   const Layout row_major = *layout_.Select(Reversed(all_dims));
+  const std::vector<int64_t>& listed = rank_list();
   std::vector<int64_t> ranks;
-  for (int64_t i = 0; i < size(); ++i) ranks.push_back(ranks_[row_major(i)]);
+  ranks.reserve(listed.size());
+  for (int64_t i = 0; i < size(); ++i) ranks.push_back(listed[row_major(i)]);
   return ranks;
 }
 
@@ -264,7 +280,7 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> DeviceMesh::Groups(
   for (int64_t j = 0; j < across.size(); ++j) {
     const int64_t offset = across(j);
     for (int64_t i = 0; i < along.size(); ++i) {
-      groups[j].push_back(ranks_[offset + along(i)]);
+      groups[j].push_back(rank_list()[offset + along(i)]);
     }
   }
   return groups;
@@ -279,7 +295,7 @@ absl::StatusOr<std::vector<int64_t>> DeviceMesh::GroupOf(
   DT_ASSIGN_OR_RETURN(const Layout along, layout_.Select(Reversed(dims)));
   std::vector<int64_t> group;
   for (int64_t i = 0; i < along.size(); ++i) {
-    group.push_back(ranks_[offset + along(i)]);
+    group.push_back(rank_list()[offset + along(i)]);
   }
   return group;
 }
@@ -447,9 +463,18 @@ std::string DeviceMesh::ToString() const {
                       "), ranks=", listed, ")");
 }
 
+std::pair<int64_t, int64_t> DeviceMesh::CornerRanks() const {
+  if (size() == 0) return {-1, -1};  // Moved from.
+  std::vector<int64_t> last = shape();
+  for (int64_t& coordinate : last) --coordinate;
+  return {*RankAt(std::vector<int64_t>(ndim(), 0)), *RankAt(last)};
+}
+
 bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
-  return a.dim_names_ == b.dim_names_ && a.shape() == b.shape() &&
-         a.Ranks() == b.Ranks();
+  if (a.dim_names_ != b.dim_names_ || a.shape() != b.shape()) return false;
+  // The same rank list under the same layout: the same rank everywhere.
+  if (a.ranks_ == b.ranks_ && a.layout_ == b.layout_) return true;
+  return a.Ranks() == b.Ranks();
 }
 
 }  // namespace dtensor

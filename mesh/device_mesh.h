@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,8 +39,9 @@ class DeviceMesh {
   const std::vector<std::string>& dim_names() const { return dim_names_; }
   // Index of the dim called `name`, or NotFound naming it and the known names.
   absl::StatusOr<int64_t> DimIndex(std::string_view name) const;
-  // The rank list in the order of layout positions.
-  const std::vector<int64_t>& rank_list() const { return ranks_; }
+  // The rank list in the order of layout positions (shared by the mesh's
+  // copies and the meshes derived from it that keep its ranks).
+  const std::vector<int64_t>& rank_list() const;
   // The coordinate -> rank-list-position map, one mode per mesh dim.
   const Layout& layout() const { return layout_; }
 
@@ -95,15 +97,18 @@ class DeviceMesh {
   static constexpr size_t kMaxListedRanks = 16;
 
   // Two meshes are equal when they have the same names, shape and rank at
-  // every coordinate.
+  // every coordinate. Copies (which share their rank list) compare in time
+  // independent of the number of ranks.
   friend bool operator==(const DeviceMesh& a, const DeviceMesh& b);
   friend bool operator!=(const DeviceMesh& a, const DeviceMesh& b) {
     return !(a == b);
   }
+  // Hashes the names, the shape and the first and last ranks (row-major):
+  // equal meshes hash alike, in time independent of the number of ranks.
   template <typename H>
   friend H AbslHashValue(H h, const DeviceMesh& mesh) {
-    return H::combine(std::move(h), mesh.dim_names_, mesh.Ranks(),
-                      mesh.shape());
+    return H::combine(std::move(h), mesh.dim_names_, mesh.shape(),
+                      mesh.CornerRanks());
   }
 
  private:
@@ -111,7 +116,10 @@ class DeviceMesh {
   class SubMeshCache;
 
   DeviceMesh(Layout layout, std::vector<std::string> dim_names,
-             std::vector<int64_t> ranks);
+             std::shared_ptr<const std::vector<int64_t>> ranks);
+
+  // The ranks at the first and the last coordinate (row-major).
+  std::pair<int64_t, int64_t> CornerRanks() const;
 
   // PinnedAt without the cache.
   absl::StatusOr<DeviceMesh> ComputePinnedAt(int64_t dim,
@@ -119,7 +127,9 @@ class DeviceMesh {
 
   Layout layout_;
   std::vector<std::string> dim_names_;
-  std::vector<int64_t> ranks_;
+  // Immutable, so copies of a mesh (every DTensorSpec holds one) share it
+  // instead of copying a list as long as the mesh. Null only when moved from.
+  std::shared_ptr<const std::vector<int64_t>> ranks_;
   // Shared by copies: they describe the same mesh. Null only when moved from.
   std::shared_ptr<SubMeshCache> cache_;
 };

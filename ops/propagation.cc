@@ -64,9 +64,11 @@ std::string Propagation::ToString() const {
 }
 
 bool SameMesh(const DeviceMesh& a, const DeviceMesh& b) {
+  // Copies of a mesh share their rank list: compared by address first.
   return &a == &b ||
-         (a.rank_list() == b.rank_list() && a.dim_names() == b.dim_names() &&
-          a.layout() == b.layout());
+         ((&a.rank_list() == &b.rank_list() ||
+           a.rank_list() == b.rank_list()) &&
+          a.dim_names() == b.dim_names() && a.layout() == b.layout());
 }
 
 namespace {

@@ -2,33 +2,17 @@
 
 #include <algorithm>
 
-#include "dtensor/shard_geometry.h"
+#include "dtensor/redistribute/chunk_tiling.h"
 
 namespace dtensor {
 namespace {
 
-// The non-empty ranges [offset, offset + size) into which `mesh_dims`
-// (outermost first) chunk an extent, one per combination of their coordinates,
-// sorted.
-std::vector<std::pair<int64_t, int64_t>> NonEmptyChunks(
-    int64_t extent, absl::Span<const int64_t> mesh_dims,
-    absl::Span<const int64_t> mesh_shape) {
-  std::vector<std::pair<int64_t, int64_t>> ranges = {{0, extent}};
-  for (int64_t m : mesh_dims) {
-    std::vector<std::pair<int64_t, int64_t>> split;
-    for (const auto& [offset, size] : ranges) {
-      for (int64_t i = 0; i < mesh_shape[m]; ++i) {
-        const ChunkRange chunk = ChunkOf(size, mesh_shape[m], i);
-        split.emplace_back(offset + chunk.offset, chunk.size);
-      }
-    }
-    ranges = std::move(split);
-  }
-  ranges.erase(std::remove_if(ranges.begin(), ranges.end(),
-                              [](const auto& r) { return r.second == 0; }),
-               ranges.end());
-  std::sort(ranges.begin(), ranges.end());
-  return ranges;
+// The sizes of `mesh_dims` (outermost first).
+absl::InlinedVector<int64_t, 8> SizesOf(absl::Span<const int64_t> mesh_dims,
+                                        absl::Span<const int64_t> mesh_shape) {
+  absl::InlinedVector<int64_t, 8> sizes;
+  for (int64_t m : mesh_dims) sizes.push_back(mesh_shape[m]);
+  return sizes;
 }
 
 }  // namespace
@@ -43,17 +27,15 @@ bool PermuteClasses::HoldsSameBlocks(const ShardOrders& from_orders,
   // mesh dims per tensor dim, so every combination of per-dim blocks is held
   // by equally many ranks at every Partial coordinate. A permute can deliver
   // every non-empty block `to` needs when, per tensor dim, its non-empty
-  // ranges are among those of `from`.
+  // ranges are among those of `from`: as both tile the dim, when they are
+  // the same ranges.
   const ShardOrders to_orders(to, shapes_.mesh_ndim, shapes_.tensor_rank);
   for (int64_t d = 0; d < shapes_.tensor_rank; ++d) {
     const int64_t parts = GroupSize(to_orders.of(d), shapes_.mesh_shape);
     if (shapes_.global_shape[d] % parts == 0) continue;  // Same equal blocks.
-    const auto needed = NonEmptyChunks(shapes_.global_shape[d], to_orders.of(d),
-                                       shapes_.mesh_shape);
-    const auto held = NonEmptyChunks(shapes_.global_shape[d], from_orders.of(d),
-                                     shapes_.mesh_shape);
-    if (!std::includes(held.begin(), held.end(), needed.begin(),
-                       needed.end())) {
+    if (!SameNonEmptyChunks(shapes_.global_shape[d],
+                            SizesOf(to_orders.of(d), shapes_.mesh_shape),
+                            SizesOf(from_orders.of(d), shapes_.mesh_shape))) {
       return false;
     }
   }

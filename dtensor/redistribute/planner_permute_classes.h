@@ -45,7 +45,8 @@ class PermuteClasses {
   PermuteClass& Of(PackedSharding state, const ShardOrders& orders);
 
   // Whether a permute from a sharding whose shard orders are `from_orders` to
-  // `to` (of the same class) can deliver every block `to` needs.
+  // `to` (of the same class) can deliver every block `to` needs. In time
+  // independent of the number of ranks (SameNonEmptyChunks).
   bool HoldsSameBlocks(const ShardOrders& from_orders, PackedSharding to) const;
 
  private:

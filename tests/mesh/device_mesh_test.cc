@@ -422,6 +422,24 @@ TEST(DeviceMeshTest, EqualityAndHash) {
   EXPECT_NE(a, Mesh({2, 4}, {"dp", "tp"}, {1, 0, 2, 3, 4, 5, 6, 7}));
 }
 
+// Copies and flattenings share the rank list (a DTensorSpec holds a mesh by
+// value); equality still compares the ranks of meshes built apart.
+TEST(DeviceMeshTest, CopiesShareTheirRankList) {
+  const DeviceMesh a = Mesh({4096, 8}, {"dp", "tp"});
+  const DeviceMesh copy = a;
+  EXPECT_EQ(&copy.rank_list(), &a.rank_list());
+  EXPECT_EQ(&Ok(a.Flatten({"dp", "tp"}, "x")).rank_list(), &a.rank_list());
+  EXPECT_EQ(copy, a);
+  const DeviceMesh apart = Mesh({4096, 8}, {"dp", "tp"});
+  EXPECT_NE(&apart.rank_list(), &a.rank_list());
+  EXPECT_EQ(apart, a);
+  EXPECT_EQ(absl::Hash<DeviceMesh>()(apart), absl::Hash<DeviceMesh>()(a));
+  // The same first and last ranks, two swapped inside.
+  std::vector<int64_t> swapped = a.rank_list();
+  std::swap(swapped[1], swapped[2]);
+  EXPECT_NE(a, Mesh({4096, 8}, {"dp", "tp"}, swapped));
+}
+
 TEST(DeviceMeshTest, ZeroDimMesh) {
   const DeviceMesh mesh = Mesh({});
   EXPECT_EQ(mesh.ndim(), 0);
