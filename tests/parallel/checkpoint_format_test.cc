@@ -103,7 +103,9 @@ std::vector<std::string> Keys(const JsonValue& object) {
 TEST(CheckpointMetadataTest, JsonReadsBackWithParseJson) {
   CheckpointMetadata metadata = Example();
   const std::string odd = "w \"q\" \\ \n\t\x01 \xC3\xA9 \xF0\x9F\x98\x80";
-  metadata.tensors[odd] = metadata.tensors.at("step");
+  // A copy first: inserting may rehash and move the entry read.
+  const StoredTensor step = metadata.tensors.at("step");
+  metadata.tensors[odd] = step;
   const std::string text = MetadataToJson(metadata);
   EXPECT_EQ(text.find('\n'), text.size() - 1) << "one line: " << text;
   absl::StatusOr<JsonValue> json = ParseJson(text);
