@@ -16,6 +16,7 @@
 #include "dtensor/tensor/generator.h"
 #include "dtensor/tensor/large_buffer_cache.h"
 #include "dtensor/tensor/storage.h"
+#include "dtensor/testing/token_batch.h"
 
 namespace dtensor {
 namespace testing {
@@ -29,25 +30,6 @@ int64_t ResidentBytes() {
   int64_t resident_pages = 0;
   if (!(statm >> total_pages >> resident_pages)) return 0;
   return resident_pages * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
-}
-
-// The tokens and targets of `step`: uniform in the vocabulary, from a
-// generator seeded by (seed, step).
-absl::StatusOr<std::pair<Tensor, Tensor>> StepData(const SoakOptions& options,
-                                                   int64_t step) {
-  Generator generator(options.seed, static_cast<uint64_t>(step));
-  const int64_t n = options.batch * options.seq;
-  std::vector<int64_t> tokens(n);
-  std::vector<int64_t> targets(n);
-  for (int64_t i = 0; i < n; ++i) {
-    tokens[i] = generator.NextU32() % options.config.vocab_size;
-    targets[i] = generator.NextU32() % options.config.vocab_size;
-  }
-  DT_ASSIGN_OR_RETURN(Tensor t,
-                      Tensor::FromVector(tokens, {options.batch, options.seq}));
-  DT_ASSIGN_OR_RETURN(
-      Tensor y, Tensor::FromVector(targets, {options.batch, options.seq}));
-  return std::make_pair(std::move(t), std::move(y));
 }
 
 }  // namespace
@@ -93,9 +75,14 @@ absl::Status RunTrainingSoak(
     CommCounter comms(CommCounter::Keep::kTotals);
     for (int64_t step = 1; step <= options.steps; ++step) {
       {
-        DT_ASSIGN_OR_RETURN(auto data, StepData(options, step));
+        // Uniform tokens from (seed, step): the same batch on every rank.
+        Generator generator(options.seed, static_cast<uint64_t>(step));
+        DT_ASSIGN_OR_RETURN(
+            TokenBatch data,
+            UniformTokenBatch(generator, options.config.vocab_size,
+                              options.batch, options.seq));
         DT_ASSIGN_OR_RETURN(parallel::LlamaTrainer::Batch batch,
-                            trainer->MakeBatch(data.first, data.second));
+                            trainer->MakeBatch(data.tokens, data.targets));
         CommCounter::Scope scope(comms);
         DT_RETURN_IF_ERROR(trainer->Step(batch).status());
       }  // The step's batch and loss are released here.

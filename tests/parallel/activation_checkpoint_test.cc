@@ -19,6 +19,7 @@
 #include "dtensor/parallel/plan.h"
 #include "dtensor/runtime.h"
 #include "dtensor/tensor/generator.h"
+#include "dtensor/testing/token_batch.h"
 #include "gtest/gtest.h"
 #include "tools/mesh_flag.h"
 
@@ -80,15 +81,12 @@ absl::StatusOr<TrainRun> Train(const std::string& plan_name,
     TrainRun mine;
     for (int step = 0; step < kSteps; ++step) {
       Generator generator(1234, static_cast<uint64_t>(step));
-      std::vector<int64_t> tokens, targets;
-      for (int64_t i = 0; i < kBatch * kSeq; ++i) {
-        tokens.push_back(generator.NextU32() % options.config.vocab_size);
-        targets.push_back(generator.NextU32() % options.config.vocab_size);
-      }
-      DT_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(tokens, {kBatch, kSeq}));
-      DT_ASSIGN_OR_RETURN(Tensor y,
-                          Tensor::FromVector(targets, {kBatch, kSeq}));
-      DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch batch, trainer->MakeBatch(t, y));
+      DT_ASSIGN_OR_RETURN(
+          testing::TokenBatch data,
+          testing::UniformTokenBatch(generator, options.config.vocab_size,
+                                     kBatch, kSeq));
+      DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch batch,
+                          trainer->MakeBatch(data.tokens, data.targets));
       DT_ASSIGN_OR_RETURN(DTensor loss, trainer->Forward(batch));
       CommCounter backward;
       std::vector<DTensor> grads;

@@ -23,6 +23,7 @@
 #include "dtensor/runtime.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/generator.h"
+#include "dtensor/testing/token_batch.h"
 #include "gtest/gtest.h"
 #include "tools/mesh_flag.h"
 
@@ -174,23 +175,6 @@ struct Trajectory {
   std::vector<std::vector<float>> params;
 };
 
-// The token ids and targets of `step`: uniform in the vocabulary, from a
-// generator seeded by (1234, step), the same for every run.
-absl::StatusOr<std::pair<Tensor, Tensor>> StepBatch(const ShapeSpec& spec,
-                                                    int step) {
-  Generator generator(1234, static_cast<uint64_t>(step));
-  std::vector<int64_t> tokens, targets;
-  for (int64_t i = 0; i < spec.batch * spec.seq; ++i) {
-    tokens.push_back(generator.NextU32() % spec.config.vocab_size);
-    targets.push_back(generator.NextU32() % spec.config.vocab_size);
-  }
-  DT_ASSIGN_OR_RETURN(Tensor t,
-                      Tensor::FromVector(tokens, {spec.batch, spec.seq}));
-  DT_ASSIGN_OR_RETURN(Tensor y,
-                      Tensor::FromVector(targets, {spec.batch, spec.seq}));
-  return std::make_pair(std::move(t), std::move(y));
-}
-
 absl::StatusOr<std::vector<float>> Gathered(const DTensor& x) {
   DT_ASSIGN_OR_RETURN(Tensor full, x.FullTensor());
   return full.ToVector<float>().value();
@@ -216,9 +200,14 @@ absl::StatusOr<Trajectory> Train(const DeviceMesh& mesh, const Plan& plan,
         LlamaTrainer::Create(Runtime::ForRank(groups), mesh, plan, options));
     Trajectory mine;
     for (int step = 0; step < kSteps; ++step) {
-      DT_ASSIGN_OR_RETURN(auto data, StepBatch(spec, step));
+      // Uniform tokens from (1234, step): the same for every run.
+      Generator generator(1234, static_cast<uint64_t>(step));
+      DT_ASSIGN_OR_RETURN(
+          testing::TokenBatch data,
+          testing::UniformTokenBatch(generator, spec.config.vocab_size,
+                                     spec.batch, spec.seq));
       DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch batch,
-                          trainer->MakeBatch(data.first, data.second));
+                          trainer->MakeBatch(data.tokens, data.targets));
       DT_ASSIGN_OR_RETURN(DTensor loss, trainer->Forward(batch));
       DT_ASSIGN_OR_RETURN(std::vector<DTensor> grads, trainer->Backward(loss));
       DT_ASSIGN_OR_RETURN(std::vector<float> loss_value, Gathered(loss));

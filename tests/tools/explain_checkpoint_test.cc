@@ -19,6 +19,7 @@
 #include "dtensor/tensor/generator.h"
 #include "dtensor/tensor/storage.h"
 #include "dtensor/tensor/storage_peak.h"
+#include "dtensor/testing/token_batch.h"
 #include "gtest/gtest.h"
 #include "tools/explain.h"
 #include "tools/explain_config.h"
@@ -98,15 +99,12 @@ absl::StatusOr<int64_t> MeasuredPeakPerRank(const ExplainRequest& request) {
                                           Runtime::ForRank(groups),
                                           request.mesh, request.plan, options));
     Generator generator(5);
-    std::vector<int64_t> tokens, targets;
-    for (int64_t i = 0; i < request.batch * request.seq; ++i) {
-      tokens.push_back(generator.NextU32() % request.config.vocab_size);
-      targets.push_back(generator.NextU32() % request.config.vocab_size);
-    }
-    const Shape shape = {request.batch, request.seq};
-    DT_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(tokens, shape));
-    DT_ASSIGN_OR_RETURN(Tensor y, Tensor::FromVector(targets, shape));
-    DT_ASSIGN_OR_RETURN(auto batch, trainer->MakeBatch(t, y));
+    DT_ASSIGN_OR_RETURN(
+        testing::TokenBatch data,
+        testing::UniformTokenBatch(generator, request.config.vocab_size,
+                                   request.batch, request.seq));
+    DT_ASSIGN_OR_RETURN(auto batch,
+                        trainer->MakeBatch(data.tokens, data.targets));
     for (int step = 0; step < 2; ++step) {
       if (step == 1) {
         if (++finished_first == request.mesh.size()) {

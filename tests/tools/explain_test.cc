@@ -28,6 +28,7 @@
 #include "dtensor/parallel/plan.h"
 #include "dtensor/runtime.h"
 #include "dtensor/tensor/generator.h"
+#include "dtensor/testing/token_batch.h"
 #include "gtest/gtest.h"
 #include "tools/explain_config.h"
 #include "tools/mesh_flag.h"
@@ -82,15 +83,12 @@ absl::StatusOr<std::vector<Tally>> RealTallies(const ExplainRequest& request) {
       names[m.module] = m.name;
     }
     Generator generator(99);
-    std::vector<int64_t> tokens, targets;
-    for (int64_t i = 0; i < request.batch * request.seq; ++i) {
-      tokens.push_back(generator.NextU32() % request.config.vocab_size);
-      targets.push_back(generator.NextU32() % request.config.vocab_size);
-    }
-    const Shape shape = {request.batch, request.seq};
-    DT_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(tokens, shape));
-    DT_ASSIGN_OR_RETURN(Tensor y, Tensor::FromVector(targets, shape));
-    DT_ASSIGN_OR_RETURN(auto batch, trainer->MakeBatch(t, y));
+    DT_ASSIGN_OR_RETURN(
+        testing::TokenBatch data,
+        testing::UniformTokenBatch(generator, request.config.vocab_size,
+                                   request.batch, request.seq));
+    DT_ASSIGN_OR_RETURN(auto batch,
+                        trainer->MakeBatch(data.tokens, data.targets));
     parallel::LlamaTrainer::PhaseComms comms;
     DT_RETURN_IF_ERROR(trainer->StepCounted(batch, comms).status());
     Tally tally;
