@@ -75,9 +75,12 @@ absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
 // Rotary position embedding on `x` [..., seq, heads, head_dim]
 // with the rotate-half convention of Llama: pairs (i, i + head_dim/2) rotate by
 // angle position * theta^(-2i/head_dim). `positions` [seq] (integer) gives each
-// row's position (read on the host, and the angle tables copied to x's
-// device: use RotaryEmbeddingFrom in a training step); pass an undefined
-// Tensor for 0..seq-1 (as RotaryEmbeddingFrom(x, 0, theta)).
+// row's position; they are read on the host (keep them on the CPU: a device
+// tensor is copied back, which waits for its stream). Positions made of a few
+// runs of consecutive positions (rotary_tables.h, RotaryTablesOf) rotate by
+// cached tables on x's device; others by tables made on the host and copied
+// there. Pass an undefined Tensor for 0..seq-1 (as RotaryEmbeddingFrom(x, 0,
+// theta)).
 // Errors: an odd head_dim, `positions` not [seq] of an integer dtype, a
 // non-positive theta.
 absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x, const Tensor& positions,

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/constant_cache.h"
@@ -39,6 +40,40 @@ absl::StatusOr<RotaryTables> ToDevice(RotaryTables tables, Device device) {
   return tables;
 }
 
+// Positions first, first + 1, ..., first + length - 1, negated when
+// `negated`.
+struct PositionRun {
+  int64_t first = 0;
+  int64_t length = 0;
+  bool negated = false;
+};
+
+// `positions` split into runs, each ascending by one from a position >= 0
+// or descending by one from a position < 0 (a run starts wherever the
+// previous one cannot go on). Stops at kMaxCachedRotaryRuns + 1 runs: more
+// than that are not worth joining.
+std::vector<PositionRun> RunsOf(absl::Span<const int64_t> positions) {
+  std::vector<PositionRun> runs;
+  for (size_t s = 0; s < positions.size(); ++s) {
+    const int64_t p = positions[s];
+    if (!runs.empty()) {
+      PositionRun& last = runs.back();
+      const int64_t next = last.first + last.length;
+      if (p == (last.negated ? -next : next)) {
+        ++last.length;
+        continue;
+      }
+      if (runs.size() == kMaxCachedRotaryRuns) {
+        runs.emplace_back();
+        return runs;
+      }
+    }
+    runs.push_back(p >= 0 ? PositionRun{p, 1, false}
+                          : PositionRun{-p, 1, true});
+  }
+  return runs;
+}
+
 // (device type, device index, length, half, theta, inverse).
 using TableKey = std::tuple<int, int, int64_t, int64_t, double, bool>;
 
@@ -47,9 +82,26 @@ using TableKey = std::tuple<int, int, int64_t, int64_t, double, bool>;
 absl::StatusOr<RotaryTables> RotaryTablesOf(absl::Span<const int64_t> positions,
                                             int64_t half, double theta,
                                             Device device) {
-  DT_ASSIGN_OR_RETURN(RotaryTables tables,
-                      HostTables(positions, half, theta, /*sin_sign=*/1));
-  return ToDevice(std::move(tables), device);
+  const std::vector<PositionRun> runs = RunsOf(positions);
+  if (runs.empty() || runs.size() > kMaxCachedRotaryRuns) {
+    DT_ASSIGN_OR_RETURN(RotaryTables tables,
+                        HostTables(positions, half, theta, /*sin_sign=*/1));
+    return ToDevice(std::move(tables), device);
+  }
+  std::vector<Tensor> cos_rows;
+  std::vector<Tensor> sin_rows;
+  for (const PositionRun& run : runs) {
+    DT_ASSIGN_OR_RETURN(RotaryTables rows,
+                        CachedRotaryTables(run.first, run.length, half, theta,
+                                           run.negated, device));
+    cos_rows.push_back(std::move(rows.cos));
+    sin_rows.push_back(std::move(rows.sin));
+  }
+  if (runs.size() == 1) return RotaryTables{cos_rows[0], sin_rows[0]};
+  RotaryTables tables;
+  DT_ASSIGN_OR_RETURN(tables.cos, Cat(cos_rows, 0));
+  DT_ASSIGN_OR_RETURN(tables.sin, Cat(sin_rows, 0));
+  return tables;
 }
 
 absl::StatusOr<RotaryTables> CachedRotaryTables(int64_t first, int64_t seq,

@@ -19,8 +19,16 @@ struct RotaryTables {
   Tensor sin;
 };
 
-// The tables of explicit `positions` on `device`, computed on the host (and
-// copied to a CUDA device: a copy that waits for its stream).
+// At most this many runs of explicit positions use the cached tables.
+inline constexpr int kMaxCachedRotaryRuns = 8;
+
+// The tables of explicit `positions` on `device`. Positions made of at most
+// kMaxCachedRotaryRuns runs of consecutive positions, each ascending from a
+// position >= 0 or descending from one < 0 (the negations, which rotate
+// back), are rows of CachedRotaryTables joined on `device`: no host work and
+// no host-to-device copy once cached (context parallelism's balanced chunks
+// are two runs per rank). Other positions get tables computed on the host
+// and copied to a CUDA device (a copy that waits for its stream).
 // Errors: what Tensor::To reports.
 absl::StatusOr<RotaryTables> RotaryTablesOf(absl::Span<const int64_t> positions,
                                             int64_t half, double theta,
