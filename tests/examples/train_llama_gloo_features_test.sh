@@ -35,7 +35,7 @@ check() {  # name, processes, tolerance against one rank, flags...
   echo "$gloo"
   [[ "$(losses "$gloo")" == "$(losses "$inprocess")" ]] ||
     { echo "$name: gloo losses differ from in-process"; exit 1; }
-  diff -r "$out/$name.inprocess" "$out/$name.gloo" ||
+  diff -rq "$out/$name.inprocess" "$out/$name.gloo" ||
     { echo "$name: gloo checkpoint differs from in-process"; exit 1; }
   compare "$single" "$gloo" "$tol" "$name against one rank"
 }
