@@ -16,7 +16,9 @@
 #include "dtensor/collectives/multiprocess/piece_geometry.h"
 #include "dtensor/collectives/reduce_kernel.h"
 #include "dtensor/tensor/dispatch.h"
+#include "dtensor/tensor/elementwise.h"
 #include "gloo/allgatherv.h"
+#include "gloo/allreduce.h"
 #include "gloo/alltoallv.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
@@ -103,15 +105,51 @@ GlooOptions GlooCommunicator::OptionsFor(const Running& running) const {
 
 absl::Status GlooCommunicator::RunOp(const Running& running,
                                      const AllReduceArgs& args) {
+  if (args.tensor.numel() == 0) return absl::OkStatus();
+  return size() <= 2 ? RingAllReduce(running, args)
+                     : RankOrderAllReduce(running, args);
+}
+
+absl::Status GlooCommunicator::RingAllReduce(const Running& running,
+                                             const AllReduceArgs& args) {
+  const Tensor& tensor = args.tensor;
+  const ReduceOp op = args.op;
+  DT_ASSIGN_OR_RETURN(Tensor buffer, ContiguousInput(tensor));
+  const DType dtype = tensor.dtype();
+  // Gloo combines two buffers at a time; the average divides the sum after
+  // (by 2 at most: exact, so the in-process average's bits).
+  const ReduceOp pairwise = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  auto opts = OptionsFor<gloo::AllreduceOptions>(running);
+  DispatchDType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    opts.setOutput<T>(buffer.data<T>(), buffer.numel());
+  });
+  opts.setReduceFunction(
+      [dtype, pairwise](void* out, const void* a, const void* b, size_t n) {
+        const void* inputs[] = {a, b};
+        ReduceInto(dtype, pairwise, inputs, out, static_cast<int64_t>(n));
+      });
+  gloo::allreduce(opts);
+  bool in_place = buffer.storage() == tensor.storage();
+  if (op == ReduceOp::kAvg) {
+    DT_ASSIGN_OR_RETURN(buffer, Div(buffer, static_cast<double>(size())));
+    in_place = false;
+  }
+  if (in_place) return absl::OkStatus();
+  Tensor target = tensor;  // A view: writes go to the caller's elements.
+  return target.CopyFrom(buffer);
+}
+
+absl::Status GlooCommunicator::RankOrderAllReduce(const Running& running,
+                                                  const AllReduceArgs& args) {
   const Tensor& tensor = args.tensor;
   const int64_t count = tensor.numel();
-  if (count == 0) return absl::OkStatus();
-  // Not Gloo's ring all-reduce: it adds each chunk starting at a different
-  // rank, so its sums differ in the last bits from the in-process backend's
-  // (and the single-rank program's plans drift apart over training steps).
-  // A reduce-scatter of the flattened tensor, which adds every element in
-  // rank order, then an all-gather: the same bits as on in-process ranks,
-  // for the same bytes a ring moves.
+  // Not Gloo's ring: on three or more ranks it adds each chunk starting at a
+  // different rank, so its sums differed in the last bits from the
+  // in-process backend's, and training over Gloo drifted from the same run
+  // on in-process ranks. A reduce-scatter of the flattened tensor, which adds
+  // every element in rank order, then an all-gather: the in-process bits,
+  // for the bytes a ring moves.
   DT_ASSIGN_OR_RETURN(Tensor buffer, ContiguousInput(tensor));
   DT_ASSIGN_OR_RETURN(Tensor flat, buffer.View({count}));
   const int64_t n = size();
