@@ -105,12 +105,19 @@ GlooOptions GlooCommunicator::OptionsFor(const Running& running) const {
 
 absl::Status GlooCommunicator::RunOp(const Running& running,
                                      const AllReduceArgs& args) {
+  if (args.tensor.numel() == 0) return absl::OkStatus();
+  return size() <= 2 ? RingAllReduce(running, args)
+                     : RankOrderAllReduce(running, args);
+}
+
+absl::Status GlooCommunicator::RingAllReduce(const Running& running,
+                                             const AllReduceArgs& args) {
   const Tensor& tensor = args.tensor;
   const ReduceOp op = args.op;
-  if (tensor.numel() == 0) return absl::OkStatus();
   DT_ASSIGN_OR_RETURN(Tensor buffer, ContiguousInput(tensor));
   const DType dtype = tensor.dtype();
-  // Gloo combines two buffers at a time; the average divides the sum after.
+  // Gloo combines two buffers at a time; the average divides the sum after
+  // (by 2 at most: exact, so the in-process average's bits).
   const ReduceOp pairwise = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   auto opts = OptionsFor<gloo::AllreduceOptions>(running);
   DispatchDType(dtype, [&](auto tag) {
@@ -129,6 +136,31 @@ absl::Status GlooCommunicator::RunOp(const Running& running,
     in_place = false;
   }
   if (in_place) return absl::OkStatus();
+  Tensor target = tensor;  // A view: writes go to the caller's elements.
+  return target.CopyFrom(buffer);
+}
+
+absl::Status GlooCommunicator::RankOrderAllReduce(const Running& running,
+                                                  const AllReduceArgs& args) {
+  const Tensor& tensor = args.tensor;
+  const int64_t count = tensor.numel();
+  // Not Gloo's ring: on three or more ranks it adds each chunk starting at a
+  // different rank, so its sums differed in the last bits from the
+  // in-process backend's, and training over Gloo drifted from the same run
+  // on in-process ranks. A reduce-scatter of the flattened tensor, which adds
+  // every element in rank order, then an all-gather: the in-process bits,
+  // for the bytes a ring moves.
+  DT_ASSIGN_OR_RETURN(Tensor buffer, ContiguousInput(tensor));
+  DT_ASSIGN_OR_RETURN(Tensor flat, buffer.View({count}));
+  const int64_t n = size();
+  std::vector<int64_t> sizes(n, count / n);
+  for (int64_t r = 0; r < count % n; ++r) ++sizes[r];
+  DT_ASSIGN_OR_RETURN(Tensor mine,
+                      Tensor::Empty({sizes[rank()]}, tensor.dtype()));
+  DT_RETURN_IF_ERROR(
+      RunOp(running, ReduceScatterArgs{flat, mine, 0, args.op, sizes}));
+  DT_RETURN_IF_ERROR(RunOp(running, AllGatherArgs{mine, flat, 0, sizes}));
+  if (buffer.storage() == tensor.storage()) return absl::OkStatus();
   Tensor target = tensor;  // A view: writes go to the caller's elements.
   return target.CopyFrom(buffer);
 }

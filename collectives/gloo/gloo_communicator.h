@@ -109,6 +109,12 @@ class GlooCommunicator final : public Communicator {
 
   // The ops, run by Start on the queues (gloo_collectives.cc).
   absl::Status RunOp(const Running& running, const AllReduceArgs& args);
+  // all_reduce on one or two ranks: Gloo's ring, whose sums are the rank-order
+  // sums there (a + b in either order); on more, a rank-order reduce-scatter
+  // and an all-gather (gloo_collectives.cc says why).
+  absl::Status RingAllReduce(const Running& running, const AllReduceArgs& args);
+  absl::Status RankOrderAllReduce(const Running& running,
+                                  const AllReduceArgs& args);
   absl::Status RunOp(const Running& running, const AllGatherArgs& args);
   absl::Status RunOp(const Running& running, const ReduceScatterArgs& args);
   absl::Status RunOp(const Running& running, const AllToAllArgs& args);

@@ -10,12 +10,14 @@
 // dtensor/collectives/backend_registry.h).
 //
 // Scenarios: collectives, subgroups, debug, exit_mid_collective,
-// missing_rank, p2p_deadline, missing_member, smoke. With nccl the tensors
-// live on the rank's CUDA device.
+// missing_rank, p2p_deadline, missing_member, smoke, rank_order. With nccl the
+// tensors live on the rank's CUDA device.
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -34,6 +36,8 @@
 #include "dtensor/collectives/collective_options.h"
 #include "dtensor/collectives/functional.h"
 #include "dtensor/collectives/process_groups.h"
+#include "dtensor/collectives/reduce_kernel.h"
+#include "dtensor/tensor/generator.h"
 #include "tests/collectives/collective_scenarios.h"
 #include "tests/collectives/collective_test_util.h"
 
@@ -263,6 +267,39 @@ absl::Status Smoke(ProcessGroups& groups) {
                      "smoke all_reduce");
 }
 
+// all_reduce adds in rank order, as the in-process backend does: a sum and
+// an average of f32 and bf16 normals of three magnitudes (so that the order
+// of the additions shows in the last bits) equal, bit for bit, ReduceInto
+// of every rank's input in rank order (docs/collectives_backends.md).
+absl::Status RankOrder(ProcessGroups& groups) {
+  DT_ASSIGN_OR_RETURN(auto world, groups.World());
+  const int64_t n = world->size();
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+      std::vector<Tensor> inputs;
+      for (int64_t r = 0; r < n; ++r) {
+        Generator generator(100 + r);
+        DT_ASSIGN_OR_RETURN(Tensor input,
+                            Tensor::Normal({3, 1001}, 0.0, std::pow(1e3, r % 3),
+                                           generator, dtype));
+        inputs.push_back(std::move(input));
+      }
+      std::vector<const void*> pointers;
+      for (const Tensor& input : inputs) pointers.push_back(input.raw_data());
+      DT_ASSIGN_OR_RETURN(Tensor want, Tensor::Empty({3, 1001}, dtype));
+      ReduceInto(dtype, op, pointers, want.raw_data(), want.numel());
+      Tensor got = inputs[world->rank()];
+      DT_RETURN_IF_ERROR(world->AllReduce(got, op));
+      if (std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()) != 0) {
+        return Fail(absl::StrCat("all_reduce ", ReduceOpName(op), " of ",
+                                 std::string(DTypeName(dtype)),
+                                 ": not the rank-order bits"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 struct Scenario {
   std::function<absl::Status(ProcessGroups&)> run;
   CommunicatorOptions options;
@@ -282,6 +319,7 @@ int Main(int argc, char** argv) {
       // No deadline of its own: each wait takes the process-wide default.
       {"missing_member", {MissingMember, CommunicatorOptions()}},
       {"smoke", {Smoke, Options(absl::Seconds(30))}},
+      {"rank_order", {RankOrder, Options(absl::Seconds(30))}},
   };
   absl::StatusOr<BackendDef> backend =
       BackendRegistry::Global().Find(argc == 3 ? argv[1] : "");

@@ -38,6 +38,13 @@ TEST_P(GlooCollectivesTest, EveryOpMatchesItsReference) {
 INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooCollectivesTest,
                          ::testing::Values(1, 2, 3, 4));
 
+// Three and four ranks, where Gloo's ring would add in another order.
+TEST(GlooTest, AllReduceAddsInRankOrder) {
+  for (const int64_t nproc : {3, 4}) {
+    EXPECT_TRUE(AllSucceeded(RunWorkers(Gloo("rank_order", nproc)), nproc));
+  }
+}
+
 TEST(GlooTest, SubgroupsRunTheSameOps) {
   EXPECT_TRUE(AllSucceeded(RunWorkers(Gloo("subgroups", 4)), 4));
 }
