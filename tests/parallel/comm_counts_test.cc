@@ -5,7 +5,10 @@
 // Each row states the derived count and, separately, the known
 // inefficiencies the engine adds on top (docs/comm_counts.md, "Known
 // inefficiencies"): fixing one makes this test fail until its excess entry is
-// set to zero.
+// set to zero. With context parallelism (cp alone, and dp x cp x tp), the
+// collectives over the cp dim against their derivation: the ring's permutes
+// and their bytes, the loss's all-reduce and the gradient buckets, nothing
+// gathering the logits or moving the activations.
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
