@@ -55,9 +55,10 @@ class L1Loss : public Loss {
   Reduction reduction_;
 };
 
-// Cross entropy of logits [N, C] (or [C]) against integer class targets [N]
-// (or []): ops::CrossEntropy, whose sharding rules keep a class-sharded
-// logits tensor sharded under a LossParallelScope.
+// Cross entropy of logits [d0, ..., dk, C] (the class dim last: [N, C], [C],
+// [batch, seq, vocab]) against integer class targets [d0, ..., dk]:
+// ops::CrossEntropy, which keeps any sharding of the leading dims, and a
+// class-sharded logits tensor sharded under a LossParallelScope.
 class CrossEntropyLoss : public Loss {
  public:
   explicit CrossEntropyLoss(Reduction reduction = Reduction::kMean,

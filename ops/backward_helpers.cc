@@ -164,16 +164,5 @@ absl::StatusOr<DTensor> AddCompleteToPartial(const DTensor& partial,
                                 std::move(local));
 }
 
-absl::StatusOr<DTensor> FlattenLeading(const DTensor& x) {
-  switch (x.shape().size()) {
-    case 1:
-      return Unsqueeze(x, 0);
-    case 2:
-      return x;
-    default:
-      return Flatten(x, 0, -2);
-  }
-}
-
 }  // namespace ops
 }  // namespace dtensor

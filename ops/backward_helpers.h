@@ -72,10 +72,6 @@ bool CanAddCompleteToPartial(const DTensor& partial, const DTensor& complete);
 absl::StatusOr<DTensor> AddCompleteToPartial(const DTensor& partial,
                                              const DTensor& complete);
 
-// A matrix of the rows of `x`: its leading dims merged ([..., n] -> [m, n]),
-// a 1-D x as one row.
-absl::StatusOr<DTensor> FlattenLeading(const DTensor& x);
-
 }  // namespace ops
 }  // namespace dtensor
 

@@ -1,5 +1,6 @@
 #include "dtensor/ops/matmul_ops.h"
 
+#include <algorithm>
 #include <functional>
 #include <utility>
 
@@ -152,6 +153,43 @@ absl::StatusOr<MatmulView> LinearView(absl::string_view op,
   return view;
 }
 
+// linear_weight_grad(g, x). Loops: the shared leading dims (contracted:
+// every row adds its outer product), then N (out), K (in).
+absl::StatusOr<MatmulView> LinearWeightGradView(
+    absl::string_view op, absl::Span<const DTensorSpec* const> in) {
+  const Shape& g = in[0]->shape();
+  const Shape& x = in[1]->shape();
+  if (g.empty() || g.size() != x.size() ||
+      !std::equal(g.begin(), g.end() - 1, x.begin())) {
+    return ShapeError(op, "needs g [..., out] and x [..., in]", g, x);
+  }
+  const int nb = static_cast<int>(g.size()) - 1;
+  const int n = nb, k = nb + 1;
+  MatmulView view;
+  view.out = {g.back(), x.back()};
+  view.spec.num_loops = nb + 2;
+  std::vector<int> g_loops = Iota(0, nb);
+  g_loops.push_back(n);
+  std::vector<int> x_loops = Iota(0, nb);
+  x_loops.push_back(k);
+  view.spec.loops.inputs = {std::move(g_loops), std::move(x_loops)};
+  view.spec.loops.outputs = {{n, k}};
+  view.spec.contraction = {ReduceOp::kSum};
+  view.spec.partial_rules = {{{0}, kLinear}, {{1}, kLinear}};
+  return view;
+}
+
+// The local g [..., out] and x [..., in] as rows: g^T x.
+absl::StatusOr<Tensor> LinearWeightGradLocal(absl::Span<const Tensor> in,
+                                             const OpArgs&) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < in[0].dim(); ++d) rows *= in[0].size(d);
+  DT_ASSIGN_OR_RETURN(const Tensor g, in[0].Reshape({rows, in[0].size(-1)}));
+  DT_ASSIGN_OR_RETURN(const Tensor x, in[1].Reshape({rows, in[1].size(-1)}));
+  DT_ASSIGN_OR_RETURN(const Tensor g_t, g.Transpose(0, 1));
+  return dtensor::Matmul(g_t, x);
+}
+
 // addmm(bias, a, b). Loops: M, K, N.
 absl::StatusOr<MatmulView> AddmmView(absl::string_view op,
                                      absl::Span<const DTensorSpec* const> in) {
@@ -240,22 +278,30 @@ absl::StatusOr<InputGrads> MatmulBackward(const BackwardCall& call) {
   return InputGrads{std::move(da), std::move(db)};
 }
 
-// linear: dx = g W; dW = g^T x over the rows of all leading dims; dbias = g
-// summed over them.
+// linear: dx = g W; dW = g^T x over the rows of all leading dims
+// (linear_weight_grad, which keeps any sharding of them: a batch on dp and
+// a sequence on cp give a Partial(sum) dW over both, where flattening them
+// into rows would move the activations); dbias = g summed over them.
 absl::StatusOr<InputGrads> LinearBackward(const BackwardCall& call) {
   const DTensor& x = call.inputs[0];
   const DTensor& w = call.inputs[1];
   const DTensor& g = call.grad_outputs[0];
   DT_ASSIGN_OR_RETURN(DTensor dx, Matmul(g, w));
-  DT_ASSIGN_OR_RETURN(DTensor g_rows, FlattenLeading(g));
-  DT_ASSIGN_OR_RETURN(DTensor x_rows, FlattenLeading(x));
-  DT_ASSIGN_OR_RETURN(DTensor g_cols, SwapLast(g_rows));
-  DT_ASSIGN_OR_RETURN(DTensor dw, Mm(g_cols, x_rows));
+  DT_ASSIGN_OR_RETURN(DTensor dw, LinearWeightGrad(g, x));
   InputGrads grads = {std::move(dx), std::move(dw), DTensor()};
   if (call.inputs[2].defined()) {
     DT_ASSIGN_OR_RETURN(grads[2], SumToShape(g, call.inputs[2].shape()));
   }
   return grads;
+}
+
+// linear_weight_grad (dW = g^T x over the rows): dg = x dW^T, dx = g dW.
+absl::StatusOr<InputGrads> LinearWeightGradBackward(const BackwardCall& call) {
+  const DTensor& dw = call.grad_outputs[0];
+  DT_ASSIGN_OR_RETURN(DTensor dw_t, SwapLast(dw));
+  DT_ASSIGN_OR_RETURN(DTensor dg, Matmul(call.inputs[1], dw_t));
+  DT_ASSIGN_OR_RETURN(DTensor dx, Matmul(call.inputs[0], dw));
+  return InputGrads{std::move(dg), std::move(dx)};
 }
 
 // addmm: dbias = beta g (summed to its shape), da = alpha g b^T,
@@ -344,6 +390,23 @@ OpDef MakeLinear() {
       LinearBackward);
 }
 
+OpDef MakeLinearWeightGrad() {
+  OpDef def = MatmulOp("linear_weight_grad",
+                       "g [..., out], x [..., in] -> g^T x [out, in] summed "
+                       "over the leading dims (linear's weight gradient)",
+                       2, 0, {}, LinearWeightGradView, LinearWeightGradLocal,
+                       LinearWeightGradBackward);
+  // 2 flops per output element and row.
+  def.flops = [](absl::Span<const Tensor> in, absl::Span<const Tensor> out,
+                 const OpArgs&) {
+    if (out.empty() || !in[0].defined() || in[0].dim() == 0) return 0.0;
+    const int64_t rows = in[0].numel() / std::max<int64_t>(in[0].size(-1), 1);
+    return 2.0 * static_cast<double>(out[0].numel()) *
+           static_cast<double>(rows);
+  };
+  return def;
+}
+
 OpDef MakeAddmm() {
   return MatmulOp("addmm", "beta * bias + alpha * (a @ b) (inputs bias, a, b)",
                   3, 0, kAddmmArgs, AddmmView, AddmmLocal, AddmmBackward,
@@ -355,6 +418,9 @@ const OpDef& MmDef() { return StaticOpDef<MakeMm>(); }
 const OpDef& BmmDef() { return StaticOpDef<MakeBmm>(); }
 const OpDef& LinearDef() { return StaticOpDef<MakeLinear>(); }
 const OpDef& AddmmDef() { return StaticOpDef<MakeAddmm>(); }
+const OpDef& LinearWeightGradDef() {
+  return StaticOpDef<MakeLinearWeightGrad>();
+}
 
 }  // namespace
 
@@ -387,8 +453,14 @@ absl::StatusOr<DTensor> Addmm(const DTensor& bias, const DTensor& a,
   return DispatchOne(AddmmDef(), in, args);
 }
 
+absl::StatusOr<DTensor> LinearWeightGrad(const DTensor& g, const DTensor& x) {
+  const DTensor* in[] = {&g, &x};
+  return DispatchOne(LinearWeightGradDef(), in, OpArgs());
+}
+
 std::vector<const OpDef*> MatmulOps() {
-  return {&MatmulDef(), &MmDef(), &BmmDef(), &LinearDef(), &AddmmDef()};
+  return {&MatmulDef(), &MmDef(),    &BmmDef(),
+          &LinearDef(), &AddmmDef(), &LinearWeightGradDef()};
 }
 
 }  // namespace ops

@@ -23,7 +23,7 @@ namespace ops {
 //
 // Registry names: matmul, mm (2-D @ 2-D), bmm (3-D @ 3-D, equal batch),
 // linear (x, weight[, bias]), addmm (bias, a, b; kScalar arguments beta and
-// alpha, default 1).
+// alpha, default 1), linear_weight_grad (g, x).
 // Errors: what the tensor layer's Matmul and Linear report (shapes, dtypes),
 // operands on different meshes, mm and bmm operands of another rank.
 
@@ -35,6 +35,12 @@ absl::StatusOr<DTensor> Bmm(const DTensor& a, const DTensor& b);
 // DTensor).
 absl::StatusOr<DTensor> Linear(const DTensor& x, const DTensor& weight,
                                const DTensor& bias = DTensor());
+// Linear's weight gradient: g [..., out]^T x [..., in] summed over every row
+// of the leading dims (equal in both), [out, in]. The leading dims are
+// contracted loops: sharded alike in g and x on any mesh dims (a batch on dp,
+// a sequence on cp) they give a Partial(sum) result without communication,
+// which flattening them into [rows, ...] for an mm could not keep.
+absl::StatusOr<DTensor> LinearWeightGrad(const DTensor& g, const DTensor& x);
 // beta * bias + alpha * (a @ b); bias broadcasts to [M, N]; with beta = 0
 // the bias is ignored (NaNs in it do not propagate), as in torch.addmm.
 absl::StatusOr<DTensor> Addmm(const DTensor& bias, const DTensor& a,

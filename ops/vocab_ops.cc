@@ -5,6 +5,7 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -82,12 +83,13 @@ absl::StatusOr<std::vector<TensorMeta>> CrossEntropyInfer(
         std::string(DTypeName(target.dtype())), "; i32 or i64 is required"));
   }
   const int64_t rank = logits.ndim();
-  if (rank < 1 || rank > 2 || target.ndim() != rank - 1 ||
-      (rank == 2 && target.shape()[0] != logits.shape()[0])) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kCrossEntropy, ": logits ", ShapeToString(logits.shape()),
-                     " and target ", ShapeToString(target.shape()),
-                     " must be [N, C] and [N], or [C] and []"));
+  if (rank < 1 || target.ndim() != rank - 1 ||
+      !std::equal(target.shape().begin(), target.shape().end(),
+                  logits.shape().begin())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kCrossEntropy, ": logits ", ShapeToString(logits.shape()),
+        " and target ", ShapeToString(target.shape()),
+        " must be [d0, ..., dk, C] and [d0, ..., dk] (k >= -1: [C] and [])"));
   }
   const int64_t reduction = args.Get(kReduction);
   if (reduction < 0 || reduction > 2) {
@@ -105,7 +107,7 @@ absl::StatusOr<std::vector<TensorMeta>> CrossEntropyInfer(
 
 // The mesh dims a cross-entropy kernel with logits laid out by `logits`
 // reduces over: those sharding the classes (loss parallel) and those
-// sharding the batch (the count of a mean), each ascending.
+// sharding the rows, any leading dim (the count of a mean), each ascending.
 struct LossGroups {
   std::vector<int64_t> class_dims;
   std::vector<int64_t> batch_dims;
@@ -113,14 +115,19 @@ struct LossGroups {
 
 LossGroups LossGroupsOf(const Sharding& logits) {
   const int64_t rank = logits.tensor_rank();
-  return {MeshDimsOf(logits, rank - 1),
-          rank == 2 ? MeshDimsOf(logits, 0) : std::vector<int64_t>{}};
+  LossGroups groups{MeshDimsOf(logits, rank - 1), {}};
+  for (int64_t d = 0; d + 1 < rank; ++d) {
+    for (int64_t m : MeshDimsOf(logits, d)) groups.batch_dims.push_back(m);
+  }
+  std::sort(groups.batch_dims.begin(), groups.batch_dims.end());
+  return groups;
 }
 
-// The collectives of the kernel below for logits of `spec_shape` laid out by
+// The collectives of the kernel below for logits of `shape` laid out by
 // `logits`: the max and the (sum of exp, target logit) all-reduces over the
-// class dims, sized by the largest local batch, and a mean's 16-byte loss
-// sum and count (f64) over the batch dims.
+// class dims, sized by the largest local batch (the product of the leading
+// dims' first chunks, which the chunk rule makes the largest), and a mean's
+// 16-byte loss sum and count (f64) over the batch dims.
 std::vector<KernelComm> CrossEntropyComms(
     const Sharding& logits, const Shape& shape, DType dtype,
     Reduction reduction, absl::Span<const int64_t> mesh_shape) {
@@ -128,12 +135,12 @@ std::vector<KernelComm> CrossEntropyComms(
   std::vector<KernelComm> comms;
   if (!groups.class_dims.empty()) {
     const std::vector<int64_t> origin(mesh_shape.size(), 0);
-    const MeshDimList batch_nesting =
-        shape.size() == 2 ? logits.MeshDimsSharding(0) : MeshDimList{};
-    const int64_t batch =
-        shape.size() == 2
-            ? NestedChunk(shape[0], batch_nesting, mesh_shape, origin).size
-            : 1;
+    int64_t batch = 1;
+    for (size_t d = 0; d + 1 < shape.size(); ++d) {
+      batch *=
+          NestedChunk(shape[d], logits.MeshDimsSharding(d), mesh_shape, origin)
+              .size;
+    }
     const double bytes =
         static_cast<double>(batch * ElementSize(ComputeDTypeOf(dtype)));
     comms.push_back({CommKind::kAllReduce, groups.class_dims, bytes});
@@ -146,32 +153,36 @@ std::vector<KernelComm> CrossEntropyComms(
   return comms;
 }
 
-// Per mesh dim: replicate; shard the batch (target alike; the loss sharded,
-// Partial(sum) once summed, complete for a mean, whose kernel all-reduces
-// the loss sum with the count in one collective; the count complete for a
-// mean, else Partial(sum) of the local counts; the log-sum-exp sharded like
-// the rows); shard the classes (target Replicate, outputs
-// complete). With `keep_class_shards` (loss parallel), the mesh dims that
-// shard the logits' classes have only the last option.
+// Per mesh dim: replicate; shard a leading dim d, any of them (rows are
+// independent; target alike; the loss sharded, Partial(sum) once summed,
+// complete for a mean, whose kernel all-reduces the loss sum with the count
+// in one collective; the count complete for a mean, else Partial(sum) of the
+// local counts; the log-sum-exp sharded like the rows); shard the classes
+// (target Replicate, outputs complete). With `keep_class_shards` (loss
+// parallel), the mesh dims that shard the logits' classes have only the
+// last option.
 absl::StatusOr<std::vector<OpStrategy>> CrossEntropyStrategies(
     const StrategyContext& ctx, bool keep_class_shards) {
   const DTensorSpec& logits = *ctx.inputs[0];
   const int64_t rank = logits.ndim();
   const Reduction reduction = ReductionOf(ctx.args);
   const bool per_sample = reduction == Reduction::kNone;
+  // Loop d is tensor dim d of the logits; the target and the per-row
+  // outputs iterate the leading ones.
   LoopDims loops;
-  loops.inputs = {rank == 2 ? std::vector<int>{0, 1} : std::vector<int>{1},
-                  rank == 2 ? std::vector<int>{0} : std::vector<int>{}};
-  const std::vector<int> rows =
-      rank == 2 ? std::vector<int>{0} : std::vector<int>{};
+  std::vector<int> rows(rank - 1);
+  std::iota(rows.begin(), rows.end(), 0);
+  std::vector<int> logit_loops = rows;
+  logit_loops.push_back(static_cast<int>(rank - 1));
+  loops.inputs = {logit_loops, rows};
   loops.outputs = {per_sample ? rows : std::vector<int>{}, {}, rows};
   const Placement r = Placement::Replicate();
   const Placement partial_sum = Placement::Partial(ReduceOp::kSum);
   std::vector<DimStrategy> options = {{{r, r}, {r, r, r}, {}}};
-  if (rank == 2) {
-    const Placement by_row = Placement::Shard(0);
-    // A mean all-reduces its sum with the count: complete at once.
-    const bool mean = reduction == Reduction::kMean;
+  // A mean all-reduces its sum with the count: complete at once.
+  const bool mean = reduction == Reduction::kMean;
+  for (int64_t d = 0; d + 1 < rank; ++d) {
+    const Placement by_row = Placement::Shard(d);
     options.push_back({{by_row, by_row},
                        {per_sample ? by_row : (mean ? r : partial_sum),
                         mean ? r : partial_sum, by_row},
@@ -350,6 +361,13 @@ absl::StatusOr<Tensor> ReducedLoss(const Tensor& losses, Reduction reduction,
   return total.To(dtype);
 }
 
+// This rank's logits [d0, ..., dk, C] as rows [d0 * ... * dk, C]: the
+// target's local elements, which are laid out like the leading dims, count
+// the rows (also where this rank holds no class).
+absl::StatusOr<Tensor> AsRows(const Tensor& logits, const Tensor& target) {
+  return logits.Reshape({target.numel(), logits.shape().back()});
+}
+
 // CrossEntropyKernel over CUDA logits, with nothing read on the host: the
 // targets move to the logits' device and are range-checked there, deferred
 // (dtensor/tensor/index_checks.h: a bad target is reported by the next read
@@ -371,9 +389,7 @@ absl::StatusOr<OpLocals> CrossEntropyOnDevice(const KernelContext& ctx,
   DT_RETURN_IF_ERROR(
       CheckIndicesInRange(checked, spec.shape()[rank - 1], kCrossEntropy));
   DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, spec));
-  if (rank == 1) {
-    DT_ASSIGN_OR_RETURN(logits, logits.Unsqueeze(0));
-  }
+  DT_ASSIGN_OR_RETURN(logits, AsRows(logits, inputs[1]));
   const LossGroups groups = LossGroupsOf(spec.sharding());
   DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> class_group,
                       ClassGroup(ctx, groups));
@@ -424,10 +440,7 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
     }
   }
   DT_ASSIGN_OR_RETURN(ShardBlock block, BlockOfRank(ctx, spec));
-  Tensor logits = inputs[0];
-  if (rank == 1) {
-    DT_ASSIGN_OR_RETURN(logits, logits.Unsqueeze(0));
-  }
+  DT_ASSIGN_OR_RETURN(const Tensor logits, AsRows(inputs[0], inputs[1]));
   const DType compute = ComputeDTypeOf(spec.dtype());
   const LossGroups groups = LossGroupsOf(spec.sharding());
   DT_ASSIGN_OR_RETURN(
@@ -497,7 +510,7 @@ OpDef MakeCrossEntropy(bool loss_parallel) {
       loss_parallel ? "cross_entropy_loss_parallel" : kCrossEntropy,
       loss_parallel
           ? "cross_entropy keeping class-sharded logits sharded"
-          : "cross entropy of logits [N, C] against targets [N] (loss "
+          : "cross entropy of logits [..., C] against targets [...] (loss "
             "parallel on sharded C)",
       kCrossEntropyArgs);
   def.num_inputs = 2;

@@ -18,31 +18,38 @@ namespace ops {
 // Errors: what CrossEntropy reports (a target out of range, shapes, dtypes),
 // inputs on different meshes.
 //
-// cross_entropy (logits [N, C] or [C], target [N] or []) with reduction
+// cross_entropy (logits [d0, ..., dk, C] against target [d0, ..., dk]: the
+// class dim last, any number of leading dims, each row (a position of the
+// leading dims) independent; [N, C] and [N], or [C] and []) with reduction
 // none / mean / sum and ignore_index:
 //   C sharded ("loss parallel")   the logits are never gathered: the kernel
-//                                 all-reduces the rows' max (N values) and
-//                                 then the sum of exp(logit - max) together
-//                                 with the target logit, which only the rank
-//                                 owning the target class picks (2N values),
+//                                 all-reduces the rows' max (one value per
+//                                 local row) and then the sum of
+//                                 exp(logit - max) together with the target
+//                                 logit, which only the rank owning the
+//                                 target class picks (two per local row),
 //                                 over the mesh dims sharding C; target
 //                                 Replicate there, the output complete
 //                                 (Replicate) there.
-//   N sharded                     target sharded alike; none gives per-sample
+//   leading dims sharded          any of them, on any mesh dims (a batch
+//                                 sharded on dp with the sequence on cp):
+//                                 target sharded alike; none gives per-row
 //                                 losses sharded alike; sum gives
 //                                 Partial(sum); mean gives Partial(sum) of
 //                                 local sums over the GLOBAL count of
 //                                 non-ignored targets (unbiased for uneven
-//                                 shards), which one all-reduce of 8 bytes
-//                                 over the mesh dims sharding N learns.
+//                                 shards), which one all-reduce of 16 bytes
+//                                 (the loss sum with the count) over every
+//                                 mesh dim sharding a leading dim learns,
+//                                 leaving the mean complete.
 // These collectives are the strategy's kernel collectives: costed, and
 // recorded in the active CommCounters. The registry op has two more outputs,
 // which its backward reads so that it communicates nothing of its own (no
 // gradient flows into them): the count of non-ignored targets (i64 []:
 // complete for mean, which all-reduces it; for none and sum each rank's own,
-// Partial(sum) over the mesh dims sharding N) and the rows' log-sum-exp
-// ([N] or [], laid out like the target, complete over the classes; f64 for
-// f64 logits, else f32; for ignored rows too).
+// Partial(sum) over the mesh dims sharding the leading dims) and the rows'
+// log-sum-exp (the target's shape, laid out like the target, complete over the
+// classes; f64 for f64 logits, else f32; for ignored rows too).
 //
 // Registry name and arguments: cross_entropy (logits, target -> loss, count,
 // log_sum_exp; "reduction", int: 0 none, 1 mean, 2 sum, default 1;
@@ -58,13 +65,13 @@ absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,
 // PyTorch's loss_parallel() context: while one lives on a thread, the
 // CrossEntropy calls of that thread whose logits shard the class dim on some
 // mesh dims keep it sharded there (the vocab-parallel kernel: two all-reduces
-// of N and 2N values), whatever the cost model would prefer otherwise
-// (gathering or all-to-all-ing the logits, which it may find cheaper for small
-// N or a large vocab, but which materializes them whole on each rank). The
-// call runs the op "cross_entropy_loss_parallel": cross_entropy with only the
-// class-sharded strategies on those mesh dims (other mesh dims unrestricted),
-// the same kernel and backward. Scopes nest; the backward pass, which runs
-// outside the forward's scope, needs none. Not copyable.
+// of one and two values per local row), whatever the cost model would prefer
+// otherwise (gathering or all-to-all-ing the logits, which it may find cheaper
+// for few rows or a large vocab, but which materializes them whole on each
+// rank). The call runs the op "cross_entropy_loss_parallel": cross_entropy with
+// only the class-sharded strategies on those mesh dims (other mesh dims
+// unrestricted), the same kernel and backward. Scopes nest; the backward pass,
+// which runs outside the forward's scope, needs none. Not copyable.
 class LossParallelScope {
  public:
   LossParallelScope();

@@ -7,7 +7,6 @@
 #include "dtensor/base/status_macros.h"
 #include "dtensor/nn/init.h"
 #include "dtensor/nn/optim.h"
-#include "dtensor/ops/view_ops.h"
 #include "dtensor/ops/vocab_ops.h"
 #include "dtensor/parallel/parallelize.h"
 
@@ -22,18 +21,17 @@ bool HasLossParallel(const Plan& plan) {
 }
 
 // The mean next-token cross entropy of logits [batch, seq, vocab] against
-// targets [batch, seq], under an ops::LossParallelScope when
-// `loss_parallel`, so the vocab-sharded logits are never gathered.
-LossFunction NextTokenLoss(int64_t vocab_size, bool loss_parallel) {
-  return [vocab_size, loss_parallel](
-             const DTensor& logits,
-             const DTensor& targets) -> absl::StatusOr<DTensor> {
-    const int64_t rows = logits.shape()[0] * logits.shape()[1];
-    DT_ASSIGN_OR_RETURN(DTensor flat, ops::Reshape(logits, {rows, vocab_size}));
-    DT_ASSIGN_OR_RETURN(DTensor labels, ops::Reshape(targets, {rows}));
-    if (!loss_parallel) return ops::CrossEntropy(flat, labels);
+// targets [batch, seq], taken on the 3-D logits as they are: cross_entropy
+// keeps any sharding of batch and sequence (dp and cp), so no view has to
+// merge them (which would gather the sequence over cp). Under an
+// ops::LossParallelScope when `loss_parallel`, so the vocab-sharded logits
+// are never gathered either.
+LossFunction NextTokenLoss(bool loss_parallel) {
+  return [loss_parallel](const DTensor& logits,
+                         const DTensor& targets) -> absl::StatusOr<DTensor> {
+    if (!loss_parallel) return ops::CrossEntropy(logits, targets);
     ops::LossParallelScope scope;
-    return ops::CrossEntropy(flat, labels);
+    return ops::CrossEntropy(logits, targets);
   };
 }
 
@@ -57,7 +55,7 @@ absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(
       trainer->trainer_,
       Trainer::Create(
           runtime, std::move(model), mesh, plan,
-          NextTokenLoss(options.config.vocab_size, HasLossParallel(plan)),
+          NextTokenLoss(HasLossParallel(plan)),
           [adamw, optimizer](std::vector<DTensor> parameters)
               -> absl::StatusOr<std::unique_ptr<nn::Optimizer>> {
             DT_ASSIGN_OR_RETURN(

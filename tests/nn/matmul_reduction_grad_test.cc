@@ -64,6 +64,14 @@ std::vector<GradCase> MatmulCases() {
                    {Random64({2, 3, 3}, -1, 1, rng),
                     Random64({4, 3}, -1, 1, rng), Tensor()},
                    linear});
+  for (const auto& [g, x] : std::vector<std::pair<Shape, Shape>>{
+           {{4}, {3}}, {{5, 4}, {5, 3}}, {{2, 3, 4}, {2, 3, 2}}}) {
+    cases.push_back(
+        {"linear_weight_grad",
+         "g " + ShapeToString(g) + ", x " + ShapeToString(x),
+         {Random64(g, -1, 1, rng), Random64(x, -1, 1, rng)},
+         [](const In& in) { return ops::LinearWeightGrad(in[0], in[1]); }});
+  }
   for (const auto& [bias, beta, alpha] :
        {std::tuple<Shape, double, double>{{4, 5}, 1, 1},
         {{5}, 0.5, -2},

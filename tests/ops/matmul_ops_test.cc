@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/status_macros.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/ops/propagation_cache.h"
 #include "dtensor/tensor/elementwise.h"
@@ -117,6 +118,48 @@ TEST(MatmulPropertyTest, MatmulWithBatchDimsMatchesTheTensorLayer) {
       11);
 }
 
+// Against the sum over the rows of outer products, in loops written here.
+absl::StatusOr<Tensor> RowOuterProducts(const Tensor& g, const Tensor& x) {
+  const int64_t out = g.shape().back(), in = x.shape().back();
+  DT_ASSIGN_OR_RETURN(Tensor g64, g.To(DType::kF64));
+  DT_ASSIGN_OR_RETURN(Tensor x64, x.To(DType::kF64));
+  DT_ASSIGN_OR_RETURN(const std::vector<double> gv,
+                      g64.Contiguous().ToVector<double>());
+  DT_ASSIGN_OR_RETURN(const std::vector<double> xv,
+                      x64.Contiguous().ToVector<double>());
+  const int64_t rows = out == 0 ? 0 : static_cast<int64_t>(gv.size()) / out;
+  std::vector<double> sums(out * in, 0.0);
+  for (int64_t r = 0; r < rows && in > 0; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      for (int64_t i = 0; i < in; ++i) {
+        sums[o * in + i] += gv[r * out + o] * xv[r * in + i];
+      }
+    }
+  }
+  DT_ASSIGN_OR_RETURN(Tensor result, Tensor::FromVector(sums, {out, in}));
+  return result.To(g.dtype());
+}
+
+// Any number of leading dims, each in any layout (Partial too).
+TEST(MatmulPropertyTest, LinearWeightGradSumsTheRowsOuterProducts) {
+  CheckRandom(
+      [](int64_t mesh_ndim, std::mt19937& rng) {
+        const Shape lead = RandomShape(rng() % 4, 4, rng);
+        Shape g = lead, x = lead;
+        g.push_back(1 + rng() % 5);
+        x.push_back(1 + rng() % 5);
+        return MakeCase({g, x}, rng() % 4 == 0 ? DType::kF64 : DType::kF32,
+                        mesh_ndim, rng);
+      },
+      Wrap([](const std::vector<DTensor>& in) {
+        return ops::LinearWeightGrad(in[0], in[1]);
+      }),
+      WrapRef([](const std::vector<Tensor>& in) {
+        return RowOuterProducts(in[0], in[1]);
+      }),
+      14);
+}
+
 TEST(MatmulPropertyTest, MmAndBmmMatchTheTensorLayer) {
   CheckRandom(
       [](int64_t mesh_ndim, std::mt19937& rng) {
@@ -220,6 +263,19 @@ Outcome RunMeta(
 
 std::function<absl::StatusOr<DTensor>(const std::vector<DTensor>&)> MmCall() {
   return [](const std::vector<DTensor>& in) { return ops::Mm(in[0], in[1]); };
+}
+
+// Batch on dp and sequence on cp (the activations of a context-parallel
+// step), out on tp: the weight gradient is Partial(sum) on dp and cp and
+// sharded on tp, with no communication.
+TEST(MatmulShardingTest, LinearWeightGradKeepsEveryLeadingShardLocal) {
+  const Outcome o = RunMeta(
+      {2, 2, 2}, {{{4, 8, 16}, "S(0),S(1),S(2)"}, {{4, 8, 32}, "S(0),S(1),R"}},
+      [](const std::vector<DTensor>& in) {
+        return ops::LinearWeightGrad(in[0], in[1]);
+      });
+  EXPECT_EQ(o.sharding, "P(sum),P(sum),S(0)");
+  EXPECT_EQ(o.collectives, 0);
 }
 
 TEST(MatmulShardingTest, RowShardedTimesReplicatedIsRowSharded) {

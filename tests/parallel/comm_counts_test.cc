@@ -5,12 +5,17 @@
 // Each row states the derived count and, separately, the known
 // inefficiencies the engine adds on top (docs/comm_counts.md, "Known
 // inefficiencies"): fixing one makes this test fail until its excess entry is
-// set to zero.
+// set to zero. With context parallelism (cp alone, and dp x cp x tp), the
+// collectives over the cp dim against their derivation: the ring's permutes
+// and their bytes, the loss's all-reduce and the gradient buckets, nothing
+// gathering the logits or moving the activations.
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -18,9 +23,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
+#include "dtensor/ops/sequence_blocks.h"
+#include "dtensor/parallel/context_parallel.h"
 #include "dtensor/parallel/llama_trainer.h"
 #include "dtensor/parallel/plan.h"
 #include "dtensor/runtime.h"
@@ -209,17 +217,30 @@ nn::LlamaConfig Config(int64_t layers) {
   return config;
 }
 
-// One step on `mesh_flag` (default dp=2,tp=2); rank 0's counts per phase.
-// `tp_only`: the plan's tp part alone ("dp": "none").
+// How a shipped plan is changed before the step: its tp part alone ("dp":
+// "none"), and context parallelism over the mesh's "cp" dim.
+struct PlanChange {
+  bool tp_only = false;
+  bool dp_only = false;
+  std::optional<ops::SequenceOrder> cp;
+};
+
+// One step on `mesh_flag` (default dp=2,tp=2); rank 0's counts per phase,
+// and with `counters` its collectives themselves.
 absl::StatusOr<PhaseCounts> MeasureStep(
     const std::string& plan_name, int64_t layers,
-    const std::string& mesh_flag = "dp=2,tp=2", bool tp_only = false) {
+    const std::string& mesh_flag = "dp=2,tp=2", const PlanChange& change = {},
+    LlamaTrainer::PhaseComms* counters = nullptr) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   if (srcdir == nullptr) return absl::NotFoundError("TEST_SRCDIR is not set");
-  DT_ASSIGN_OR_RETURN(Plan plan, LoadPlanFile(absl::StrCat(
-                                     srcdir, "/dtensor/parallel/plans/",
-                                     plan_name, ".json")));
-  if (tp_only) plan.dp = DataParallel::kNone;
+  DT_ASSIGN_OR_RETURN(
+      Plan plan, LoadPlanFile(absl::StrCat(srcdir, "/dtensor/parallel/plans/",
+                                           plan_name, ".json")));
+  if (change.tp_only) plan.dp = DataParallel::kNone;
+  if (change.dp_only) plan.tp.clear();
+  if (change.cp.has_value()) {
+    plan.context_parallel = ContextParallelPlan{"cp", *change.cp};
+  }
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_flag));
   LlamaTrainerOptions options;
   options.config = Config(layers);
@@ -247,6 +268,7 @@ absl::StatusOr<PhaseCounts> MeasureStep(
       std::lock_guard<std::mutex> lock(mu);
       result = {CountsOf(comms.forward, mesh), CountsOf(comms.backward, mesh),
                 CountsOf(comms.update, mesh)};
+      if (counters != nullptr) *counters = std::move(comms);
     }
     return absl::OkStatus();
   }));
@@ -354,7 +376,7 @@ class PureTpCommCountsTest : public ::testing::TestWithParam<TpCase> {};
 TEST_P(PureTpCommCountsTest, OneStepIssuesMegatronsCollectives) {
   const TpCase& c = GetParam();
   absl::StatusOr<PhaseCounts> measured =
-      MeasureStep(c.plan, c.layers, "tp=2", /*tp_only=*/true);
+      MeasureStep(c.plan, c.layers, "tp=2", {/*tp_only=*/true});
   ASSERT_TRUE(measured.ok()) << measured.status();
   const PhaseCounts want = Megatron(c.family, c.layers);
   EXPECT_EQ(ToString(measured->forward), ToString(want.forward));
@@ -372,6 +394,125 @@ INSTANTIATE_TEST_SUITE_P(
         TpCase{"tp_sp_loss_parallel_dp", Family::kTpSpLossParallel, 3}),
     [](const ::testing::TestParamInfo<TpCase>& info) {
       return absl::StrCat(info.param.plan, "_", info.param.layers, "_layers");
+    });
+
+// ---- Context parallelism (docs/comm_counts.md, "Context parallelism"). ----
+
+// A step with context parallelism over the mesh's "cp" dim (balanced order;
+// the sequence of 8 divides by 2 * cp for cp <= 4).
+struct CpCase {
+  std::string plan;
+  std::string mesh;  // "cp=2", "dp=2,cp=2,tp=2", ...
+  PlanChange change;
+  int64_t layers;
+};
+
+void PrintTo(const CpCase& c, std::ostream* os) {
+  *os << c.plan << " on " << c.mesh << " with " << c.layers << " layers";
+}
+
+// The size of mesh dim `name` in a --mesh flag (1 when absent).
+int64_t DimSize(const std::string& mesh_flag, const std::string& name) {
+  absl::StatusOr<DeviceMesh> mesh = ParseMeshFlag(mesh_flag);
+  if (!mesh.ok()) return 1;
+  for (size_t d = 0; d < mesh->dim_names().size(); ++d) {
+    if (mesh->dim_names()[d] == name) return mesh->shape()[d];
+  }
+  return 1;
+}
+
+// The collectives of one step over sets of mesh dims that include cp, derived
+// from cp and L (docs/comm_counts.md):
+// - ring attention, per block: k and v pass cp - 1 times forward; in backward
+//   k and v cp - 1 times and their gradients cp times;
+// - the mean loss: its sum and count all-reduced once over the mesh dims
+//   sharding the batch and the sequence (dp+cp), nothing moving the logits;
+// - replicate's gradient sync (every gradient is partial on cp: each rank saw
+//   its part of the sequence): one bucket per set of dims, the 7L + 2
+//   tp-sharded gradients over dp+cp and the 2L + 1 norms' over dp+cp+tp (with
+//   no tp all 9L + 3 share the dp+cp bucket).
+// Nothing else runs over cp: no all-gather, no all-to-all.
+PhaseCounts CpDerived(const CpCase& c) {
+  const int64_t cp = DimSize(c.mesh, "cp");
+  const int64_t L = c.layers;
+  const bool dp = DimSize(c.mesh, "dp") > 1;
+  const bool tp = DimSize(c.mesh, "tp") > 1 && !c.change.dp_only;
+  const std::string rows = dp ? "dp+cp" : "cp";
+  PhaseCounts counts;
+  counts.forward = {{"cp/permute", 2 * (cp - 1) * L},
+                    {rows + "/all_reduce", 1}};
+  counts.backward = {{"cp/permute", (2 * (cp - 1) + 2 * cp) * L},
+                     {rows + "/all_reduce", kBucketsPerDims}};
+  if (tp) counts.backward[rows + "+tp/all_reduce"] = kBucketsPerDims;
+  return counts;
+}
+
+// Only the entries of `counts` whose mesh dims include cp.
+Counts OnCp(const Counts& counts) {
+  Counts cp;
+  for (const auto& [key, n] : counts) {
+    const std::string dims = key.substr(0, key.find('/'));
+    for (absl::string_view dim : absl::StrSplit(dims, '+')) {
+      if (dim == "cp") cp[key] = n;
+    }
+  }
+  return cp;
+}
+
+// The bytes a rank receives per ring transfer: a k (or v) block of the
+// tiny config [batch / dp, kv heads / tp, 1, seq / cp, head dim] of f32
+// (their gradients are f32 too).
+double BlockBytes(const CpCase& c) {
+  const nn::LlamaConfig config = Config(c.layers);
+  const int64_t tp = c.change.dp_only ? 1 : DimSize(c.mesh, "tp");
+  return static_cast<double>(
+      4 / DimSize(c.mesh, "dp") * (config.kv_heads() / tp) * 8 /
+      DimSize(c.mesh, "cp") * (config.dim / config.n_heads) * sizeof(float));
+}
+
+class ContextParallelCommCountsTest : public ::testing::TestWithParam<CpCase> {
+};
+
+TEST_P(ContextParallelCommCountsTest, OneStepIssuesTheDerivedCpCollectives) {
+  const CpCase& c = GetParam();
+  LlamaTrainer::PhaseComms comms;
+  absl::StatusOr<PhaseCounts> measured =
+      MeasureStep(c.plan, c.layers, c.mesh, c.change, &comms);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  const PhaseCounts derived = CpDerived(c);
+  EXPECT_EQ(ToString(OnCp(measured->forward)), ToString(derived.forward));
+  EXPECT_EQ(ToString(OnCp(measured->backward)), ToString(derived.backward));
+  EXPECT_EQ(ToString(OnCp(measured->update)), ToString(derived.update));
+  for (const CommCounter* phase : {&comms.forward, &comms.backward}) {
+    for (const CommCounter::Event& e : phase->events()) {
+      if (e.kind == CommKind::kPermute) {
+        EXPECT_EQ(e.bytes, BlockBytes(c)) << e.label;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TinySteps, ContextParallelCommCountsTest, ::testing::ValuesIn([] {
+      const PlanChange cp_alone = {/*tp_only=*/true, /*dp_only=*/true,
+                                   ops::SequenceOrder::kBalanced};
+      const PlanChange cp_with_plan = {false, false,
+                                       ops::SequenceOrder::kBalanced};
+      std::vector<CpCase> cases;
+      for (int64_t layers : {2, 3}) {
+        cases.push_back({"tp_dp", "cp=2", cp_alone, layers});
+        cases.push_back({"tp_dp", "cp=4", cp_alone, layers});
+        cases.push_back({"tp_dp", "dp=2,cp=2,tp=2", cp_with_plan, layers});
+        cases.push_back(
+            {"tp_sp_loss_parallel_dp", "dp=2,cp=2,tp=2", cp_with_plan, layers});
+      }
+      return cases;
+    }()),
+    [](const ::testing::TestParamInfo<CpCase>& info) {
+      std::string mesh;
+      for (char ch : info.param.mesh) mesh += std::isalnum(ch) ? ch : '_';
+      return absl::StrCat(info.param.plan, "_", mesh, "_", info.param.layers,
+                          "_layers");
     });
 
 }  // namespace
