@@ -61,22 +61,26 @@ absl::StatusOr<int64_t> ContextParallelDim(const DeviceMesh& mesh,
   return *dim;
 }
 
-absl::Status ApplyContextParallel(nn::Module& root, const DeviceMesh& mesh,
-                                  const ContextParallelPlan& cp) {
-  DT_ASSIGN_OR_RETURN(const int64_t dim, ContextParallelDim(mesh, cp));
-  int64_t applied = 0;
+absl::StatusOr<ContextParallelTargets> ResolveContextParallel(
+    nn::Module& root, const DeviceMesh& mesh, const ContextParallelPlan& cp) {
+  ContextParallelTargets targets;
+  DT_ASSIGN_OR_RETURN(targets.ring.mesh_dim, ContextParallelDim(mesh, cp));
+  targets.ring.order = cp.order;
   for (const nn::NamedModule& named : root.NamedModules()) {
     auto* attention = dynamic_cast<nn::Attention*>(named.module);
-    if (attention == nullptr) continue;
-    attention->set_context_parallel(
-        nn::Attention::ContextParallel{dim, cp.order});
-    ++applied;
+    if (attention != nullptr) targets.attentions.push_back(attention);
   }
-  if (applied == 0) {
+  if (targets.attentions.empty()) {
     return absl::InvalidArgumentError(
         "plan: context_parallel: the model has no Attention module");
   }
-  return absl::OkStatus();
+  return targets;
+}
+
+void ApplyContextParallel(const ContextParallelTargets& targets) {
+  for (nn::Attention* attention : targets.attentions) {
+    attention->set_context_parallel(targets.ring);
+  }
 }
 
 absl::StatusOr<Tensor> ContextParallelBatch(const Tensor& full, int64_t ranks,

@@ -3,11 +3,13 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "dtensor/base/json_value.h"
 #include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/attention.h"
 #include "dtensor/nn/module.h"
 #include "dtensor/ops/sequence_blocks.h"
 
@@ -41,11 +43,21 @@ absl::StatusOr<ContextParallelPlan> ParseContextParallel(
 absl::StatusOr<int64_t> ContextParallelDim(const DeviceMesh& mesh,
                                            const ContextParallelPlan& cp);
 
-// Makes every Attention module under `root` run as ring attention over the
-// plan's mesh dim of `mesh`.
+// What a plan's "context_parallel" does to a module tree, decided before the
+// tree changes: every Attention module, and how it runs as ring attention.
+struct ContextParallelTargets {
+  nn::Attention::ContextParallel ring;
+  std::vector<nn::Attention*> attentions;
+};
+
+// Every Attention module under `root`, to run as ring attention over the
+// plan's mesh dim of `mesh` in the plan's order.
 // Errors: those of ContextParallelDim; a tree without an Attention module.
-absl::Status ApplyContextParallel(nn::Module& root, const DeviceMesh& mesh,
-                                  const ContextParallelPlan& cp);
+absl::StatusOr<ContextParallelTargets> ResolveContextParallel(
+    nn::Module& root, const DeviceMesh& mesh, const ContextParallelPlan& cp);
+
+// Makes every target Attention module run as ring attention.
+void ApplyContextParallel(const ContextParallelTargets& targets);
 
 // `full` [batch, seq, ...] with its sequence (dim 1) in the plan's order over
 // `ranks` ranks, as the model's inputs and targets must be fed.

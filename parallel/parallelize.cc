@@ -112,21 +112,27 @@ absl::Status ParallelizeModule(nn::Module& root, const DeviceMesh& mesh,
   if (plan.mixed_precision) {
     DT_RETURN_IF_ERROR(CheckMixedPrecisionPolicy(*plan.mixed_precision));
   }
+  // Every plan error before the module tree changes.
   DT_ASSIGN_OR_RETURN(PlanResolution resolution, ResolvePlan(plan, root, mesh));
+  std::optional<ContextParallelTargets> context_parallel;
+  if (plan.context_parallel.has_value()) {
+    DT_ASSIGN_OR_RETURN(
+        context_parallel,
+        ResolveContextParallel(root, mesh, *plan.context_parallel));
+  }
+  DT_ASSIGN_OR_RETURN(
+      const ActivationCheckpointTargets checkpointed,
+      ResolveActivationCheckpoint(root, plan.activation_checkpoint));
   for (const ResolvedEntry& r : resolution.entries) {
     // A parameter key places its parameter alone.
     if (r.parameter.empty()) AddStyleHooks(r, mesh, *resolution.tp_dim);
   }
-  if (plan.context_parallel.has_value()) {
-    DT_RETURN_IF_ERROR(
-        ApplyContextParallel(root, mesh, *plan.context_parallel));
-  }
+  if (context_parallel.has_value()) ApplyContextParallel(*context_parallel);
   for (const ResolvedParameter& p : resolution.parameters) {
     DT_ASSIGN_OR_RETURN(DTensor moved, p.slot->value.Redistribute(p.sharding));
     p.slot->value = std::move(moved);
   }
-  DT_RETURN_IF_ERROR(
-      ApplyActivationCheckpoint(root, plan.activation_checkpoint));
+  DT_RETURN_IF_ERROR(ApplyActivationCheckpoint(checkpointed));
   if (resolution.fsdp) {
     if (plan.mixed_precision) {
       resolution.fsdp->param_dtype = plan.mixed_precision->param_dtype;

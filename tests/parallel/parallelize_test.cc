@@ -3,11 +3,16 @@
 #include <cmath>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/inprocess/local_cluster.h"
+#include "dtensor/nn/attention.h"
 #include "dtensor/nn/llama.h"
+#include "dtensor/parallel/plan.h"
 #include "dtensor/runtime.h"
 #include "gtest/gtest.h"
 
@@ -73,6 +78,45 @@ TEST(ParallelizeTest, TpForwardMatchesOneRank) {
     for (size_t i = 0; i < one->size(); ++i) {
       ASSERT_NEAR((*many)[i], (*one)[i], 1e-4 + 1e-4 * std::fabs((*one)[i]))
           << i;
+    }
+  }
+}
+
+// A plan error of any feature (here activation checkpointing's and context
+// parallelism's, which are resolved after the styles) comes before the
+// module tree changes: no hooks, no moved parameter, no checkpointed or
+// ring attention module.
+TEST(ParallelizeTest, PlanErrorsLeaveTheTreeAlone) {
+  constexpr char kValid[] = R"json("tp": {"layers.*.attention.wq": "colwise",
+      "layers.*.feed_forward.w2": "rowwise"}, "dp": "fsdp")json";
+  const std::pair<std::string, std::string> cases[] = {
+      {absl::StrCat(
+           "{", kValid,
+           R"json(, "activation_checkpoint": ["layers.*", "blocks.*"]})json"),
+       "activation_checkpoint pattern \"blocks.*\" names no module"},
+      {absl::StrCat("{", kValid,
+                    R"json(, "activation_checkpoint": ["layers.*"],
+                    "context_parallel": {"mesh_dim": "cp"}})json"),
+       "context_parallel.mesh_dim \"cp\" is not a dim of the mesh"},
+  };
+  const DeviceMesh mesh = *DeviceMesh::Create({2, 2}, {"dp", "tp"});
+  for (const auto& [json, message] : cases) {
+    absl::StatusOr<Plan> plan = ParsePlan(json);
+    ASSERT_TRUE(plan.ok()) << json << plan.status();
+    auto model = nn::BuildLlama(Tiny(), Runtime::MetadataOnly(0), mesh);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const absl::Status status = ParallelizeModule(**model, mesh, *plan);
+    EXPECT_NE(status.message().find(message), std::string::npos) << status;
+    for (const nn::NamedModule& m : (*model)->NamedModules()) {
+      EXPECT_EQ(m.module->num_input_hooks(), 0) << m.name;
+      EXPECT_EQ(m.module->num_output_hooks(), 0) << m.name;
+      EXPECT_FALSE(m.module->has_around_forward()) << m.name;
+      if (auto* attention = dynamic_cast<nn::Attention*>(m.module)) {
+        EXPECT_FALSE(attention->context_parallel().has_value()) << m.name;
+      }
+    }
+    for (const nn::NamedSlot& slot : (*model)->NamedParameters()) {
+      EXPECT_EQ(slot.slot->value.sharding().ToString(), "R,R") << slot.name;
     }
   }
 }
