@@ -3,6 +3,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/inprocess/local_cluster.h"
 
@@ -73,6 +74,32 @@ bool Close(const std::vector<double>& a, const std::vector<double>& b,
 // The in-process backend keeps the buffers of a group's last collective
 // until the group's next one; one small all-gather on every mesh dim makes
 // what the program itself still holds observable.
+std::vector<double> Values(const Tensor& t) {
+  return t.To(DType::kF64)->Contiguous().ToVector<double>().value();
+}
+
+absl::Status ExpectNear(const std::vector<double>& got,
+                        const std::vector<double>& want, const char* what,
+                        double tol) {
+  if (got.size() != want.size()) {
+    return absl::InternalError(absl::StrCat(what, ": ", got.size(),
+                                            " values, expected ", want.size()));
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])))) {
+      return absl::InternalError(
+          absl::StrCat(what, "[", i, "] is ", got[i], ", expected ", want[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpectFull(const DTensor& grad, const std::vector<double>& want,
+                        const char* what, double tol) {
+  DT_ASSIGN_OR_RETURN(Tensor full, grad.FullTensor());
+  return ExpectNear(Values(full), want, what, tol);
+}
+
 absl::Status FlushCollectives(const std::shared_ptr<Runtime>& runtime,
                               const DeviceMesh& mesh) {
   for (int64_t d = 0; d < mesh.ndim(); ++d) {

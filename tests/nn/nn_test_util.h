@@ -49,6 +49,19 @@ Tensor RandomTokens(const Shape& shape, int64_t high, std::mt19937& rng);
 bool Close(const std::vector<double>& a, const std::vector<double>& b,
            double rtol, double atol);
 
+// The elements of `t` as doubles, row-major.
+std::vector<double> Values(const Tensor& t);
+
+// An error naming `what` unless `got` and `want` agree elementwise within
+// `tol` * (1 + |want|).
+absl::Status ExpectNear(const std::vector<double>& got,
+                        const std::vector<double>& want, const char* what,
+                        double tol = 1e-12);
+
+// ExpectNear on the gathered value of `grad` (FullTensor: collective).
+absl::Status ExpectFull(const DTensor& grad, const std::vector<double>& want,
+                        const char* what, double tol = 1e-12);
+
 // The in-process backend keeps the buffers of a group's last collective
 // until the group's next one; one small all-gather on every mesh dim makes
 // what the program itself still holds observable (storage lifetime tests).

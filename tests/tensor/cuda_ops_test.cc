@@ -351,7 +351,7 @@ TEST(CudaOpsTest, IndexErrorsAreTheCpuOnes) {
       << out.status();
 }
 
-// The host form of the dropout body (which cuda_kernel_bodies_test checks
+// The host form of the dropout body (which index_random_body_test checks
 // against the CPU's Generator mask bit for bit) in x's dtype.
 Tensor HostDropout(const Tensor& x, double p, uint64_t seed, uint64_t base,
                    const Strides& position_strides) {

@@ -6,7 +6,9 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace dtensor::testing {
@@ -75,6 +77,13 @@ Tensor RandomIndices(const Shape& shape, int64_t bound, DType dtype,
   return RandomContiguous(shape, dtype, rng, 0, static_cast<double>(bound - 1));
 }
 
+Shape RandomShape(int rank, const std::vector<int64_t>& sizes,
+                  std::mt19937& rng) {
+  Shape shape;
+  for (int d = 0; d < rank; ++d) shape.push_back(Pick(sizes, rng));
+  return shape;
+}
+
 std::vector<int64_t> Unravel(int64_t linear, const Shape& shape) {
   std::vector<int64_t> index(shape.size());
   for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
@@ -132,6 +141,15 @@ void ExpectClose(const Tensor& actual, const Shape& shape,
                     << " got " << a << ", expected " << e << " (dtype "
                     << actual.dtype() << ")";
     }
+  }
+}
+
+void ExpectInvalidArgument(const absl::StatusOr<Tensor>& result,
+                           const std::vector<std::string>& fragments) {
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
+      << result.status();
+  for (const std::string& fragment : fragments) {
+    EXPECT_THAT(result.status().message(), ::testing::HasSubstr(fragment));
   }
 }
 

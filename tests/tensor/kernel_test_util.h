@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "dtensor/tensor/tensor.h"
 
 // Helpers shared by the kernel tests (matmul, nn_functional, indexing): random
@@ -35,6 +36,10 @@ enum class Layout {
 
 std::string LayoutName(Layout layout);
 
+// Every layout, for tests that sweep them.
+inline const std::vector<Layout> kLayouts = {
+    Layout::kContiguous, Layout::kTransposed, Layout::kStrided};
+
 // A tensor of `shape` and `layout`: floats uniform in [low, high) rounded to
 // `dtype`, integers uniform in [low, high], bools fair coins.
 Tensor RandomTensor(const Shape& shape, DType dtype, Layout layout,
@@ -51,6 +56,10 @@ T Pick(const std::vector<T>& choices, std::mt19937& rng) {
   return choices[std::uniform_int_distribution<size_t>(
       0, choices.size() - 1)(rng)];
 }
+
+// A shape of `rank` dims, each a uniform pick from `sizes`.
+Shape RandomShape(int rank, const std::vector<int64_t>& sizes,
+                  std::mt19937& rng);
 
 // The multi-index of row-major position `linear` in `shape`, and back.
 std::vector<int64_t> Unravel(int64_t linear, const Shape& shape);
@@ -71,6 +80,11 @@ Tolerance ToleranceFor(DType dtype);
 void ExpectClose(const Tensor& actual, const Shape& shape,
                  const std::vector<double>& expected, Tolerance tolerance,
                  const std::string& context = "");
+
+// Expects `result` to be an InvalidArgument error whose message contains
+// every one of `fragments`.
+void ExpectInvalidArgument(const absl::StatusOr<Tensor>& result,
+                           const std::vector<std::string>& fragments);
 
 // Steps between two non-nan floats on the number line of adjacent floats
 // (+inf one step above FLT_MAX, the smallest subnormal one above 0, -0 and
