@@ -30,7 +30,8 @@ suites=(//tests/ops:cast_ops_test //tests/ops:elementwise_ops_test
   //tests/ops:join_ops_test //tests/ops:matmul_ops_test
   //tests/ops:nn_ops_test //tests/ops:norm_ops_test //tests/ops:reduction_ops_test
   //tests/ops:slice_ops_test //tests/ops:view_ops_test
-  //tests/ops:vocab_ops_test //tests/ops:cross_entropy_nd_test)
+  //tests/ops:vocab_ops_test //tests/ops:loss_parallel_test
+  //tests/ops:cross_entropy_nd_test)
 targets=("${tests[@]}" "${suites[@]}" "${benches[@]}" //examples:train_llama
   //tools:dtrun)
 # Programs the tests start by their workspace path. The bundle lays them out,
