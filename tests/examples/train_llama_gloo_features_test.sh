@@ -14,14 +14,7 @@ cd "${TEST_SRCDIR}/dtensor"
 out="${TEST_TMPDIR:-$(mktemp -d)}"
 common=(--steps 2 --seed 1 --batch 4 --seq 32
   --plan parallel/plans/tp_sp_fsdp.json)
-losses() { grep -o 'loss [0-9.]*' <<<"$1" | awk '{print $2}'; }
-compare() {  # reference, other, tolerance, what
-  paste <(losses "$1") <(losses "$2") | awk -v tol="$3" -v what="$4" '
-    { n++; d = $1 - $2; if (d < 0) d = -d;
-      if (d > tol) { print what " step " n ": " $1 " vs " $2; bad = 1 } }
-    END { if (n != 2) { print what ": expected 2 losses, got " n; bad = 1 };
-          exit bad }'
-}
+source tests/examples/compare_losses.sh
 single=$(examples/train_llama "${common[@]}" --mesh dp=1,tp=1)
 check() {  # name, processes, tolerance against one rank, flags...
   local name=$1 nproc=$2 tol=$3
@@ -37,7 +30,7 @@ check() {  # name, processes, tolerance against one rank, flags...
     { echo "$name: gloo losses differ from in-process"; exit 1; }
   diff -rq "$out/$name.inprocess" "$out/$name.gloo" ||
     { echo "$name: gloo checkpoint differs from in-process"; exit 1; }
-  compare "$single" "$gloo" "$tol" "$name against one rank"
+  compare "$single" "$gloo" "$tol" "$name against one rank" 2
 }
 check full 4 0 --mesh dp=2,tp=2 --activation-checkpoint full
 check selective 4 0 --mesh dp=2,tp=2 --activation-checkpoint selective

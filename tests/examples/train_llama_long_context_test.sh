@@ -11,23 +11,16 @@ run() {
   examples/train_llama --steps 3 --seed 1 --batch 4 --seq 32 \
     --plan parallel/plans/tp_sp_fsdp.json "$@"
 }
-losses() { grep -o 'loss [0-9.]*' <<<"$1" | awk '{print $2}'; }
-compare() {  # plain, other, tolerance, what
-  paste <(losses "$1") <(losses "$2") | awk -v tol="$3" -v what="$4" '
-    { n++; d = $1 - $2; if (d < 0) d = -d;
-      if (d > tol) { print what " step " n ": " $1 " vs " $2; bad = 1 } }
-    END { if (n != 3) { print what ": expected 3 losses, got " n; bad = 1 };
-          exit bad }'
-}
+source tests/examples/compare_losses.sh
 plain=$(run --mesh dp=2,tp=2)
 for order in balanced contiguous; do
   cp=$(run --mesh dp=2,cp=2,tp=2 --context-parallel "$order")
-  compare "$plain" "$cp" 0 "cp $order"
+  compare "$plain" "$cp" 0 "cp $order" 3
 done
 all=$(run --mesh dp=2,cp=2,tp=2 --context-parallel balanced \
   --mixed-precision bf16 --activation-checkpoint selective)
 echo "$all"
-compare "$plain" "$all" 0.1 "cp + bf16 + checkpointing"
+compare "$plain" "$all" 0.1 "cp + bf16 + checkpointing" 3
 for bad in "--mesh dp=2,cp=2,tp=2 --context-parallel sideways" \
   "--mesh dp=2,tp=2 --context-parallel balanced"; do
   # shellcheck disable=SC2086
