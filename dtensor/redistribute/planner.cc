@@ -12,6 +12,7 @@
 #include "dtensor/redistribute/packed_sharding.h"
 #include "dtensor/redistribute/planner_moves.h"
 #include "dtensor/redistribute/planner_permute_classes.h"
+#include "dtensor/redistribute/unit_mesh_dims.h"
 
 namespace dtensor {
 namespace {
@@ -341,11 +342,14 @@ absl::Status CheckRedistribution(const Sharding& from, const Sharding& to,
   return absl::OkStatus();
 }
 
-absl::StatusOr<RedistributePlan> PlanRedistribution(
-    const Sharding& from, const Sharding& to,
-    absl::Span<const int64_t> mesh_shape,
-    absl::Span<const int64_t> global_shape, DType dtype,
-    const CostModel& cost_model) {
+namespace {
+
+// CheckRedistribution, and the planner's limits: the mesh and tensor ranks
+// it packs, a cost model for the mesh.
+absl::Status CheckPlannable(const Sharding& from, const Sharding& to,
+                            absl::Span<const int64_t> mesh_shape,
+                            absl::Span<const int64_t> global_shape,
+                            const CostModel& cost_model) {
   absl::Status status = CheckRedistribution(from, to, mesh_shape, global_shape);
   if (!status.ok()) return status;
   if (!PackedSharding::Fits(from.mesh_ndim(), from.tensor_rank())) {
@@ -360,7 +364,32 @@ absl::StatusOr<RedistributePlan> PlanRedistribution(
         absl::StrCat("cost model for ", cost_model.mesh_ndim(),
                      " mesh dims used on a mesh of ", mesh_shape.size()));
   }
-  return PlanSearch(to, mesh_shape, global_shape, dtype, cost_model).Run(from);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RedistributePlan> PlanRedistribution(
+    const Sharding& from, const Sharding& to,
+    absl::Span<const int64_t> mesh_shape,
+    absl::Span<const int64_t> global_shape, DType dtype,
+    const CostModel& cost_model) {
+  absl::Status status =
+      CheckPlannable(from, to, mesh_shape, global_shape, cost_model);
+  if (!status.ok()) return status;
+  // The search runs on the mesh without its size-1 dims, where no move
+  // multiplies by their placements.
+  const MeshWithoutUnitDims without_unit_dims(mesh_shape, cost_model);
+  if (!without_unit_dims.has_unit_dims()) {
+    return PlanSearch(to, mesh_shape, global_shape, dtype, cost_model)
+        .Run(from);
+  }
+  absl::StatusOr<RedistributePlan> plan =
+      PlanSearch(without_unit_dims.Drop(to), without_unit_dims.shape(),
+                 global_shape, dtype, without_unit_dims.cost_model())
+          .Run(without_unit_dims.Drop(from));
+  if (!plan.ok()) return plan.status();
+  return without_unit_dims.Lift(*plan, from, to);
 }
 
 RedistributePlanner& RedistributePlanner::Shared() {
@@ -384,8 +413,8 @@ RedistributePlanner::Plan(const Sharding& from, const Sharding& to,
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
-  absl::StatusOr<RedistributePlan> plan =
-      PlanRedistribution(from, to, mesh_shape, global_shape, dtype, cost_model);
+  absl::StatusOr<RedistributePlan> plan = PlanCached(
+      from, to, mesh_shape, global_shape, dtype, cost_model);
   if (!plan.ok()) return plan.status();
   auto shared = std::make_shared<const RedistributePlan>(*std::move(plan));
   MutexLock lock(&mu_);
@@ -394,6 +423,29 @@ RedistributePlanner::Plan(const Sharding& from, const Sharding& to,
   // longer recur (shapes of past inputs); plans handed out stay alive.
   if (cache_.size() >= capacity_ && !cache_.contains(key)) cache_.clear();
   return cache_.try_emplace(std::move(key), std::move(shared)).first->second;
+}
+
+absl::StatusOr<RedistributePlan> RedistributePlanner::PlanCached(
+    const Sharding& from, const Sharding& to,
+    absl::Span<const int64_t> mesh_shape,
+    absl::Span<const int64_t> global_shape, DType dtype,
+    const CostModel& cost_model) const {
+  const MeshWithoutUnitDims without_unit_dims(mesh_shape, cost_model);
+  if (!without_unit_dims.has_unit_dims()) {
+    return PlanRedistribution(from, to, mesh_shape, global_shape, dtype,
+                              cost_model);
+  }
+  // Shardings that differ only on the size-1 mesh dims share the search on
+  // the mesh without them (cached under its own key).
+  absl::Status status =
+      CheckPlannable(from, to, mesh_shape, global_shape, cost_model);
+  if (!status.ok()) return status;
+  absl::StatusOr<std::shared_ptr<const RedistributePlan>> plan =
+      Plan(without_unit_dims.Drop(from), without_unit_dims.Drop(to),
+           without_unit_dims.shape(), global_shape, dtype,
+           without_unit_dims.cost_model());
+  if (!plan.ok()) return plan.status();
+  return without_unit_dims.Lift(**plan, from, to);
 }
 
 void RedistributePlanner::Clear() {
