@@ -413,8 +413,8 @@ RedistributePlanner::Plan(const Sharding& from, const Sharding& to,
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
-  absl::StatusOr<RedistributePlan> plan = PlanCached(
-      from, to, mesh_shape, global_shape, dtype, cost_model);
+  absl::StatusOr<RedistributePlan> plan =
+      PlanCached(from, to, mesh_shape, global_shape, dtype, cost_model);
   if (!plan.ok()) return plan.status();
   auto shared = std::make_shared<const RedistributePlan>(*std::move(plan));
   MutexLock lock(&mu_);

@@ -47,6 +47,7 @@ MeshWithoutUnitDims::MeshWithoutUnitDims(absl::Span<const int64_t> mesh_shape,
                                          const CostModel& cost_model)
     : mesh_ndim_(mesh_shape.size()), cost_model_(0) {
   for (size_t m = 0; m < mesh_shape.size(); ++m) {
+    unit_.push_back(mesh_shape[m] == 1);
     if (mesh_shape[m] == 1) continue;
     kept_.push_back(static_cast<int64_t>(m));
     shape_.push_back(mesh_shape[m]);
@@ -64,19 +65,45 @@ Sharding MeshWithoutUnitDims::LiftSharding(const Sharding& sharding) const {
                     /*from_whole=*/false);
 }
 
-RedistributeStep MeshWithoutUnitDims::UnitStep(const Sharding& before,
-                                               const Sharding& after) const {
+RedistributeStep MeshWithoutUnitDims::UnitStep(
+    const Sharding& before, const Sharding& after,
+    absl::Span<const int64_t> mesh_dims) const {
   RedistributeStep step;
   step.kind = CommKind::kLocal;
-  for (size_t m = 0; m < mesh_ndim_; ++m) {
-    if (before.placement(m) != after.placement(m) ||
-        before.nesting_position(m) != after.nesting_position(m)) {
-      step.mesh_dims.push_back(static_cast<int64_t>(m));
-    }
-  }
+  step.mesh_dims.assign(mesh_dims.begin(), mesh_dims.end());
   step.before = before;
   step.after = after;
   return step;
+}
+
+void MeshWithoutUnitDims::AppendUnitSteps(const Sharding& to, Sharding& at,
+                                          RedistributePlan& plan) const {
+  // Partials over one rank are reduced (an all-reduce over one rank) before,
+  // and made (Replicate -> Partial) after, a permute that moves no data: the
+  // shards of size-1 mesh dims split nothing, so the blocks are the same.
+  for (size_t m = 0; m < mesh_ndim_; ++m) {
+    const int64_t unit[] = {static_cast<int64_t>(m)};
+    if (at.placement(m).is_partial() && !IsKept(m)) {
+      Sharding next = at.WithReplicated(unit);
+      plan.steps.push_back(UnitStep(at, next, unit));
+      at = std::move(next);
+    }
+  }
+  std::vector<int64_t> unit_partials;
+  for (size_t m = 0; m < mesh_ndim_; ++m) {
+    if (to.placement(m).is_partial() && !IsKept(m)) {
+      unit_partials.push_back(static_cast<int64_t>(m));
+    }
+  }
+  const Sharding permuted = to.WithReplicated(unit_partials);
+  if (at != permuted) plan.steps.push_back(UnitStep(at, permuted, {}));
+  at = permuted;
+  for (int64_t m : unit_partials) {
+    const int64_t unit[] = {m};
+    Sharding next = at.WithPartial(m, to.placement(m).reduce_op());
+    plan.steps.push_back(UnitStep(at, next, unit));
+    at = std::move(next);
+  }
 }
 
 RedistributePlan MeshWithoutUnitDims::Lift(const RedistributePlan& plan,
@@ -84,21 +111,19 @@ RedistributePlan MeshWithoutUnitDims::Lift(const RedistributePlan& plan,
                                            const Sharding& to) const {
   RedistributePlan lifted;
   lifted.total_cost_us = plan.total_cost_us;
-  if (plan.steps.empty()) {
-    if (from != to) lifted.steps.push_back(UnitStep(from, to));
-    return lifted;
+  Sharding at = from;
+  if (!plan.steps.empty()) {
+    AppendUnitSteps(LiftSharding(plan.steps.front().before), at, lifted);
   }
-  const Sharding first = LiftSharding(plan.steps.front().before);
-  if (first != from) lifted.steps.push_back(UnitStep(from, first));
   for (const RedistributeStep& step : plan.steps) {
     RedistributeStep whole = step;
     for (int64_t& m : whole.mesh_dims) m = kept_[m];
     whole.before = LiftSharding(step.before);
     whole.after = LiftSharding(step.after);
+    at = whole.after;
     lifted.steps.push_back(std::move(whole));
   }
-  const Sharding last = lifted.steps.back().after;
-  if (last != to) lifted.steps.push_back(UnitStep(last, to));
+  AppendUnitSteps(to, at, lifted);
   return lifted;
 }
 

@@ -34,8 +34,9 @@ class MeshWithoutUnitDims {
   Sharding Drop(const Sharding& sharding) const;
   // A plan from `from` to `to` on the whole mesh made of `plan`, a plan from
   // Drop(from) to Drop(to): its steps on the whole mesh, with the unit dims
-  // Replicate, between a local step that makes them Replicate and one that
-  // gives them `to`'s placements (each left out when it changes nothing).
+  // Replicate, between local steps (the planner's moves over groups of one
+  // rank, which cost nothing) that make the unit dims Replicate and then
+  // give them `to`'s placements.
   RedistributePlan Lift(const RedistributePlan& plan, const Sharding& from,
                         const Sharding& to) const;
 
@@ -43,13 +44,22 @@ class MeshWithoutUnitDims {
   // `sharding` of the kept mesh dims on the whole mesh, the unit dims
   // Replicate.
   Sharding LiftSharding(const Sharding& sharding) const;
-  // A local step from `before` to `after` over the unit dims where they
-  // differ.
-  RedistributeStep UnitStep(const Sharding& before, const Sharding& after) const;
+  // A local step from `before` to `after` over `mesh_dims`.
+  RedistributeStep UnitStep(const Sharding& before, const Sharding& after,
+                            absl::Span<const int64_t> mesh_dims) const;
+  // Appends to `plan` the local steps from `at` to the sharding that differs
+  // from it only on the unit dims, where it has `to`'s placements (an
+  // all-reduce of each Partial, a permute of no data, Replicate -> Partial
+  // for each Partial of `to`), and leaves `at` there.
+  void AppendUnitSteps(const Sharding& to, Sharding& at,
+                       RedistributePlan& plan) const;
+  bool IsKept(size_t m) const { return unit_[m] == 0; }
 
   size_t mesh_ndim_;
   // The whole mesh's index of each kept mesh dim, ascending.
   std::vector<int64_t> kept_;
+  // 1 for a size-1 mesh dim, per mesh dim.
+  std::vector<char> unit_;
   std::vector<int64_t> shape_;
   CostModel cost_model_;
 };

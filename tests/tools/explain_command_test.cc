@@ -125,7 +125,7 @@ TEST(ExplainCommandTest, BadInputIsAOneLineUsageError) {
        "--seq '0'"},
       {{"--config", "tiny", "--plan", Plan("tp_dp"), "--mesh", "dp=2,tp=2",
         "--seq", "16777217"},
-       "--seq 16777217: max_seq_len 16777217"},
+       "--seq 16777217: LlamaConfig: max_seq_len 16777217"},
       {{"--config", "tiny", "--plan", Plan("tp_dp"), "--mesh", "dp=2,tp=2",
         "--rank", "9"},
        "rank 9"},
