@@ -18,12 +18,11 @@ namespace dtensor {
 namespace {
 
 // The cheapest conceivable collective: one launch and one hop over the
-// fastest mesh dim of size > 1 (0 when every mesh dim has size 1).
+// fastest mesh dim (0 on a mesh of no dims).
 double MinCollectiveUs(absl::Span<const int64_t> mesh_shape,
                        const CostModel& cost_model) {
   double min_us = 0;
   for (size_t m = 0; m < mesh_shape.size(); ++m) {
-    if (mesh_shape[m] == 1) continue;
     const double us =
         cost_model.launch_us() + cost_model.links()[m].hop_latency_us;
     if (min_us == 0 || us < min_us) min_us = us;
@@ -58,7 +57,8 @@ double MaxBandwidthGbps(const CostModel& cost_model) {
 }
 
 // A* over shardings. States are PackedShardings; edges are the steps listed in
-// the header; the first time the target is settled its path is optimal.
+// the header; the first time the target is settled its path is optimal. On a
+// mesh without size-1 dims (PlanRedistribution leaves them out).
 class PlanSearch {
  public:
   PlanSearch(const Sharding& to, absl::Span<const int64_t> mesh_shape,
@@ -100,7 +100,7 @@ class PlanSearch {
              absl::Span<const int64_t> mesh_dims,
              absl::Span<const int64_t> tensor_dims);
   // The bytes of the block of final values a rank holds in `packed`: its
-  // local bytes, or 0 while a mesh dim of size > 1 is Partial (a rank holds
+  // local bytes, or 0 while a mesh dim is Partial (a rank holds
   // terms, not values). Requires even_.
   double ValueBytes(PackedSharding packed) const;
   // A lower bound on the cost from `state` to the target (A*): the launch and
@@ -114,7 +114,6 @@ class PlanSearch {
   DType dtype_;
   const PackedSharding to_;
   PlannerMoves moves_;
-  const PackedSharding effective_to_;
   // The cheapest conceivable collective (the A* bound's unit).
   const double min_collective_us_;
   // Whether every tensor dim divides evenly among all the mesh's ranks, so
@@ -139,7 +138,6 @@ PlanSearch::PlanSearch(const Sharding& to, absl::Span<const int64_t> mesh_shape,
       dtype_(dtype),
       to_(PackedSharding::Pack(to)),
       moves_(to_, mesh_shape, global_shape, dtype, cost_model),
-      effective_to_(moves_.Effective(to_)),
       min_collective_us_(MinCollectiveUs(mesh_shape, cost_model)),
       even_(EvenBlocks(mesh_shape, global_shape)),
       total_bytes_(TotalBytes(global_shape, dtype)),
@@ -149,7 +147,7 @@ PlanSearch::PlanSearch(const Sharding& to, absl::Span<const int64_t> mesh_shape,
 double PlanSearch::ValueBytes(PackedSharding packed) const {
   int64_t blocks = 1;
   for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
-    if (packed.is_partial(m) && shapes_.mesh_shape[m] > 1) return 0;
+    if (packed.is_partial(m)) return 0;
     if (packed.is_shard(m)) blocks *= shapes_.mesh_shape[m];
   }
   return total_bytes_ / static_cast<double>(blocks);
@@ -157,18 +155,15 @@ double PlanSearch::ValueBytes(PackedSharding packed) const {
 
 double PlanSearch::Heuristic(PackedSharding state) const {
   if (min_collective_us_ == 0) return 0;
-  // Mesh dims of size 1 never need a collective (Effective makes them
-  // Replicate). Only an all-reduce or a reduce-scatter removes a Partial the
-  // target lacks, and neither moves a shard that local slices (which only
+  // Only an all-reduce or a reduce-scatter removes a Partial the target
+  // lacks, and neither moves a shard that local slices (which only
   // append) cannot extend into the target's, i.e. one that does not have the
   // target's tensor dim and depth: each need costs at least one collective.
-  const PackedSharding effective = moves_.Effective(state);
   bool needs_reduction = false;
   bool needs_move = false;
   for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
-    const uint8_t code = effective.code(m);
-    if (code == PackedSharding::kReplicateCode ||
-        code == effective_to_.code(m)) {
+    const uint8_t code = state.code(m);
+    if (code == PackedSharding::kReplicateCode || code == to_.code(m)) {
       continue;
     }
     (PackedSharding::IsPartialCode(code) ? needs_reduction : needs_move) = true;
