@@ -130,11 +130,15 @@ absl::StatusOr<InnermostRowSplit> InnermostRowSplitAt(
   DT_ASSIGN_OR_RETURN(
       split.whole, ShardBlockAt(sharding.WithReplicated({mesh_dim}), mesh_shape,
                                 global_shape, coord));
-  for (int64_t r = 0; r < mesh_shape[mesh_dim]; ++r) {
-    split.rows.push_back(
-        ChunkOf(split.whole.shape[0], mesh_shape[mesh_dim], r));
-  }
+  split.rows = RowChunks{split.whole.shape[0], mesh_shape[mesh_dim]};
   return split;
+}
+
+std::vector<ChunkRange> RowChunks::All() const {
+  std::vector<ChunkRange> rows;
+  rows.reserve(parts);
+  for (int64_t r = 0; r < parts; ++r) rows.push_back(of(r));
+  return rows;
 }
 
 }  // namespace dtensor

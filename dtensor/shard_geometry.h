@@ -73,9 +73,21 @@ absl::StatusOr<ShardBlock> ShardBlockAt(const Sharding& sharding,
 // cover it in order. Errors: a sharding where mesh_dim is not the innermost
 // mesh dim sharding dim 0 (decided from the sharding alone, so every rank
 // answers alike), ShardBlockAt's.
+// The rows of a block of `extent` rows that each of `parts` ranks holds
+// (ChunkOf), in closed form: a split over many ranks is not materialised
+// unless a collective needs every rank's rows.
+struct RowChunks {
+  int64_t extent = 0;
+  int64_t parts = 1;
+
+  // The rows of the rank at `index` (0 <= index < parts).
+  ChunkRange of(int64_t index) const { return ChunkOf(extent, parts, index); }
+  // Every rank's rows, in order (O(parts)).
+  std::vector<ChunkRange> All() const;
+};
 struct InnermostRowSplit {
   ShardBlock whole;
-  std::vector<ChunkRange> rows;
+  RowChunks rows;
 };
 absl::StatusOr<InnermostRowSplit> InnermostRowSplitAt(
     const Sharding& sharding, absl::Span<const int64_t> mesh_shape,

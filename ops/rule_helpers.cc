@@ -67,25 +67,24 @@ ChunkRange NestedChunk(int64_t extent, absl::Span<const int64_t> nesting,
   return range;
 }
 
-std::vector<std::vector<int64_t>> CoordinatesAlong(
-    absl::Span<const int64_t> mesh_shape, absl::Span<const int64_t> mesh_dims) {
-  for (int64_t m : mesh_dims) {
-    DT_DCHECK(m >= 0 && m < static_cast<int64_t>(mesh_shape.size()));
-  }
-  std::vector<std::vector<int64_t>> coords;
-  std::vector<int64_t> coord(mesh_shape.size(), 0);
-  while (true) {
-    coords.push_back(coord);
-    // Next coordinate, the last of `mesh_dims` fastest.
-    int64_t k = static_cast<int64_t>(mesh_dims.size()) - 1;
-    for (; k >= 0; --k) {
-      const int64_t m = mesh_dims[k];
-      if (++coord[m] < mesh_shape[m]) break;
-      coord[m] = 0;
+bool SameScaledChunks(int64_t a, int64_t p, int64_t b, int64_t q,
+                      absl::Span<const int64_t> nesting,
+                      absl::Span<const int64_t> mesh_shape) {
+  if (nesting.empty()) return a * p == b * q;
+  const int64_t n = mesh_shape[nesting[0]];
+  // The first index of each run: where either split leaves its full chunks
+  // or its remainder.
+  const int64_t full_a = a == 0 ? 0 : a / ChunkOf(a, n, 0).size;
+  const int64_t full_b = b == 0 ? 0 : b / ChunkOf(b, n, 0).size;
+  for (int64_t start : {int64_t{0}, full_a, full_a + 1, full_b, full_b + 1}) {
+    if (start >= n) continue;
+    if (!SameScaledChunks(ChunkOf(a, n, start).size, p,
+                          ChunkOf(b, n, start).size, q, nesting.subspan(1),
+                          mesh_shape)) {
+      return false;
     }
-    if (k < 0) break;
   }
-  return coords;
+  return true;
 }
 
 absl::StatusOr<ShardBlock> BlockOfRank(const KernelContext& ctx,

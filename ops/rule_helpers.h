@@ -74,13 +74,17 @@ ChunkRange NestedChunk(int64_t extent, absl::Span<const int64_t> nesting,
                        absl::Span<const int64_t> mesh_shape,
                        absl::Span<const int64_t> coord);
 
-// Every coordinate of a mesh of `mesh_shape` whose entries outside
-// `mesh_dims` are 0, in row-major order: one rank of each distinct block that
-// those mesh dims give.
-// Requires: every entry of `mesh_dims` is a distinct mesh dim
-// ([0, mesh_shape.size())).
-std::vector<std::vector<int64_t>> CoordinatesAlong(
-    absl::Span<const int64_t> mesh_shape, absl::Span<const int64_t> mesh_dims);
+// Whether nested ChunkOf splits (outermost first, by the mesh dims
+// `nesting`) of `a` rows of `p` elements each and of `b` rows of `q` elements
+// each give every coordinate the same number of elements. Children of one
+// split take at most three sizes (full chunks, a remainder, then empty ones),
+// so the indices of one level fall into at most five runs of equal
+// (a-size, b-size) pairs and one representative per run decides: time
+// independent of the number of ranks (at most 5^nesting.size() steps).
+// Requires: a, b >= 0; every entry of `nesting` is a mesh dim.
+bool SameScaledChunks(int64_t a, int64_t p, int64_t b, int64_t q,
+                      absl::Span<const int64_t> nesting,
+                      absl::Span<const int64_t> mesh_shape);
 
 // The block of the tensor `spec` describes that this kernel's rank holds.
 // Errors: NotFound when spec's mesh does not contain the kernel's rank.

@@ -105,22 +105,14 @@ std::vector<DimGroup> GroupDims(const Shape& in, const Shape& out) {
 
 // Whether the mesh dims `nesting` splitting a group's outermost input dim of
 // `in_extent` and its outermost output dim of `out_extent` give every rank
-// the same run of the group's `numel` elements.
+// the same run of the group's `numel` elements. The chunks of both tile the
+// group in the order of the coordinates, so equal sizes everywhere make
+// equal offsets.
 bool SameRuns(int64_t in_extent, int64_t out_extent, int64_t numel,
               absl::Span<const int64_t> nesting,
               absl::Span<const int64_t> mesh_shape) {
-  const int64_t in_inner = numel / in_extent;
-  const int64_t out_inner = numel / out_extent;
-  for (const std::vector<int64_t>& coord :
-       CoordinatesAlong(mesh_shape, nesting)) {
-    const ChunkRange a = NestedChunk(in_extent, nesting, mesh_shape, coord);
-    const ChunkRange b = NestedChunk(out_extent, nesting, mesh_shape, coord);
-    if (a.size * in_inner != b.size * out_inner) return false;
-    if (a.size > 0 && a.offset * in_inner != b.offset * out_inner) {
-      return false;
-    }
-  }
-  return true;
+  return SameScaledChunks(in_extent, numel / in_extent, out_extent,
+                          numel / out_extent, nesting, mesh_shape);
 }
 
 absl::StatusOr<std::vector<OpStrategy>> ReshapeStrategies(

@@ -92,9 +92,11 @@ class FlatGather {
   // and the rows of that block each dp coordinate holds.
   std::vector<std::shared_ptr<const DTensorSpec>> specs_;
   std::vector<std::vector<int64_t>> gathered_shapes_;
-  std::vector<std::vector<ChunkRange>> rows_;
-  // Elements per dp rank, and this rank's dp coordinate.
-  std::vector<int64_t> sizes_;
+  std::vector<RowChunks> rows_;
+  // Per parameter, the elements of one row of its block.
+  std::vector<int64_t> row_elements_;
+  // This rank's elements and dp coordinate.
+  int64_t my_size_ = 0;
   int64_t me_ = 0;
   Tensor input_;
   Tensor output_;
@@ -125,7 +127,7 @@ absl::Status FlatGather::Plan(int64_t dp) {
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
                       mesh.CoordinateOf(first.runtime()->rank()));
   me_ = coord[dp];
-  sizes_.assign(mesh.shape()[dp], 0);
+  my_size_ = 0;
   for (const DTensor& param : sharded_) {
     absl::StatusOr<InnermostRowSplit> split = InnermostRowSplitAt(
         param.sharding(), mesh.shape(), param.shape(), coord, dp);
@@ -134,16 +136,15 @@ absl::Status FlatGather::Plan(int64_t dp) {
           absl::StrCat(label_, ": ", split.status().message()));
     }
     const int64_t row = RowElements(split->whole);
-    for (size_t r = 0; r < sizes_.size(); ++r) {
-      sizes_[r] += split->rows[r].size * row;
-    }
+    my_size_ += split->rows.of(me_).size * row;
+    row_elements_.push_back(row);
     DT_ASSIGN_OR_RETURN(
         DTensorSpec spec,
         DTensorSpec::Create(mesh, param.sharding().WithReplicated({dp}),
                             param.shape(), param.dtype()));
     specs_.push_back(std::make_shared<const DTensorSpec>(std::move(spec)));
     gathered_shapes_.push_back(std::move(split->whole.shape));
-    rows_.push_back(std::move(split->rows));
+    rows_.push_back(split->rows);
   }
   return absl::OkStatus();
 }
@@ -153,16 +154,22 @@ void FlatGather::Count(int64_t dp) const {
   CommCounter::RecordOnThread(CommCounter::Estimated(
       first.runtime()->CostModelFor(first.mesh()), CommKind::kAllGather, {dp},
       first.mesh().shape(),
-      static_cast<double>(sizes_[me_] * ElementSize(first.dtype())), label_));
+      static_cast<double>(my_size_ * ElementSize(first.dtype())), label_));
 }
 
 absl::Status FlatGather::Launch(int64_t dp) {
   const DTensor& first = sharded_.front();
   const Device device = first.ToLocal().device();
+  // Elements per dp rank (O(dp), only for a collective that runs).
+  std::vector<int64_t> sizes(first.mesh().shape()[dp], 0);
+  for (size_t p = 0; p < rows_.size(); ++p) {
+    for (size_t r = 0; r < sizes.size(); ++r) {
+      sizes[r] += rows_[p].of(static_cast<int64_t>(r)).size * row_elements_[p];
+    }
+  }
   int64_t total = 0;
-  for (int64_t size : sizes_) total += size;
-  DT_ASSIGN_OR_RETURN(input_,
-                      Tensor::Empty({sizes_[me_]}, first.dtype(), device));
+  for (int64_t size : sizes) total += size;
+  DT_ASSIGN_OR_RETURN(input_, Tensor::Empty({my_size_}, first.dtype(), device));
   DT_ASSIGN_OR_RETURN(output_, Tensor::Empty({total}, first.dtype(), device));
   std::vector<Tensor> locals;
   for (const DTensor& param : sharded_) locals.push_back(param.ToLocal());
@@ -170,7 +177,7 @@ absl::Status FlatGather::Launch(int64_t dp) {
   DT_ASSIGN_OR_RETURN(
       std::shared_ptr<Communicator> comm,
       first.runtime()->groups()->ForMeshDims(first.mesh(), {dp}));
-  work_ = comm->AllGatherAsync(input_, output_, 0, sizes_);
+  work_ = comm->AllGatherAsync(input_, output_, 0, sizes);
   return absl::OkStatus();
 }
 
@@ -198,7 +205,9 @@ absl::StatusOr<std::vector<DTensor>> FlatGather::Finish() {
                                       output_.device()));
     locals.push_back(std::move(local));
   }
-  DT_RETURN_IF_ERROR(UnpackRowsByRank(output_, rows_, locals));
+  std::vector<std::vector<ChunkRange>> rows;
+  for (const RowChunks& chunks : rows_) rows.push_back(chunks.All());
+  DT_RETURN_IF_ERROR(UnpackRowsByRank(output_, rows, locals));
   output_ = Tensor();
   for (size_t p = 0; p < sharded_.size(); ++p) {
     gathered.push_back(

@@ -42,8 +42,8 @@ struct GradientBuckets::Bucket {
   int64_t bytes = 0;
   std::vector<int64_t> given_bytes;
   // A reduce-scatter bucket: per gradient, the rows of its local block that
-  // each rank of the mesh dim keeps, by rank.
-  std::vector<std::vector<ChunkRange>> rows;
+  // each rank of the mesh dim keeps.
+  std::vector<RowChunks> rows;
   // Set by Start: the flat buffer the results land in (no data under a
   // metadata-only runtime), a reduce-scatter's input (alive until the
   // collective ends), and the handle.
@@ -172,7 +172,7 @@ absl::Status GradientBuckets::Add(size_t index, const DTensor& grad) {
   if (reduction.mesh_dims.empty()) return KeepUnbucketed(index, sum);
   DT_ASSIGN_OR_RETURN(ShardBlock block,
                       sum.spec().BlockOf(sum.runtime()->rank()));
-  std::vector<ChunkRange> rows;
+  RowChunks rows;
   std::vector<int64_t> result_shape = block.shape;
   if (reduction.scatter) {
     const DTensor& param = params_[index];
@@ -183,8 +183,8 @@ absl::Status GradientBuckets::Add(size_t index, const DTensor& grad) {
         InnermostRowSplitAt(param.sharding(), param.mesh().shape(),
                             param.shape(), coord, reduction.mesh_dims[0]);
     if (!split.ok()) return KeepUnbucketed(index, sum);
-    rows = std::move(split->rows);
-    result_shape[0] = rows[coord[reduction.mesh_dims[0]]].size;
+    rows = split->rows;
+    result_shape[0] = rows.of(coord[reduction.mesh_dims[0]]).size;
   }
   const DType dtype = reduce_dtype_.value_or(sum.dtype());
   Tensor local = sum.ToLocal();
@@ -206,7 +206,7 @@ absl::Status GradientBuckets::Add(size_t index, const DTensor& grad) {
   bucket.bytes += bytes;
   bucket.given_bytes.push_back(bytes);
   bucket.shapes.push_back(std::move(result_shape));
-  bucket.rows.push_back(std::move(rows));
+  bucket.rows.push_back(rows);
   bucket.owners.push_back(CommOwner::Current());
   if (bucket.bytes >= bucket.limit) return Start(bucket);
   return absl::OkStatus();
@@ -271,8 +271,10 @@ absl::Status GradientBuckets::Start(Bucket& bucket) {
     bucket.work = comm->AllReduceAsync(bucket.flat, bucket.reduction.op);
     return absl::OkStatus();
   }
+  std::vector<std::vector<ChunkRange>> rows;
+  for (const RowChunks& chunks : bucket.rows) rows.push_back(chunks.All());
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
-                      PackRowsByRank(bucket.locals, bucket.rows, input));
+                      PackRowsByRank(bucket.locals, rows, input));
   bucket.locals.clear();
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> coord,
                       first.mesh().CoordinateOf(first.runtime()->rank()));

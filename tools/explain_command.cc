@@ -24,7 +24,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: dtensor explain [--model llama] --config <name or JSON file> "
-    "--plan <plan file>\n"
+    "[--plan <plan file>]\n"
     "                       --mesh dp=64,tp=8 [--batch B] [--seq S] [--dtype "
     "bf16]\n"
     "                       [--bandwidth GBps,...] [--latency us,...] "
@@ -39,10 +39,15 @@ constexpr char kUsage[] =
     "  --model      llama (the only model, the default)\n"
     "  --config     tiny, 1b, 8b, 70b, 405b, or a JSON file of LlamaConfig "
     "fields\n"
-    "  --plan       a plan file (parallel/plans/*.json)\n"
+    "  --plan       a plan file (parallel/plans/*.json; default\n"
+    "               parallel/plans/tp_sp_fsdp.json, or tp_sp_fsdp_cp.json when "
+    "the\n"
+    "               mesh has a cp dim)\n"
     "  --mesh       mesh sizes: 4x2, or named: dp=4,tp=2\n"
     "  --batch      global batch (default: the dp mesh dim's size)\n"
-    "  --seq        sequence length (default: the config's max_seq_len)\n"
+    "  --seq        sequence length (default: the config's max_seq_len; a "
+    "longer\n"
+    "               one raises max_seq_len to it)\n"
     "  --dtype      parameter and activation dtype (default bf16; with a "
     "plan's\n"
     "               mixed_precision, the parameters' (masters') dtype, "
@@ -114,6 +119,14 @@ absl::StatusOr<int64_t> DeviceMemoryBytes(const std::string& text) {
   return static_cast<int64_t>(std::llround(value * unit));
 }
 
+// The plan when --plan is not given: the shipped TP + SP + FSDP plan, with
+// context parallelism when the mesh has a "cp" dim (a path from the
+// repository's root).
+absl::string_view DefaultPlanFile(const DeviceMesh& mesh) {
+  return mesh.DimIndex("cp").ok() ? "parallel/plans/tp_sp_fsdp_cp.json"
+                                  : "parallel/plans/tp_sp_fsdp.json";
+}
+
 absl::StatusOr<ExplainRequest> RequestFromArgs(const ParsedArgs& args) {
   DT_RETURN_IF_ERROR(args.CheckNoPositional());
   const std::string model = args.ValueOr("model", "llama");
@@ -122,12 +135,13 @@ absl::StatusOr<ExplainRequest> RequestFromArgs(const ParsedArgs& args) {
         absl::StrCat("--model '", model, "' is not known (only llama)"));
   }
   DT_ASSIGN_OR_RETURN(std::string config_name, args.Required("config"));
-  DT_ASSIGN_OR_RETURN(std::string plan_name, args.Required("plan"));
   DT_ASSIGN_OR_RETURN(std::string mesh_text, args.Required("mesh"));
+  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_text));
+  const std::string plan_name =
+      args.ValueOr("plan", std::string(DefaultPlanFile(mesh)));
   DT_ASSIGN_OR_RETURN(nn::LlamaConfig config, LoadLlamaConfig(config_name));
   DT_ASSIGN_OR_RETURN(parallel::Plan plan,
                       parallel::LoadPlanFile(UserPath(plan_name)));
-  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(mesh_text));
   ExplainRequest request{config_name, plan_name, config, plan, mesh};
   // Mixed precision keeps f32 masters and computes in its param_dtype.
   DT_ASSIGN_OR_RETURN(
@@ -146,6 +160,17 @@ absl::StatusOr<ExplainRequest> RequestFromArgs(const ParsedArgs& args) {
       request.seq,
       PositiveInt(args.ValueOr("seq", absl::StrCat(request.config.max_seq_len)),
                   "seq", 1));
+  // The step is modelled at the requested length: a run at that length sets
+  // max_seq_len to it (it only sizes the rotary table), so a longer --seq
+  // raises it, within the config's limit.
+  if (request.seq > request.config.max_seq_len) {
+    request.config.max_seq_len = request.seq;
+    absl::Status valid = request.config.Validate();
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--seq ", request.seq, ": ", valid.message()));
+    }
+  }
   return request;
 }
 

@@ -12,17 +12,17 @@
 #include "dtensor/redistribute/packed_sharding.h"
 #include "dtensor/redistribute/planner_moves.h"
 #include "dtensor/redistribute/planner_permute_classes.h"
+#include "dtensor/redistribute/unit_mesh_dims.h"
 
 namespace dtensor {
 namespace {
 
 // The cheapest conceivable collective: one launch and one hop over the
-// fastest mesh dim of size > 1 (0 when every mesh dim has size 1).
+// fastest mesh dim (0 on a mesh of no dims).
 double MinCollectiveUs(absl::Span<const int64_t> mesh_shape,
                        const CostModel& cost_model) {
   double min_us = 0;
   for (size_t m = 0; m < mesh_shape.size(); ++m) {
-    if (mesh_shape[m] == 1) continue;
     const double us =
         cost_model.launch_us() + cost_model.links()[m].hop_latency_us;
     if (min_us == 0 || us < min_us) min_us = us;
@@ -57,7 +57,8 @@ double MaxBandwidthGbps(const CostModel& cost_model) {
 }
 
 // A* over shardings. States are PackedShardings; edges are the steps listed in
-// the header; the first time the target is settled its path is optimal.
+// the header; the first time the target is settled its path is optimal. On a
+// mesh without size-1 dims (PlanRedistribution leaves them out).
 class PlanSearch {
  public:
   PlanSearch(const Sharding& to, absl::Span<const int64_t> mesh_shape,
@@ -99,7 +100,7 @@ class PlanSearch {
              absl::Span<const int64_t> mesh_dims,
              absl::Span<const int64_t> tensor_dims);
   // The bytes of the block of final values a rank holds in `packed`: its
-  // local bytes, or 0 while a mesh dim of size > 1 is Partial (a rank holds
+  // local bytes, or 0 while a mesh dim is Partial (a rank holds
   // terms, not values). Requires even_.
   double ValueBytes(PackedSharding packed) const;
   // A lower bound on the cost from `state` to the target (A*): the launch and
@@ -113,7 +114,6 @@ class PlanSearch {
   DType dtype_;
   const PackedSharding to_;
   PlannerMoves moves_;
-  const PackedSharding effective_to_;
   // The cheapest conceivable collective (the A* bound's unit).
   const double min_collective_us_;
   // Whether every tensor dim divides evenly among all the mesh's ranks, so
@@ -138,7 +138,6 @@ PlanSearch::PlanSearch(const Sharding& to, absl::Span<const int64_t> mesh_shape,
       dtype_(dtype),
       to_(PackedSharding::Pack(to)),
       moves_(to_, mesh_shape, global_shape, dtype, cost_model),
-      effective_to_(moves_.Effective(to_)),
       min_collective_us_(MinCollectiveUs(mesh_shape, cost_model)),
       even_(EvenBlocks(mesh_shape, global_shape)),
       total_bytes_(TotalBytes(global_shape, dtype)),
@@ -148,7 +147,7 @@ PlanSearch::PlanSearch(const Sharding& to, absl::Span<const int64_t> mesh_shape,
 double PlanSearch::ValueBytes(PackedSharding packed) const {
   int64_t blocks = 1;
   for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
-    if (packed.is_partial(m) && shapes_.mesh_shape[m] > 1) return 0;
+    if (packed.is_partial(m)) return 0;
     if (packed.is_shard(m)) blocks *= shapes_.mesh_shape[m];
   }
   return total_bytes_ / static_cast<double>(blocks);
@@ -156,18 +155,15 @@ double PlanSearch::ValueBytes(PackedSharding packed) const {
 
 double PlanSearch::Heuristic(PackedSharding state) const {
   if (min_collective_us_ == 0) return 0;
-  // Mesh dims of size 1 never need a collective (Effective makes them
-  // Replicate). Only an all-reduce or a reduce-scatter removes a Partial the
-  // target lacks, and neither moves a shard that local slices (which only
+  // Only an all-reduce or a reduce-scatter removes a Partial the target
+  // lacks, and neither moves a shard that local slices (which only
   // append) cannot extend into the target's, i.e. one that does not have the
   // target's tensor dim and depth: each need costs at least one collective.
-  const PackedSharding effective = moves_.Effective(state);
   bool needs_reduction = false;
   bool needs_move = false;
   for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
-    const uint8_t code = effective.code(m);
-    if (code == PackedSharding::kReplicateCode ||
-        code == effective_to_.code(m)) {
+    const uint8_t code = state.code(m);
+    if (code == PackedSharding::kReplicateCode || code == to_.code(m)) {
       continue;
     }
     (PackedSharding::IsPartialCode(code) ? needs_reduction : needs_move) = true;
@@ -341,11 +337,14 @@ absl::Status CheckRedistribution(const Sharding& from, const Sharding& to,
   return absl::OkStatus();
 }
 
-absl::StatusOr<RedistributePlan> PlanRedistribution(
-    const Sharding& from, const Sharding& to,
-    absl::Span<const int64_t> mesh_shape,
-    absl::Span<const int64_t> global_shape, DType dtype,
-    const CostModel& cost_model) {
+namespace {
+
+// CheckRedistribution, and the planner's limits: the mesh and tensor ranks
+// it packs, a cost model for the mesh.
+absl::Status CheckPlannable(const Sharding& from, const Sharding& to,
+                            absl::Span<const int64_t> mesh_shape,
+                            absl::Span<const int64_t> global_shape,
+                            const CostModel& cost_model) {
   absl::Status status = CheckRedistribution(from, to, mesh_shape, global_shape);
   if (!status.ok()) return status;
   if (!PackedSharding::Fits(from.mesh_ndim(), from.tensor_rank())) {
@@ -360,7 +359,32 @@ absl::StatusOr<RedistributePlan> PlanRedistribution(
         absl::StrCat("cost model for ", cost_model.mesh_ndim(),
                      " mesh dims used on a mesh of ", mesh_shape.size()));
   }
-  return PlanSearch(to, mesh_shape, global_shape, dtype, cost_model).Run(from);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RedistributePlan> PlanRedistribution(
+    const Sharding& from, const Sharding& to,
+    absl::Span<const int64_t> mesh_shape,
+    absl::Span<const int64_t> global_shape, DType dtype,
+    const CostModel& cost_model) {
+  absl::Status status =
+      CheckPlannable(from, to, mesh_shape, global_shape, cost_model);
+  if (!status.ok()) return status;
+  // The search runs on the mesh without its size-1 dims, where no move
+  // multiplies by their placements.
+  const MeshWithoutUnitDims without_unit_dims(mesh_shape, cost_model);
+  if (!without_unit_dims.has_unit_dims()) {
+    return PlanSearch(to, mesh_shape, global_shape, dtype, cost_model)
+        .Run(from);
+  }
+  absl::StatusOr<RedistributePlan> plan =
+      PlanSearch(without_unit_dims.Drop(to), without_unit_dims.shape(),
+                 global_shape, dtype, without_unit_dims.cost_model())
+          .Run(without_unit_dims.Drop(from));
+  if (!plan.ok()) return plan.status();
+  return without_unit_dims.Lift(*plan, from, to);
 }
 
 RedistributePlanner& RedistributePlanner::Shared() {
@@ -385,7 +409,7 @@ RedistributePlanner::Plan(const Sharding& from, const Sharding& to,
     if (it != cache_.end()) return it->second;
   }
   absl::StatusOr<RedistributePlan> plan =
-      PlanRedistribution(from, to, mesh_shape, global_shape, dtype, cost_model);
+      PlanCached(from, to, mesh_shape, global_shape, dtype, cost_model);
   if (!plan.ok()) return plan.status();
   auto shared = std::make_shared<const RedistributePlan>(*std::move(plan));
   MutexLock lock(&mu_);
@@ -394,6 +418,29 @@ RedistributePlanner::Plan(const Sharding& from, const Sharding& to,
   // longer recur (shapes of past inputs); plans handed out stay alive.
   if (cache_.size() >= capacity_ && !cache_.contains(key)) cache_.clear();
   return cache_.try_emplace(std::move(key), std::move(shared)).first->second;
+}
+
+absl::StatusOr<RedistributePlan> RedistributePlanner::PlanCached(
+    const Sharding& from, const Sharding& to,
+    absl::Span<const int64_t> mesh_shape,
+    absl::Span<const int64_t> global_shape, DType dtype,
+    const CostModel& cost_model) const {
+  const MeshWithoutUnitDims without_unit_dims(mesh_shape, cost_model);
+  if (!without_unit_dims.has_unit_dims()) {
+    return PlanRedistribution(from, to, mesh_shape, global_shape, dtype,
+                              cost_model);
+  }
+  // Shardings that differ only on the size-1 mesh dims share the search on
+  // the mesh without them (cached under its own key).
+  absl::Status status =
+      CheckPlannable(from, to, mesh_shape, global_shape, cost_model);
+  if (!status.ok()) return status;
+  absl::StatusOr<std::shared_ptr<const RedistributePlan>> plan =
+      Plan(without_unit_dims.Drop(from), without_unit_dims.Drop(to),
+           without_unit_dims.shape(), global_shape, dtype,
+           without_unit_dims.cost_model());
+  if (!plan.ok()) return plan.status();
+  return without_unit_dims.Lift(**plan, from, to);
 }
 
 void RedistributePlanner::Clear() {

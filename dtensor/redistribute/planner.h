@@ -93,6 +93,14 @@ class RedistributePlanner {
   size_t capacity() const { return capacity_; }
 
  private:
+  // A plan for Plan to cache: PlanRedistribution's, or on a mesh with size-1
+  // dims the cached plan on the mesh without them, lifted.
+  absl::StatusOr<RedistributePlan> PlanCached(
+      const Sharding& from, const Sharding& to,
+      absl::Span<const int64_t> mesh_shape,
+      absl::Span<const int64_t> global_shape, DType dtype,
+      const CostModel& cost_model) const;
+
   struct Key {
     Sharding from;
     Sharding to;

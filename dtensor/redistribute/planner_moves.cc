@@ -6,14 +6,13 @@ namespace dtensor {
 namespace {
 
 // Whether every permute from a sharding costs the same, whatever mesh dims it
-// crosses: all links equal and no mesh dim of size 1 (a permute that crosses
-// only those is free).
+// crosses: all links equal.
 bool UniformPermuteCosts(absl::Span<const int64_t> mesh_shape,
                          const CostModel& cost_model) {
   for (size_t m = 0; m < mesh_shape.size(); ++m) {
     const MeshDimLink& link = cost_model.links()[m];
     const MeshDimLink& first = cost_model.links()[0];
-    if (mesh_shape[m] == 1 || link.bandwidth_gbps != first.bandwidth_gbps ||
+    if (link.bandwidth_gbps != first.bandwidth_gbps ||
         link.hop_latency_us != first.hop_latency_us) {
       return false;
     }
@@ -31,32 +30,8 @@ PlannerMoves::PlannerMoves(PackedSharding to,
       dtype_(dtype),
       cost_model_(cost_model),
       to_(to),
-      has_unit_mesh_dims_(std::find(mesh_shape.begin(), mesh_shape.end(), 1) !=
-                          mesh_shape.end()),
       uniform_permute_costs_(UniformPermuteCosts(mesh_shape, cost_model)),
       permute_classes_(mesh_shape, global_shape) {}
-
-PackedSharding PlannerMoves::EffectiveWithUnitMeshDims(
-    PackedSharding packed) const {
-  PackedSharding effective = packed;
-  for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
-    if (shapes_.mesh_shape[m] == 1) {
-      effective = effective.WithCode(m, PackedSharding::kReplicateCode);
-    } else if (packed.is_shard(m)) {
-      int64_t depth = 0;
-      for (int64_t other = 0; other < shapes_.mesh_ndim; ++other) {
-        if (shapes_.mesh_shape[other] > 1 && packed.is_shard(other) &&
-            packed.shard_dim(other) == packed.shard_dim(m) &&
-            packed.position(other) < packed.position(m)) {
-          ++depth;
-        }
-      }
-      effective = effective.WithCode(
-          m, PackedSharding::ShardCode(packed.shard_dim(m), depth));
-    }
-  }
-  return effective;
-}
 
 double PlannerMoves::LocalBytes(const ShardOrders& orders) const {
   // As PaddedLocalBytes, on the decoded sharding.
@@ -159,25 +134,21 @@ void PlannerMoves::LocalMoves(PackedSharding state, const ShardOrders& orders,
 
 MeshDimList PlannerMoves::MovedMeshDims(PackedSharding from,
                                         PackedSharding to) const {
-  // A mesh dim of size > 1 keeps its coordinate's meaning when it splits the
-  // same tensor dim at the same depth, not counting mesh dims of size 1
-  // (their chunk is everything); ranks then exchange only along the others.
-  const PackedSharding effective_from = Effective(from);
-  const PackedSharding effective_to = Effective(to);
+  // A mesh dim keeps its coordinate's meaning when it splits the same tensor
+  // dim at the same depth; ranks then exchange only along the others.
   MeshDimList moved;
   for (int64_t m = 0; m < shapes_.mesh_ndim; ++m) {
-    if (shapes_.mesh_shape[m] == 1 || from.is_partial(m)) continue;
-    if (effective_from.code(m) != effective_to.code(m)) moved.push_back(m);
+    if (from.is_partial(m)) continue;
+    if (from.code(m) != to.code(m)) moved.push_back(m);
   }
   return moved;
 }
 
 void PlannerMoves::PermuteMoves(PackedSharding state, double cost,
                                 const ShardOrders& orders, Visitor visit) {
-  // On uniform links with no mesh dim of size 1, a permute's cost depends
-  // only on the bytes held before it: once a member of a class has been
-  // expanded, a later one with no lower cost and no fewer bytes would
-  // improve nothing.
+  // On uniform links, a permute's cost depends only on the bytes held before
+  // it: once a member of a class has been expanded, a later one with no
+  // lower cost and no fewer bytes would improve nothing.
   PermuteClass& members = permute_classes_.Of(state, orders);
   if (uniform_permute_costs_) {
     for (const auto& [done_cost, done_bytes] : members.expanded) {

@@ -30,25 +30,19 @@ class PlannerMoves {
       PackedSharding next, Step step, absl::Span<const int64_t> mesh_dims,
       absl::Span<const int64_t> tensor_dims)>;
 
-  // Requires: the shapes and the cost model outlive this object.
+  // Requires: the shapes and the cost model outlive this object; no mesh
+  // dim has size 1 (PlanRedistribution plans without them,
+  // dtensor/redistribute/unit_mesh_dims.h).
   PlannerMoves(PackedSharding to, absl::Span<const int64_t> mesh_shape,
                absl::Span<const int64_t> global_shape, DType dtype,
                const CostModel& cost_model);
 
   // Visits the moves from `state`, reached at `cost`, in a fixed order (the
-  // search breaks ties by it). On uniform links with no mesh dim of size 1,
-  // the permutes are left out when an earlier call from the same permute
-  // class had no higher cost and no more local bytes (they would improve
-  // nothing): call it once per state, as the search settles it.
+  // search breaks ties by it). On uniform links, the permutes are left out when
+  // an earlier call from the same permute class had no higher cost and no more
+  // local bytes (they would improve nothing): call it once per state, as the
+  // search settles it.
   void ForEachNeighbor(PackedSharding state, double cost, Visitor visit);
-
-  // `packed` as the cost model sees it: mesh dims of size 1 Replicate (their
-  // chunk is everything) and each shard's position counting only mesh dims of
-  // size > 1. Two shardings agree on a mesh dim of size > 1 here exactly when
-  // it plays the same role in both.
-  PackedSharding Effective(PackedSharding packed) const {
-    return has_unit_mesh_dims_ ? EffectiveWithUnitMeshDims(packed) : packed;
-  }
 
  private:
   void GatherMoves(PackedSharding state, const ShardOrders& orders,
@@ -61,8 +55,6 @@ class PlannerMoves {
                   Visitor visit) const;
   void PermuteMoves(PackedSharding state, double cost,
                     const ShardOrders& orders, Visitor visit);
-  // Effective, on a mesh with some mesh dim of size 1.
-  PackedSharding EffectiveWithUnitMeshDims(PackedSharding packed) const;
   // A `kind` step over `mesh_dims` from the state being expanded: local when
   // the group has one rank (it moves nothing). The moves compute it once for
   // all the shardings the same collective can reach.
@@ -83,8 +75,6 @@ class PlannerMoves {
   DType dtype_;
   const CostModel& cost_model_;
   const PackedSharding to_;
-  // Whether some mesh dim has size 1.
-  const bool has_unit_mesh_dims_;
   // Whether every permute from a sharding costs the same.
   const bool uniform_permute_costs_;
   PermuteClasses permute_classes_;

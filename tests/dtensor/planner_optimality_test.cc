@@ -96,6 +96,13 @@ std::vector<Config> Configs() {
   configs.push_back({{2, 2}, {6, 3}});
   configs.push_back({{2, 2, 2}, {3, 5}, 3000});
   configs.push_back({{2, 2, 2}, {6, 5, 3}, 1000});
+  // Size-1 mesh dims: the planner searches the mesh without them and lifts
+  // the plan back (its local steps over one rank must be contract moves).
+  for (int rank = 1; rank <= 2; ++rank) {
+    configs.push_back({{1, 2}, Shapes(rank)[1]});
+    configs.push_back({{2, 1, 2}, Shapes(rank)[1], 1500});
+  }
+  configs.push_back({{2, 1, 2}, {5, 7}, 1500});
   // A slower mesh dim 0.
   for (const std::vector<int64_t>& mesh :
        std::vector<std::vector<int64_t>>{{2, 2}, {2, 3}}) {

@@ -290,5 +290,43 @@ TEST(ShardBlockAtTest, RandomShardingsMatchBruteForce) {
   }
 }
 
+// InnermostRowSplitAt's rows, in closed form, against the blocks ShardBlockAt
+// gives each coordinate along the split mesh dim: rank r's rows are its
+// block's rows, relative to the gathered block, for uneven and empty splits
+// too.
+TEST(ShardGeometryTest, InnermostRowSplitRowsAreTheRanksBlocks) {
+  for (const auto& [mesh_shape, rows] :
+       std::vector<std::pair<std::vector<int64_t>, int64_t>>{{{4, 3}, 18},
+                                                             {{2, 5}, 7},
+                                                             {{3, 4}, 2},
+                                                             {{1, 6}, 0},
+                                                             {{2, 64}, 100}}) {
+    const Sharding sharding = *Sharding::Parse("S(0),S(0)", 2);
+    for (int64_t outer = 0; outer < mesh_shape[0]; ++outer) {
+      std::vector<int64_t> coord = {outer, 0};
+      absl::StatusOr<InnermostRowSplit> split = InnermostRowSplitAt(
+          sharding, mesh_shape, {rows, 3}, coord, /*mesh_dim=*/1);
+      ASSERT_TRUE(split.ok()) << split.status();
+      const std::vector<ChunkRange> all = split->rows.All();
+      ASSERT_EQ(static_cast<int64_t>(all.size()), mesh_shape[1]);
+      int64_t next = 0;
+      for (int64_t r = 0; r < mesh_shape[1]; ++r) {
+        coord[1] = r;
+        const ShardBlock block =
+            *ShardBlockAt(sharding, mesh_shape, {rows, 3}, coord);
+        EXPECT_EQ(split->rows.of(r).size, block.shape[0]);
+        EXPECT_EQ(all[r], split->rows.of(r));
+        if (block.shape[0] > 0) {
+          EXPECT_EQ(split->whole.offset[0] + split->rows.of(r).offset,
+                    block.offset[0]);
+          EXPECT_EQ(split->rows.of(r).offset, next);
+        }
+        next += block.shape[0];
+      }
+      EXPECT_EQ(next, split->whole.shape[0]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dtensor

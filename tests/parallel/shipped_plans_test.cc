@@ -3,9 +3,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "dtensor/mesh/device_mesh.h"
 #include "dtensor/nn/llama.h"
 #include "dtensor/nn/llama_config.h"
+#include "dtensor/parallel/context_parallel.h"
 #include "dtensor/parallel/plan.h"
 #include "dtensor/parallel/plan_resolution.h"
 #include "gtest/gtest.h"
@@ -40,13 +42,26 @@ TEST_P(ShippedPlanTest, ParsesAndBindsToTheLlamaTree) {
   EXPECT_GE(resolved->entries.size(), 7u * config.n_layers);
   const bool fsdp = GetParam().find("fsdp") != std::string::npos;
   EXPECT_EQ(plan->dp, fsdp ? DataParallel::kFsdp : DataParallel::kReplicate);
+  // A "_cp" plan shards the sequence over the mesh dim "cp".
+  const bool cp = absl::EndsWith(GetParam(), "_cp");
+  ASSERT_EQ(plan->context_parallel.has_value(), cp);
+  if (cp) {
+    const DeviceMesh cp_mesh =
+        *DeviceMesh::Create({2, 2, 2}, {"dp", "cp", "tp"});
+    absl::StatusOr<int64_t> dim =
+        ContextParallelDim(cp_mesh, *plan->context_parallel);
+    ASSERT_TRUE(dim.ok()) << dim.status();
+    EXPECT_EQ(*dim, 1);
+    EXPECT_TRUE(ResolvePlan(*plan, **model, cp_mesh).ok());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, ShippedPlanTest,
                          ::testing::Values("tp_dp", "tp_fsdp", "tp_sp_dp",
                                            "tp_sp_fsdp",
                                            "tp_sp_loss_parallel_dp",
-                                           "tp_sp_loss_parallel_fsdp"));
+                                           "tp_sp_loss_parallel_fsdp",
+                                           "tp_sp_fsdp_cp"));
 
 }  // namespace
 }  // namespace parallel

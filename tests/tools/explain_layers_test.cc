@@ -24,8 +24,8 @@ namespace {
 
 std::vector<std::string> ShippedPlanPaths() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
-  const std::string dir = absl::StrCat(srcdir == nullptr ? "." : srcdir,
-                                       "/dtensor/parallel/plans");
+  const std::string dir =
+      absl::StrCat(srcdir == nullptr ? "." : srcdir, "/dtensor/parallel/plans");
   std::vector<std::string> paths;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() == ".json") paths.push_back(entry.path());
@@ -40,9 +40,12 @@ ExplainRequest Request(const std::string& plan_path, int64_t n_layers) {
   // 3 kv heads of 4 on tp=2 and a 255-byte vocabulary: uneven shards, so
   // the warnings repeat per layer.
   config.vocab_size = 255;
-  ExplainRequest request{"tiny", plan_path, config,
-                         parallel::LoadPlanFile(plan_path).value(),
-                         ParseMeshFlag("dp=2,tp=2").value()};
+  // A context-parallel plan needs its cp mesh dim.
+  const parallel::Plan plan = parallel::LoadPlanFile(plan_path).value();
+  ExplainRequest request{
+      "tiny", plan_path, config, plan,
+      ParseMeshFlag(plan.context_parallel ? "dp=2,cp=2,tp=2" : "dp=2,tp=2")
+          .value()};
   request.batch = 2;
   request.seq = 16;
   return request;

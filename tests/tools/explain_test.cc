@@ -153,9 +153,11 @@ std::string TallyText(const Tally& tally) {
 }
 
 ExplainRequest TinyRequest(const std::string& plan_path) {
-  ExplainRequest request{"tiny", plan_path, *LoadLlamaConfig("tiny"),
-                         *parallel::LoadPlanFile(plan_path),
-                         *ParseMeshFlag("dp=2,tp=2")};
+  // A context-parallel plan needs its cp mesh dim.
+  const parallel::Plan plan = *parallel::LoadPlanFile(plan_path);
+  ExplainRequest request{
+      "tiny", plan_path, *LoadLlamaConfig("tiny"), plan,
+      *ParseMeshFlag(plan.context_parallel ? "dp=2,cp=2,tp=2" : "dp=2,tp=2")};
   request.batch = 2;
   request.seq = 8;
   request.dtype = DType::kF32;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/json_value.h"
 #include "dtensor/sharding.h"
@@ -117,17 +118,20 @@ JsonValue DropUnitDim(const JsonValue& value, const std::string& key,
 
 TEST(ExplainUnitDimsTest, AUnitMeshDimChangesNothingForEveryShippedPlan) {
   for (const std::string& path : ShippedPlanPaths()) {
+    // A context-parallel plan needs its cp mesh dim.
+    const bool cp = absl::StrContains(path, "_cp.");
+    const int64_t unit = cp ? 2 : 1;
     for (int64_t rank : {0, 3}) {
       SCOPED_TRACE(absl::StrCat(path, " rank ", rank));
-      absl::StatusOr<ExplainReport> with =
-          ExplainLlamaStep(Request(path, "dp=2,pp=1,tp=2"), rank);
-      absl::StatusOr<ExplainReport> without =
-          ExplainLlamaStep(Request(path, "dp=2,tp=2"), rank);
+      absl::StatusOr<ExplainReport> with = ExplainLlamaStep(
+          Request(path, cp ? "dp=2,cp=2,pp=1,tp=2" : "dp=2,pp=1,tp=2"), rank);
+      absl::StatusOr<ExplainReport> without = ExplainLlamaStep(
+          Request(path, cp ? "dp=2,cp=2,tp=2" : "dp=2,tp=2"), rank);
       ASSERT_TRUE(with.ok()) << with.status();
       ASSERT_TRUE(without.ok()) << without.status();
       EXPECT_EQ(with->warnings.size(), without->warnings.size());
       ExpectSameJson(
-          DropUnitDim(ParseJson(ExplainJson(*with)).value(), "", 1),
+          DropUnitDim(ParseJson(ExplainJson(*with)).value(), "", unit),
           DropUnitDim(ParseJson(ExplainJson(*without)).value(), "", -1), "");
     }
   }
