@@ -259,13 +259,17 @@ ModelSharding FromSharding(const Sharding& sharding) {
   return model;
 }
 
-ModelSharding ParseModelSharding(const std::string& text, int tensor_rank) {
+Sharding ParseShardingOrFail(const std::string& text, int64_t tensor_rank) {
   absl::StatusOr<Sharding> sharding = Sharding::Parse(text, tensor_rank);
   if (!sharding.ok()) {
     ADD_FAILURE() << "cannot parse '" << text << "': " << sharding.status();
-    return {};
+    return Sharding();
   }
-  return FromSharding(*sharding);
+  return *sharding;
+}
+
+ModelSharding ParseModelSharding(const std::string& text, int tensor_rank) {
+  return FromSharding(ParseShardingOrFail(text, tensor_rank));
 }
 
 std::vector<ModelSharding> AllModelShardings(

@@ -48,6 +48,9 @@ ModelSharding FromSharding(const Sharding& sharding);
 // Parses `text` with Sharding::Parse, then reads it back: the test's way of
 // writing shardings. Fails the calling test (and returns {}) on a parse error.
 ModelSharding ParseModelSharding(const std::string& text, int tensor_rank);
+// Sharding::Parse of `text`: the planner tests' way of writing shardings.
+// Fails the calling test (and returns Sharding()) on a parse error.
+Sharding ParseShardingOrFail(const std::string& text, int64_t tensor_rank);
 
 // Every sharding of a tensor of `tensor_rank` dims on `mesh_ndim` mesh dims
 // whose mesh dims are Replicate, Shard (in every nesting order) or Partial with
