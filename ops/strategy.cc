@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/base/status_macros.h"
@@ -182,8 +183,49 @@ absl::StatusOr<Sharding> SlotSharding(
   return Sharding::FromPlacements(placements, rank, order);
 }
 
-// The candidates of each mesh dim that can apply (OptionViable); a
-// ResourceExhausted error when their combinations exceed kMaxStrategies.
+// Whether every present input is Replicate on mesh dim `m`.
+bool InputsReplicateOn(const StrategyContext& ctx, int64_t m) {
+  for (const DTensorSpec* input : ctx.inputs) {
+    if (input != nullptr && !input->sharding().placement(m).is_replicate()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether `c` keeps every input and output Replicate and runs no collective.
+bool AllReplicate(const DimStrategy& c) {
+  const auto replicate = [](const Placement& p) { return p.is_replicate(); };
+  return c.kernel_comms.empty() && absl::c_all_of(c.inputs, replicate) &&
+         absl::c_all_of(c.outputs, replicate);
+}
+
+// Whether option `c` of mesh dim `m` can be dropped because it never wins:
+// `m` has size 1, every input is Replicate on it, `c` makes some input
+// something else there, and an all-Replicate option is among `options`.
+// Swapping `c` for that option in any strategy gives the same shardings on
+// the other mesh dims, so the same plans on the mesh without size-1 dims
+// (the planner's search) and the same cost, no more Partial outputs or
+// changed inputs, and at least one redistribution step less (the local step
+// that gives the input `c`'s placement on `m`): the propagation's tie-breaks
+// always prefer it. Leaving such options out keeps a size-1 mesh dim from
+// multiplying the strategies each call costs (docs/ops.md).
+bool DominatedOnUnitDim(const StrategyContext& ctx, const DimStrategy& c,
+                        int64_t m,
+                        absl::Span<const DimStrategy* const> options) {
+  if (ctx.mesh_shape[m] != 1 || !InputsReplicateOn(ctx, m)) return false;
+  bool changes_input = false;
+  for (size_t i = 0; i < c.inputs.size() && i < ctx.inputs.size(); ++i) {
+    changes_input |= ctx.inputs[i] != nullptr && !c.inputs[i].is_replicate();
+  }
+  return changes_input && absl::c_any_of(options, [](const DimStrategy* o) {
+           return AllReplicate(*o);
+         });
+}
+
+// The candidates of each mesh dim that can apply (OptionViable) and can win
+// (not DominatedOnUnitDim); a ResourceExhausted error when their
+// combinations exceed kMaxStrategies.
 absl::StatusOr<std::vector<std::vector<const DimStrategy*>>> ViableCandidates(
     const StrategyContext& ctx,
     absl::Span<const std::vector<DimStrategy>> all_candidates) {
@@ -191,8 +233,12 @@ absl::StatusOr<std::vector<std::vector<const DimStrategy*>>> ViableCandidates(
   std::vector<std::vector<const DimStrategy*>> candidates(mesh_ndim);
   int64_t combinations = 1;
   for (int64_t m = 0; m < mesh_ndim; ++m) {
+    std::vector<const DimStrategy*> viable;
     for (const DimStrategy& c : all_candidates[m]) {
-      if (OptionViable(ctx, c, m)) candidates[m].push_back(&c);
+      if (OptionViable(ctx, c, m)) viable.push_back(&c);
+    }
+    for (const DimStrategy* c : viable) {
+      if (!DominatedOnUnitDim(ctx, *c, m, viable)) candidates[m].push_back(c);
     }
     combinations *= static_cast<int64_t>(candidates[m].size());
     if (combinations > kMaxStrategies) {

@@ -15,13 +15,13 @@
 #include "dtensor/collectives/communicator.h"
 #include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/comm_counter.h"
-#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/einsum_strategy.h"
 #include "dtensor/ops/elementwise_ops.h"
 #include "dtensor/ops/propagation_cache.h"
 #include "dtensor/ops/reduction_ops.h"
 #include "dtensor/ops/registry.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/tensor/reduction.h"
 #include "dtensor/testing/op_cases.h"
 #include "gtest/gtest.h"
@@ -407,6 +407,62 @@ TEST(CombineMeshDimsTest, InconsistentCandidatesAreInternalErrors) {
   absl::StatusOr<std::vector<OpStrategy>> s =
       CombineMeshDims(ctx, candidates, loops);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInternal) << s.status();
+}
+
+// `layout` (text, on a 2-D mesh) on the 3-D mesh with a size-1 mesh dim
+// inserted between the two: Replicate there.
+std::string WithUnitDimInMiddle(const std::string& layout) {
+  const size_t comma = layout.find(',');
+  return absl::StrCat(layout.substr(0, comma), ",R", layout.substr(comma));
+}
+
+TEST(CombineMeshDimsTest, ASizeOneMeshDimMultipliesNoStrategy) {
+  // mm and mul on dp=2,pp=1,tp=2 make the choice of dp=2,tp=2 (the
+  // reference), Replicate on pp, at its cost and from as many strategies:
+  // an option that makes an input Shard or Partial on pp never wins.
+  auto runtime = Runtime::MetadataOnly(0);
+  const DeviceMesh with_unit = *DeviceMesh::Create({2, 1, 2});
+  const DeviceMesh without = *DeviceMesh::Create({2, 2});
+  struct Case {
+    std::string op;
+    Shape a, b;
+    std::string a_layout, b_layout;
+  };
+  const std::vector<Case> cases = {
+      {"mm", {8, 16}, {16, 4}, "S(0),S(1)", "R,S(0)"},
+      {"mm", {8, 16}, {16, 4}, "R,S(1)", "S(1),R"},
+      {"mul", {8, 4}, {8, 4}, "S(0),S(1)", "R,S(0)"},
+      {"mul", {8, 4}, {8, 4}, "P(sum),R", "R,R"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.op, " ", c.a_layout, " ", c.b_layout));
+    const OpDef& op = **OpRegistry::Builtin().Find(c.op);
+    std::shared_ptr<const Propagation> p[2];
+    for (int unit = 0; unit < 2; ++unit) {
+      const DeviceMesh& mesh = unit == 1 ? with_unit : without;
+      const auto layout = [unit](const std::string& text) {
+        return unit == 1 ? WithUnitDimInMiddle(text) : text;
+      };
+      const DTensor a = *MetaTensor(runtime, mesh, c.a, layout(c.a_layout));
+      const DTensor b = *MetaTensor(runtime, mesh, c.b, layout(c.b_layout));
+      const DTensorSpec* in[] = {&a.spec(), &b.spec()};
+      absl::StatusOr<std::shared_ptr<const Propagation>> result =
+          Propagate(op, in, OpArgs(), *runtime);
+      ASSERT_TRUE(result.ok()) << result.status();
+      p[unit] = *result;
+    }
+    EXPECT_EQ(p[1]->num_strategies, p[0]->num_strategies);
+    EXPECT_EQ(p[1]->num_valid_strategies, p[0]->num_valid_strategies);
+    EXPECT_NEAR(p[1]->cost_us, p[0]->cost_us, 1e-9);
+    ASSERT_EQ(p[1]->strategy.inputs.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(p[1]->strategy.inputs[i].ToString(),
+                WithUnitDimInMiddle(p[0]->strategy.inputs[i].ToString()));
+    }
+    EXPECT_EQ(p[1]->outputs[0]->sharding().ToString(),
+              WithUnitDimInMiddle(p[0]->outputs[0]->sharding().ToString()));
+    EXPECT_EQ(p[1]->num_collectives(), p[0]->num_collectives());
+  }
 }
 
 TEST(DispatchErrorTest, CallsThatDoNotFitTheOpAreErrorsNamingIt) {
