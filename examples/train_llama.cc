@@ -22,8 +22,10 @@
 //   [--profile-trace FILE] also writes them as a Chrome trace (implies
 //   --profile; docs/profiling.md).
 //
-// Prints a progress line per step (loss, tokens/s) and, at the end, the
-// collectives rank 0 issued, by kind and bytes.
+// Prints a progress line per step (loss, cumulative tokens/s) and, at the
+// end, the steady state (median step time after two warm-up steps, its
+// tokens/s, the GPU's peak memory) and the collectives rank 0 issued, by kind
+// and bytes.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -56,6 +58,7 @@
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/generator.h"
 #include "dtensor/tensor/tensor.h"
+#include "examples/step_times.h"
 #include "examples/train_profile.h"
 #include "tools/arg_parser.h"
 #include "tools/backend_flag.h"
@@ -281,6 +284,8 @@ struct RankReport {
   CommCounter comms{CommCounter::Keep::kTotals};
   // With --profile.
   std::optional<RankProfile> profile;
+  // The line of rank 0's step times (empty on other ranks).
+  std::string step_summary;
 };
 
 // Trains on the rank `groups` belongs to.
@@ -311,6 +316,8 @@ absl::StatusOr<RankReport> TrainRank(ProcessGroups& groups,
   const auto start = std::chrono::steady_clock::now();
   const int64_t first = trainer->steps_taken() + 1;
   auto profiler = std::make_unique<Profiler>(groups.rank());
+  StepTimes step_times;
+  auto step_start = start;
   for (int64_t step = first; step <= options.steps; ++step) {
     DT_ASSIGN_OR_RETURN(auto tensors, BatchTensors(corpus, options, step));
     DT_ASSIGN_OR_RETURN(parallel::LlamaTrainer::Batch batch,
@@ -329,12 +336,18 @@ absl::StatusOr<RankReport> TrainRank(ProcessGroups& groups,
     ++report.steps;
     DT_ASSIGN_OR_RETURN(Tensor loss_value, loss.FullTensor());
     if (groups.rank() == 0) {
-      PrintProgress(options, first, step, loss_value.Item().value_or(0),
-                    std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count());
+      // Reading the loss waits for the device: the step's time ends here.
+      const double loss_read = loss_value.Item().value_or(0);
+      const auto now = std::chrono::steady_clock::now();
+      step_times.Add(std::chrono::duration<double>(now - step_start).count());
+      step_start = now;
+      PrintProgress(options, first, step, loss_read,
+                    std::chrono::duration<double>(now - start).count());
     }
   }
+  // The first two steps warm up the allocator and the propagation caches.
+  report.step_summary = step_times.Summary(first, /*warmup=*/2,
+                                           options.batch * options.seq, device);
   if (options.profile) {
     DT_ASSIGN_OR_RETURN(report.profile,
                         FinishRankProfile(groups, std::move(profiler)));
@@ -439,7 +452,10 @@ absl::Status Main(const std::vector<std::string>& args) {
         return absl::OkStatus();
       }));
   // Under dtrun only rank 0's process reports.
-  if (rank0.has_value()) PrintCollectives(*rank0);
+  if (rank0.has_value()) {
+    std::printf("%s", rank0->step_summary.c_str());
+    PrintCollectives(*rank0);
+  }
   return ReportProfiles(profiles, options.profile_trace);
 }
 

@@ -56,7 +56,7 @@ for target in "${targets[@]}"; do
 done
 # Files train_llama and the tests read, by their workspace path.
 data_files=(examples/data/corpus.txt bench/peer/empty.json
-  bench/configs/llama_1b_2layers.json parallel/plans/*.json)
+  bench/configs/llama_1b_*layers.json parallel/plans/*.json)
 for file in "${data_files[@]}"; do
   mkdir -p "$stage/runfiles/dtensor/$(dirname "$file")"
   cp "$file" "$stage/runfiles/dtensor/$file"

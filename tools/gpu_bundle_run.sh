@@ -81,8 +81,14 @@ done
 say "=== PyTorch on the same device (bench/peer/gpu_torch.py)"
 llama_batch=4
 llama_seq=1024
+# The second shape: eight 1B-shaped layers at batch 8 x seq 2048.
+big_layers=8
+big_batch=8
+big_seq=2048
 python3 "$here/gpu_torch.py" --llama_batch "$llama_batch" \
-  --llama_seq "$llama_seq" 2>&1 | tee -a "$summary" >/dev/null || failed=1
+  --llama_seq "$llama_seq" --big_layers "$big_layers" --big_batch \
+  "$big_batch" --big_seq "$big_seq" 2>&1 | tee -a "$summary" >/dev/null ||
+  failed=1
 
 # A step of the shipped tiny model on one GPU, then two 1B-shaped layers in
 # bf16 (bench/configs/llama_1b_2layers.json) at the shape gpu_torch.py's
@@ -128,6 +134,11 @@ tail_lines=50 run_train train_1b "${single_gpu[@]}" \
   --config bench/configs/llama_1b_2layers.json --dtype bf16 \
   --batch "$llama_batch" --seq "$llama_seq" --steps 4 --profile \
   --profile-trace "$here/train_1b_trace.json"
+# The steady-state line (median step, tokens/s, peak device memory) beside
+# gpu_torch.py's llama_l8 figures.
+tail_lines=4 run_train train_1b_8layers "${single_gpu[@]}" \
+  --config "bench/configs/llama_1b_${big_layers}layers.json" --dtype bf16 \
+  --batch "$big_batch" --seq "$big_seq" --steps 6
 # Every log (and the 1B step's trace) in one archive beside the summary: the
 # whole record is two files.
 logs=$(dirname "$summary")/logs.tar.gz

@@ -6,9 +6,13 @@ the same GPU in the same run (the device bundle's run.sh calls this):
   copy/add/sum  64M f32 elements, GB/s counting bytes read plus written
   attention  causal grouped-query scaled_dot_product_attention forward +
              backward, bf16, TFLOP/s (causal flops: half of the full square)
-  llama      one training step (forward, backward, AdamW) of two 1B-shaped
-             Llama layers (nn/configs/1b.json: dim 2048, 32 heads, 8 kv heads,
-             ffn 8192, vocab 128256) in bf16, eager, tokens/s
+  llama      one training step (forward, backward, AdamW) of 1B-shaped Llama
+             layers (nn/configs/1b.json: dim 2048, 32 heads, 8 kv heads, ffn
+             8192, vocab 128256) in bf16, eager: two layers at --llama_batch x
+             --llama_seq, and --big_layers layers at --big_batch x --big_seq
+             (0 layers: none); tokens/s, the model flops a token (the same
+             count for any implementation, to make MFU from tokens/s), MFU
+             where the device's peak is known, peak memory allocated
 
 Prints one line per figure: "<name> <value> <unit>". Skips (exit 0) without
 PyTorch or without a CUDA device.
@@ -116,9 +120,26 @@ class Block(torch.nn.Module):
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
 
 
+# Dense bf16 tensor-core peaks in TFLOP/s, by a word of the device's name.
+PEAK_BF16_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0}
+
+
+def model_flops_per_token(layers, seq, dim, heads, kv_heads, hidden, vocab):
+    """Forward + backward flops a token: 6 per weight of every matmul
+    (attention projections, feed-forward, output; not the embedding lookup)
+    and, per layer, causal attention's two s x s products (2 * 2 * s * dim
+    forward, halved by the mask, three times that with the backward)."""
+    kv_dim = kv_heads * (dim // heads)
+    layer_weights = 2 * dim * dim + 2 * dim * kv_dim + 3 * dim * hidden
+    weights = layers * layer_weights + dim * vocab
+    return 6 * weights + layers * 6 * seq * dim
+
+
 def bench_llama(batch, seq, layers=2, dim=2048, heads=32, kv_heads=8,
                 hidden=8192, vocab=128256):
     torch.manual_seed(0)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
     dtype = torch.bfloat16
     emb = torch.nn.Embedding(vocab, dim)
     blocks = torch.nn.ModuleList(
@@ -144,14 +165,28 @@ def bench_llama(batch, seq, layers=2, dim=2048, heads=32, kv_heads=8,
         loss.backward()
         opt.step()
 
-    report(f"torch_llama_step_b{batch}_s{seq}",
-           batch * seq / timed(step, warmup=2, reps=5), "tokens/s")
+    name = f"llama_l{layers}_b{batch}_s{seq}"
+    tokens_per_s = batch * seq / timed(step, warmup=2, reps=5)
+    report(f"torch_{name}", tokens_per_s, "tokens/s")
+    flops = model_flops_per_token(layers, seq, dim, heads, kv_heads, hidden,
+                                  vocab)
+    report(f"model_flops_per_token_{name}", flops / 1e9, "GFLOP")
+    device = torch.cuda.get_device_name(0)
+    for word, peak in PEAK_BF16_TFLOPS.items():
+        if word in device:
+            report(f"torch_mfu_{name}", 100 * tokens_per_s * flops / 1e12 / peak,
+                   f"% of {peak} TFLOP/s")
+    report(f"torch_peak_memory_{name}",
+           torch.cuda.max_memory_allocated() / 2**30, "GiB")
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--llama_batch", type=int, default=4)
     parser.add_argument("--llama_seq", type=int, default=2048)
+    parser.add_argument("--big_layers", type=int, default=8)
+    parser.add_argument("--big_batch", type=int, default=8)
+    parser.add_argument("--big_seq", type=int, default=2048)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("skip: no CUDA device")
@@ -161,6 +196,8 @@ def main():
     bench_bandwidth()
     bench_attention()
     bench_llama(args.llama_batch, args.llama_seq)
+    if args.big_layers > 0:
+        bench_llama(args.big_batch, args.big_seq, layers=args.big_layers)
 
 
 if __name__ == "__main__":

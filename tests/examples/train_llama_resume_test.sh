@@ -16,6 +16,9 @@ grep -q 'resumed from .* after step 2' <<<"$resumed_output" ||
   { echo "no resume line"; exit 1; }
 grep -q 'collectives issued by rank 0 over 2 steps' <<<"$resumed_output" ||
   { echo "the report does not count the 2 resumed steps"; exit 1; }
+# Two steps are fewer than the warm-up: the steady-state line times both.
+grep -q 'steady state, steps 3-4: [0-9.]* ms a step (median), [0-9]* tokens/s' \
+  <<<"$resumed_output" || { echo "no steady-state line for steps 3-4"; exit 1; }
 resumed=$(losses <<<"$resumed_output")
 [[ $(wc -l <<<"$resumed") -eq 2 ]] || { echo "expected 2 resumed steps"; exit 1; }
 # The layouts differ, so sums run in another order: allow 2e-4.
