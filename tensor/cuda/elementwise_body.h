@@ -277,6 +277,43 @@ DT_HOST_DEVICE inline void OperandOffsetsAt(
   }
 }
 
+// Bit k set when operand k's innermost stride is 0: one value along each row.
+template <int kOperands, typename Index>
+DT_HOST_DEVICE inline unsigned InnerBroadcastMask(
+    const StridedShape<kOperands, Index>& s) {
+  unsigned mask = 0;
+  if (s.ndim == 0) return mask;
+  for (int k = 0; k < kOperands; ++k) {
+    if (s.strides[k][s.ndim - 1] == 0) mask |= 1u << k;
+  }
+  return mask;
+}
+
+// Whether a map over `s` may move `vec` elements at a time along the
+// innermost dim (a row), which is what a broadcast operand such as a bias
+// [C] against [N, C] needs to run at bandwidth: the row's size a multiple of
+// `vec`; every operand's innermost stride 1, or 0 for an input (its one value
+// repeated along the row; the first `outputs` operands are written and need
+// 1); each stride-1 operand's outer strides multiples of `vec`. Then the
+// elements [v vec, (v + 1) vec) of the iteration sit at offsets o, o + 1, ...,
+// o + vec - 1 of each stride-1 operand with o = OperandOffsetsAt(v vec) a
+// multiple of `vec` (a whole vector when the data is aligned to one), and at
+// o itself of each stride-0 operand.
+template <int kOperands, typename Index>
+DT_HOST_DEVICE inline bool RowVectorizable(
+    const StridedShape<kOperands, Index>& s, int vec, int outputs) {
+  if (s.ndim == 0 || vec <= 1 || s.sizes[s.ndim - 1] % vec != 0) return false;
+  for (int k = 0; k < kOperands; ++k) {
+    const Index inner = s.strides[k][s.ndim - 1];
+    if (inner == 0 && k >= outputs) continue;
+    if (inner != 1) return false;
+    for (int d = 0; d + 1 < s.ndim; ++d) {
+      if (s.strides[k][d] % vec != 0) return false;
+    }
+  }
+  return true;
+}
+
 // out[0] = op(x[0]) converted to Out.
 template <typename Out, typename T>
 DT_HOST_DEVICE inline void UnaryElement(UnaryOp op, const T* x, Out* out) {

@@ -7,11 +7,16 @@
 // elementwise launches, the casts and the fused SwiGLU share. CUDA only
 // (nvcc).
 //
-// Three kernels per map, picked at launch:
+// Four kernels per map, picked at launch:
 //  - contiguous operands whose pointers are aligned to a 16-byte vector, with
 //    a floating (32- or 16-bit) first output: each thread moves 16 bytes of
 //    the widest operand per load and store (4 f32, 8 bf16), the last
 //    numel % kVec elements one by one;
+//  - the same vectors along the rows of a broadcast or padded shape
+//    (RowVectorizable: a bias [C] against [N, C], a column [N, 1], rows of a
+//    larger buffer), an input broadcast along the row loaded once and
+//    repeated, the offsets of each vector's first element from the strided
+//    shape;
 //  - otherwise (broadcast, strided, misaligned views, other dtypes) one
 //    element per thread with the operands' offsets from the strided shape,
 //    in 32-bit index math when numel and every operand's reach fit in int32,
@@ -44,6 +49,7 @@ struct alignas(sizeof(T) * kVec) Vec {
 template <typename F, int kOutputs, typename... T>
 struct Map {
   static constexpr int kOperands = sizeof...(T);
+  static constexpr int kOutputCount = kOutputs;
   template <size_t K>
   using Type = std::tuple_element_t<K, std::tuple<T...>>;
   static constexpr size_t kWidest = std::max({sizeof(T)...});
@@ -71,42 +77,55 @@ struct Map {
     f((Ptr<K>() + at[K])...);
   }
 
-  // Operand K's vector v: loaded for an input, blank for an output.
-  template <size_t K>
-  __device__ Vec<Type<K>, kVec> Load(int64_t v) const {
-    if constexpr (K < kOutputs) {
-      return {};
-    } else {
-      return reinterpret_cast<const Vec<Type<K>, kVec>*>(Ptr<K>())[v];
+  // Operand K's vector at element offset `at` (a multiple of kVec): loaded
+  // for an input, its one element repeated when bit K of `repeated` is set
+  // (an operand broadcast along the row), blank for an output.
+  template <size_t K, typename I>
+  __device__ Vec<Type<K>, kVec> Load(I at, unsigned repeated) const {
+    Vec<Type<K>, kVec> vec{};
+    if constexpr (K >= kOutputs) {
+      if ((repeated >> K) & 1u) {
+        const Type<K> value = Ptr<K>()[at];
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) vec.v[j] = value;
+      } else {
+        vec = *reinterpret_cast<const Vec<Type<K>, kVec>*>(Ptr<K>() + at);
+      }
     }
+    return vec;
   }
 
-  template <size_t... K, typename... V>
-  __device__ void ApplyLoaded(int64_t v, std::index_sequence<K...>,
+  template <typename I, size_t... K, typename... V>
+  __device__ void ApplyLoaded(const I* at, std::index_sequence<K...>,
                               V... vecs) const {
 #pragma unroll
     for (int j = 0; j < kVec; ++j) f((&vecs.v[j])...);
-    (StoreOutput<K>(v, vecs), ...);
+    (StoreOutput<K>(at[K], vecs), ...);
   }
 
-  template <size_t K, typename V>
-  __device__ void StoreOutput(int64_t v, const V& vec) const {
+  template <size_t K, typename I, typename V>
+  __device__ void StoreOutput(I at, const V& vec) const {
     if constexpr (K < kOutputs) {
-      reinterpret_cast<V*>(static_cast<Type<K>*>(data[K]))[v] = vec;
+      *reinterpret_cast<V*>(static_cast<Type<K>*>(data[K]) + at) = vec;
     }
   }
 
-  // Elements [v kVec, (v + 1) kVec) of contiguous operands.
-  template <size_t... K>
-  __device__ void VectorAt(int64_t v, std::index_sequence<K...> k) const {
-    ApplyLoaded(v, k, Load<K>(v)...);
+  // kVec elements from operand offsets `at` (RowVectorizable's vectors; every
+  // offset the same for contiguous operands), the operands of `repeated`
+  // broadcast along them.
+  template <typename I, size_t... K>
+  __device__ void VectorAt(const I* at, unsigned repeated,
+                           std::index_sequence<K...> k) const {
+    ApplyLoaded(at, k, Load<K>(at[K], repeated)...);
   }
 
-  // Whether every operand's data is aligned to its vector.
+  // Whether the data of every operand not in `repeated` is aligned to its
+  // vector.
   template <size_t... K>
-  bool Aligned(std::index_sequence<K...>) const {
-    return ((reinterpret_cast<uintptr_t>(data[K]) % (sizeof(Type<K>) * kVec) ==
-             0) &&
+  bool Aligned(unsigned repeated, std::index_sequence<K...>) const {
+    return (((repeated >> K) & 1u ||
+             reinterpret_cast<uintptr_t>(data[K]) % (sizeof(Type<K>) * kVec) ==
+                 0) &&
             ...);
   }
 };
@@ -124,7 +143,9 @@ __global__ void MapVectorKernel(int64_t vectors, int64_t numel, M map) {
       blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t v = first; v < vectors; v += step) {
-    map.VectorAt(v, typename M::Indices{});
+    int64_t at[M::kOperands];
+    for (int k = 0; k < M::kOperands; ++k) at[k] = v * M::kVec;
+    map.VectorAt(at, /*repeated=*/0u, typename M::Indices{});
   }
   // The tail (fewer than kVec elements), one per thread.
   const int64_t i = vectors * M::kVec + first;
@@ -132,6 +153,22 @@ __global__ void MapVectorKernel(int64_t vectors, int64_t numel, M map) {
     int64_t at[M::kOperands];
     for (int k = 0; k < M::kOperands; ++k) at[k] = i;
     map.At(at, typename M::Indices{});
+  }
+}
+
+// The vectors of a RowVectorizable shape (numel a multiple of kVec): the
+// operands' offsets of each vector's first element from the strided shape,
+// the operands of `repeated` (stride 0 along the row) broadcast.
+template <typename I, typename M>
+__global__ void MapRowVectorKernel(int64_t vectors,
+                                   StridedShape<M::kOperands, I> shape,
+                                   unsigned repeated, M map) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t v = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       v < vectors; v += step) {
+    I at[M::kOperands];
+    OperandOffsetsAt(shape, static_cast<I>(v * M::kVec), at);
+    map.VectorAt(at, repeated, typename M::Indices{});
   }
 }
 
@@ -199,11 +236,26 @@ cudaError_t LaunchMap(const M& map, const StridedShape<M::kOperands>& shape,
   if (numel == 0) return cudaSuccess;
   const bool contiguous = IsContiguous(shape);
   if constexpr (M::kVec > 1) {
-    if (contiguous && map.Aligned(typename M::Indices{})) {
+    if (contiguous && map.Aligned(0u, typename M::Indices{})) {
       const int64_t vectors = numel / M::kVec;
       const int64_t tail = numel - vectors * M::kVec;
       MapVectorKernel<<<BlocksFor(vectors > tail ? vectors : tail), kThreads, 0,
                         stream>>>(vectors, numel, map);
+      return cudaGetLastError();
+    }
+    const unsigned repeated = InnerBroadcastMask(shape);
+    if (RowVectorizable(shape, M::kVec, M::kOutputCount) &&
+        map.Aligned(repeated, typename M::Indices{})) {
+      const int64_t vectors = numel / M::kVec;
+      if (FitsInt32(shape, numel)) {
+        MapRowVectorKernel<int32_t>
+            <<<BlocksFor(vectors), kThreads, 0, stream>>>(
+                vectors, Narrowed<int32_t>(shape), repeated, map);
+      } else {
+        MapRowVectorKernel<int64_t>
+            <<<BlocksFor(vectors), kThreads, 0, stream>>>(vectors, shape,
+                                                          repeated, map);
+      }
       return cudaGetLastError();
     }
   }

@@ -1,10 +1,10 @@
 // The elementwise maps on a CUDA device (dtensor/tensor/cuda/map_launch.cuh:
-// the vectorized contiguous kernel with its tail, the 32- and 64-bit strided
-// kernels) against the CPU kernels: every unary and binary op on every dtype
-// it takes, casts between every pair of dtypes, where, integer division and
-// the fused SwiGLU, over contiguous, misaligned (offset), transposed,
-// strided and broadcast operands of tail sizes. Needs a GPU (tag `gpu`);
-// skips with a message otherwise.
+// the vectorized contiguous kernel with its tail, the row vectors of
+// broadcast operands, the 32- and 64-bit strided kernels) against the CPU
+// kernels: every unary and binary op on every dtype it takes, casts between
+// every pair of dtypes, where, integer division and the fused SwiGLU, over
+// contiguous, misaligned (offset), transposed, strided and broadcast operands
+// of tail sizes. Needs a GPU (tag `gpu`); skips with a message otherwise.
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -62,10 +62,11 @@ Tensor Operand(const Shape& shape, DType dtype, Form form, std::mt19937& rng,
   return RandomTensor(shape, dtype, layout, rng, low, high);
 }
 
-// Tail sizes around the vector widths (4 f32, 8 bf16), and 2-D shapes.
+// Tail sizes around the vector widths (4 f32, 8 bf16), and 2-D shapes (rows
+// of whole vectors in the last two: a broadcast operand's row vectors).
 const std::vector<Shape>& Shapes() {
-  static const auto* shapes =
-      new std::vector<Shape>{{1}, {3}, {4}, {9}, {4097}, {33, 7}, {2, 5, 64}};
+  static const auto* shapes = new std::vector<Shape>{
+      {1}, {3}, {4}, {9}, {4097}, {33, 7}, {6, 24}, {2, 5, 64}};
   return *shapes;
 }
 
@@ -141,11 +142,16 @@ TEST(CudaElementwiseTest, BinaryOpsOnEveryDTypeLayoutAndBroadcast) {
       for (Form form : kForms) {
         const Tensor a = Operand(shape, dtype, form, rng, 1, 3);
         for (const Shape& b_shape : b_shapes) {
-          const Tensor b = Operand(b_shape, dtype, Form::kOffset, rng, 1, 3);
-          for (const auto& [name, fn] : ops) {
-            ExpectMatches(fn(OnGpu(a), OnGpu(b)), fn(a, b),
-                          Describe(name, dtype, shape, form) + " with " +
-                              ShapeToString(b_shape));
+          // A broadcast b also aligned: the launch's row vectors.
+          for (Form b_form : {Form::kOffset, Form::kContiguous}) {
+            if (b_form == Form::kContiguous && b_shape == shape) continue;
+            const Tensor b = Operand(b_shape, dtype, b_form, rng, 1, 3);
+            for (const auto& [name, fn] : ops) {
+              ExpectMatches(fn(OnGpu(a), OnGpu(b)), fn(a, b),
+                            Describe(name, dtype, shape, form) + " with " +
+                                ShapeToString(b_shape) + " " +
+                                FormName(b_form));
+            }
           }
         }
       }
