@@ -288,11 +288,10 @@ absl::StatusOr<std::vector<OpStrategy>> AttentionBackwardStrategies(
   const Shape& out = ctx.inputs[3]->shape();
   const AttentionLoops a = LoopsOfAttention(ctx.inputs.subspan(0, 3), out);
   const bool has_lse = ctx.inputs.size() > 5 && ctx.inputs[5] != nullptr;
+  const std::vector<int> lse_loops =
+      has_lse ? IdentityLoops(out.size() - 1) : std::vector<int>{};
   LoopDims loops;
-  loops.inputs = {
-      a.q,   a.k,
-      a.v,   a.out,
-      a.out, has_lse ? IdentityLoops(out.size() - 1) : std::vector<int>{}};
+  loops.inputs = {a.q, a.k, a.v, a.out, a.out, lse_loops};
   loops.outputs = {a.q, a.k, a.v};
   const Placement r = Placement::Replicate();
   std::vector<DimStrategy> options = {{{r, r, r, r, r, r}, {r, r, r}, {}}};
