@@ -72,9 +72,22 @@ AttentionLoops LoopsOfAttention(absl::Span<const DTensorSpec* const> qkv,
           loops_of(*qkv[2], kNoLoop, nb + 1), IdentityLoops(nb + 2)};
 }
 
+// The forward's strategies, per mesh dim (the einsum options of q, k, v and
+// the output, each given the lse's placement):
+//   - everything Replicate: the lse too;
+//   - a batch dim or Lq sharded (q, k, v sharded where they iterate it,
+//     Replicate where broadcast): the lse iterates it, sharded alike;
+//   - Ev sharded (v and the output): q and k are whole, so every rank
+//     computes every row's lse over every key: Replicate;
+//   - v Partial(sum | avg), q and k Replicate, the output Partial: the lse
+//     depends on q and k only, the same on every rank: Replicate. (It is
+//     never Partial: a sum or mean of log-sum-exps is none.)
+// E and Lk iterate no loop, so no strategy splits the keys (ring attention,
+// dtensor/ops/ring_attention.h, is what does, merging the blocks' lses).
 absl::StatusOr<std::vector<OpStrategy>> AttentionStrategies(
     const StrategyContext& ctx) {
   const Shape& out = ctx.outputs[0].shape;
+  const int lq_loop = static_cast<int>(out.size()) - 2;
   const AttentionLoops loops = LoopsOfAttention(ctx.inputs, out);
   EinsumSpec spec;
   spec.num_loops = static_cast<int>(out.size());
@@ -82,7 +95,17 @@ absl::StatusOr<std::vector<OpStrategy>> AttentionStrategies(
   spec.loops.outputs = {loops.out};
   // softmax(q k^T) v is linear in v.
   spec.partial_rules = {{{2}, LinearReduceOps()}};
-  return EinsumStrategies(ctx, spec);
+  const bool present[] = {true, true, true};
+  std::vector<DimStrategy> options = EinsumDimStrategies(spec, present);
+  for (DimStrategy& option : options) {
+    const Placement& o = option.outputs[0];
+    option.outputs.push_back(
+        o.is_shard() && o.dim() <= lq_loop ? o : Placement::Replicate());
+  }
+  spec.loops.outputs.push_back(IdentityLoops(lq_loop + 1));
+  const std::vector<std::vector<DimStrategy>> candidates(ctx.mesh_shape.size(),
+                                                         options);
+  return CombineMeshDims(ctx, candidates, spec.loops);
 }
 
 // The keys [0, result) of the local k that this rank's queries see. With the
@@ -100,6 +123,11 @@ absl::StatusOr<int64_t> KeysOfRank(const KernelContext& ctx, int64_t lk) {
       block.offset[lq_dim] + block.shape[lq_dim] + lk - lq, 0, lk);
 }
 
+// The output and the rows' log-sum-exps of this rank's queries. The tiled
+// kernels make the lse as they go (free); on CUDA, head dims too large for
+// the kernel's tiles take the host path for it instead of the materialized
+// one, where the backward of such dims runs anyway (then without its own
+// lse pass).
 absl::StatusOr<OpLocals> AttentionKernel(const KernelContext& ctx,
                                          absl::Span<const Tensor> inputs) {
   Tensor k = inputs[1];
@@ -109,37 +137,54 @@ absl::StatusOr<OpLocals> AttentionKernel(const KernelContext& ctx,
     DT_ASSIGN_OR_RETURN(k, k.Narrow(-2, 0, keys));
     DT_ASSIGN_OR_RETURN(v, v.Narrow(-2, 0, keys));
   }
-  DT_ASSIGN_OR_RETURN(Tensor out,
-                      AttentionLocal({inputs[0], k, v}, ctx.args()));
-  return OpLocals{std::move(out)};
+  DT_ASSIGN_OR_RETURN(
+      AttentionWithLse result,
+      dtensor::ScaledDotProductAttentionWithLse(
+          inputs[0], k, v, ctx.args().Get(kCausal), ctx.args().Get(kScale)));
+  return OpLocals{std::move(result.out), std::move(result.lse)};
 }
 
-// One fused op: scaled_dot_product_attention_backward.
+// One fused op: scaled_dot_product_attention_backward with the forward's
+// saved log-sum-exps (output 1), so that it does not recompute them.
 absl::StatusOr<InputGrads> AttentionGrad(const BackwardCall& call) {
-  return ScaledDotProductAttentionBackward(
+  return ScaledDotProductAttentionBackwardWithLse(
       call.inputs[0], call.inputs[1], call.inputs[2], call.outputs[0],
-      call.grad_outputs[0], call.args.Get(kCausal), call.args.Get(kScale));
+      call.grad_outputs[0], call.outputs[1], call.args.Get(kCausal),
+      call.args.Get(kScale));
 }
 
-// The forward's flops: q·k^T and p·v, 2·Lq·Lk·(D + Dv) per batch and head
+// The forward's flops: q·k^T and p·v, 2·Lq·Lk·(E + Ev) per batch and head
 // (of q: grouped kv heads serve several), half of it under a causal mask of
-// a square score matrix (what the tiled kernels skip), times `factor`.
-FlopsFn AttentionFlops(double factor) {
-  return [factor](absl::Span<const Tensor> in, absl::Span<const Tensor>,
-                  const OpArgs& args) {
-    const Tensor& q = in[0];
-    const Tensor& v = in[2];
-    if (!q.defined() || !v.defined() || q.dim() < 2 || v.dim() < 2) return 0.0;
-    const double lq = static_cast<double>(q.size(-2));
-    const double d = static_cast<double>(q.size(-1));
-    const double lk = static_cast<double>(v.size(-2));
-    const double dv = static_cast<double>(v.size(-1));
-    if (lq == 0 || d == 0) return 0.0;
-    const double heads = static_cast<double>(q.numel()) / (lq * d);
-    double flops = 2.0 * heads * lq * lk * (d + dv);
-    if (args.Get(kCausal) && lq == lk) flops /= 2;
-    return factor * flops;
-  };
+// a square score matrix (what the tiled kernels skip).
+double AttentionFlops(absl::Span<const Tensor> in, absl::Span<const Tensor>,
+                      const OpArgs& args) {
+  const Tensor& q = in[0];
+  const Tensor& v = in[2];
+  if (!q.defined() || !v.defined() || q.dim() < 2 || v.dim() < 2) return 0.0;
+  const double lq = static_cast<double>(q.size(-2));
+  const double e = static_cast<double>(q.size(-1));
+  const double lk = static_cast<double>(v.size(-2));
+  const double ev = static_cast<double>(v.size(-1));
+  if (lq == 0 || e == 0) return 0.0;
+  const double heads = static_cast<double>(q.numel()) / (lq * e);
+  double flops = 2.0 * heads * lq * lk * (e + ev);
+  if (args.Get(kCausal) && lq == lk) flops /= 2;
+  return flops;
+}
+
+// Recomputing q·k^T, then dv, dp, dq and dk: five products for the
+// forward's two (2.5 times its flops for E = Ev); without the forward's lse
+// (input 5), one more q·k^T pass to recompute it first.
+double AttentionBackwardFlops(absl::Span<const Tensor> in,
+                              absl::Span<const Tensor> out,
+                              const OpArgs& args) {
+  const double forward = AttentionFlops(in, out, args);
+  if (forward == 0 || (in.size() > 5 && in[5].defined())) {
+    return 2.5 * forward;
+  }
+  const double e = static_cast<double>(in[0].size(-1));
+  const double ev = static_cast<double>(in[2].size(-1));
+  return 2.5 * forward + forward * e / (e + ev);
 }
 
 OpDef MakeAttention() {
@@ -147,6 +192,9 @@ OpDef MakeAttention() {
       NamedOpDef("scaled_dot_product_attention",
                  "softmax(q k^T * scale [+ causal mask]) v", kAttentionArgs);
   def.num_inputs = 3;
+  // The rows' log-sum-exps [batch..., Lq], for the backward.
+  def.num_outputs = 2;
+  def.num_saved_outputs = 1;
   def.infer =
       [](absl::Span<const DTensorSpec* const> inputs,
          const OpArgs& args) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -154,12 +202,14 @@ OpDef MakeAttention() {
     DT_ASSIGN_OR_RETURN(DType dtype,
                         ProbeDType(kOp, AttentionLocal, inputs, args));
     DT_ASSIGN_OR_RETURN(Shape out, AttentionShape(kOp, inputs));
-    return std::vector<TensorMeta>{{std::move(out), dtype}};
+    Shape lse(out.begin(), out.end() - 1);
+    return std::vector<TensorMeta>{{std::move(out), dtype},
+                                   {std::move(lse), AttentionLseDType(dtype)}};
   };
   def.strategies = AttentionStrategies;
   def.kernel = AttentionKernel;
   def.backward = AttentionGrad;
-  def.flops = AttentionFlops(1.0);
+  def.flops = AttentionFlops;
   return def;
 }
 
@@ -169,8 +219,25 @@ OpDef MakeAttention() {
 constexpr absl::string_view kBackwardName =
     "scaled_dot_product_attention_backward";
 
+// lse, where given, of the rows' shape [batch..., Lq] and the lse dtype of
+// `dtype`.
+absl::Status CheckLseSpec(const DTensorSpec* lse, const Shape& out,
+                          DType dtype) {
+  if (lse == nullptr) return absl::OkStatus();
+  const Shape rows(out.begin(), out.end() - 1);
+  const DType lse_dtype = AttentionLseDType(dtype);
+  if (lse->shape() == rows && lse->dtype() == lse_dtype) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      kBackwardName, ": lse is ", std::string(DTypeName(lse->dtype())), " ",
+      ShapeToString(lse->shape()), "; expected ",
+      std::string(DTypeName(lse_dtype)), " ", ShapeToString(rows)));
+}
+
 // The forward's checks on q, k, v; out and grad_out of the output's shape
-// and q's dtype. Outputs: q's, k's and v's shapes.
+// and q's dtype; lse (optional) as CheckLseSpec. Outputs: q's, k's and v's
+// shapes.
 absl::StatusOr<std::vector<TensorMeta>> AttentionBackwardInfer(
     absl::Span<const DTensorSpec* const> inputs, const OpArgs& args) {
   const auto qkv = inputs.subspan(0, 3);
@@ -188,6 +255,8 @@ absl::StatusOr<std::vector<TensorMeta>> AttentionBackwardInfer(
                        std::string(DTypeName(dtype)), " ", ShapeToString(out)));
     }
   }
+  DT_RETURN_IF_ERROR(
+      CheckLseSpec(inputs.size() > 5 ? inputs[5] : nullptr, out, dtype));
   return std::vector<TensorMeta>{{inputs[0]->shape(), dtype},
                                  {inputs[1]->shape(), dtype},
                                  {inputs[2]->shape(), dtype}};
@@ -210,15 +279,22 @@ Placement PlacementFor(const std::vector<int>& loops, int loop, bool output) {
 // broadcast), each gradient sharded where its input iterates it and
 // Partial(sum) elsewhere; or grad_out Partial(sum | avg) with the rest
 // Replicate (every gradient is linear in grad_out) giving Partial gradients.
+// The lse [batch..., Lq] (absent: Replicate, never read) follows q's batch
+// and Lq shards and is Replicate otherwise: with Ev sharded or grad_out
+// Partial every rank has every query and needs each row's whole lse (never
+// Partial, which an lse cannot be).
 absl::StatusOr<std::vector<OpStrategy>> AttentionBackwardStrategies(
     const StrategyContext& ctx) {
   const Shape& out = ctx.inputs[3]->shape();
   const AttentionLoops a = LoopsOfAttention(ctx.inputs.subspan(0, 3), out);
+  const bool has_lse = ctx.inputs.size() > 5 && ctx.inputs[5] != nullptr;
+  const std::vector<int> lse_loops =
+      has_lse ? IdentityLoops(out.size() - 1) : std::vector<int>{};
   LoopDims loops;
-  loops.inputs = {a.q, a.k, a.v, a.out, a.out};
+  loops.inputs = {a.q, a.k, a.v, a.out, a.out, lse_loops};
   loops.outputs = {a.q, a.k, a.v};
   const Placement r = Placement::Replicate();
-  std::vector<DimStrategy> options = {{{r, r, r, r, r}, {r, r, r}, {}}};
+  std::vector<DimStrategy> options = {{{r, r, r, r, r, r}, {r, r, r}, {}}};
   for (int loop = 0; loop < static_cast<int>(out.size()); ++loop) {
     DimStrategy option;
     for (const std::vector<int>& in : loops.inputs) {
@@ -231,7 +307,8 @@ absl::StatusOr<std::vector<OpStrategy>> AttentionBackwardStrategies(
   }
   for (ReduceOp op : LinearReduceOps()) {
     const Placement partial = Placement::Partial(op);
-    options.push_back({{r, r, r, r, partial}, {partial, partial, partial}, {}});
+    options.push_back(
+        {{r, r, r, r, partial, r}, {partial, partial, partial}, {}});
   }
   const std::vector<std::vector<DimStrategy>> candidates(ctx.mesh_shape.size(),
                                                          options);
@@ -239,8 +316,10 @@ absl::StatusOr<std::vector<OpStrategy>> AttentionBackwardStrategies(
 }
 
 // The tensor layer's backward on this rank's blocks, with the forward's key
-// narrowing under a sharded causal Lq; dk and dv are 0 for the keys past the
-// narrowed ones (their Partial(sum) terms from this rank's queries).
+// narrowing under a sharded causal Lq (the lse of these queries, where given,
+// is over those keys: the forward narrowed alike); dk and dv are 0 for the
+// keys past the narrowed ones (their Partial(sum) terms from this rank's
+// queries).
 absl::StatusOr<OpLocals> AttentionBackwardKernel(
     const KernelContext& ctx, absl::Span<const Tensor> inputs) {
   const Tensor& k = inputs[1];
@@ -248,10 +327,17 @@ absl::StatusOr<OpLocals> AttentionBackwardKernel(
   DT_ASSIGN_OR_RETURN(const int64_t keys, KeysOfRank(ctx, k.size(-2)));
   DT_ASSIGN_OR_RETURN(const Tensor k_seen, k.Narrow(-2, 0, keys));
   DT_ASSIGN_OR_RETURN(const Tensor v_seen, v.Narrow(-2, 0, keys));
+  const bool causal = ctx.args().Get(kCausal);
+  const double scale = ctx.args().Get(kScale);
+  const bool has_lse = inputs.size() > 5 && inputs[5].defined();
   DT_ASSIGN_OR_RETURN(AttentionGrads grads,
-                      dtensor::ScaledDotProductAttentionBackward(
-                          inputs[0], k_seen, v_seen, inputs[3], inputs[4],
-                          ctx.args().Get(kCausal), ctx.args().Get(kScale)));
+                      has_lse
+                          ? dtensor::ScaledDotProductAttentionBackwardWithLse(
+                                inputs[0], k_seen, v_seen, inputs[3], inputs[4],
+                                inputs[5], causal, scale)
+                          : dtensor::ScaledDotProductAttentionBackward(
+                                inputs[0], k_seen, v_seen, inputs[3], inputs[4],
+                                causal, scale));
   if (keys != k.size(-2)) {
     for (auto [grad, like] : {std::pair{&grads.dk, &k}, {&grads.dv, &v}}) {
       DT_ASSIGN_OR_RETURN(
@@ -363,7 +449,10 @@ absl::StatusOr<DTensor> OutputGradOrZeros(const BackwardCall& call, int i) {
 // ds): q gets s ds b + s dz k, k gets s ds^T a + s dz^T q, where dz =
 // p (gp - rowsum(gp p)) is the softmax's backward of gp = g c^T +
 // w (dp - delta) (that of p); with wp = w p (that of dp), v gets wp^T g, g
-// gets p c + wp v - rowsum(wp) out, and out gets -rowsum(wp) g.
+// gets p c + wp v - rowsum(wp) out, and out gets -rowsum(wp) g. A given lse
+// gets no gradient: p is recomputed from q and k here, so q's and k's
+// gradients hold the lse's dependence on them (it is the forward's lse of q
+// and k), which its own gradient through the forward would add again.
 absl::StatusOr<InputGrads> AttentionBackwardBackward(const BackwardCall& call) {
   const DTensor& q = call.inputs[0];
   const DTensor& k = call.inputs[1];
@@ -405,7 +494,7 @@ absl::StatusOr<InputGrads> AttentionBackwardBackward(const BackwardCall& call) {
   DT_ASSIGN_OR_RETURN(dg, Add(dg, wp_v));
   DT_ASSIGN_OR_RETURN(DTensor row_out, Mul(minus_row, out));
   DT_ASSIGN_OR_RETURN(dg, Add(dg, row_out));
-  InputGrads grads(5);
+  InputGrads grads(6);
   DT_ASSIGN_OR_RETURN(grads[0], SumToShape(dq, q.shape()));
   DT_ASSIGN_OR_RETURN(grads[1], SumToShape(dk, k.shape()));
   DT_ASSIGN_OR_RETURN(grads[2], SumToShape(dv, v.shape()));
@@ -420,15 +509,15 @@ OpDef MakeAttentionBackward() {
       "dq, dk, dv of scaled_dot_product_attention given out and grad_out: one "
       "tiled pass, no [Lq, Lk] matrix",
       kAttentionArgs);
-  def.num_inputs = 5;
+  // The forward's saved lse, optional (absent: recomputed).
+  def.num_inputs = 6;
+  def.num_optional_inputs = 1;
   def.num_outputs = 3;
   def.infer = AttentionBackwardInfer;
   def.strategies = AttentionBackwardStrategies;
   def.kernel = AttentionBackwardKernel;
   def.backward = AttentionBackwardBackward;
-  // Recomputing q·k^T, then dv, dp, dq and dk: five products for the
-  // forward's two.
-  def.flops = AttentionFlops(2.5);
+  def.flops = AttentionBackwardFlops;
   return def;
 }
 
@@ -447,13 +536,21 @@ absl::StatusOr<DTensor> ScaledDotProductAttention(const DTensor& q,
   const DTensor* in[] = {&q, &k, &v};
   OpArgs args;
   args.AddBool(causal).AddScalar(scale);
-  return DispatchOne(AttentionDef(), in, args);
+  DT_ASSIGN_OR_RETURN(OpOutputs outputs, Dispatch(AttentionDef(), in, args));
+  return std::move(outputs[0]);
 }
 
 absl::StatusOr<std::vector<DTensor>> ScaledDotProductAttentionBackward(
     const DTensor& q, const DTensor& k, const DTensor& v, const DTensor& out,
     const DTensor& grad_out, bool causal, double scale) {
-  const DTensor* in[] = {&q, &k, &v, &out, &grad_out};
+  return ScaledDotProductAttentionBackwardWithLse(q, k, v, out, grad_out,
+                                                  DTensor(), causal, scale);
+}
+
+absl::StatusOr<std::vector<DTensor>> ScaledDotProductAttentionBackwardWithLse(
+    const DTensor& q, const DTensor& k, const DTensor& v, const DTensor& out,
+    const DTensor& grad_out, const DTensor& lse, bool causal, double scale) {
+  const DTensor* in[] = {&q, &k, &v, &out, &grad_out, &lse};
   OpArgs args;
   args.AddBool(causal).AddScalar(scale);
   DT_ASSIGN_OR_RETURN(OpOutputs grads,

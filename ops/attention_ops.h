@@ -23,10 +23,18 @@ namespace ops {
 //                          included: each rank masks by its queries' global
 //                          positions); Ev sharded in v and the output; v
 //                          Partial(sum | avg) with q, k Replicate. E and Lk
-//                          are never sharded.
+//                          are never sharded. A second output, kept for
+//                          the backward only (OpDef::num_saved_outputs), is
+//                          the rows' log-sum-exps [batch..., Lq]
+//                          (AttentionLseDType: f32, f64 for f64 inputs),
+//                          sharded like the output on batch dims and Lq and
+//                          Replicate otherwise (Ev sharded, v Partial: every
+//                          rank has every row's whole lse; never Partial).
 //   scaled_dot_product_attention_backward
-//                          (q, k, v, out, grad_out) -> (dq, dk, dv), what the
-//                          forward's backward runs: one fused local pass. A
+//                          (q, k, v, out, grad_out[, lse]) -> (dq, dk, dv),
+//                          what the forward's backward runs (given the
+//                          forward's lse, which it then does not recompute:
+//                          a pass over q·k^T less): one fused local pass. A
 //                          batch dim, Lq or Ev sharded alike in the inputs
 //                          that iterate it (Replicate where broadcast, out
 //                          and grad_out like the output) gives each gradient
@@ -38,14 +46,16 @@ namespace ops {
 //                          give dk, dv Partial(sum); Ev-sharded v, out and
 //                          grad_out give dv sharded, dq and dk Partial(sum).
 //                          grad_out Partial(sum | avg) with the rest
-//                          Replicate gives the same Partial gradients. Its
-//                          own backward (double differentiation) goes
-//                          through materialized [Lq, Lk] weights.
+//                          Replicate gives the same Partial gradients. The
+//                          lse is sharded like the output's rows on a batch
+//                          dim or Lq, Replicate otherwise. Its own backward
+//                          (double differentiation) goes through
+//                          materialized [Lq, Lk] weights.
 //
 // Registry names and arguments: scaled_dot_product_attention (q, k, v;
 // "causal", bool, false; "scale", scalar, 0 = 1/sqrt(E));
-// scaled_dot_product_attention_backward (q, k, v, out, grad_out; the same
-// arguments).
+// scaled_dot_product_attention_backward (q, k, v, out, grad_out, optional
+// lse; the same arguments).
 
 absl::StatusOr<DTensor> ScaledDotProductAttention(const DTensor& q,
                                                   const DTensor& k,
@@ -59,6 +69,15 @@ absl::StatusOr<DTensor> ScaledDotProductAttention(const DTensor& q,
 absl::StatusOr<std::vector<DTensor>> ScaledDotProductAttentionBackward(
     const DTensor& q, const DTensor& k, const DTensor& v, const DTensor& out,
     const DTensor& grad_out, bool causal = false, double scale = 0.0);
+
+// ScaledDotProductAttentionBackward given the forward's log-sum-exps `lse`
+// [batch..., Lq] (the forward op's saved output; undefined: recomputed).
+// Errors: those of ScaledDotProductAttentionBackward; lse not of that shape
+// or not of AttentionLseDType of q's dtype.
+absl::StatusOr<std::vector<DTensor>> ScaledDotProductAttentionBackwardWithLse(
+    const DTensor& q, const DTensor& k, const DTensor& v, const DTensor& out,
+    const DTensor& grad_out, const DTensor& lse, bool causal = false,
+    double scale = 0.0);
 
 // The OpDefs of this family, for the registry.
 std::vector<const OpDef*> AttentionOps();

@@ -15,6 +15,7 @@
 #include "dtensor/base/status_macros.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/ops/attention_ops.h"
+#include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/registry.h"
 #include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/elementwise.h"
@@ -133,7 +134,10 @@ AttentionDraw DrawAttention(std::mt19937& rng) {
   return d;
 }
 
-OpCall AttentionCall(std::mt19937& rng) {
+// The forward through ops::ScaledDotProductAttention (its output); with
+// `lse`, the registry op's two outputs: the output and the saved
+// log-sum-exps, against the tensor layer's on the full inputs.
+OpCall AttentionCall(bool lse, std::mt19937& rng) {
   const AttentionDraw d = DrawAttention(rng);
   const bool causal = d.causal;
   const double scale = d.scale;
@@ -148,11 +152,23 @@ OpCall AttentionCall(std::mt19937& rng) {
   c.reference = OneReference([causal, scale](const Full& in) {
     return ScaledDotProductAttention(in[0], in[1], in[2], causal, scale);
   });
+  if (lse) {
+    c.reference = [causal, scale](const Full& in) -> absl::StatusOr<Full> {
+      DT_ASSIGN_OR_RETURN(
+          AttentionWithLse r,
+          ScaledDotProductAttentionWithLse(in[0], in[1], in[2], causal, scale));
+      return Full{r.out, r.lse};
+    };
+  }
   return c;
 }
 
 TEST(NnPropertyTest, AttentionMatchesTheTensorLayer) {
-  CheckOp(5, AttentionCall, kTol);
+  const absl::Status status = CheckOpProperties(
+      5, [](std::mt19937& rng) { return AttentionCall(false, rng); }, kTol,
+      {4, 10, /*strategy_calls=*/12},
+      [](std::mt19937& rng) { return AttentionCall(true, rng); });
+  EXPECT_TRUE(status.ok()) << status;
 }
 
 // The tensor layer's backward as a reference of the three gradients.
@@ -167,30 +183,45 @@ ReferenceCall AttentionGradsReference(bool causal, double scale) {
 }
 
 // The backward op on random attention inputs, the forward's output and a
-// random output gradient, against the tensor layer's backward.
-OpCall AttentionBackwardCall(std::mt19937& rng) {
+// random output gradient, against the tensor layer's backward (which
+// recomputes the rows' log-sum-exps); with `lse`, given the forward's lse (in
+// random layouts of its own, Partial terms included): the saved-lse
+// backward must give the recomputing one's gradients.
+OpCall AttentionBackwardCall(bool lse, std::mt19937& rng) {
   const AttentionDraw d = DrawAttention(rng);
   const bool causal = d.causal;
   const double scale = d.scale;
-  const Tensor out = *ScaledDotProductAttention(d.inputs[0], d.inputs[1],
-                                                d.inputs[2], causal, scale);
+  const AttentionWithLse forward = *ScaledDotProductAttentionWithLse(
+      d.inputs[0], d.inputs[1], d.inputs[2], causal, scale);
   OpCall c;
   c.op = "scaled_dot_product_attention_backward";
-  c.description = absl::StrCat(c.op, " causal ", causal, " scale ", scale);
+  c.description = absl::StrCat(c.op, " causal ", causal, " scale ", scale,
+                               lse ? " saved lse" : "");
   c.inputs = d.inputs;
-  c.inputs.push_back(out);
-  c.inputs.push_back(RandomTensor(out.shape(), out.dtype(), -1, 1, rng));
+  c.inputs.push_back(forward.out);
+  c.inputs.push_back(
+      RandomTensor(forward.out.shape(), forward.out.dtype(), -1, 1, rng));
+  if (lse) c.inputs.push_back(forward.lse);
   c.args.AddBool(causal).AddScalar(scale);
   c.call = [causal, scale](const In& in) {
-    return ops::ScaledDotProductAttentionBackward(in[0], in[1], in[2], in[3],
-                                                  in[4], causal, scale);
+    return ops::ScaledDotProductAttentionBackwardWithLse(
+        in[0], in[1], in[2], in[3], in[4], in.size() > 5 ? in[5] : DTensor(),
+        causal, scale);
   };
   c.reference = AttentionGradsReference(causal, scale);
   return c;
 }
 
 TEST(NnPropertyTest, AttentionBackwardMatchesTheTensorLayer) {
-  CheckOp(7, AttentionBackwardCall, kTol);
+  CheckOp(
+      7, [](std::mt19937& rng) { return AttentionBackwardCall(false, rng); },
+      kTol);
+}
+
+TEST(NnPropertyTest, AttentionBackwardWithSavedLseMatchesRecomputing) {
+  CheckOp(
+      17, [](std::mt19937& rng) { return AttentionBackwardCall(true, rng); },
+      kTol);
 }
 
 // Every strategy of the backward op on a causal call with Lq < Lk sharded
@@ -213,11 +244,19 @@ TEST(NnPropertyTest, AttentionBackwardEveryStrategyWithCausalQueryShards) {
   c.args.AddBool(true).AddScalar(0);
   c.reference = AttentionGradsReference(true, 0);
   c.description = "causal, q [2, 3, 10, 4], k [2, 1, 13, 4]";
-  for (const std::vector<int64_t>& mesh :
-       {std::vector<int64_t>{4}, std::vector<int64_t>{2, 2}}) {
-    const absl::Status status =
-        testing_util::CheckEveryStrategy(mesh, c, 1 << 10, 9, kTol, kTol);
-    EXPECT_TRUE(status.ok()) << status;
+  for (const bool saved_lse : {false, true}) {
+    if (saved_lse) {
+      c.inputs.push_back(ScaledDotProductAttentionWithLse(
+                             c.inputs[0], c.inputs[1], c.inputs[2], true)
+                             ->lse);
+      c.description += ", saved lse";
+    }
+    for (const std::vector<int64_t>& mesh :
+         {std::vector<int64_t>{4}, std::vector<int64_t>{2, 2}}) {
+      const absl::Status status =
+          testing_util::CheckEveryStrategy(mesh, c, 1 << 10, 9, kTol, kTol);
+      EXPECT_TRUE(status.ok()) << status;
+    }
   }
 }
 
@@ -330,6 +369,61 @@ TEST(NnShardingTest, AttentionShardedOnHeadsOrBatchDoesNotCommunicate) {
     EXPECT_EQ(o.sharding, "S(2)");
     EXPECT_THAT(o.comms, IssuedNoCollectives());
   }
+}
+
+// The saved log-sum-exps (the registry op's output 1) of q, k, v laid out by
+// `q`, `k`, `v` (metadata only), checked for their shape [2, 4, 8] and the
+// lse dtype of `dtype`.
+MetaOutcome LseOnMeta(const std::vector<int64_t>& mesh, const std::string& q,
+                      const std::string& k, const std::string& v,
+                      DType dtype = DType::kF32) {
+  const Shape qkv = {2, 4, 8, 16};  // [batch, heads, seq, head_dim]
+  return RunOnMeta(
+      mesh, {{qkv, q, dtype}, {qkv, k, dtype}, {qkv, v, dtype}},
+      [dtype](const In& in) -> absl::StatusOr<DTensor> {
+        DT_ASSIGN_OR_RETURN(
+            const OpDef* op,
+            OpRegistry::Builtin().Find("scaled_dot_product_attention"));
+        const DTensor* inputs[] = {&in[0], &in[1], &in[2]};
+        OpArgs args;
+        args.AddBool(true).AddScalar(0);
+        DT_ASSIGN_OR_RETURN(OpOutputs out, Dispatch(*op, inputs, args));
+        const DTensor& lse = out[1];
+        if (lse.shape() != Shape{2, 4, 8} ||
+            lse.dtype() != AttentionLseDType(dtype)) {
+          return absl::InternalError(
+              absl::StrCat("lse ", std::string(DTypeName(lse.dtype())), " ",
+                           ShapeToString(lse.shape())));
+        }
+        return lse;
+      });
+}
+
+// The lse follows the queries' batch, head and sequence shards; where v's
+// head dim is sharded or v is Partial (the output then sharded on Ev or
+// Partial) it is Replicate, never Partial.
+TEST(NnShardingTest, SavedLseFollowsTheQueryRows) {
+  const std::string cases[][5] = {
+      // q, k, v, the lse, the dtype (f32 unless "f64", "bf16").
+      {"S(0)", "S(0)", "S(0)", "S(0)", ""},
+      {"S(1)", "S(1)", "S(1)", "S(1)", "f64"},
+      {"S(2)", "R", "R", "S(2)", "bf16"},
+      {"R", "R", "S(3)", "R", ""},
+      {"R", "R", "P(sum)", "R", ""},
+  };
+  for (const auto& c : cases) {
+    const DType dtype = c[4] == "f64"    ? DType::kF64
+                        : c[4] == "bf16" ? DType::kBF16
+                                         : DType::kF32;
+    const MetaOutcome o = LseOnMeta({2}, c[0], c[1], c[2], dtype);
+    ASSERT_TRUE(o.status.ok()) << c[0] << " " << o.status;
+    EXPECT_EQ(o.sharding, c[3]) << c[0] << " " << c[1] << " " << c[2];
+    EXPECT_THAT(o.comms, IssuedNoCollectives()) << c[0];
+  }
+  const MetaOutcome o =
+      LseOnMeta({2, 2}, "S(0),S(1)", "S(0),S(1)", "S(0),S(1)");
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.sharding, "S(0),S(1)");
 }
 
 // The backward op's gradients' layouts, each taken by `pick` (0 dq, 1 dk,
