@@ -40,6 +40,7 @@
 #include "dtensor/tensor/generator.h"
 #include "tests/collectives/collective_scenarios.h"
 #include "tests/collectives/collective_test_util.h"
+#include "tests/collectives/worker_exit.h"
 
 namespace dtensor {
 namespace {
@@ -334,12 +335,7 @@ int Main(int argc, char** argv) {
   }
   RankLaunch launch;
   launch.communicator = scenario->second.options;
-  const absl::Status status = backend->run(launch, scenario->second.run);
-  if (!status.ok()) {
-    std::fprintf(stderr, "FAILED: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return testing::RunWorker(*backend, launch, scenario->second.run);
 }
 
 }  // namespace
