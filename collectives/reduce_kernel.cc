@@ -99,6 +99,57 @@ void ReduceTyped(absl::Span<const void* const> inputs,
   }
 }
 
+// AccumulateInto and FinishAccumulated with `op` fixed at compile time.
+template <typename T, ReduceOp kOp>
+void AccumulateTyped(bool first, const void* input, void* acc_out,
+                     int64_t count) {
+  using Acc = Accumulator<T>;
+  const T* in = static_cast<const T*>(input);
+  Acc* acc = static_cast<Acc*>(acc_out);
+  if (first) {
+    ForEachIndexInBlocks(count,
+                         [&](int64_t i) { acc[i] = static_cast<Acc>(in[i]); });
+  } else {
+    ForEachIndexInBlocks(count, [&](int64_t i) {
+      acc[i] = Combine<Acc>(kOp, acc[i], static_cast<Acc>(in[i]));
+    });
+  }
+}
+
+template <typename T, ReduceOp kOp>
+void FinishTyped(const void* acc_in, const void* input, int64_t n, void* out,
+                 int64_t count) {
+  using Acc = Accumulator<T>;
+  const Acc* acc = static_cast<const Acc*>(acc_in);
+  const T* in = static_cast<const T*>(input);
+  T* dst = static_cast<T*>(out);
+  ForEachIndexInBlocks(count, [&](int64_t i) {
+    dst[i] =
+        Finish<T, kOp>(Combine<Acc>(kOp, acc[i], static_cast<Acc>(in[i])), n);
+  });
+}
+
+// Calls `fn` with a T of `dtype` and `op` as a ReduceOp constant.
+template <typename Fn>
+void DispatchReduce(DType dtype, ReduceOp op, Fn&& fn) {
+  DispatchDType(dtype, [&](auto tag) {
+    using Sum = std::integral_constant<ReduceOp, ReduceOp::kSum>;
+    using Avg = std::integral_constant<ReduceOp, ReduceOp::kAvg>;
+    using Max = std::integral_constant<ReduceOp, ReduceOp::kMax>;
+    using Min = std::integral_constant<ReduceOp, ReduceOp::kMin>;
+    switch (op) {
+      case ReduceOp::kSum:
+        return fn(tag, Sum());
+      case ReduceOp::kAvg:
+        return fn(tag, Avg());
+      case ReduceOp::kMax:
+        return fn(tag, Max());
+      case ReduceOp::kMin:
+        return fn(tag, Min());
+    }
+  });
+}
+
 }  // namespace
 
 void ReduceInto(DType dtype, ReduceOp op, absl::Span<const void* const> inputs,
@@ -111,18 +162,29 @@ void ReduceIntoEach(DType dtype, ReduceOp op,
                     absl::Span<const void* const> inputs,
                     absl::Span<void* const> outputs, int64_t count) {
   if (inputs.empty() || count <= 0) return;
-  DispatchDType(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    switch (op) {
-      case ReduceOp::kSum:
-        return ReduceTyped<T, ReduceOp::kSum>(inputs, outputs, count);
-      case ReduceOp::kAvg:
-        return ReduceTyped<T, ReduceOp::kAvg>(inputs, outputs, count);
-      case ReduceOp::kMax:
-        return ReduceTyped<T, ReduceOp::kMax>(inputs, outputs, count);
-      case ReduceOp::kMin:
-        return ReduceTyped<T, ReduceOp::kMin>(inputs, outputs, count);
-    }
+  DispatchReduce(dtype, op, [&](auto tag, auto kOp) {
+    ReduceTyped<decltype(tag), decltype(kOp)::value>(inputs, outputs, count);
+  });
+}
+
+DType AccumulatorDType(DType dtype) {
+  return dtype == DType::kBF16 || dtype == DType::kF16 ? DType::kF32 : dtype;
+}
+
+void AccumulateInto(DType dtype, ReduceOp op, bool first, const void* input,
+                    void* acc, int64_t count) {
+  if (count <= 0) return;
+  DispatchReduce(dtype, op, [&](auto tag, auto kOp) {
+    AccumulateTyped<decltype(tag), decltype(kOp)::value>(first, input, acc,
+                                                         count);
+  });
+}
+
+void FinishAccumulated(DType dtype, ReduceOp op, const void* acc,
+                       const void* input, int64_t n, void* out, int64_t count) {
+  if (count <= 0) return;
+  DispatchReduce(dtype, op, [&](auto tag, auto kOp) {
+    FinishTyped<decltype(tag), decltype(kOp)::value>(acc, input, n, out, count);
   });
 }
 

@@ -27,6 +27,25 @@ void ReduceIntoEach(DType dtype, ReduceOp op,
                     absl::Span<const void* const> inputs,
                     absl::Span<void* const> outputs, int64_t count);
 
+// A reduction chained over the ranks (a pipeline in which each rank
+// combines its own input into the partial result of the ranks before it)
+// with ReduceInto's bits at the end of the chain: the partial results are
+// kept in the dtype ReduceInto accumulates in, AccumulatorDType(dtype) (f32
+// for the 16-bit floats, `dtype` itself otherwise).
+DType AccumulatorDType(DType dtype);
+
+// A step of the chain: `acc` (`count` elements of AccumulatorDType(dtype))
+// becomes `input` (`dtype`) when `first` (the chain's first rank), otherwise
+// the `op` combination of `acc` and `input`, in that order.
+void AccumulateInto(DType dtype, ReduceOp op, bool first, const void* input,
+                    void* acc, int64_t count);
+
+// The chain's last step, over `n` inputs in all: `out` (`dtype`) = `acc`
+// combined with `input` and rounded (kAvg: divided by n) as ReduceInto
+// does. `out` may be `input` (the same address).
+void FinishAccumulated(DType dtype, ReduceOp op, const void* acc,
+                       const void* input, int64_t n, void* out, int64_t count);
+
 }  // namespace dtensor
 
 #endif  // DTENSOR_COLLECTIVES_REDUCE_KERNEL_H_

@@ -16,7 +16,6 @@
 #include "dtensor/ops/local_fn.h"
 #include "dtensor/ops/reduction_ops.h"
 #include "dtensor/ops/rule_helpers.h"
-#include "dtensor/tensor/elementwise.h"
 #include "dtensor/tensor/nn_functional.h"
 
 namespace dtensor {
@@ -148,11 +147,8 @@ absl::StatusOr<OpLocals> RotaryKernel(const KernelContext& ctx,
     DT_ASSIGN_OR_RETURN(out, dtensor::RotaryEmbeddingFrom(
                                  x, block.offset[seq_dim], theta, inverse));
   } else {
-    Tensor positions = inputs[1];
-    if (inverse) {
-      DT_ASSIGN_OR_RETURN(positions, dtensor::Neg(positions));
-    }
-    DT_ASSIGN_OR_RETURN(out, dtensor::RotaryEmbedding(x, positions, theta));
+    DT_ASSIGN_OR_RETURN(out,
+                        dtensor::RotaryEmbedding(x, inputs[1], theta, inverse));
   }
   return OpLocals{std::move(out)};
 }

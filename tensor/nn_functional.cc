@@ -455,12 +455,12 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& target,
 }
 
 absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x, const Tensor& positions,
-                                       double theta) {
+                                       double theta, bool inverse) {
   DT_RETURN_IF_ERROR(CheckRotaryInput(x, theta));
   const int64_t seq = x.size(-3);
   const int64_t half = x.size(-1) / 2;
   if (!positions.defined()) {
-    return RotaryEmbeddingFrom(x, /*first=*/0, theta, /*inverse=*/false);
+    return RotaryEmbeddingFrom(x, /*first=*/0, theta, inverse);
   }
   if (positions.dim() != 1 || positions.size(0) != seq) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -469,8 +469,9 @@ absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x, const Tensor& positions,
   }
   DT_ASSIGN_OR_RETURN(const std::vector<int64_t> position_values,
                       ReadIndices(positions, "RotaryEmbedding", "positions"));
-  DT_ASSIGN_OR_RETURN(const RotaryTables tables,
-                      RotaryTablesOf(position_values, half, theta, x.device()));
+  DT_ASSIGN_OR_RETURN(
+      const RotaryTables tables,
+      RotaryTablesOf(position_values, half, theta, inverse, x.device()));
   return Rotate(x, tables);
 }
 

@@ -80,11 +80,13 @@ absl::StatusOr<Tensor> ScaledDotProductAttention(const Tensor& q,
 // runs of consecutive positions (rotary_tables.h, RotaryTablesOf) rotate by
 // cached tables on x's device; others by tables made on the host and copied
 // there. Pass an undefined Tensor for 0..seq-1 (as RotaryEmbeddingFrom(x, 0,
-// theta)).
+// theta, inverse)). With `inverse`, the rotation back by minus the angles (the
+// embedding's gradient), from the same tables with sin negated.
 // Errors: an odd head_dim, `positions` not [seq] of an integer dtype, a
 // non-positive theta.
 absl::StatusOr<Tensor> RotaryEmbedding(const Tensor& x, const Tensor& positions,
-                                       double theta = 10000.0);
+                                       double theta = 10000.0,
+                                       bool inverse = false);
 // RotaryEmbedding with the positions first, ..., first + seq - 1, or with
 // `inverse` their negations (the rotation back: the embedding's gradient).
 // The angle tables are cached on x's device (rotary_tables.h): no host work

@@ -40,26 +40,23 @@ absl::StatusOr<RotaryTables> ToDevice(RotaryTables tables, Device device) {
   return tables;
 }
 
-// Positions first, first + 1, ..., first + length - 1, negated when
-// `negated`.
+// Positions first, first + 1, ..., first + length - 1.
 struct PositionRun {
   int64_t first = 0;
   int64_t length = 0;
-  bool negated = false;
 };
 
-// `positions` split into runs, each ascending by one from a position >= 0
-// or descending by one from a position < 0 (a run starts wherever the
-// previous one cannot go on). Stops at kMaxCachedRotaryRuns + 1 runs: more
-// than that are not worth joining.
+// `positions` split into runs, each ascending by one from a position >= 0 (a
+// run starts wherever the previous one cannot go on). Stops at
+// kMaxCachedRotaryRuns + 1 runs (more than that are not worth joining) and
+// returns no runs for a negative position (the cached tables start at 0).
 std::vector<PositionRun> RunsOf(absl::Span<const int64_t> positions) {
   std::vector<PositionRun> runs;
-  for (size_t s = 0; s < positions.size(); ++s) {
-    const int64_t p = positions[s];
+  for (const int64_t p : positions) {
+    if (p < 0) return {};
     if (!runs.empty()) {
       PositionRun& last = runs.back();
-      const int64_t next = last.first + last.length;
-      if (p == (last.negated ? -next : next)) {
+      if (p == last.first + last.length) {
         ++last.length;
         continue;
       }
@@ -68,8 +65,7 @@ std::vector<PositionRun> RunsOf(absl::Span<const int64_t> positions) {
         return runs;
       }
     }
-    runs.push_back(p >= 0 ? PositionRun{p, 1, false}
-                          : PositionRun{-p, 1, true});
+    runs.push_back(PositionRun{p, 1});
   }
   return runs;
 }
@@ -81,11 +77,11 @@ using TableKey = std::tuple<int, int, int64_t, int64_t, double, bool>;
 
 absl::StatusOr<RotaryTables> RotaryTablesOf(absl::Span<const int64_t> positions,
                                             int64_t half, double theta,
-                                            Device device) {
+                                            bool inverse, Device device) {
   const std::vector<PositionRun> runs = RunsOf(positions);
   if (runs.empty() || runs.size() > kMaxCachedRotaryRuns) {
-    DT_ASSIGN_OR_RETURN(RotaryTables tables,
-                        HostTables(positions, half, theta, /*sin_sign=*/1));
+    DT_ASSIGN_OR_RETURN(RotaryTables tables, HostTables(positions, half, theta,
+                                                        inverse ? -1.0 : 1.0));
     return ToDevice(std::move(tables), device);
   }
   std::vector<Tensor> cos_rows;
@@ -93,7 +89,7 @@ absl::StatusOr<RotaryTables> RotaryTablesOf(absl::Span<const int64_t> positions,
   for (const PositionRun& run : runs) {
     DT_ASSIGN_OR_RETURN(RotaryTables rows,
                         CachedRotaryTables(run.first, run.length, half, theta,
-                                           run.negated, device));
+                                           inverse, device));
     cos_rows.push_back(std::move(rows.cos));
     sin_rows.push_back(std::move(rows.sin));
   }

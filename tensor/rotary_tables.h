@@ -22,17 +22,18 @@ struct RotaryTables {
 // At most this many runs of explicit positions use the cached tables.
 inline constexpr int kMaxCachedRotaryRuns = 8;
 
-// The tables of explicit `positions` on `device`. Positions made of at most
-// kMaxCachedRotaryRuns runs of consecutive positions, each ascending from a
-// position >= 0 or descending from one < 0 (the negations, which rotate
-// back), are rows of CachedRotaryTables joined on `device`: no host work and
-// no host-to-device copy once cached (context parallelism's balanced chunks
-// are two runs per rank). Other positions get tables computed on the host
-// and copied to a CUDA device (a copy that waits for its stream).
+// The tables of explicit `positions` on `device`, or with `inverse` the
+// tables of the rotation back by minus those angles (sin negated). Positions
+// made of at most kMaxCachedRotaryRuns runs of consecutive positions, each
+// ascending from a position >= 0, are rows of CachedRotaryTables joined on
+// `device`: no host work and no host-to-device copy once cached (context
+// parallelism's balanced chunks are two runs per rank). Other positions get
+// tables computed on the host and copied to a CUDA device (a copy that waits
+// for its stream).
 // Errors: what Tensor::To reports.
 absl::StatusOr<RotaryTables> RotaryTablesOf(absl::Span<const int64_t> positions,
                                             int64_t half, double theta,
-                                            Device device);
+                                            bool inverse, Device device);
 
 // The tables of positions first, ..., first + seq - 1 (with `inverse`, the
 // rotation by minus those angles: sin negated, exactly as positions negated

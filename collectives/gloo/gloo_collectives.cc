@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/argument_checks.h"
+#include "dtensor/collectives/gloo/chain_all_reduce.h"
 #include "dtensor/collectives/gloo/gloo_communicator.h"
 #include "dtensor/collectives/gloo/piece_layout.h"
 #include "dtensor/collectives/gloo/tensor_transfer.h"
@@ -35,6 +36,8 @@ constexpr uint8_t kPointToPointPrefix = 0x40;
 constexpr uint8_t kPermutePrefix = 0x41;
 constexpr uint8_t kScattervPrefix = 0x42;
 constexpr uint8_t kGathervPrefix = 0x43;
+constexpr uint8_t kChainPartialPrefix = 0x44;
+constexpr uint8_t kChainResultPrefix = 0x45;
 
 TransferSlots SlotsOf(gloo::Slot base) {
   return TransferSlots{base, base + uint8_t{1}, base + uint8_t{2}};
@@ -143,23 +146,16 @@ absl::Status GlooCommunicator::RingAllReduce(const Running& running,
 absl::Status GlooCommunicator::RankOrderAllReduce(const Running& running,
                                                   const AllReduceArgs& args) {
   const Tensor& tensor = args.tensor;
-  const int64_t count = tensor.numel();
   // Not Gloo's ring: on three or more ranks it adds each chunk starting at a
   // different rank, so its sums differed in the last bits from the
   // in-process backend's, and training over Gloo drifted from the same run
-  // on in-process ranks. A reduce-scatter of the flattened tensor, which adds
-  // every element in rank order, then an all-gather: the in-process bits,
-  // for the bytes a ring moves.
+  // on in-process ranks. A chain from rank 0 to the last adds every element
+  // in rank order (chain_all_reduce.h): the in-process bits.
   DT_ASSIGN_OR_RETURN(Tensor buffer, ContiguousInput(tensor));
-  DT_ASSIGN_OR_RETURN(Tensor flat, buffer.View({count}));
-  const int64_t n = size();
-  std::vector<int64_t> sizes(n, count / n);
-  for (int64_t r = 0; r < count % n; ++r) ++sizes[r];
-  DT_ASSIGN_OR_RETURN(Tensor mine,
-                      Tensor::Empty({sizes[rank()]}, tensor.dtype()));
-  DT_RETURN_IF_ERROR(
-      RunOp(running, ReduceScatterArgs{flat, mine, 0, args.op, sizes}));
-  DT_RETURN_IF_ERROR(RunOp(running, AllGatherArgs{mine, flat, 0, sizes}));
+  ChainAllReduce(
+      *context_, tensor.dtype(), args.op, buffer.raw_data(), buffer.numel(),
+      gloo::Slot::build(kChainPartialPrefix, running.Tag(0)),
+      gloo::Slot::build(kChainResultPrefix, running.Tag(0)), running.deadline);
   if (buffer.storage() == tensor.storage()) return absl::OkStatus();
   Tensor target = tensor;  // A view: writes go to the caller's elements.
   return target.CopyFrom(buffer);

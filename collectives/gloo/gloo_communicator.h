@@ -110,8 +110,8 @@ class GlooCommunicator final : public Communicator {
   // The ops, run by Start on the queues (gloo_collectives.cc).
   absl::Status RunOp(const Running& running, const AllReduceArgs& args);
   // all_reduce on one or two ranks: Gloo's ring, whose sums are the rank-order
-  // sums there (a + b in either order); on more, a rank-order reduce-scatter
-  // and an all-gather (gloo_collectives.cc says why).
+  // sums there (a + b in either order); on more, a chain in rank order
+  // (chain_all_reduce.h; gloo_collectives.cc says why).
   absl::Status RingAllReduce(const Running& running, const AllReduceArgs& args);
   absl::Status RankOrderAllReduce(const Running& running,
                                   const AllReduceArgs& args);

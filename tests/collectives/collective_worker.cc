@@ -40,6 +40,7 @@
 #include "dtensor/tensor/generator.h"
 #include "tests/collectives/collective_scenarios.h"
 #include "tests/collectives/collective_test_util.h"
+#include "tests/collectives/worker_exit.h"
 
 namespace dtensor {
 namespace {
@@ -267,33 +268,46 @@ absl::Status Smoke(ProcessGroups& groups) {
                      "smoke all_reduce");
 }
 
-// all_reduce adds in rank order, as the in-process backend does: a sum and
-// an average of f32 and bf16 normals of three magnitudes (so that the order
-// of the additions shows in the last bits) equal, bit for bit, ReduceInto
-// of every rank's input in rank order (docs/collectives_backends.md).
+// all_reduce adds in rank order, as the in-process backend does: every op
+// on normals of three magnitudes (so that the order of the additions shows
+// in the last bits) of every dtype equals, bit for bit, ReduceInto of every
+// rank's input in rank order (docs/collectives_backends.md); no elements,
+// one chunk of the chain and several with an uneven last one.
 absl::Status RankOrder(ProcessGroups& groups) {
   DT_ASSIGN_OR_RETURN(auto world, groups.World());
   const int64_t n = world->size();
-  for (const DType dtype : {DType::kF32, DType::kBF16}) {
-    for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
-      std::vector<Tensor> inputs;
-      for (int64_t r = 0; r < n; ++r) {
-        Generator generator(100 + r);
-        DT_ASSIGN_OR_RETURN(Tensor input,
-                            Tensor::Normal({3, 1001}, 0.0, std::pow(1e3, r % 3),
-                                           generator, dtype));
-        inputs.push_back(std::move(input));
+  for (const DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF64,
+                            DType::kI32, DType::kI64}) {
+    for (const ReduceOp op :
+         {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
+      if (op == ReduceOp::kAvg && !IsFloatingPoint(dtype)) continue;
+      std::vector<Shape> shapes = {Shape{0}, Shape{3, 1001}};
+      // Several chunks of the chain, the last one shorter: sums of floats.
+      if (IsFloatingPoint(dtype) && op == ReduceOp::kSum) {
+        shapes.push_back(Shape{3, 50021});
       }
-      std::vector<const void*> pointers;
-      for (const Tensor& input : inputs) pointers.push_back(input.raw_data());
-      DT_ASSIGN_OR_RETURN(Tensor want, Tensor::Empty({3, 1001}, dtype));
-      ReduceInto(dtype, op, pointers, want.raw_data(), want.numel());
-      Tensor got = inputs[world->rank()];
-      DT_RETURN_IF_ERROR(world->AllReduce(got, op));
-      if (std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()) != 0) {
-        return Fail(absl::StrCat("all_reduce ", ReduceOpName(op), " of ",
-                                 std::string(DTypeName(dtype)),
-                                 ": not the rank-order bits"));
+      for (const Shape& shape : shapes) {
+        std::vector<Tensor> inputs;
+        for (int64_t r = 0; r < n; ++r) {
+          Generator generator(100 + r);
+          DT_ASSIGN_OR_RETURN(Tensor input,
+                              Tensor::Normal(shape, 0.0, std::pow(1e3, r % 3),
+                                             generator, DType::kF64));
+          DT_ASSIGN_OR_RETURN(input, input.To(dtype));
+          inputs.push_back(std::move(input));
+        }
+        std::vector<const void*> pointers;
+        for (const Tensor& input : inputs) pointers.push_back(input.raw_data());
+        DT_ASSIGN_OR_RETURN(Tensor want, Tensor::Empty(shape, dtype));
+        ReduceInto(dtype, op, pointers, want.raw_data(), want.numel());
+        Tensor got = inputs[world->rank()];
+        DT_RETURN_IF_ERROR(world->AllReduce(got, op));
+        if (std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()) != 0) {
+          return Fail(absl::StrCat("all_reduce ", ReduceOpName(op), " of ",
+                                   std::string(DTypeName(dtype)), " ",
+                                   ShapeToString(shape),
+                                   ": not the rank-order bits"));
+        }
       }
     }
   }
@@ -334,12 +348,7 @@ int Main(int argc, char** argv) {
   }
   RankLaunch launch;
   launch.communicator = scenario->second.options;
-  const absl::Status status = backend->run(launch, scenario->second.run);
-  if (!status.ok()) {
-    std::fprintf(stderr, "FAILED: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return testing::RunWorker(*backend, launch, scenario->second.run);
 }
 
 }  // namespace

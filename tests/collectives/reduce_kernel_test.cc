@@ -3,8 +3,13 @@
 // and outputs that are inputs.
 #include "dtensor/collectives/reduce_kernel.h"
 
+#include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "dtensor/tensor/generator.h"
 #include "gtest/gtest.h"
 #include "tests/collectives/collective_test_util.h"
 
@@ -16,6 +21,7 @@ using testing::HostTensor;
 using testing::Matches;
 using testing::RandomHost;
 using testing::ReduceHost;
+using testing::ToHost;
 using testing::ToTensor;
 
 std::vector<ReduceOp> OpsFor(DType dtype) {
@@ -24,24 +30,85 @@ std::vector<ReduceOp> OpsFor(DType dtype) {
   return ops;
 }
 
+// n inputs of `count` elements of `dtype`, as reference values and as
+// tensors: RandomHost's (exact in every dtype, seeds seed, seed + 1, ...),
+// or with `normal` normals of three magnitudes rounded to `dtype` (their
+// sums round, so the order of the additions shows in the last bits).
+struct Inputs {
+  std::vector<HostTensor> hosts;
+  std::vector<Tensor> tensors;
+  std::vector<const void*> pointers;
+};
+Inputs MakeInputs(DType dtype, int64_t count, int64_t n, uint64_t seed,
+                  bool normal = false) {
+  Inputs inputs;
+  for (int64_t r = 0; r < n; ++r) {
+    if (normal) {
+      Generator generator(seed + r);
+      inputs.tensors.push_back(Tensor::Normal({count}, 0.0,
+                                              std::pow(1e3, r % 3), generator,
+                                              DType::kF64)
+                                   ->To(dtype)
+                                   .value());
+      inputs.hosts.push_back(ToHost(inputs.tensors.back()));
+    } else {
+      inputs.hosts.push_back(RandomHost({count}, dtype, seed + r));
+      inputs.tensors.push_back(ToTensor(inputs.hosts.back(), dtype));
+    }
+    inputs.pointers.push_back(inputs.tensors.back().raw_data());
+  }
+  return inputs;
+}
+
 TEST(ReduceKernelTest, MatchesReferenceForEveryDTypeOpAndCount) {
   for (DType dtype : AllDTypes()) {
     for (ReduceOp op : OpsFor(dtype)) {
       for (int64_t count : {0, 1, 7, 2047, 2048, 2049, 5000}) {
         for (int64_t n : {1, 2, 3, 8}) {
-          std::vector<HostTensor> hosts;
-          std::vector<Tensor> tensors;
-          std::vector<const void*> inputs;
-          for (int64_t r = 0; r < n; ++r) {
-            hosts.push_back(RandomHost({count}, dtype, 100 * count + r));
-            tensors.push_back(ToTensor(hosts.back(), dtype));
-            inputs.push_back(tensors.back().raw_data());
-          }
+          const Inputs in = MakeInputs(dtype, count, n, 100 * count);
           Tensor out = Tensor::Zeros({count}, dtype).value();
-          ReduceInto(dtype, op, inputs, out.raw_data(), count);
-          EXPECT_TRUE(Matches(out, ReduceHost(hosts, op, dtype)))
+          ReduceInto(dtype, op, in.pointers, out.raw_data(), count);
+          EXPECT_TRUE(Matches(out, ReduceHost(in.hosts, op, dtype)))
               << DTypeName(dtype) << " " << ReduceOpName(op) << " count "
               << count << " n " << n;
+        }
+      }
+    }
+  }
+}
+
+// The chained form (one rank's input at a time, the partial results in the
+// accumulator dtype, the last input finishing in place) gives ReduceInto's
+// bits, on normals whose sums round, and the reference values.
+TEST(ReduceKernelTest, ChainedReductionMatchesReduceIntoBitForBit) {
+  for (DType dtype : AllDTypes()) {
+    for (ReduceOp op : OpsFor(dtype)) {
+      for (int64_t count : {0, 7, 2049}) {
+        for (int64_t n : {2, 3, 5}) {
+          for (const bool normal : {false, true}) {
+            Inputs in = MakeInputs(dtype, count, n, 50 * count, normal);
+            Tensor want = Tensor::Zeros({count}, dtype).value();
+            ReduceInto(dtype, op, in.pointers, want.raw_data(), count);
+            Tensor acc =
+                Tensor::Zeros({count}, AccumulatorDType(dtype)).value();
+            for (int64_t r = 0; r + 1 < n; ++r) {
+              AccumulateInto(dtype, op, r == 0, in.pointers[r], acc.raw_data(),
+                             count);
+            }
+            Tensor& got = in.tensors[n - 1];
+            FinishAccumulated(dtype, op, acc.raw_data(), got.raw_data(), n,
+                              got.raw_data(), count);
+            const std::string context = absl::StrCat(
+                std::string(DTypeName(dtype)), " ", ReduceOpName(op), " count ",
+                count, " n ", n, normal ? " normals" : "");
+            EXPECT_EQ(
+                std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()), 0)
+                << context;
+            if (!normal) {
+              EXPECT_TRUE(Matches(got, ReduceHost(in.hosts, op, dtype)))
+                  << context;
+            }
+          }
         }
       }
     }
@@ -51,16 +118,11 @@ TEST(ReduceKernelTest, MatchesReferenceForEveryDTypeOpAndCount) {
 TEST(ReduceKernelTest, OutputMayBeOneOfTheInputs) {
   for (DType dtype : AllDTypes()) {
     const int64_t count = 4100;
-    std::vector<HostTensor> hosts;
-    std::vector<Tensor> tensors;
-    std::vector<const void*> inputs;
-    for (int64_t r = 0; r < 4; ++r) {
-      hosts.push_back(RandomHost({count}, dtype, 7 + r));
-      tensors.push_back(ToTensor(hosts.back(), dtype));
-      inputs.push_back(tensors.back().raw_data());
-    }
-    ReduceInto(dtype, ReduceOp::kSum, inputs, tensors[2].raw_data(), count);
-    EXPECT_TRUE(Matches(tensors[2], ReduceHost(hosts, ReduceOp::kSum, dtype)))
+    const Inputs in = MakeInputs(dtype, count, 4, 7);
+    ReduceInto(dtype, ReduceOp::kSum, in.pointers, in.tensors[2].raw_data(),
+               count);
+    EXPECT_TRUE(
+        Matches(in.tensors[2], ReduceHost(in.hosts, ReduceOp::kSum, dtype)))
         << DTypeName(dtype);
   }
 }
@@ -68,21 +130,15 @@ TEST(ReduceKernelTest, OutputMayBeOneOfTheInputs) {
 TEST(ReduceKernelTest, EachOutputGetsTheResultEvenWhenItIsAnInput) {
   for (DType dtype : AllDTypes()) {
     for (int64_t count : {0, 5, 2048, 4100}) {
-      std::vector<HostTensor> hosts;
-      std::vector<Tensor> tensors;
-      std::vector<const void*> inputs;
-      for (int64_t r = 0; r < 3; ++r) {
-        hosts.push_back(RandomHost({count}, dtype, 30 + r));
-        tensors.push_back(ToTensor(hosts.back(), dtype));
-        inputs.push_back(tensors.back().raw_data());
-      }
+      const Inputs in = MakeInputs(dtype, count, 3, 30);
+      const std::vector<Tensor>& tensors = in.tensors;
       // Every input in place, as all_reduce does, plus a separate output.
       Tensor extra = Tensor::Zeros({count}, dtype).value();
       std::vector<void*> outputs = {tensors[0].raw_data(),
                                     tensors[1].raw_data(),
                                     tensors[2].raw_data(), extra.raw_data()};
-      ReduceIntoEach(dtype, ReduceOp::kMax, inputs, outputs, count);
-      const HostTensor expected = ReduceHost(hosts, ReduceOp::kMax, dtype);
+      ReduceIntoEach(dtype, ReduceOp::kMax, in.pointers, outputs, count);
+      const HostTensor expected = ReduceHost(in.hosts, ReduceOp::kMax, dtype);
       for (const Tensor& tensor : {tensors[0], tensors[1], tensors[2], extra}) {
         EXPECT_TRUE(Matches(tensor, expected))
             << DTypeName(dtype) << " count " << count;

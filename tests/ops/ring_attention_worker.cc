@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/collectives/backend_registry.h"
+#include "tests/collectives/worker_exit.h"
 #include "tests/ops/ring_attention_case.h"
 
 namespace dtensor {
@@ -26,8 +27,8 @@ int Main(int argc, char** argv) {
                  absl::StrJoin(BackendRegistry::Global().Names(), "|").c_str());
     return 2;
   }
-  const absl::Status status =
-      backend->run(RankLaunch(), [](ProcessGroups& groups) -> absl::Status {
+  return testing::RunWorker(
+      *backend, RankLaunch(), [](ProcessGroups& groups) -> absl::Status {
         const auto cases = ops::testing::RingCases(groups.world_size());
         if (cases.empty()) {
           return absl::InvalidArgumentError("no cases for this many ranks");
@@ -39,11 +40,6 @@ int Main(int argc, char** argv) {
                     static_cast<long long>(groups.rank()), cases.size());
         return absl::OkStatus();
       });
-  if (!status.ok()) {
-    std::fprintf(stderr, "FAILED: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
 }
 
 }  // namespace

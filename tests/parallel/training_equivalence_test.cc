@@ -48,35 +48,32 @@ struct Tolerances {
   double param_norm_rtol = 0;
 };
 
-// f32 tolerances. The parallel run sums the same terms in another order
-// (partial sums per shard, then a collective), so losses and gradients differ
-// by a few f32 ulps per reduction, and from step 1 on also by the parameter
-// differences below: measured at most ~1e-6 on the loss (~4.2) and ~1.4e-6 on a
-// gradient element. A lost shard, a missing or doubled reduction or a wrong
-// layout is off by O(1) relative, far above both.
-constexpr double kLossRtol = 1e-5;
-constexpr double kLossAtol = 1e-6;
-constexpr double kGradRtol = 1e-4;
-constexpr double kGradAtol = 1e-5;
 // AdamW's update lr * m / (sqrt(v) + eps) is scale-free: for an element whose
 // gradient stays near 0 (as small as its f32 rounding error) the update
 // direction is noise. eps = 1e-5 (below every gradient that matters, ~1e-3)
 // bounds that sensitivity by lr / eps; with the default 1e-8 such elements
-// moved by up to lr / 70 in 4 steps. Parameters get an absolute tolerance of
-// lr / 20 (measured below 5e-5): a wrong gradient moves most elements by
-// O(lr) per step, and the gradients are compared directly besides.
+// moved by up to lr / 70 in 4 steps.
 constexpr double kLearningRate = 1e-2;
 constexpr double kAdamEps = 1e-5;
-constexpr double kParamRtol = 1e-4;
-constexpr double kParamAtol = kLearningRate / 20;
-constexpr Tolerances kF32 = {kLossRtol, kLossAtol,  kGradRtol,
-                             kGradAtol, kParamRtol, kParamAtol};
+// f32 tolerances. The parallel run sums the same terms in another order
+// (partial sums per shard, then a collective), so losses and gradients differ
+// by a few f32 ulps per reduction, and from step 1 on also by the parameter
+// differences: measured at most ~1e-6 on the loss (~4.2) and ~1.4e-6 on a
+// gradient element. A lost shard, a missing or doubled reduction or a wrong
+// layout is off by O(1) relative, far above both. Parameters get an absolute
+// tolerance of lr / 20 (measured below 5e-5; see kAdamEps): a wrong gradient
+// moves most elements by O(lr) per step, and the gradients are compared
+// directly besides.
+constexpr Tolerances kF32 = {
+    /*loss_rtol=*/1e-5,  /*loss_atol=*/1e-6,
+    /*grad_rtol=*/1e-4,  /*grad_atol=*/1e-5,
+    /*param_rtol=*/1e-4, /*param_atol=*/kLearningRate / 20};
 // f32 on a GPU: the device kernels sum in other orders (tiles, warp
 // shuffles, atomics in the embedding backward) and use the device's exp and
 // log (a few ulps), so each bound is 10 times the CPU's.
-constexpr Tolerances kF32OnGpu = {10 * kLossRtol,  10 * kLossAtol,
-                                  10 * kGradRtol,  10 * kGradAtol,
-                                  10 * kParamRtol, 10 * kParamAtol};
+constexpr Tolerances kF32OnGpu = {10 * kF32.loss_rtol,  10 * kF32.loss_atol,
+                                  10 * kF32.grad_rtol,  10 * kF32.grad_atol,
+                                  10 * kF32.param_rtol, 10 * kF32.param_atol};
 // bf16 (parameters, activations and gradients; the f32 reference): the loss
 // is a bf16 value (half an ulp near 4 is 0.4 %); gradient tensors differ by
 // about 2 % at step 0 and, as the parameters drift apart, up to 12 % at step

@@ -6,10 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "dtensor/tensor/tensor.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/tensor/kernel_test_util.h"
 
@@ -17,9 +16,9 @@ namespace dtensor {
 namespace {
 
 using ::dtensor::testing::ExpectClose;
+using ::dtensor::testing::ExpectInvalidArgument;
 using ::dtensor::testing::kAllDTypes;
-using ::dtensor::testing::Layout;
-using ::dtensor::testing::LayoutName;
+using ::dtensor::testing::kLayouts;
 using ::dtensor::testing::Pick;
 using ::dtensor::testing::RandomIndices;
 using ::dtensor::testing::RandomTensor;
@@ -27,11 +26,8 @@ using ::dtensor::testing::Ravel;
 using ::dtensor::testing::Tolerance;
 using ::dtensor::testing::ToleranceFor;
 using ::dtensor::testing::Unravel;
-using ::testing::HasSubstr;
 
 const std::vector<DType> kIndexDTypes = {DType::kI32, DType::kI64};
-const std::vector<Layout> kLayouts = {Layout::kContiguous, Layout::kTransposed,
-                                      Layout::kStrided};
 
 // Random values of `dtype`: floats in [-1, 1), integers in [-50, 50].
 Tensor RandomValues(const Shape& shape, DType dtype, std::mt19937& rng) {
@@ -50,15 +46,6 @@ Tensor RandomIndexTensor(const Shape& shape, int64_t bound, std::mt19937& rng) {
         .value();
   }
   return RandomIndices(shape, bound, dtype, rng);
-}
-
-void ExpectInvalidArgument(const absl::StatusOr<Tensor>& result,
-                           const std::vector<std::string>& fragments) {
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
-      << result.status();
-  for (const std::string& fragment : fragments) {
-    EXPECT_THAT(result.status().message(), HasSubstr(fragment));
-  }
 }
 
 // An index shape for Gather/ScatterAdd on `x` along `dim`: no larger than x

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "dtensor/tensor/rotary_tables.h"
 #include "dtensor/tensor/tensor.h"
@@ -393,6 +394,31 @@ TEST(CrossEntropyTest, BadInputs) {
 
 // ---- RotaryEmbedding. ----
 
+// The rotary embedding of x [..., seq, heads, head_dim] in f64, computed
+// element by element: pair (i, i + half) of row s rotates by
+// positions[s] * theta^(-2i / head_dim).
+std::vector<double> RotaryReference(const Tensor& x,
+                                    const std::vector<int64_t>& positions,
+                                    double theta) {
+  const std::vector<double> values = x.ToVector<double>().value();
+  const int64_t rank = x.dim();
+  const int64_t head_dim = x.size(-1);
+  const int64_t half = head_dim / 2;
+  std::vector<double> expected(values.size());
+  for (size_t p = 0; p < values.size(); ++p) {
+    const std::vector<int64_t> index =
+        Unravel(static_cast<int64_t>(p), x.shape());
+    const int64_t s = index[rank - 3];
+    const int64_t c = index[rank - 1];
+    const int64_t i = c % half;
+    const double angle = positions[s] * std::pow(theta, -2.0 * i / head_dim);
+    // rotate_half(x) = [-x2, x1]; out = x cos + rotate_half(x) sin.
+    const double partner = c < half ? -values[p + half] : values[p - half];
+    expected[p] = values[p] * std::cos(angle) + partner * std::sin(angle);
+  }
+  return expected;
+}
+
 TEST(RotaryEmbeddingTest, RandomShapesPositionsAndDTypes) {
   std::mt19937 rng(31);
   for (int trial = 0; trial < 100; ++trial) {
@@ -413,21 +439,8 @@ TEST(RotaryEmbeddingTest, RandomShapesPositionsAndDTypes) {
     for (int64_t s = 0; s < seq; ++s) position_values[s] = s;
     if (positions.defined())
       position_values = positions.ToVector<int64_t>().value();
-    const std::vector<double> values = x.ToVector<double>().value();
-    std::vector<double> expected(values.size());
-    const int64_t half = head_dim / 2;
-    for (size_t p = 0; p < values.size(); ++p) {
-      const std::vector<int64_t> index =
-          Unravel(static_cast<int64_t>(p), shape);
-      const int64_t s = index[rank - 3];
-      const int64_t c = index[rank - 1];
-      const int64_t i = c % half;
-      const double angle =
-          position_values[s] * std::pow(theta, -2.0 * i / head_dim);
-      // rotate_half(x) = [-x2, x1]; out = x cos + rotate_half(x) sin.
-      const double partner = c < half ? -values[p + half] : values[p - half];
-      expected[p] = values[p] * std::cos(angle) + partner * std::sin(angle);
-    }
+    const std::vector<double> expected =
+        RotaryReference(x, position_values, theta);
     const std::string context =
         absl::StrCat("trial ", trial, ": ", ShapeToString(shape), " theta ",
                      theta, positions.defined() ? " positions " : " ",
@@ -438,8 +451,9 @@ TEST(RotaryEmbeddingTest, RandomShapesPositionsAndDTypes) {
   }
 }
 
-// The cached tables of positions first.. (negated with `inverse`) give what
-// the explicit positions give, bit for bit; the tables are made once.
+// The cached tables of positions first.. (the rotation back with `inverse`)
+// give what the explicit positions give, bit for bit; the tables are made
+// once.
 TEST(RotaryEmbeddingTest, FromFirstPositionMatchesExplicitPositions) {
   std::mt19937 rng(37);
   for (const int64_t first : {0, 1, 5}) {
@@ -449,7 +463,7 @@ TEST(RotaryEmbeddingTest, FromFirstPositionMatchesExplicitPositions) {
             RandomTensor({2, 4, 3, 6}, dtype, Pick(kLayouts, rng), rng);
         std::vector<int64_t> positions(4);
         for (int64_t s = 0; s < 4; ++s) {
-          positions[s] = inverse ? -(first + s) : first + s;
+          positions[s] = first + s;
         }
         const Tensor explicit_positions =
             Tensor::FromVector(positions, {4}).value();
@@ -460,7 +474,7 @@ TEST(RotaryEmbeddingTest, FromFirstPositionMatchesExplicitPositions) {
             RotaryEmbeddingFrom(x, first, 500.0, inverse);
         ASSERT_TRUE(got.ok()) << context << ": " << got.status();
         EXPECT_EQ(got->ToVector<double>().value(),
-                  RotaryEmbedding(x, explicit_positions, 500.0)
+                  RotaryEmbedding(x, explicit_positions, 500.0, inverse)
                       ->ToVector<double>()
                       .value())
             << context;
@@ -477,6 +491,41 @@ TEST(RotaryEmbeddingTest, FromFirstPositionMatchesExplicitPositions) {
       RotaryEmbeddingFrom(Tensor::Zeros({2, 3, 4}, DType::kF32).value(), -1,
                           500.0),
       {"-1"});
+}
+
+// `inverse` rotates by minus the angles: it matches the reference's
+// rotation by the negated positions, and undoes the forward rotation. The
+// positions are runs (cached tables), shuffled or negative (host tables), or
+// none (0..seq-1).
+TEST(RotaryEmbeddingTest, InverseRotatesBack) {
+  std::mt19937 rng(41);
+  const std::vector<std::vector<int64_t>> cases = {
+      {}, {0, 1, 2, 3, 4}, {6, 7, 0, 1, 2}, {3, 0, 4, 1, 2}, {-2, 5, -7, 1, 0}};
+  for (const std::vector<int64_t>& positions : cases) {
+    const int64_t seq = 5;
+    const Tensor x =
+        RandomTensor({2, seq, 3, 6}, DType::kF64, Pick(kLayouts, rng), rng);
+    const Tensor position_tensor =
+        positions.empty() ? Tensor()
+                          : Tensor::FromVector(positions, {seq}).value();
+    std::vector<int64_t> negated(seq);
+    for (int64_t s = 0; s < seq; ++s) {
+      negated[s] = -(positions.empty() ? s : positions[s]);
+    }
+    const std::string context =
+        absl::StrCat("positions [", absl::StrJoin(positions, ","), "]");
+    const absl::StatusOr<Tensor> back =
+        RotaryEmbedding(x, position_tensor, 500.0, /*inverse=*/true);
+    ASSERT_TRUE(back.ok()) << context << ": " << back.status();
+    ExpectClose(*back, x.shape(), RotaryReference(x, negated, 500.0),
+                ToleranceFor(DType::kF64), context);
+    const absl::StatusOr<Tensor> there_and_back =
+        RotaryEmbedding(RotaryEmbedding(x, position_tensor, 500.0).value(),
+                        position_tensor, 500.0, /*inverse=*/true);
+    ASSERT_TRUE(there_and_back.ok()) << context;
+    ExpectClose(*there_and_back, x.shape(), x.ToVector<double>().value(),
+                ToleranceFor(DType::kF64), context + " round trip");
+  }
 }
 
 TEST(RotaryEmbeddingTest, BadInputs) {
