@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -49,6 +50,12 @@ absl::Status UseDevice(int device) {
     return absl::InvalidArgumentError(absl::StrCat(
         "CUDA device ", device, " does not exist (", count, " present)"));
   }
+  // Every allocation, free and launch selects its device: most find it
+  // current on this thread already, and reading it is cheaper than setting.
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device) {
+    return absl::OkStatus();
+  }
   return FromCuda(cudaSetDevice(device), "cudaSetDevice");
 }
 
@@ -67,8 +74,11 @@ std::mutex& StatesMutex() {
   return *mu;
 }
 
-std::array<DeviceState*, kMaxDevices>& States() {
-  static auto* states = new std::array<DeviceState*, kMaxDevices>{};
+// Set once per device under StatesMutex() and never reset: the hot path
+// (every allocation, free and launch) reads them without the lock.
+std::array<std::atomic<DeviceState*>, kMaxDevices>& States() {
+  static auto* states =
+      new std::array<std::atomic<DeviceState*>, kMaxDevices>{};
   return *states;
 }
 
@@ -103,10 +113,14 @@ absl::StatusOr<DeviceState*> CreateState(int device) {
 // The state of `device`, created on first use; selects the device.
 absl::StatusOr<DeviceState*> State(int device) {
   DT_RETURN_IF_ERROR(UseDevice(device));
+  std::atomic<DeviceState*>& slot = States()[device];
+  DeviceState* state = slot.load(std::memory_order_acquire);
+  if (state != nullptr) return state;
   std::lock_guard<std::mutex> lock(StatesMutex());
-  DeviceState*& state = States()[device];
+  state = slot.load(std::memory_order_relaxed);
   if (state == nullptr) {
     DT_ASSIGN_OR_RETURN(state, CreateState(device));
+    slot.store(state, std::memory_order_release);
   }
   return state;
 }
@@ -186,11 +200,16 @@ absl::Status CheckGemmSizes(const GemmArgs& args) {
 bool BuiltWithCuda() { return true; }
 
 int DeviceCount() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // Clears the sticky "no device" error.
-    return 0;
-  }
+  // Asked once: the devices a process sees are fixed when CUDA starts, and
+  // every device selection checks the count.
+  static const int count = [] {
+    int found = 0;
+    if (cudaGetDeviceCount(&found) != cudaSuccess) {
+      cudaGetLastError();  // Clears the sticky "no device" error.
+      return 0;
+    }
+    return found;
+  }();
   return count;
 }
 
@@ -218,8 +237,7 @@ void Free(void* ptr, int device) {
 
 MemoryStats GetMemoryStats(int device) {
   if (device < 0 || device >= kMaxDevices) return {};
-  std::lock_guard<std::mutex> lock(StatesMutex());
-  const DeviceState* state = States()[device];
+  const DeviceState* state = States()[device].load(std::memory_order_acquire);
   return state == nullptr ? MemoryStats{} : state->allocator->Stats();
 }
 
