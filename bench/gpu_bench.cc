@@ -6,15 +6,19 @@
 // against a device-to-device copy,
 // causal grouped-query attention forward, and forward + backward at the
 // shapes of bench/peer/gpu_torch.py's SDPA figure, and the dispatch of a tiny
-// op on the tensor and DTensor layers.
+// op on the tensor and DTensor layers, and AdamW over the 2-layer Llama-1B
+// parameter set, per parameter against the multi-tensor step.
 // Bandwidth counts bytes read plus bytes written.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bench/rank_zero.h"
 #include "benchmark/benchmark.h"
 #include "dtensor/mesh/device_mesh.h"
+#include "dtensor/nn/llama_config.h"
 #include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/tensor/adamw_kernel.h"
 #include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/elementwise.h"
@@ -271,6 +275,77 @@ void BM_DTensorAddDispatch(benchmark::State& state) {
   Sync(state);
 }
 
+// The parameter shapes of Llama 3.2 1B (nn/configs/1b.json) cut to 2
+// layers, in the model's order: the embedding, per layer the attention norm,
+// wq, wk, wv, wo, the ffn norm, w1, w2, w3; the norm and the output (21
+// parameters, 645M elements).
+std::vector<Shape> Llama1BTwoLayerShapes() {
+  nn::LlamaConfig config;
+  config.dim = 2048;
+  config.n_layers = 2;
+  config.n_heads = 32;
+  config.n_kv_heads = 8;
+  config.vocab_size = 128256;
+  config.multiple_of = 256;
+  config.ffn_dim_multiplier = 1.5;
+  const int64_t dim = config.dim, vocab = config.vocab_size;
+  const int64_t kv = config.kv_heads() * config.head_dim();
+  const int64_t hidden = config.hidden_dim();
+  std::vector<Shape> shapes = {{vocab, dim}};
+  for (int64_t layer = 0; layer < config.n_layers; ++layer) {
+    for (const Shape& shape : std::vector<Shape>{{dim},
+                                                 {dim, dim},
+                                                 {kv, dim},
+                                                 {kv, dim},
+                                                 {dim, dim},
+                                                 {dim},
+                                                 {hidden, dim},
+                                                 {dim, hidden},
+                                                 {hidden, dim}}) {
+      shapes.push_back(shape);
+    }
+  }
+  shapes.push_back({dim});
+  shapes.push_back({vocab, dim});
+  return shapes;
+}
+
+// One AdamW step over that parameter set in bf16 on the GPU, per parameter
+// (arg multi 0: AdamWStep on each, 21 launches, as the optimizer stepped
+// before) or multi-tensor (1: one AdamWStepMany, a launch per 320 chunks of
+// 64Ki elements). Bytes: p, m, v and g read, p, m and v written.
+void BM_AdamWLlama1BTwoLayers(benchmark::State& state) {
+  if (SkipWithoutGpu(state)) return;
+  std::vector<AdamWOperands> entries;
+  int64_t elements = 0;
+  for (const Shape& shape : Llama1BTwoLayerShapes()) {
+    const Device gpu = Device::CUDA(0);
+    entries.push_back({*Tensor::Full(shape, 0.5, DType::kBF16, gpu),
+                       *Tensor::Zeros(shape, DType::kBF16, gpu),
+                       *Tensor::Zeros(shape, DType::kBF16, gpu),
+                       *Tensor::Full(shape, 0.01, DType::kBF16, gpu), 0});
+    elements += NumElements(shape);
+  }
+  const AdamWOptions options;
+  const bool multi = state.range(0) == 1;
+  for (auto _ : state) {
+    absl::Status status;
+    for (AdamWOperands& e : entries) ++e.step;
+    if (multi) {
+      status = AdamWStepMany(entries, options);
+    } else {
+      for (const AdamWOperands& e : entries) {
+        status.Update(AdamWStep(e.param, e.exp_avg, e.exp_avg_sq, e.grad,
+                                options, e.step));
+      }
+    }
+    if (!status.ok())
+      state.SkipWithError(std::string(status.message()).c_str());
+    Sync(state);
+  }
+  state.SetBytesProcessed(7 * 2 * elements * state.iterations());
+}
+
 BENCHMARK(BM_TensorMatmul)->Arg(0)->Arg(1)->ArgName("bf16")->UseRealTime();
 BENCHMARK(BM_CublasDirect)->Arg(0)->Arg(1)->ArgName("bf16")->UseRealTime();
 BENCHMARK(BM_DeviceCopy)->UseRealTime();
@@ -288,6 +363,11 @@ BENCHMARK(BM_SwiGluBackward)
 BENCHMARK(BM_Sum)->UseRealTime();
 BENCHMARK(BM_AttentionForward)->Arg(1024)->Arg(2048)->UseRealTime();
 BENCHMARK(BM_AttentionForwardBackward)->Arg(1024)->Arg(2048)->UseRealTime();
+BENCHMARK(BM_AdamWLlama1BTwoLayers)
+    ->Arg(0)
+    ->Arg(1)
+    ->ArgName("multi")
+    ->UseRealTime();
 BENCHMARK(BM_SmallOpDispatch);
 BENCHMARK(BM_DTensorAddDispatch);
 

@@ -28,15 +28,27 @@ absl::Status Optimizer::Step(absl::Span<const DTensor> grads) {
     if (!grads[i].defined()) continue;
     DT_ASSIGN_OR_RETURN(laid_out[i], GradientInSharding(i, grads[i]));
   }
+  std::vector<size_t> indices;
+  std::vector<Tensor> locals;
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!laid_out[i].defined() || params_[i].runtime()->metadata_only()) {
       continue;
     }
-    const Tensor grad = laid_out[i].ToLocal();
+    indices.push_back(i);
+    locals.push_back(laid_out[i].ToLocal());
+  }
+  return UpdateMany(indices, locals);
+}
+
+absl::Status Optimizer::UpdateMany(absl::Span<const size_t> indices,
+                                   absl::Span<const Tensor> grads) {
+  for (size_t k = 0; k < indices.size(); ++k) {
     // The update is a local kernel, not a dispatched op: profiled here.
     std::optional<OpProfile> profile;
-    if (Profiler::Active()) profile = OpProfile::Start("optimizer_update", {grad});
-    DT_RETURN_IF_ERROR(Update(i, grad));
+    if (Profiler::Active()) {
+      profile = OpProfile::Start("optimizer_update", {grads[k]});
+    }
+    DT_RETURN_IF_ERROR(Update(indices[k], grads[k]));
     if (profile.has_value()) profile->Finish(0, 0);
   }
   return absl::OkStatus();

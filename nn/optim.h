@@ -48,6 +48,13 @@ class Optimizer {
   // its gradient in the parameter's sharding.
   virtual absl::Status Update(size_t i, const Tensor& grad) = 0;
 
+  // Updates parameters `indices` (ascending) from `grads`, the local shards
+  // of their gradients (as Update's), for an optimizer whose kernel steps
+  // many parameters at once (AdamW). This default calls Update on each in
+  // turn, profiling each as an "optimizer_update".
+  virtual absl::Status UpdateMany(absl::Span<const size_t> indices,
+                                  absl::Span<const Tensor> grads);
+
   // A DTensor of zeros in parameter i's sharding: optimizer state.
   absl::StatusOr<DTensor> ZerosLikeParam(size_t i) const;
 

@@ -1,10 +1,14 @@
 #include "dtensor/nn/optim_adamw.h"
 
 #include <cmath>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/profiler.h"
 #include "dtensor/base/status_macros.h"
+#include "dtensor/ops/op_profile.h"
 #include "dtensor/tensor/adamw_kernel.h"
 #include "dtensor/tensor/elementwise.h"
 
@@ -97,17 +101,32 @@ absl::StatusOr<absl::btree_map<std::string, DTensor>> AdamW::State(
 }
 
 absl::Status AdamW::Update(size_t i, const Tensor& grad) {
-  const Tensor& p = params()[i].ToLocal();
-  if (!exp_avg_[i].defined()) {
-    DT_ASSIGN_OR_RETURN(exp_avg_[i], ZerosLikeParam(i));
-    DT_ASSIGN_OR_RETURN(exp_avg_sq_[i], ZerosLikeParam(i));
+  return UpdateMany({&i, 1}, {&grad, 1});
+}
+
+absl::Status AdamW::UpdateMany(absl::Span<const size_t> indices,
+                               absl::Span<const Tensor> grads) {
+  std::vector<AdamWOperands> operands;
+  operands.reserve(indices.size());
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const size_t i = indices[k];
+    if (!exp_avg_[i].defined()) {
+      DT_ASSIGN_OR_RETURN(exp_avg_[i], ZerosLikeParam(i));
+      DT_ASSIGN_OR_RETURN(exp_avg_sq_[i], ZerosLikeParam(i));
+    }
+    operands.push_back({params()[i].ToLocal(), exp_avg_[i].ToLocal(),
+                        exp_avg_sq_[i].ToLocal(), grads[k],
+                        steps_[i].data<int64_t>()[0] + 1});
   }
-  const Tensor& m = exp_avg_[i].ToLocal();
-  const Tensor& v = exp_avg_sq_[i].ToLocal();
-  const int64_t step = ++steps_[i].data<int64_t>()[0];
   AdamWOptions now = options_;
   now.learning_rate = learning_rate();
-  return AdamWStep(p, m, v, grad, now, step);
+  // The update is a local kernel, not a dispatched op: profiled here.
+  std::optional<OpProfile> profile;
+  if (Profiler::Active()) profile = OpProfile::Start("optimizer_update", grads);
+  DT_RETURN_IF_ERROR(AdamWStepMany(operands, now));
+  if (profile.has_value()) profile->Finish(0, 0);
+  for (size_t i : indices) ++steps_[i].data<int64_t>()[0];
+  return absl::OkStatus();
 }
 
 }  // namespace nn

@@ -24,7 +24,8 @@ using AdamWOptions = ::dtensor::AdamWOptions;
 // Adam with decoupled weight decay, as torch.optim.AdamW: at step t of a
 // parameter, p *= 1 - lr * weight_decay; m = beta1 m + (1 - beta1) g;
 // v = beta2 v + (1 - beta2) g^2; p -= lr / (1 - beta1^t) * m /
-// (sqrt(v) / sqrt(1 - beta2^t) + eps).
+// (sqrt(v) / sqrt(1 - beta2^t) + eps). A step updates every parameter that
+// has a gradient in one multi-tensor kernel call (PyTorch's fused AdamW).
 class AdamW : public Optimizer {
  public:
   // Errors: a negative learning rate, eps or weight decay; a beta outside
@@ -57,9 +58,14 @@ class AdamW : public Optimizer {
  private:
   AdamW(std::vector<DTensor> params, const AdamWOptions& options);
 
-  // The fused kernel (dtensor/tensor/adamw_kernel.h), on the CPU or a CUDA
-  // device.
+  // UpdateMany of parameter i alone.
   absl::Status Update(size_t i, const Tensor& grad) override;
+  // One multi-tensor step (AdamWStepMany, dtensor/tensor/adamw_kernel.h) of
+  // the parameters' local shards, on the CPU or CUDA devices: one launch per
+  // device, dtype and step count on CUDA. Profiled as one
+  // "optimizer_update". The step counts advance only when the step succeeds.
+  absl::Status UpdateMany(absl::Span<const size_t> indices,
+                          absl::Span<const Tensor> grads) override;
 
   AdamWOptions options_;
   std::vector<DTensor> exp_avg_;

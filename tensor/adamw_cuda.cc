@@ -1,12 +1,16 @@
-// The fused AdamW step on CUDA tensors (adamw_cuda.h): one launch of
-// dtensor/tensor/cuda/adamw_kernels.h over the four operands' strides.
+// The fused AdamW step on CUDA tensors (adamw_cuda.h): launches of
+// dtensor/tensor/cuda/adamw_kernels.h, over the four operands' strides or
+// over many contiguous tensors at once.
 #include "dtensor/tensor/adamw_cuda.h"
 
 #include "dtensor/tensor/cuda_backend.h"
 
 #ifdef DTENSOR_CUDA
+#include <vector>
+
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/cuda/adamw_kernels.h"
+#include "dtensor/tensor/cuda/multi_tensor_body.h"
 #include "dtensor/tensor/cuda_launch.h"
 #endif
 
@@ -25,6 +29,33 @@ absl::Status AdamWStepOnDevice(const Tensor& param, const Tensor& exp_avg,
     return LaunchAdamW(ToScalarType(param.dtype()), param.raw_data(),
                        exp_avg.raw_data(), exp_avg_sq.raw_data(),
                        grad.raw_data(), shape, param.numel(), k, stream);
+  });
+#else
+  return NotBuilt();
+#endif
+}
+
+absl::Status AdamWStepManyOnDevice(absl::Span<const AdamWOperands* const> group,
+                                   const AdamWCoefficients<double>& k) {
+#ifdef DTENSOR_CUDA
+  std::vector<MultiTensorOperand<4>> contiguous;
+  contiguous.reserve(group.size());
+  for (const AdamWOperands* e : group) {
+    if (e->param.is_contiguous() && e->exp_avg.is_contiguous() &&
+        e->exp_avg_sq.is_contiguous() && e->grad.is_contiguous()) {
+      contiguous.push_back({{e->param.raw_data(), e->exp_avg.raw_data(),
+                             e->exp_avg_sq.raw_data(), e->grad.raw_data()},
+                            e->param.numel()});
+      continue;
+    }
+    DT_RETURN_IF_ERROR(
+        AdamWStepOnDevice(e->param, e->exp_avg, e->exp_avg_sq, e->grad, k));
+  }
+  if (contiguous.empty()) return absl::OkStatus();
+  const Tensor& first = group.front()->param;
+  return LaunchOn(first, "AdamWStepMany", [&](cudaStream_t stream) {
+    return LaunchAdamWMany(ToScalarType(first.dtype()), contiguous.data(),
+                           static_cast<int64_t>(contiguous.size()), k, stream);
   });
 #else
   return NotBuilt();

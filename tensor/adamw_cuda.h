@@ -2,6 +2,8 @@
 #define DTENSOR_TENSOR_ADAMW_CUDA_H_
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "dtensor/tensor/adamw_kernel.h"
 #include "dtensor/tensor/cuda/adamw_body.h"
 #include "dtensor/tensor/cuda_entry.h"
 #include "dtensor/tensor/tensor.h"
@@ -14,6 +16,13 @@ namespace dtensor::cuda {
 absl::Status AdamWStepOnDevice(const Tensor& param, const Tensor& exp_avg,
                                const Tensor& exp_avg_sq, const Tensor& grad,
                                const AdamWCoefficients<double>& k);
+
+// AdamWStepMany's step of one group: `group`'s entries, checked, share a
+// CUDA device, dtype and the constants `k`. The entries whose four operands
+// are contiguous take one multi-tensor launch (a few for many chunks), the
+// others AdamWStepOnDevice each.
+absl::Status AdamWStepManyOnDevice(absl::Span<const AdamWOperands* const> group,
+                                   const AdamWCoefficients<double>& k);
 
 }  // namespace dtensor::cuda
 

@@ -1,7 +1,11 @@
 #include "dtensor/tensor/adamw_kernel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
@@ -89,11 +93,10 @@ absl::Status CheckOperand(const Tensor& t, const Tensor& param,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status AdamWStep(const Tensor& param, const Tensor& exp_avg,
-                       const Tensor& exp_avg_sq, const Tensor& grad,
-                       const AdamWOptions& options, int64_t step) {
+// AdamWStep's checks, in its order.
+absl::Status CheckOperands(const Tensor& param, const Tensor& exp_avg,
+                           const Tensor& exp_avg_sq, const Tensor& grad,
+                           int64_t step) {
   DT_RETURN_IF_ERROR(CheckOperand(param, param, "param"));
   DT_RETURN_IF_ERROR(CheckOperand(exp_avg, param, "exp_avg"));
   DT_RETURN_IF_ERROR(CheckOperand(exp_avg_sq, param, "exp_avg_sq"));
@@ -108,18 +111,110 @@ absl::Status AdamWStep(const Tensor& param, const Tensor& exp_avg,
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": step ", step, " must be >= 1"));
   }
-  const cuda::AdamWCoefficients<double> k = cuda::AdamWCoefficientsOf(
-      options.learning_rate, options.beta1, options.beta2, options.eps,
-      options.weight_decay, step);
-  if (cuda::OnCuda(param)) {
-    return cuda::AdamWStepOnDevice(param, exp_avg, exp_avg_sq, grad, k);
-  }
+  return absl::OkStatus();
+}
+
+cuda::AdamWCoefficients<double> CoefficientsOf(const AdamWOptions& options,
+                                               int64_t step) {
+  return cuda::AdamWCoefficientsOf(options.learning_rate, options.beta1,
+                                   options.beta2, options.eps,
+                                   options.weight_decay, step);
+}
+
+// The step of checked CPU operands.
+void StepOnCpu(const Tensor& param, const Tensor& exp_avg,
+               const Tensor& exp_avg_sq, const Tensor& grad,
+               const cuda::AdamWCoefficients<double>& k) {
   internal::DispatchFloatingDType(param.dtype(), [&](auto tag) {
     using T = decltype(tag);
     AdamWKernel<typename BodyStorage<T>::type>(
         param, exp_avg, exp_avg_sq, grad,
         cuda::CoefficientsIn<ComputeType<T>>(k));
   });
+}
+
+// The entries of AdamWStepMany that one launch (on CUDA) can step: the same
+// device, dtype and step, in their order.
+struct Group {
+  Device device;
+  DType dtype;
+  int64_t step;
+  std::vector<const AdamWOperands*> members;
+};
+
+std::vector<Group> GroupsOf(absl::Span<const AdamWOperands> params) {
+  std::vector<Group> groups;
+  for (const AdamWOperands& entry : params) {
+    const Device device = entry.param.device();
+    const DType dtype = entry.param.dtype();
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+      return g.device == device && g.dtype == dtype && g.step == entry.step;
+    });
+    if (it == groups.end()) {
+      it = groups.insert(groups.end(), Group{device, dtype, entry.step, {}});
+    }
+    it->members.push_back(&entry);
+  }
+  return groups;
+}
+
+// Each entry's operands as AdamWStep checks them, then no buffer written by
+// two entries (an empty tensor writes nothing).
+absl::Status CheckEntries(absl::Span<const AdamWOperands> params) {
+  std::unordered_map<const void*, size_t> writer;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const AdamWOperands& e = params[i];
+    const absl::Status status =
+        CheckOperands(e.param, e.exp_avg, e.exp_avg_sq, e.grad, e.step);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AdamWStepMany: parameter ", i, ": ", status.message()));
+    }
+    if (e.param.numel() == 0) continue;
+    const std::pair<const char*, const Tensor*> written[] = {
+        {"param", &e.param},
+        {"exp_avg", &e.exp_avg},
+        {"exp_avg_sq", &e.exp_avg_sq}};
+    for (const auto& [name, t] : written) {
+      const auto [it, inserted] = writer.emplace(t->raw_data(), i);
+      if (!inserted) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("AdamWStepMany: parameter ", i, ": ", name,
+                         " shares its buffer with parameter ", it->second));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status AdamWStep(const Tensor& param, const Tensor& exp_avg,
+                       const Tensor& exp_avg_sq, const Tensor& grad,
+                       const AdamWOptions& options, int64_t step) {
+  DT_RETURN_IF_ERROR(CheckOperands(param, exp_avg, exp_avg_sq, grad, step));
+  const cuda::AdamWCoefficients<double> k = CoefficientsOf(options, step);
+  if (cuda::OnCuda(param)) {
+    return cuda::AdamWStepOnDevice(param, exp_avg, exp_avg_sq, grad, k);
+  }
+  StepOnCpu(param, exp_avg, exp_avg_sq, grad, k);
+  return absl::OkStatus();
+}
+
+absl::Status AdamWStepMany(absl::Span<const AdamWOperands> params,
+                           const AdamWOptions& options) {
+  DT_RETURN_IF_ERROR(CheckEntries(params));
+  for (const Group& group : GroupsOf(params)) {
+    const cuda::AdamWCoefficients<double> k =
+        CoefficientsOf(options, group.step);
+    if (group.device.is_cuda()) {
+      DT_RETURN_IF_ERROR(cuda::AdamWStepManyOnDevice(group.members, k));
+      continue;
+    }
+    for (const AdamWOperands* e : group.members) {
+      StepOnCpu(e->param, e->exp_avg, e->exp_avg_sq, e->grad, k);
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
@@ -40,6 +41,31 @@ struct AdamWOptions {
 absl::Status AdamWStep(const Tensor& param, const Tensor& exp_avg,
                        const Tensor& exp_avg_sq, const Tensor& grad,
                        const AdamWOptions& options, int64_t step);
+
+// One parameter of AdamWStepMany: AdamWStep's operands and its step (t >= 1).
+struct AdamWOperands {
+  Tensor param;
+  Tensor exp_avg;
+  Tensor exp_avg_sq;
+  Tensor grad;
+  int64_t step = 1;
+};
+
+// AdamWStep of `options` on every entry of `params`, each at its own step:
+// the multi-tensor step (PyTorch's foreach/fused AdamW). The entries are
+// grouped by (device, dtype, step); a group on the CPU is stepped entry by
+// entry with AdamWStep's kernel (bitwise AdamWStep's result), a group on a
+// CUDA device in one launch of the same per-element body for all its
+// contiguous entries (a few launches for groups beyond one launch's
+// arguments: dtensor/tensor/cuda/multi_tensor_body.h), the step's constants
+// and the tensors' addresses passed as kernel arguments, so no host-device
+// copy or sync. Entries with a strided operand take AdamWStep's strided
+// launch.
+// Errors: InvalidArgument, before any element is written: AdamWStep's for
+// an entry, prefixed "AdamWStepMany: parameter <index>: "; an entry whose
+// param, exp_avg or exp_avg_sq shares its buffer with an earlier entry's.
+absl::Status AdamWStepMany(absl::Span<const AdamWOperands> params,
+                           const AdamWOptions& options);
 
 }  // namespace dtensor
 

@@ -93,6 +93,10 @@ absl::StatusOr<std::vector<std::vector<double>>> RunSteps(
     for (const std::vector<Tensor>& step : grads) {
       std::vector<DTensor> laid_out;
       for (size_t i = 0; i < specs.size(); ++i) {
+        if (!step[i].defined()) {  // No gradient: the parameter is skipped.
+          laid_out.emplace_back();
+          continue;
+        }
         DT_ASSIGN_OR_RETURN(DTensor g,
                             DistributeWithTerms(runtime, step[i], mesh,
                                                 specs[i].grad_sharding));
@@ -157,15 +161,18 @@ std::vector<std::vector<double>> ReferenceSgd(
   return params;
 }
 
-// torch.optim.AdamW, element by element.
+// torch.optim.AdamW, element by element; a parameter without a gradient
+// (undefined) at a step is left alone and its step count stays.
 std::vector<std::vector<double>> ReferenceAdamW(
     const nn::AdamWOptions& o, const std::vector<Tensor>& initial,
     const std::vector<std::vector<Tensor>>& grads) {
   std::vector<std::vector<double>> params, m(initial.size()), v(initial.size());
   for (const Tensor& t : initial) params.push_back(Values(t));
+  std::vector<int> taken(initial.size(), 0);
   for (size_t step = 0; step < grads.size(); ++step) {
-    const double t = static_cast<double>(step + 1);
     for (size_t i = 0; i < params.size(); ++i) {
+      if (!grads[step][i].defined()) continue;
+      const double t = static_cast<double>(++taken[i]);
       const std::vector<double> g = Values(grads[step][i]);
       std::vector<double>& p = params[i];
       m[i].resize(p.size());
@@ -220,6 +227,28 @@ TEST(AdamWTest, StepsMatchTheReference) {
     ASSERT_TRUE(got.ok()) << got.status();
     ExpectClose(*got, ReferenceAdamW(o, initial, grads), 1e-12);
   }
+}
+
+// Parameters whose gradients are missing at some steps reach different step
+// counts: the multi-tensor step groups them by count, each with its own bias
+// corrections.
+TEST(AdamWTest, DifferentStepCountsMatchTheReference) {
+  std::mt19937 rng(3);
+  const std::vector<Tensor> initial = InitialParams(rng);
+  std::vector<std::vector<Tensor>> grads = Gradients(4, rng);
+  grads[0][1] = Tensor();
+  grads[0][3] = Tensor();
+  grads[1][3] = Tensor();
+  grads[2][0] = Tensor();
+  const nn::AdamWOptions o = {0.05, 0.8, 0.95, 1e-6, 0.1};
+  absl::StatusOr<std::vector<std::vector<double>>> got = RunSteps(
+      [&](std::vector<DTensor> params)
+          -> absl::StatusOr<std::unique_ptr<nn::Optimizer>> {
+        return nn::AdamW::Create(std::move(params), o);
+      },
+      initial, grads);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectClose(*got, ReferenceAdamW(o, initial, grads), 1e-12);
 }
 
 TEST(OptimizerTest, StateLivesInTheParameterShardingAndSkipsMissingGradients) {
