@@ -46,9 +46,10 @@ std::vector<double> ReferenceGrad(const std::vector<double>& x, int64_t rows,
   return grad;
 }
 
-// `t`, its storage starting one element into a larger allocation.
+// `t` copied into a tensor of t's device whose storage starts one element
+// into a larger allocation.
 Tensor Misaligned(const Tensor& t) {
-  Tensor flat = Value(Tensor::Empty({t.numel() + 1}, t.dtype()));
+  Tensor flat = Value(Tensor::Empty({t.numel() + 1}, t.dtype(), t.device()));
   Tensor view = Value(Value(flat.Narrow(0, 1, t.numel())).View(t.shape()));
   EXPECT_TRUE(view.CopyFrom(t).ok());
   return view;
@@ -101,10 +102,10 @@ void ExpectLossGradMatchesReference(const LossGradCase& c, Device device) {
       expected.push_back(full[r * c.classes + offset + j]);
     }
   }
-  Tensor block = Value(logits.Narrow(1, offset, size));
-  if (c.misaligned) block = Misaligned(block);
+  const Tensor block = Value(logits.Narrow(1, offset, size));
   CrossEntropyGradInputs in;
   in.logits = Value(block.To(device));
+  if (c.misaligned) in.logits = Misaligned(in.logits);
   in.target = Value(Value(Tensor::FromVector(targets, {c.rows})).To(device));
   in.log_sum_exp = Value(
       Value(
