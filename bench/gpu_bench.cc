@@ -5,9 +5,10 @@
 // backward (against the ops they replace) and the sum at 64M elements
 // against a device-to-device copy,
 // causal grouped-query attention forward, and forward + backward at the
-// shapes of bench/peer/gpu_torch.py's SDPA figure, and the dispatch of a tiny
-// op on the tensor and DTensor layers, and AdamW over the 2-layer Llama-1B
-// parameter set, per parameter against the multi-tensor step.
+// shapes of bench/peer/gpu_torch.py's SDPA figure, cross entropy forward and
+// forward + backward over Llama-3 logits [4096, 128256] bf16, the dispatch
+// of a tiny op on the tensor and DTensor layers, and AdamW over the 2-layer
+// Llama-1B parameter set, per parameter against the multi-tensor step.
 // Bandwidth counts bytes read plus bytes written.
 #include <cstdint>
 #include <string>
@@ -17,7 +18,10 @@
 #include "benchmark/benchmark.h"
 #include "dtensor/mesh/device_mesh.h"
 #include "dtensor/nn/llama_config.h"
+#include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/elementwise_ops.h"
+#include "dtensor/ops/registry.h"
+#include "dtensor/ops/vocab_ops.h"
 #include "dtensor/tensor/adamw_kernel.h"
 #include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/cuda_backend.h"
@@ -251,6 +255,46 @@ void BM_AttentionForwardBackward(benchmark::State& state) {
   SetAttentionTflops(state, 7);
 }
 
+// Cross entropy (mean) over bf16 logits [4096, 128256] (batch 4 x seq 1024
+// of a Llama-3 vocabulary) on a one-rank mesh: the registry op's forward
+// (the loss, the count and the rows' log-sum-exp; two reads of the logits),
+// then with arg backward 1 the fused backward op (one read, one write). Bytes
+// count those logit passes, so the rate compares with a device copy.
+void BM_CrossEntropy(benchmark::State& state) {
+  if (SkipWithoutGpu(state)) return;
+  const Device gpu = Device::CUDA(0);
+  const DeviceMesh mesh = *DeviceMesh::Create({1});
+  bench::RankZero rank(mesh.size());
+  const Placement r[] = {Placement::Replicate()};
+  const DTensor logits = *DTensor::FromLocal(
+      rank.runtime(), *Tensor::Full({4096, 128256}, 0.5, DType::kBF16, gpu),
+      mesh, r);
+  const DTensor target = *DTensor::FromLocal(
+      rank.runtime(), *Tensor::Zeros({4096}, DType::kI64, gpu), mesh, r);
+  const DTensor grad = *DTensor::FromLocal(
+      rank.runtime(), *Tensor::Scalar(1.0, DType::kBF16).To(gpu), mesh, r);
+  const OpDef& op = **OpRegistry::Builtin().Find("cross_entropy");
+  const DTensor* in[] = {&logits, &target};
+  OpArgs args;
+  args.AddInt(static_cast<int64_t>(Reduction::kMean)).AddInt(-100);
+  const bool backward = state.range(0) == 1;
+  for (auto _ : state) {
+    const absl::StatusOr<OpOutputs> out = Dispatch(op, in, args);
+    if (!out.ok()) {
+      state.SkipWithError(out.status().ToString().c_str());
+      break;
+    }
+    if (backward) {
+      benchmark::DoNotOptimize(ops::CrossEntropyBackward(
+          logits, target, (*out)[2], grad, (*out)[1]));
+    }
+    Sync(state);
+  }
+  const int64_t passes = backward ? 4 : 2;
+  state.SetBytesProcessed(passes * logits.ToLocal().nbytes() *
+                          state.iterations());
+}
+
 // The tensor-layer add of a tiny CUDA tensor [1, 8]: allocation and launch,
 // the kernel negligible (launches are asynchronous).
 void BM_SmallOpDispatch(benchmark::State& state) {
@@ -368,6 +412,7 @@ BENCHMARK(BM_AdamWLlama1BTwoLayers)
     ->Arg(1)
     ->ArgName("multi")
     ->UseRealTime();
+BENCHMARK(BM_CrossEntropy)->Arg(0)->Arg(1)->ArgName("backward")->UseRealTime();
 BENCHMARK(BM_SmallOpDispatch);
 BENCHMARK(BM_DTensorAddDispatch);
 

@@ -99,7 +99,8 @@ absl::StatusOr<DTensor> ArangeAlong(const DTensor& like, int64_t dim,
   Tensor local;
   if (!like.runtime()->metadata_only()) {
     DT_ASSIGN_OR_RETURN(ShardBlock block, spec.BlockOf(like.runtime()->rank()));
-    // Cached on the device: the classes of a loss's one-hot every step.
+    // Cached on the device: the classes of a one-hot (cross_entropy_backward's
+    // own backward) at every call.
     DT_ASSIGN_OR_RETURN(local, CachedArange(block.offset[0], block.shape[0],
                                             dtype, like.ToLocal().device()));
   }

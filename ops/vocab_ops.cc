@@ -8,6 +8,7 @@
 #include <numeric>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "dtensor/ops/matmul_ops.h"
 #include "dtensor/ops/rule_helpers.h"
 #include "dtensor/ops/view_ops.h"
+#include "dtensor/ops/vocab_op.h"
 #include "dtensor/tensor/cuda/loss_body.h"
 #include "dtensor/tensor/cuda/row_body.h"
 #include "dtensor/tensor/elementwise.h"
@@ -40,61 +42,40 @@ namespace {
 using internal::CheckIndexInRange;
 using internal::ReadIndices;
 
-// The one-hot rows of `indices` over `count` classes, in `dtype`: element
-// [..., c] is 1 where index == c. The classes are laid out like dim `dim` of
-// `like` (class-sharded logits), so that the one-hot
-// matrix is sharded like them.
-absl::StatusOr<DTensor> OneHot(const DTensor& indices, const DTensor& like,
-                               int64_t dim, DType dtype) {
-  DT_ASSIGN_OR_RETURN(DTensor classes, ArangeAlong(like, dim, indices.dtype()));
-  DT_ASSIGN_OR_RETURN(DTensor column, Unsqueeze(indices, -1));
-  DT_ASSIGN_OR_RETURN(DTensor hit, Eq(column, classes));
-  return To(hit, dtype);
-}
-
 // ---- cross_entropy. ----
 
 constexpr absl::string_view kCrossEntropy = "cross_entropy";
 
-// Both cross_entropy ops'; reduction is a Reduction's integer value (1 mean).
-constexpr ArgSpec kCrossEntropyArgs[] = {
-    {"reduction", ArgKind::kInt, "1"}, {"ignore_index", ArgKind::kInt, "-100"}};
-constexpr auto kReduction =
-    KeyOf<ArgKind::kInt>(kCrossEntropyArgs, "reduction");
-constexpr auto kIgnoreIndex =
-    KeyOf<ArgKind::kInt>(kCrossEntropyArgs, "ignore_index");
+}  // namespace
 
-Reduction ReductionOf(const OpArgs& args) {
-  return static_cast<Reduction>(args.Get(kReduction));
-}
-
-absl::StatusOr<std::vector<TensorMeta>> CrossEntropyInfer(
-    absl::Span<const DTensorSpec* const> inputs, const OpArgs& args) {
+absl::StatusOr<std::vector<TensorMeta>> CrossEntropyMetas(
+    absl::string_view op, absl::Span<const DTensorSpec* const> inputs,
+    const OpArgs& args) {
   const DTensorSpec& logits = *inputs[0];
   const DTensorSpec& target = *inputs[1];
   if (!IsFloatingPoint(logits.dtype())) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kCrossEntropy, ": logits must have a floating dtype, got ",
+        absl::StrCat(op, ": logits must have a floating dtype, got ",
                      std::string(DTypeName(logits.dtype()))));
   }
   if (target.dtype() != DType::kI32 && target.dtype() != DType::kI64) {
     return absl::InvalidArgumentError(absl::StrCat(
-        kCrossEntropy, ": target has dtype ",
-        std::string(DTypeName(target.dtype())), "; i32 or i64 is required"));
+        op, ": target has dtype ", std::string(DTypeName(target.dtype())),
+        "; i32 or i64 is required"));
   }
   const int64_t rank = logits.ndim();
   if (rank < 1 || target.ndim() != rank - 1 ||
       !std::equal(target.shape().begin(), target.shape().end(),
                   logits.shape().begin())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        kCrossEntropy, ": logits ", ShapeToString(logits.shape()),
-        " and target ", ShapeToString(target.shape()),
+        op, ": logits ", ShapeToString(logits.shape()), " and target ",
+        ShapeToString(target.shape()),
         " must be [d0, ..., dk, C] and [d0, ..., dk] (k >= -1: [C] and [])"));
   }
   const int64_t reduction = args.Get(kReduction);
   if (reduction < 0 || reduction > 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kCrossEntropy, ": reduction ", reduction,
+        absl::StrCat(op, ": reduction ", reduction,
                      " is not 0 (none), 1 (mean) or 2 (sum)"));
   }
   const Shape out =
@@ -104,6 +85,8 @@ absl::StatusOr<std::vector<TensorMeta>> CrossEntropyInfer(
       {Shape{}, DType::kI64},
       {target.shape(), ComputeDTypeOf(logits.dtype())}};
 }
+
+namespace {
 
 // The mesh dims a cross-entropy kernel with logits laid out by `logits`
 // reduces over: those sharding the classes (loss parallel) and those
@@ -210,24 +193,39 @@ absl::StatusOr<std::vector<OpStrategy>> CrossEntropyStrategies(
 // target), row 1 the log-sum-exps of the logits (for every row, ignored or
 // not: the backward's softmax is exp(logit - lse)).
 //
-// The host loop over CPU logits, in the compute dtype C, with the class
-// group's all-reduces of C tensors; the finish is dtensor/tensor/cuda/
-// loss_body.h's, which the device path shares.
-template <typename C>
+// The host loop over contiguous CPU logits of element type T, a row at a
+// time in the compute dtype C (one row converted, never a copy of all the
+// logits), with the class group's all-reduces of C tensors; the finish is
+// dtensor/tensor/cuda/loss_body.h's, which the device path shares.
+template <typename T>
 absl::StatusOr<Tensor> RowResultsOf(
     const KernelContext& ctx, const Tensor& logits,
     const std::vector<int64_t>& targets, int64_t class_offset,
     const std::shared_ptr<Communicator>& group) {
+  using C = ComputeType<T>;
   const int64_t ignore_index = ctx.args().Get(kIgnoreIndex);
   const int64_t n = logits.size(0);
   const int64_t c = logits.size(1);
-  const C* x = logits.data<C>();
+  const T* x = logits.data<T>();
+  std::vector<C> converted(std::is_same_v<T, C> ? 0 : c);
+  // Row i of the logits in C.
+  const auto row_of = [&](int64_t i) -> const C* {
+    if constexpr (std::is_same_v<T, C>) {
+      return x + i * c;
+    } else {
+      for (int64_t j = 0; j < c; ++j) {
+        converted[j] = static_cast<C>(x[i * c + j]);
+      }
+      return converted.data();
+    }
+  };
   const DType dtype = CppToDType<C>();
   DT_ASSIGN_OR_RETURN(Tensor row_max, Tensor::Empty({n}, dtype));
   C* max = row_max.data<C>();
   for (int64_t i = 0; i < n; ++i) {
+    const C* row = row_of(i);
     max[i] = -std::numeric_limits<C>::infinity();
-    for (int64_t j = 0; j < c; ++j) max[i] = std::max(max[i], x[i * c + j]);
+    for (int64_t j = 0; j < c; ++j) max[i] = std::max(max[i], row[j]);
   }
   if (group != nullptr) {
     DT_RETURN_IF_ERROR(AllReduceAnywhere(*group, row_max, ReduceOp::kMax));
@@ -239,12 +237,13 @@ absl::StatusOr<Tensor> RowResultsOf(
   C* picked = sum_exp + n;
   std::vector<C> exps(c);
   for (int64_t i = 0; i < n; ++i) {
-    ExpShifted(x + i * c, exps.data(), c, max[i]);
+    const C* row = row_of(i);
+    ExpShifted(row, exps.data(), c, max[i]);
     double sum = 0;
     for (int64_t j = 0; j < c; ++j) sum += exps[j];
     sum_exp[i] = static_cast<C>(sum);
-    picked[i] = cuda::TargetLogitInBlock(cuda::Row<C>{x + i * c, c, 1},
-                                         targets[i], class_offset);
+    picked[i] = cuda::TargetLogitInBlock(cuda::Row<C>{row, c, 1}, targets[i],
+                                         class_offset);
   }
   if (group != nullptr) {
     DT_RETURN_IF_ERROR(AllReduceAnywhere(*group, sums, ReduceOp::kSum));
@@ -297,14 +296,12 @@ absl::StatusOr<Tensor> RowResultsOnHost(const KernelContext& ctx,
                                         const LossGroups& groups) {
   DT_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> class_group,
                       ClassGroup(ctx, groups));
-  const DType compute = ComputeDTypeOf(ctx.input(0)->dtype());
-  DT_ASSIGN_OR_RETURN(Tensor host, logits.To(compute));
-  host = host.Contiguous();
-  return compute == DType::kF64
-             ? RowResultsOf<double>(ctx, host, targets, class_offset,
-                                    class_group)
-             : RowResultsOf<float>(ctx, host, targets, class_offset,
-                                   class_group);
+  const Tensor host = logits.Contiguous();
+  return internal::DispatchFloatingDType(
+      host.dtype(), [&](auto tag) -> absl::StatusOr<Tensor> {
+        return RowResultsOf<decltype(tag)>(ctx, host, targets, class_offset,
+                                           class_group);
+      });
 }
 
 // The loss sum and count of non-ignored targets of the whole batch, from
@@ -470,37 +467,18 @@ absl::StatusOr<OpLocals> CrossEntropyKernel(const KernelContext& ctx,
                   std::move(log_sum_exp)};
 }
 
-// dlogits = (softmax(logits) - onehot(target)) w per sample, w the loss's
-// gradient (per sample for none; for mean over the count of non-ignored
-// targets), 0 for ignored targets. The softmax is exp(logit - lse) with the
-// forward's log-sum-exp, and a mean's count is the forward's: laid out like
-// the rows and complete over the classes, they need no communication
-// (class-sharded logits stay sharded). Computed in the kernel's dtype.
-absl::StatusOr<InputGrads> CrossEntropyBackward(const BackwardCall& call) {
-  const DTensor& logits = call.inputs[0];
-  const DTensor& target = call.inputs[1];
-  const DTensor& log_sum_exp = call.outputs[2];
-  const DType dtype = log_sum_exp.dtype();
-  DT_ASSIGN_OR_RETURN(DTensor x, To(logits, dtype));
-  DT_ASSIGN_OR_RETURN(DTensor lse_column, Unsqueeze(log_sum_exp, -1));
-  DT_ASSIGN_OR_RETURN(DTensor shifted, Sub(x, lse_column));
-  DT_ASSIGN_OR_RETURN(DTensor p, Exp(shifted));
-  DT_ASSIGN_OR_RETURN(DTensor onehot,
-                      OneHot(target, logits, logits.spec().ndim() - 1, dtype));
-  DT_ASSIGN_OR_RETURN(DTensor dlogits, Sub(p, onehot));
+// The fused cross_entropy_backward (vocab_backward_ops.cc) with the
+// forward's log-sum-exp and, for a mean, its count: laid out like the rows
+// and complete over the classes, they need no communication (class-sharded
+// logits stay sharded).
+absl::StatusOr<InputGrads> CrossEntropyGrad(const BackwardCall& call) {
+  const Reduction reduction = ReductionOf(call.args);
   DT_ASSIGN_OR_RETURN(
-      DTensor counted,
-      Ne(target, static_cast<double>(call.args.Get(kIgnoreIndex))));
-  DT_ASSIGN_OR_RETURN(counted, To(counted, dtype));
-  DT_ASSIGN_OR_RETURN(DTensor g, To(call.grad_outputs[0], dtype));
-  DT_ASSIGN_OR_RETURN(DTensor weight, Mul(counted, g));
-  if (ReductionOf(call.args) == Reduction::kMean) {
-    DT_ASSIGN_OR_RETURN(DTensor count, To(call.outputs[1], dtype));
-    DT_ASSIGN_OR_RETURN(weight, Div(weight, count));
-  }
-  DT_ASSIGN_OR_RETURN(weight, Unsqueeze(weight, -1));
-  DT_ASSIGN_OR_RETURN(dlogits, Mul(dlogits, weight));
-  DT_ASSIGN_OR_RETURN(dlogits, To(dlogits, logits.dtype()));
+      DTensor dlogits,
+      CrossEntropyBackward(
+          call.inputs[0], call.inputs[1], call.outputs[2], call.grad_outputs[0],
+          reduction == Reduction::kMean ? call.outputs[1] : DTensor(),
+          reduction, call.args.Get(kIgnoreIndex)));
   return InputGrads{std::move(dlogits), DTensor()};
 }
 
@@ -516,12 +494,15 @@ OpDef MakeCrossEntropy(bool loss_parallel) {
   def.num_inputs = 2;
   def.num_outputs = 3;
   def.num_saved_outputs = 2;
-  def.infer = CrossEntropyInfer;
+  def.infer = [](absl::Span<const DTensorSpec* const> inputs,
+                 const OpArgs& args) {
+    return CrossEntropyMetas(kCrossEntropy, inputs, args);
+  };
   def.strategies = [loss_parallel](const StrategyContext& ctx) {
     return CrossEntropyStrategies(ctx, loss_parallel);
   };
   def.kernel = CrossEntropyKernel;
-  def.backward = CrossEntropyBackward;
+  def.backward = CrossEntropyGrad;
   return def;
 }
 
@@ -566,7 +547,9 @@ LossParallelScope::LossParallelScope() { ++loss_parallel_depth; }
 LossParallelScope::~LossParallelScope() { --loss_parallel_depth; }
 bool LossParallelScope::Active() { return loss_parallel_depth > 0; }
 
-std::vector<const OpDef*> VocabOps() { return {&CrossEntropyDef()}; }
+std::vector<const OpDef*> VocabOps() {
+  return {&CrossEntropyDef(), &CrossEntropyBackwardDef()};
+}
 
 }  // namespace ops
 }  // namespace dtensor

@@ -62,6 +62,27 @@ absl::StatusOr<DTensor> CrossEntropy(const DTensor& logits,
                                      Reduction reduction = Reduction::kMean,
                                      int64_t ignore_index = -100);
 
+// cross_entropy's gradient of the logits as one op, what its backward runs:
+// dlogits = (exp(logits - log_sum_exp) - onehot(target)) * w with w the loss's
+// gradient `grad` (per row for none, over `count` for mean; 0 for rows whose
+// target is ignore_index), in one pass over each rank's logits block in their
+// dtype (dtensor/tensor/loss_backward.h; one kernel on CUDA, no f32 copy of
+// the logits, the count read on the device). `log_sum_exp` and `count` are
+// the forward's second and third outputs (count only for a mean: undefined
+// otherwise). Laid out like the forward: every tensor sharded like the rows
+// on the mesh dims sharding a leading dim, the logits alone sharded on the
+// class dim (each rank its block, by its class offset), or grad
+// Partial(sum | avg) with the rest Replicate (dlogits Partial alike): no
+// collective for what the forward gives it.
+// Registry name: cross_entropy_backward (logits, target, log_sum_exp, grad,
+// count? -> dlogits; cross_entropy's arguments).
+// Errors: cross_entropy's on logits and target; log_sum_exp, grad and count
+// not of the forward's outputs' shapes and dtypes (count missing for a mean).
+absl::StatusOr<DTensor> CrossEntropyBackward(
+    const DTensor& logits, const DTensor& target, const DTensor& log_sum_exp,
+    const DTensor& grad, const DTensor& count,
+    Reduction reduction = Reduction::kMean, int64_t ignore_index = -100);
+
 // PyTorch's loss_parallel() context: while one lives on a thread, the
 // CrossEntropy calls of that thread whose logits shard the class dim on some
 // mesh dims keep it sharded there (the vocab-parallel kernel: two all-reduces

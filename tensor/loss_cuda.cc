@@ -173,4 +173,29 @@ absl::StatusOr<Tensor> LossShardFinishOnDevice(const Tensor& row_max,
 #endif
 }
 
+absl::StatusOr<Tensor> CrossEntropyBackwardOnDevice(
+    const CrossEntropyGradInputs& in, Reduction reduction, int64_t ignore_index,
+    int64_t class_offset) {
+#ifdef DTENSOR_CUDA
+  DT_ASSIGN_OR_RETURN(const Tensor logits, ContiguousOnDevice(in.logits));
+  DT_ASSIGN_OR_RETURN(const Tensor target, ContiguousOnDevice(in.target));
+  DT_ASSIGN_OR_RETURN(const Tensor lse, ContiguousOnDevice(in.log_sum_exp));
+  DT_ASSIGN_OR_RETURN(const Tensor grad, ContiguousOnDevice(in.grad));
+  DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(logits.shape(), logits.dtype(),
+                                                logits.device()));
+  const int64_t* count =
+      reduction == Reduction::kMean ? in.count.data<int64_t>() : nullptr;
+  return LaunchInto(out, "CrossEntropyBackward", [&](cudaStream_t stream) {
+    return LaunchCrossEntropyBackward(
+        {logits.raw_data(), target.data<int64_t>(), lse.raw_data(),
+         grad.raw_data(), count},
+        ToScalarType(logits.dtype()), out.raw_data(), logits.size(0),
+        logits.size(1), reduction == Reduction::kNone, ignore_index,
+        class_offset, stream);
+  });
+#else
+  return NotBuilt();
+#endif
+}
+
 }  // namespace dtensor::cuda

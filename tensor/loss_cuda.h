@@ -5,12 +5,13 @@
 
 #include "absl/status/statusor.h"
 #include "dtensor/tensor/cuda_entry.h"
+#include "dtensor/tensor/loss_backward.h"
 #include "dtensor/tensor/nn_functional.h"
 #include "dtensor/tensor/tensor.h"
 
-// Cross entropy (nn_functional.h) and the row losses and steps of loss
-// parallel's cross entropy (dtensor/ops/vocab_ops.cc) on CUDA tensors
-// (cuda_entry.h).
+// Cross entropy (nn_functional.h), the row losses and steps of loss
+// parallel's cross entropy (dtensor/ops/vocab_ops.cc) and the fused backward
+// (loss_backward.h) on CUDA tensors (cuda_entry.h).
 namespace dtensor::cuda {
 
 absl::StatusOr<Tensor> CrossEntropyOnDevice(const Tensor& logits,
@@ -42,6 +43,12 @@ absl::StatusOr<Tensor> LossShardFinishOnDevice(const Tensor& row_max,
                                                const Tensor& sums,
                                                const Tensor& targets,
                                                int64_t ignore_index);
+
+// CrossEntropyBackward (loss_backward.h) of operands checked by the caller:
+// one kernel, the count and the gradient read on the device.
+absl::StatusOr<Tensor> CrossEntropyBackwardOnDevice(
+    const CrossEntropyGradInputs& in, Reduction reduction, int64_t ignore_index,
+    int64_t class_offset);
 
 }  // namespace dtensor::cuda
 

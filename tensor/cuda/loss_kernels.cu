@@ -69,6 +69,52 @@ __global__ void LossShardFinishKernel(const C* row_max, const C* sums,
   }
 }
 
+// V elements of T, loaded and stored as one access of V * sizeof(T) bytes.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// One block per row; the row's elements in packs of V (V divides classes,
+// the rows start aligned to a pack).
+template <typename T, int V>
+__global__ void CrossEntropyBackwardKernel(CrossEntropyGradOperands in, T* out,
+                                           int64_t classes, bool per_row_grad,
+                                           int64_t ignore_index,
+                                           int64_t class_offset) {
+  using C = Compute<T>;
+  const int64_t r = blockIdx.x;
+  const T* grad = static_cast<const T*>(in.grad);
+  const CrossEntropyGradRow<C> row = CrossEntropyGradRowOf(
+      in.targets[r], static_cast<const C*>(in.log_sum_exp)[r],
+      Load(grad[per_row_grad ? r : 0]), in.count, ignore_index, class_offset,
+      classes);
+  const auto* x = reinterpret_cast<const Pack<T, V>*>(
+      static_cast<const T*>(in.logits) + r * classes);
+  auto* y = reinterpret_cast<Pack<T, V>*>(out + r * classes);
+  const int64_t packs = classes / V;
+  for (int64_t k = threadIdx.x; k < packs; k += blockDim.x) {
+    Pack<T, V> grads;
+    if (row.ignored) {
+      // Uniform across the block: the logits are not read.
+#pragma unroll
+      for (int i = 0; i < V; ++i) grads.v[i] = Store<T>(C(0));
+    } else {
+      const Pack<T, V> logits = x[k];
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        grads.v[i] =
+            Store<T>(CrossEntropyGradOf(row, Load(logits.v[i]), k * V + i));
+      }
+    }
+    y[k] = grads;
+  }
+}
+
+bool AlignedTo(const void* p, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
 }  // namespace
 
 cudaError_t LaunchCrossEntropyRows(ScalarType type, const void* logits,
@@ -119,6 +165,28 @@ cudaError_t LaunchLossShardFinish(ScalarType type, const void* row_max,
         static_cast<const C*>(row_max), static_cast<const C*>(sums), targets,
         out, rows, ignore_index);
     return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchCrossEntropyBackward(const CrossEntropyGradOperands& in,
+                                       ScalarType type, void* grad_logits,
+                                       int64_t rows, int64_t classes,
+                                       bool per_row_grad, int64_t ignore_index,
+                                       int64_t class_offset,
+                                       cudaStream_t stream) {
+  return LaunchFloatingRows(type, rows, [&](auto tag) {
+    using T = decltype(tag);
+    // 16-byte accesses where every row starts on a 16-byte boundary.
+    constexpr int kPack = 16 / sizeof(T);
+    T* out = static_cast<T*>(grad_logits);
+    if (classes % kPack == 0 && AlignedTo(in.logits, 16) &&
+        AlignedTo(grad_logits, 16)) {
+      CrossEntropyBackwardKernel<T, kPack><<<rows, kThreads, 0, stream>>>(
+          in, out, classes, per_row_grad, ignore_index, class_offset);
+    } else {
+      CrossEntropyBackwardKernel<T, 1><<<rows, kThreads, 0, stream>>>(
+          in, out, classes, per_row_grad, ignore_index, class_offset);
+    }
   });
 }
 

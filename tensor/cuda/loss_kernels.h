@@ -43,6 +43,28 @@ cudaError_t LaunchLossShardFinish(ScalarType type, const void* row_max,
                                   double* out, int64_t rows,
                                   int64_t ignore_index, cudaStream_t stream);
 
+// The operands of the fused backward (dtensor/tensor/loss_backward.h) on the
+// device: logits [rows, classes] of `type`, targets [rows], the rows'
+// log-sum-exps [rows] (C), the loss's gradient ([rows] or one value, of
+// `type`) and, for a mean, the count (one i64; null otherwise).
+struct CrossEntropyGradOperands {
+  const void* logits;
+  const int64_t* targets;
+  const void* log_sum_exp;
+  const void* grad;
+  const int64_t* count;
+};
+
+// grad_logits [rows, classes] (`type`) = loss_body.h's CrossEntropyGradOf of
+// every logit, one block per row, each logit read once; `per_row_grad`: the
+// gradient has one value per row (reduction none).
+cudaError_t LaunchCrossEntropyBackward(const CrossEntropyGradOperands& in,
+                                       ScalarType type, void* grad_logits,
+                                       int64_t rows, int64_t classes,
+                                       bool per_row_grad, int64_t ignore_index,
+                                       int64_t class_offset,
+                                       cudaStream_t stream);
+
 }  // namespace dtensor::cuda
 
 #endif  // DTENSOR_TENSOR_CUDA_LOSS_KERNELS_H_

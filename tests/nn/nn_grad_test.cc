@@ -223,6 +223,27 @@ std::vector<GradCase> VocabCases() {
                        return ops::CrossEntropy(in[0], in[1], reduction);
                      }});
   }
+  // The fused backward as a function of logits, log-sum-exp and grad (any
+  // log-sum-exp: the op takes it as an input), 3-D logits.
+  const Tensor targets_3d =
+      *Tensor::FromVector<int64_t>({2, -100, 0, 3, 3, -100}, {2, 3});
+  for (Reduction reduction :
+       {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
+    const bool per_row = reduction == Reduction::kNone;
+    cases.push_back(
+        {"cross_entropy_backward",
+         "[2, 3, 4] with ignored targets, reduction " +
+             std::to_string(static_cast<int>(reduction)),
+         {Random64({2, 3, 4}, -2, 2, rng), targets_3d,
+          Random64({2, 3}, 1, 2, rng),
+          Random64(per_row ? Shape{2, 3} : Shape{}, -1, 1, rng),
+          reduction == Reduction::kMean ? Tensor::Scalar(5, DType::kI64)
+                                        : Tensor()},
+         [reduction](const In& in) {
+           return ops::CrossEntropyBackward(in[0], in[1], in[2], in[3], in[4],
+                                            reduction);
+         }});
+  }
   cases.push_back(
       {"cross_entropy",
        "[5] logits, 0-d i32 target",

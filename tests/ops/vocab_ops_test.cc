@@ -201,9 +201,79 @@ TEST(VocabPropertyTest, CrossEntropyMatchesTheTensorLayer) {
       [](std::mt19937& rng) { return CrossEntropyCall(rng, true); });
 }
 
+// cross_entropy_backward on full inputs in plain loops in double:
+// (exp(x - lse) - onehot(target)) * grad (per row for none) / count (mean),
+// 0 for ignored rows.
+absl::StatusOr<Tensor> CrossEntropyGradReference(const Full& in,
+                                                 Reduction reduction,
+                                                 int64_t ignore_index) {
+  const int64_t classes = in[0].shape().back();
+  DT_ASSIGN_OR_RETURN(const std::vector<double> x, in[0].ToVector<double>());
+  DT_ASSIGN_OR_RETURN(const std::vector<int64_t> t, in[1].ToVector<int64_t>());
+  DT_ASSIGN_OR_RETURN(const std::vector<double> lse, in[2].ToVector<double>());
+  DT_ASSIGN_OR_RETURN(const std::vector<double> g, in[3].ToVector<double>());
+  double count = 1;
+  if (reduction == Reduction::kMean) {
+    DT_ASSIGN_OR_RETURN(const std::vector<double> c, in[4].ToVector<double>());
+    count = c[0];
+  }
+  std::vector<double> out(x.size(), 0.0);
+  for (size_t r = 0; r < t.size(); ++r) {
+    if (t[r] == ignore_index) continue;
+    const double w = g[reduction == Reduction::kNone ? r : 0] / count;
+    for (int64_t j = 0; j < classes; ++j) {
+      const double p = std::exp(x[r * classes + j] - lse[r]);
+      out[r * classes + j] = (p - (j == t[r] ? 1.0 : 0.0)) * w;
+    }
+  }
+  DT_ASSIGN_OR_RETURN(const Tensor grad,
+                      Tensor::FromVector(out, in[0].shape()));
+  return grad.To(in[0].dtype());
+}
+
+OpCall CrossEntropyBackwardCall(std::mt19937& rng) {
+  const bool batched = rng() % 4 != 0;
+  const int64_t n = rng() % 8;
+  const int64_t classes = 1 + rng() % 7;
+  const Reduction reduction = static_cast<Reduction>(rng() % 3);
+  const int64_t ignore_index =
+      rng() % 2 == 0 ? -100 : static_cast<int64_t>(rng() % classes);
+  const Shape rows = batched ? Shape{n} : Shape{};
+  Shape logits_shape = rows;
+  logits_shape.push_back(classes);
+  const DType dtype = rng() % 3 == 0 ? DType::kF64 : DType::kF32;
+  OpCall c;
+  c.op = "cross_entropy_backward";
+  c.description = absl::StrCat(c.op, " reduction ", static_cast<int>(reduction),
+                               " ignore_index ", ignore_index);
+  // Any log-sum-exp: the op takes it as given.
+  c.inputs = {
+      RandomTensor(logits_shape, dtype, -3, 3, rng),
+      RandomTargets(rows, classes, ignore_index, RandomIndexType(rng), rng),
+      RandomTensor(rows, dtype, 1, 3, rng),
+      RandomTensor(reduction == Reduction::kNone ? rows : Shape{}, dtype, -2, 2,
+                   rng),
+      reduction == Reduction::kMean ? Tensor::Scalar(1 + rng() % 9, DType::kI64)
+                                    : Tensor()};
+  c.args.AddInt(static_cast<int64_t>(reduction)).AddInt(ignore_index);
+  c.call = OneOutput([reduction, ignore_index](const In& in) {
+    return ops::CrossEntropyBackward(in[0], in[1], in[2], in[3], in[4],
+                                     reduction, ignore_index);
+  });
+  c.reference = OneReference([reduction, ignore_index](const Full& in) {
+    return CrossEntropyGradReference(in, reduction, ignore_index);
+  });
+  return c;
+}
+
+TEST(VocabPropertyTest, CrossEntropyBackwardMatchesLoopsOverTheRows) {
+  CheckOp(24, CrossEntropyBackwardCall, CrossEntropyBackwardCall);
+}
+
 TEST(VocabCoverageTest, EveryOpOfTheFamilyHasAPropertyTest) {
   const std::set<std::string> tested = {"embedding", "embedding_backward",
-                                        "cross_entropy"};
+                                        "cross_entropy",
+                                        "cross_entropy_backward"};
   for (const auto& family : {ops::EmbeddingOps(), ops::VocabOps()}) {
     for (const OpDef* op : family) {
       EXPECT_TRUE(tested.count(std::string(op->name))) << op->name;
