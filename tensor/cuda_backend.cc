@@ -262,6 +262,20 @@ absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind,
   return FromCuda(cudaStreamSynchronize(state->stream), "cudaMemcpy");
 }
 
+absl::Status CopyToPinnedAsync(void* dst, const void* src, size_t nbytes,
+                               int device) {
+  DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  return FromCuda(
+      cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, state->stream),
+      "cudaMemcpyAsync");
+}
+
+absl::StatusOr<void*> MallocPinned(size_t nbytes) {
+  void* ptr = nullptr;
+  DT_RETURN_IF_ERROR(FromCuda(cudaMallocHost(&ptr, nbytes), "cudaMallocHost"));
+  return ptr;
+}
+
 absl::Status Fill(void* dst, size_t count, uint64_t bits, int element_bytes,
                   int device) {
   DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));

@@ -51,6 +51,16 @@ enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 // (host-to-device) or holds the data (device-to-host).
 absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind,
                     int device);
+// Starts a copy of `nbytes` from device memory `src` to page-locked host
+// memory `dst` (MallocPinned), ordered on the device's stream, and returns
+// at once: `dst` holds the data once the host has waited for the stream
+// (Memcpy to the host, Synchronize). Not a host sync.
+absl::Status CopyToPinnedAsync(void* dst, const void* src, size_t nbytes,
+                               int device);
+// Page-locked host memory, which CopyToPinnedAsync can fill without making
+// the host wait. Slow to allocate, and freeing waits for the devices: for
+// buffers kept for the life of the process.
+absl::StatusOr<void*> MallocPinned(size_t nbytes);
 // Sets the `count` elements of `element_bytes` (1, 2, 4 or 8) at `dst` to the
 // low `element_bytes` bytes of `bits`, ordered on the device's stream.
 absl::Status Fill(void* dst, size_t count, uint64_t bits, int element_bytes,

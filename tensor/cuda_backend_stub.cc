@@ -14,6 +14,10 @@ absl::Status EmptyCache(int) { return NotBuilt(); }
 absl::Status Memcpy(void*, const void*, size_t, CopyKind, int) {
   return NotBuilt();
 }
+absl::Status CopyToPinnedAsync(void*, const void*, size_t, int) {
+  return NotBuilt();
+}
+absl::StatusOr<void*> MallocPinned(size_t) { return NotBuilt(); }
 absl::Status Fill(void*, size_t, uint64_t, int, int) { return NotBuilt(); }
 absl::StatusOr<void*> CurrentStream(int) { return NotBuilt(); }
 absl::Status Synchronize(int) { return NotBuilt(); }

@@ -1,10 +1,13 @@
 #include "dtensor/tensor/index_checks.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dtensor/base/mutex.h"
+#include "dtensor/base/profiler.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/kernel_checks.h"
@@ -17,30 +20,130 @@
 namespace dtensor {
 namespace {
 
-// A queued device check: `flag` (i64 [2] on the device) as
-// LaunchCheckIndices leaves it.
-struct PendingCheck {
-  Tensor flag;
-  int64_t bound;
-  std::string op;
-};
-
 // Past this many unread checks on a thread, the next one reads them first (a
 // loop that never reads its results keeps a bounded list).
 constexpr size_t kMaxPending = 1024;
 
-std::vector<PendingCheck>& Pending() {
-  thread_local std::vector<PendingCheck> pending;
-  return pending;
+// A queued device check: `flag` (i64 [2] on `device`) as LaunchCheckIndices
+// leaves it, being copied to `host` (two words of this thread's pinned
+// slots) on the device's stream.
+struct PendingCheck {
+  Tensor flag;
+  const int64_t* host;
+  int device;
+  int64_t bound;
+  std::string op;
+};
+
+// Page-locked slots for the flags of kMaxPending checks, two words each: the
+// device copies a flag there without the host waiting, and the host reads it
+// after any wait for the stream. Allocating them is slow and freeing them
+// waits for the devices, so they come from a process-wide pool.
+class PinnedSlots {
+ public:
+  PinnedSlots() = default;
+  PinnedSlots(const PinnedSlots&) = delete;
+  PinnedSlots& operator=(const PinnedSlots&) = delete;
+  ~PinnedSlots() {
+    if (slots_ == nullptr) return;
+    MutexLock lock(&PoolMutex());
+    Pool().push_back(slots_);
+  }
+
+  // Slot `i`'s two words. Errors: the allocation's.
+  absl::StatusOr<int64_t*> Slot(size_t i) {
+    if (slots_ == nullptr) {
+      {
+        MutexLock lock(&PoolMutex());
+        if (!Pool().empty()) {
+          slots_ = Pool().back();
+          Pool().pop_back();
+        }
+      }
+      if (slots_ == nullptr) {
+        DT_ASSIGN_OR_RETURN(void* slots,
+                            cuda::MallocPinned(kMaxPending * 2 * 8));
+        slots_ = static_cast<int64_t*>(slots);
+      }
+    }
+    return slots_ + 2 * i;
+  }
+
+ private:
+  static Mutex& PoolMutex() {
+    static auto* const mutex = new Mutex();
+    return *mutex;
+  }
+  static std::vector<int64_t*>& Pool() {
+    static auto* const pool = new std::vector<int64_t*>();
+    return *pool;
+  }
+
+  int64_t* slots_ = nullptr;
+};
+
+// This thread's pending checks. A thread that ends with some still pending
+// waits for their copies before its slots go back to the pool.
+struct ThreadChecks {
+  ~ThreadChecks() {
+    for (const PendingCheck& check : pending) {
+      cuda::Synchronize(check.device).IgnoreError();
+    }
+  }
+  PinnedSlots slots;
+  std::vector<PendingCheck> pending;
+};
+
+ThreadChecks& Checks() {
+  thread_local ThreadChecks checks;
+  return checks;
+}
+
+// Waits for the stream of every device in `checks` but `waited` (-1: none),
+// counting each wait as a host sync.
+absl::Status WaitForDevices(const std::vector<PendingCheck>& checks,
+                            int waited) {
+  std::vector<int> devices;
+  for (const PendingCheck& check : checks) {
+    if (check.device == waited || std::find(devices.begin(), devices.end(),
+                                            check.device) != devices.end()) {
+      continue;
+    }
+    devices.push_back(check.device);
+    Profiler::NoteHostSync();
+    DT_RETURN_IF_ERROR(cuda::Synchronize(check.device));
+  }
+  return absl::OkStatus();
+}
+
+// Reads and clears this thread's pending checks, the stream of device
+// `waited` (-1: none) already waited for.
+absl::Status ReadPending(int waited) {
+  ThreadChecks& checks = Checks();
+  if (checks.pending.empty()) return absl::OkStatus();
+  const absl::Status waits = WaitForDevices(checks.pending, waited);
+  // Cleared either way: after a failed wait the device is unusable.
+  std::vector<PendingCheck> read = std::move(checks.pending);
+  checks.pending.clear();
+  DT_RETURN_IF_ERROR(waits);
+  for (const PendingCheck& check : read) {
+    if (check.host[0] != 0) {
+      return internal::CheckIndexInRange(check.host[1], check.bound, check.op);
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Queues the check of contiguous i64 CUDA `indices`.
 absl::Status DeferCheck(const Tensor& indices, int64_t bound,
                         absl::string_view op) {
 #ifdef DTENSOR_CUDA
-  if (Pending().size() >= kMaxPending) {
+  if (Checks().pending.size() >= kMaxPending) {
     DT_RETURN_IF_ERROR(ReadDeferredIndexChecks());
   }
+  const int device = indices.device().index;
+  DT_ASSIGN_OR_RETURN(int64_t* const host,
+                      Checks().slots.Slot(Checks().pending.size()));
   DT_ASSIGN_OR_RETURN(Tensor flag,
                       Tensor::Zeros({2}, DType::kI64, indices.device()));
   DT_RETURN_IF_ERROR(cuda::LaunchOn(indices, op, [&](cudaStream_t stream) {
@@ -48,7 +151,10 @@ absl::Status DeferCheck(const Tensor& indices, int64_t bound,
         indices.data<int64_t>(), indices.numel(), bound,
         static_cast<unsigned long long*>(flag.raw_data()), stream);
   }));
-  Pending().push_back({std::move(flag), bound, std::string(op)});
+  DT_RETURN_IF_ERROR(
+      cuda::CopyToPinnedAsync(host, flag.raw_data(), 2 * 8, device));
+  Checks().pending.push_back(
+      {std::move(flag), host, device, bound, std::string(op)});
   return absl::OkStatus();
 #else
   return absl::FailedPreconditionError(
@@ -108,25 +214,10 @@ absl::Status CheckIndicesInRange(const Tensor& indices, int64_t bound,
   return CheckedIndicesOn(indices, bound, indices.device(), op).status();
 }
 
-absl::Status ReadDeferredIndexChecks() {
-  if (Pending().empty()) return absl::OkStatus();
-  // Taken first: the copies below must not re-enter this list.
-  std::vector<PendingCheck> checks = std::move(Pending());
-  Pending().clear();
-  absl::Status first_error;
-  for (const PendingCheck& check : checks) {
-    int64_t flag[2] = {0, 0};
-    absl::Status read =
-        cuda::Memcpy(flag, check.flag.raw_data(), sizeof(flag),
-                     cuda::CopyKind::kDeviceToHost, check.flag.device().index);
-    if (!read.ok()) {
-      first_error.Update(read);
-    } else if (flag[0] != 0) {
-      first_error.Update(
-          internal::CheckIndexInRange(flag[1], check.bound, check.op));
-    }
-  }
-  return first_error;
+absl::Status ReadDeferredIndexChecks() { return ReadPending(-1); }
+
+absl::Status ReadDeferredIndexChecksAfterWait(Device waited) {
+  return ReadPending(waited.is_cpu() ? -1 : waited.index);
 }
 
 }  // namespace dtensor

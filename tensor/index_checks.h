@@ -12,17 +12,23 @@
 //
 // Reading CUDA indices on the host to check them waits for everything queued
 // on the device's stream, once per embedding call. Instead, a CUDA index
-// tensor is checked by a kernel that records the first bad index it finds in
-// a flag on the device, and the flag is read later.
+// tensor is checked by a kernel that records the first bad index (in element
+// order, as the CPU's check) in a flag on the device, and a copy of the flag
+// to page-locked host memory is queued behind it on the stream, without the
+// host waiting. The flag is read on the host once the host has waited for
+// the stream anyway: reading a value costs no extra wait.
 //
 // The deferred-error contract: an out-of-range CUDA index is reported, as the
 // InvalidArgument "<op>: index <i> is out of range [0, <bound>)" that the CPU
 // gives at once, by the first of these on the thread that launched the check:
 // ReadDeferredIndexChecks(), a copy of a CUDA tensor to the host
 // (Tensor::To(Device::CPU()), ToVector) or Tensor::Item() of a CUDA tensor --
-// at the latest when the step's loss is read. The results computed from a bad
-// index until then are unspecified (never memory outside the table). The
-// pending checks are per thread (an in-process rank reads its own).
+// at the latest when the step's loss is read. Such a copy reads the checks of
+// its own device after its own wait (no extra host sync); checks of other
+// devices cost one wait per device. The results computed from a bad index
+// until then are unspecified (never memory outside the table). The pending
+// checks are per thread (an in-process rank reads its own); more than 1024
+// unread ones on a thread are read (one wait) before the next is queued.
 namespace dtensor {
 
 // Checks that every element of `indices` (i32 or i64) lies in [0, bound):
@@ -39,11 +45,16 @@ absl::Status CheckIndicesInRange(const Tensor& indices, int64_t bound,
 absl::StatusOr<Tensor> CheckedIndicesOn(const Tensor& indices, int64_t bound,
                                         Device device, absl::string_view op);
 
-// Reads and clears this thread's pending deferred checks (one 8-byte copy of
-// each flag, which waits for its device's stream).
+// Reads and clears this thread's pending deferred checks: waits once for the
+// stream of each device that has some (a host sync each).
 // Errors: the first bad index found (InvalidArgument, as above); a failed
-// copy.
+// wait.
 absl::Status ReadDeferredIndexChecks();
+
+// ReadDeferredIndexChecks for a host copy of a tensor on `waited` that has
+// just waited for that device's stream: its checks are read with no further
+// wait (those of other devices as above).
+absl::Status ReadDeferredIndexChecksAfterWait(Device waited);
 
 }  // namespace dtensor
 

@@ -158,11 +158,15 @@ absl::StatusOr<double> Tensor::Item() const {
         absl::StrCat("Item needs a 1-element tensor, got shape ",
                      ShapeToString(shape_), " (", numel(), " elements)"));
   }
-  if (!device().is_cpu()) {
-    // The deferred index checks' contract (index_checks.h).
-    DT_RETURN_IF_ERROR(ReadDeferredIndexChecks());
-  }
   const double value = At(Shape(dim(), 0));
+  if (!device().is_cpu()) {
+    // The deferred index checks' contract (index_checks.h): At's copy waited
+    // for the device's stream, so they cost no further wait -- unless it
+    // failed, which At reports as NaN.
+    DT_RETURN_IF_ERROR(std::isnan(value)
+                           ? ReadDeferredIndexChecks()
+                           : ReadDeferredIndexChecksAfterWait(device()));
+  }
   if (std::isnan(value) && !device().is_cpu()) {
     // At reports a failed device copy as NaN; tell it apart from a NaN value.
     DT_ASSIGN_OR_RETURN(Tensor host, To(Device::CPU()));

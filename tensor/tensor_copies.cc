@@ -146,17 +146,25 @@ absl::StatusOr<Tensor> Tensor::To(Device device) const {
                                     device.index));
     return copy;
   }
-  // To the host: the device's deferred index checks first (their contract,
-  // index_checks.h), then copy the span of storage the view covers and
-  // re-apply the view there.
-  DT_RETURN_IF_ERROR(ReadDeferredIndexChecks());
-  if (numel() == 0) return Empty(shape_, dtype_);
+  // To the host: copy the span of storage the view covers and re-apply the
+  // view there. The copy waits for the device's stream, after which the
+  // deferred index checks are read at no further wait; a bad index is
+  // reported before what the copy says (their contract, index_checks.h).
+  if (numel() == 0) {
+    DT_RETURN_IF_ERROR(ReadDeferredIndexChecks());
+    return Empty(shape_, dtype_);
+  }
   const int64_t span = *LastElementOffset(shape_, strides_) + 1;
   DT_ASSIGN_OR_RETURN(auto host,
                       Storage::Allocate(span * ElementSize(dtype_), device));
-  DT_RETURN_IF_ERROR(cuda::Memcpy(host->data(), raw_data(), host->nbytes(),
-                                  cuda::CopyKind::kDeviceToHost,
-                                  this->device().index));
+  const absl::Status copied =
+      cuda::Memcpy(host->data(), raw_data(), host->nbytes(),
+                   cuda::CopyKind::kDeviceToHost, this->device().index);
+  // A failed copy may not have waited.
+  DT_RETURN_IF_ERROR(copied.ok()
+                         ? ReadDeferredIndexChecksAfterWait(this->device())
+                         : ReadDeferredIndexChecks());
+  DT_RETURN_IF_ERROR(copied);
   Tensor view = MakeView(shape_, strides_, 0);
   view.storage_ = std::move(host);
   return ContiguousOrCopy(view);

@@ -326,6 +326,33 @@ DT_HOST_DEVICE inline void BinaryElement(BinaryOp op, const T* x, const T* y,
   *out = Store<Out>(ApplyBinary(op, Load(*x), Load(*y)));
 }
 
+// BinaryElement with one operand a scalar `s` passed by value (a kernel
+// argument, never device memory): op(s, *x) when `scalar_first`, else
+// op(*x, s). The same math as BinaryElement on a tensor holding s.
+template <typename Out, typename T>
+DT_HOST_DEVICE inline void BinaryScalarElement(BinaryOp op, const T* x,
+                                               const T& s, bool scalar_first,
+                                               Out* out) {
+  if (scalar_first) {
+    BinaryElement(op, &s, x, out);
+  } else {
+    BinaryElement(op, x, &s, out);
+  }
+}
+
+// cond ? a : b with one of a and b the scalar `s` passed by value: a when
+// `scalar_is_a`, else b; the other is *x.
+template <typename T>
+DT_HOST_DEVICE inline void WhereScalarElement(const bool* cond, const T* x,
+                                              const T& s, bool scalar_is_a,
+                                              T* out) {
+  if (*cond) {
+    *out = scalar_is_a ? s : *x;
+  } else {
+    *out = scalar_is_a ? *x : s;
+  }
+}
+
 // The dtype conversion of dtensor/tensor/convert.h.
 template <typename To, typename From>
 DT_HOST_DEVICE inline void CastElement(const From* x, To* out) {

@@ -1,47 +1,12 @@
 #include <type_traits>
 
+#include "dtensor/tensor/cuda/elementwise_dispatch.cuh"
 #include "dtensor/tensor/cuda/elementwise_kernels.h"
 #include "dtensor/tensor/cuda/launch_common.cuh"
 #include "dtensor/tensor/cuda/map_launch.cuh"
 
 namespace dtensor::cuda {
 namespace {
-
-// The op as a compile-time constant: one kernel per op.
-template <UnaryOp kOp>
-using UnaryTag = std::integral_constant<UnaryOp, kOp>;
-template <BinaryOp kOp>
-using BinaryTag = std::integral_constant<BinaryOp, kOp>;
-
-// Calls fn(UnaryTag<op>{}).
-template <typename Fn>
-cudaError_t DispatchUnaryOp(UnaryOp op, Fn&& fn) {
-  switch (op) {
-#define DT_UNARY_CASE(enumerator) \
-  case UnaryOp::enumerator:       \
-    return fn(UnaryTag<UnaryOp::enumerator>{});
-    DT_CUDA_FOR_EACH_UNARY_OP(DT_UNARY_CASE)
-#undef DT_UNARY_CASE
-  }
-  return cudaErrorInvalidValue;
-}
-
-template <typename Fn>
-cudaError_t DispatchBinaryOp(BinaryOp op, Fn&& fn) {
-  switch (op) {
-#define DT_BINARY_CASE(enumerator) \
-  case BinaryOp::enumerator:       \
-    return fn(BinaryTag<BinaryOp::enumerator>{});
-    DT_CUDA_FOR_EACH_BINARY_OP(DT_BINARY_CASE)
-#undef DT_BINARY_CASE
-  }
-  return cudaErrorInvalidValue;
-}
-
-template <typename T>
-constexpr bool kFloating = std::is_floating_point_v<Compute<T>>;
-template <typename T>
-constexpr bool kBool = std::is_same_v<T, bool>;
 
 // The functors of the maps (map_launch.cuh): the bodies of
 // elementwise_body.h, operands out first.

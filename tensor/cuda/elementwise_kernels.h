@@ -27,11 +27,27 @@ cudaError_t LaunchBinary(BinaryOp op, ScalarType type, const void* a,
                          const void* b, void* out, const StridedShape<3>& shape,
                          int64_t numel, cudaStream_t stream);
 
+// out = op(s, x) when `scalar_first`, else op(x, s) (operands 0: out, 1: x),
+// s the one element of `type` at host address `scalar`, read at the launch
+// and passed by value: no copy to the device. Else as LaunchBinary.
+cudaError_t LaunchBinaryScalar(BinaryOp op, ScalarType type, const void* x,
+                               const void* scalar, bool scalar_first, void* out,
+                               const StridedShape<2>& shape, int64_t numel,
+                               cudaStream_t stream);
+
 // out = cond ? a : b elementwise (operands 0: out, 1: cond, 2: a, 3: b), a
 // and b of `type`.
 cudaError_t LaunchWhere(ScalarType type, const bool* cond, const void* a,
                         const void* b, void* out, const StridedShape<4>& shape,
                         int64_t numel, cudaStream_t stream);
+
+// out = cond ? a : b with a (when `scalar_is_a`, b otherwise) the one
+// element of `type` at host address `scalar`, passed by value, and the other
+// x (operands 0: out, 1: cond, 2: x).
+cudaError_t LaunchWhereScalar(ScalarType type, const bool* cond, const void* x,
+                              const void* scalar, bool scalar_is_a, void* out,
+                              const StridedShape<3>& shape, int64_t numel,
+                              cudaStream_t stream);
 
 // out = silu(a) * b (operands 0: out, 1: a, 2: b) of a floating `type`.
 cudaError_t LaunchSwiGlu(ScalarType type, const void* a, const void* b,

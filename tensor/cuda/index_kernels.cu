@@ -17,6 +17,8 @@ __global__ void EmbeddingKernel(const int64_t* indices, const T* table, T* out,
   }
 }
 
+// flag[0] = the largest ~0 - i over the bad positions i (0: none), so that
+// it names the first bad position whatever order the threads run in.
 struct CheckIndexAt {
   const int64_t* indices;
   int64_t bound;
@@ -24,12 +26,17 @@ struct CheckIndexAt {
   __device__ void operator()(int64_t i) const {
     const int64_t index = indices[i];
     if (index >= 0 && index < bound) return;
-    // One claimant writes its index; the reader waits for the stream.
-    if (atomicCAS(flag, 0ULL, 1ULL) == 0ULL) {
-      flag[1] = static_cast<unsigned long long>(index);
-    }
+    atomicMax(flag, ~0ULL - static_cast<unsigned long long>(i));
   }
 };
+
+// flag[1] = the index at the first bad position that CheckIndexAt found.
+__global__ void FirstBadIndexKernel(const int64_t* indices,
+                                    unsigned long long* flag) {
+  if (flag[0] != 0) {
+    flag[1] = static_cast<unsigned long long>(indices[~0ULL - flag[0]]);
+  }
+}
 
 template <typename T>
 struct IndexSelectAt {
@@ -98,7 +105,11 @@ cudaError_t LaunchEmbedding(ScalarType type, const int64_t* indices,
 cudaError_t LaunchCheckIndices(const int64_t* indices, int64_t count,
                                int64_t bound, unsigned long long* flag,
                                cudaStream_t stream) {
-  return LaunchForEachIndex(count, CheckIndexAt{indices, bound, flag}, stream);
+  const cudaError_t checked =
+      LaunchForEachIndex(count, CheckIndexAt{indices, bound, flag}, stream);
+  if (checked != cudaSuccess || count == 0) return checked;
+  FirstBadIndexKernel<<<1, 1, 0, stream>>>(indices, flag);
+  return cudaGetLastError();
 }
 
 cudaError_t LaunchIndexSelect(ScalarType type, const void* x,

@@ -22,9 +22,10 @@ cudaError_t LaunchEmbedding(ScalarType type, const int64_t* indices,
                             int64_t dim, int64_t num_rows, cudaStream_t stream);
 
 // The deferred range check of dtensor/tensor/index_checks.h: when some of the
-// `count` indices lies outside [0, bound), the first thread to find one sets
-// flag[0] from 0 to 1 and writes its index to flag[1]; a flag that stays 0
-// found none. `flag` holds two zeroed 8-byte words.
+// `count` indices lies outside [0, bound), flag[0] becomes non-zero and
+// flag[1] the first such index in element order (what the CPU's check
+// names, whatever order the threads ran in); a flag that stays 0 found none.
+// `flag` holds two zeroed 8-byte words.
 cudaError_t LaunchCheckIndices(const int64_t* indices, int64_t count,
                                int64_t bound, unsigned long long* flag,
                                cudaStream_t stream);

@@ -128,6 +128,108 @@ TEST(ElementwiseBodyTest, BinaryOpsMatchTheCpuKernelsBitForBit) {
   }
 }
 
+// Runs BinaryScalarElement over contiguous `x` with `scalar` (a one-element
+// tensor of x's dtype) as the CUDA scalar launch does: the scalar by value.
+Tensor HostBinaryScalar(BinaryOp op, const Tensor& x, const Tensor& scalar,
+                        bool scalar_first) {
+  const DType out_dtype = IsComparison(op) ? DType::kBool : x.dtype();
+  Tensor out = *Tensor::Empty(x.shape(), out_dtype);
+  ForStorage(x.dtype(), [&](auto tag, auto) {
+    using T = decltype(tag);
+    T s;
+    std::memcpy(&s, scalar.raw_data(), sizeof(T));
+    const T* data = static_cast<const T*>(x.raw_data());
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      if (out_dtype == DType::kBool) {
+        BinaryScalarElement(op, data + i, s, scalar_first,
+                            out.data<bool>() + i);
+      } else {
+        BinaryScalarElement(op, data + i, s, scalar_first,
+                            static_cast<T*>(out.raw_data()) + i);
+      }
+    }
+  });
+  return out;
+}
+
+// A binary op with a scalar operand by value (the CUDA path of a host scalar
+// operand) gives the CPU kernel's result on the same two tensors, bit for
+// bit, with the scalar on either side, on every dtype the op takes (no zero
+// divisor: integer division by zero is an error).
+TEST(ElementwiseBodyTest, ScalarOperandsMatchTheTwoTensorKernels) {
+  std::mt19937 rng(6);
+  struct Case {
+    BinaryOp op;
+    absl::StatusOr<Tensor> (*cpu)(const Tensor&, const Tensor&);
+  };
+  const std::vector<Case> cases = {
+      {BinaryOp::kAdd, ::dtensor::Add},
+      {BinaryOp::kSub, ::dtensor::Sub},
+      {BinaryOp::kMul, ::dtensor::Mul},
+      {BinaryOp::kDiv, ::dtensor::Div},
+      {BinaryOp::kPow, ::dtensor::Pow},
+      {BinaryOp::kSiluBackward, ::dtensor::SiluBackward},
+      {BinaryOp::kMaximum, ::dtensor::Maximum},
+      {BinaryOp::kMinimum, ::dtensor::Minimum},
+      {BinaryOp::kEq, ::dtensor::Eq},
+      {BinaryOp::kNe, ::dtensor::Ne},
+      {BinaryOp::kLt, ::dtensor::Lt},
+      {BinaryOp::kLe, ::dtensor::Le},
+      {BinaryOp::kGt, ::dtensor::Gt},
+      {BinaryOp::kGe, ::dtensor::Ge}};
+  for (const Case& c : cases) {
+    for (DType dtype : testing::kAllDTypes) {
+      if (!BinaryTakes(c.op, IsFloatingPoint(dtype), dtype == DType::kBool)) {
+        continue;
+      }
+      const Tensor x =
+          RandomTensor({37}, dtype, Layout::kContiguous, rng, 1, 3);
+      // A drawn value, and one that equals an element (the comparisons).
+      for (const Tensor& scalar :
+           {RandomTensor({}, dtype, Layout::kContiguous, rng, 1, 3),
+            *x.Select(0, 3)->Contiguous().Reshape({})}) {
+        for (bool scalar_first : {false, true}) {
+          const Tensor expected =
+              scalar_first ? *c.cpu(scalar, x) : *c.cpu(x, scalar);
+          const Tensor got = HostBinaryScalar(c.op, x, scalar, scalar_first);
+          EXPECT_EQ(Bytes(got), Bytes(expected))
+              << static_cast<int>(c.op) << " " << DTypeName(dtype)
+              << (scalar_first ? " scalar first" : " scalar second");
+        }
+      }
+    }
+  }
+}
+
+// Where with a or b a scalar by value gives Where's result on tensors.
+TEST(ElementwiseBodyTest, WhereWithAScalarMatchesWhere) {
+  std::mt19937 rng(7);
+  for (DType dtype : testing::kAllDTypes) {
+    const Tensor cond =
+        RandomTensor({29}, DType::kBool, Layout::kContiguous, rng, 0, 1);
+    const Tensor x = RandomTensor({29}, dtype, Layout::kContiguous, rng, -3, 3);
+    const Tensor scalar =
+        RandomTensor({}, dtype, Layout::kContiguous, rng, -3, 3);
+    for (bool scalar_is_a : {false, true}) {
+      const Tensor expected =
+          scalar_is_a ? *Where(cond, scalar, x) : *Where(cond, x, scalar);
+      Tensor got = *Tensor::Empty(x.shape(), dtype);
+      ForStorage(dtype, [&](auto tag, auto) {
+        using T = decltype(tag);
+        T s;
+        std::memcpy(&s, scalar.raw_data(), sizeof(T));
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          WhereScalarElement(cond.data<bool>() + i,
+                             static_cast<const T*>(x.raw_data()) + i, s,
+                             scalar_is_a, static_cast<T*>(got.raw_data()) + i);
+        }
+      });
+      EXPECT_EQ(Bytes(got), Bytes(expected))
+          << DTypeName(dtype) << (scalar_is_a ? " scalar a" : " scalar b");
+    }
+  }
+}
+
 TEST(ElementwiseBodyTest, UnaryOpsMatchTheCpuKernelsBitForBit) {
   std::mt19937 rng(3);
   struct Case {
