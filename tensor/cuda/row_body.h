@@ -168,11 +168,14 @@ DT_HOST_DEVICE inline double LogSumExpSumPartial(Row<T> row, double max,
   return sum;
 }
 
-// The loss of one sample: logsumexp(row) - row[target].
+// The loss of one sample: logsumexp(row) - row[target]. A target outside
+// the row reads nothing (logsumexp alone): on the device the targets' range
+// check is deferred (index_checks.h), and its error replaces this value.
 template <typename T>
 DT_HOST_DEVICE inline double CrossEntropyLoss(Row<T> row, double max,
                                               double sum, int64_t target) {
-  return max + Log(sum) - row[target];
+  const double logsumexp = max + Log(sum);
+  return target >= 0 && target < row.n ? logsumexp - row[target] : logsumexp;
 }
 
 // ---- Reductions (reduction.cc: floating sums in double). ----

@@ -205,6 +205,22 @@ TEST(RowBodyTest, CrossEntropyMatchesTheCpuKernelBitForBit) {
   }
 }
 
+// A target outside the row (the device reports it later) reads no logit:
+// the loss is the row's log-sum-exp alone.
+TEST(RowBodyTest, CrossEntropyOfAnOutOfRangeTargetReadsNoLogit) {
+  const std::vector<float> logits = {0.5f, -1.0f, 2.0f};
+  const Row<float> row{logits.data(), 3, 1};
+  const double max = LogSumExpMaxPartial(row, 0, 1);
+  const double sum = LogSumExpSumPartial(row, max, 0, 1);
+  const double logsumexp =
+      std::log(std::exp(0.5) + std::exp(-1.0) + std::exp(2.0));
+  for (int64_t target : {int64_t{-1}, int64_t{3}, int64_t{1} << 40}) {
+    EXPECT_NEAR(CrossEntropyLoss(row, max, sum, target), logsumexp, 1e-6)
+        << target;
+  }
+  EXPECT_NEAR(CrossEntropyLoss(row, max, sum, 2), logsumexp - 2.0, 1e-6);
+}
+
 TEST(RowBodyTest, ReductionsMatchTheCpuKernels) {
   std::mt19937 rng(8);
   for (DType dtype : testing::kNumericDTypes) {
