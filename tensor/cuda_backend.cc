@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/cuda/copy_kernels.h"
 #include "dtensor/tensor/cuda/out_of_memory.h"
+#include "dtensor/tensor/cuda/upload_staging.h"
 #include "dtensor/tensor/dispatch.h"
 
 namespace dtensor::cuda {
@@ -65,6 +67,7 @@ absl::Status UseDevice(int device) {
 struct DeviceState {
   cudaStream_t stream = nullptr;
   std::unique_ptr<CachingAllocator> allocator;
+  std::unique_ptr<UploadStaging> staging;
   cublasHandle_t blas = nullptr;
   void* blas_workspace = nullptr;
 };
@@ -107,6 +110,25 @@ absl::StatusOr<DeviceState*> CreateState(int device) {
       [device](void* ptr) {
         if (UseDevice(device).ok()) cudaFree(ptr);
       });
+  UploadStaging::Hooks staging;
+  staging.allocate = MallocPinned;
+  staging.make_fence = []() -> absl::StatusOr<void*> {
+    cudaEvent_t event = nullptr;
+    DT_RETURN_IF_ERROR(
+        FromCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                 "cudaEventCreateWithFlags"));
+    return static_cast<void*>(event);
+  };
+  staging.passed = [](void* fence) {
+    if (cudaEventQuery(static_cast<cudaEvent_t>(fence)) != cudaErrorNotReady) {
+      return true;
+    }
+    // "Not ready" is no error, but it stays the last error: cleared, so that
+    // the next launch's check does not report it.
+    cudaGetLastError();
+    return false;
+  };
+  state->staging = std::make_unique<UploadStaging>(std::move(staging));
   return state.release();
 }
 
@@ -254,6 +276,22 @@ absl::Status EmptyCache(int device) {
 absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind,
                     int device) {
   DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  if (kind == CopyKind::kHostToDevice) {
+    DT_ASSIGN_OR_RETURN(UploadStaging::Buffer * staged,
+                        state->staging->Acquire(nbytes));
+    if (staged != nullptr) {
+      std::memcpy(staged->data, src, nbytes);
+      return state->staging->Commit(staged, [&](void* fence) {
+        DT_RETURN_IF_ERROR(
+            FromCuda(cudaMemcpyAsync(dst, staged->data, nbytes,
+                                     cudaMemcpyHostToDevice, state->stream),
+                     "cudaMemcpyAsync"));
+        return FromCuda(
+            cudaEventRecord(static_cast<cudaEvent_t>(fence), state->stream),
+            "cudaEventRecord");
+      });
+    }
+  }
   DT_RETURN_IF_ERROR(
       FromCuda(cudaMemcpyAsync(dst, src, nbytes, ToCuda(kind), state->stream),
                "cudaMemcpyAsync"));

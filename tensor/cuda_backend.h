@@ -48,7 +48,9 @@ absl::Status EmptyCache(int device);
 
 enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 // Ordered on the device's stream; returns once the host buffer may be reused
-// (host-to-device) or holds the data (device-to-host).
+// (host-to-device) or holds the data (device-to-host). A host-to-device copy
+// of at most UploadStaging::kMaxBytes goes through a page-locked staging
+// buffer and returns without waiting for the device (not a host sync).
 absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind,
                     int device);
 // Starts a copy of `nbytes` from device memory `src` to page-locked host
