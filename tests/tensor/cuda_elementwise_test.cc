@@ -98,7 +98,6 @@ std::string Describe(absl::string_view op, DType dtype, const Shape& shape,
 }
 
 using UnaryFn = absl::StatusOr<Tensor> (*)(const Tensor&);
-using BinaryFn = absl::StatusOr<Tensor> (*)(const Tensor&, const Tensor&);
 
 TEST(CudaElementwiseTest, UnaryOpsOnEveryDTypeAndLayout) {
   DTENSOR_SKIP_WITHOUT_GPU();
@@ -126,14 +125,6 @@ TEST(CudaElementwiseTest, UnaryOpsOnEveryDTypeAndLayout) {
 TEST(CudaElementwiseTest, BinaryOpsOnEveryDTypeLayoutAndBroadcast) {
   DTENSOR_SKIP_WITHOUT_GPU();
   std::mt19937 rng(2);
-  const std::vector<std::pair<std::string, BinaryFn>> ops = {
-      {"Add", Add},         {"Sub", Sub},
-      {"Mul", Mul},         {"Div", Div},
-      {"Pow", Pow},         {"Maximum", Maximum},
-      {"Minimum", Minimum}, {"Eq", Eq},
-      {"Ne", Ne},           {"Lt", Lt},
-      {"Le", Le},           {"Gt", Gt},
-      {"Ge", Ge},           {"SiluBackward", SiluBackward}};
   for (DType dtype : testing::kAllDTypes) {
     for (const Shape& shape : Shapes()) {
       // b: the same shape, the last dim only, a column, a scalar.
@@ -146,7 +137,7 @@ TEST(CudaElementwiseTest, BinaryOpsOnEveryDTypeLayoutAndBroadcast) {
           for (Form b_form : {Form::kOffset, Form::kContiguous}) {
             if (b_form == Form::kContiguous && b_shape == shape) continue;
             const Tensor b = Operand(b_shape, dtype, b_form, rng, 1, 3);
-            for (const auto& [name, fn] : ops) {
+            for (const auto& [name, fn] : testing::BinaryElementwiseOps()) {
               ExpectMatches(fn(OnGpu(a), OnGpu(b)), fn(a, b),
                             Describe(name, dtype, shape, form) + " with " +
                                 ShapeToString(b_shape) + " " +

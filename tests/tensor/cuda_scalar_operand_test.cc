@@ -28,19 +28,7 @@ using testing::Layout;
 using testing::OnGpu;
 using testing::RandomTensor;
 
-using BinaryFn = absl::StatusOr<Tensor> (*)(const Tensor&, const Tensor&);
-
-const std::vector<std::pair<std::string, BinaryFn>>& BinaryOps() {
-  static const auto* ops = new std::vector<std::pair<std::string, BinaryFn>>{
-      {"Add", Add},         {"Sub", Sub},
-      {"Mul", Mul},         {"Div", Div},
-      {"Pow", Pow},         {"Maximum", Maximum},
-      {"Minimum", Minimum}, {"Eq", Eq},
-      {"Ne", Ne},           {"Lt", Lt},
-      {"Le", Le},           {"Gt", Gt},
-      {"Ge", Ge},           {"SiluBackward", SiluBackward}};
-  return *ops;
-}
+using testing::BinaryElementwiseOps;
 
 // Expects `got` (host scalar path) to equal `expected` (device operands) bit
 // for bit, on the device with the same shape and dtype, or both to fail
@@ -77,7 +65,7 @@ TEST(CudaScalarOperandTest, BinaryOpsMatchTheTwoTensorPathBitForBit) {
         const Tensor x = OnGpu(RandomTensor(shape, dtype, layout, rng, 1, 3));
         for (const Tensor& s : HostScalars(dtype, rng)) {
           const Tensor s_gpu = OnGpu(s);
-          for (const auto& [name, fn] : BinaryOps()) {
+          for (const auto& [name, fn] : BinaryElementwiseOps()) {
             const std::string what = absl::StrCat(
                 name, " ", std::string(DTypeName(dtype)), " ",
                 ShapeToString(shape), " with ", ShapeToString(s.shape()));

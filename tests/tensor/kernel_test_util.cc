@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "dtensor/tensor/elementwise.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -33,6 +34,18 @@ Tensor RandomContiguous(const Shape& shape, DType dtype, std::mt19937& rng,
 }
 
 }  // namespace
+
+const std::vector<std::pair<std::string, BinaryFn>>& BinaryElementwiseOps() {
+  static const auto* ops = new std::vector<std::pair<std::string, BinaryFn>>{
+      {"Add", Add},         {"Sub", Sub},
+      {"Mul", Mul},         {"Div", Div},
+      {"Pow", Pow},         {"Maximum", Maximum},
+      {"Minimum", Minimum}, {"Eq", Eq},
+      {"Ne", Ne},           {"Lt", Lt},
+      {"Le", Le},           {"Gt", Gt},
+      {"Ge", Ge},           {"SiluBackward", SiluBackward}};
+  return *ops;
+}
 
 std::string LayoutName(Layout layout) {
   switch (layout) {

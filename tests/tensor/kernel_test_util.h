@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,11 @@ inline const std::vector<DType> kFloatDTypes = {DType::kF32, DType::kF64,
 inline const std::vector<DType> kNumericDTypes = {DType::kF32,  DType::kF64,
                                                   DType::kBF16, DType::kF16,
                                                   DType::kI32,  DType::kI64};
+
+// The binary elementwise ops (dtensor/tensor/elementwise.h) by name, which the
+// CUDA suites run on every dtype.
+using BinaryFn = absl::StatusOr<Tensor> (*)(const Tensor&, const Tensor&);
+const std::vector<std::pair<std::string, BinaryFn>>& BinaryElementwiseOps();
 
 // How a test tensor's elements are laid out in its storage.
 enum class Layout {
