@@ -120,6 +120,15 @@ __device__ void StageStep(const Fa2Args<H>& a, const Fa2Shared<H, D>& s,
   }
 }
 
+// slot[0] += x, slot[1] += y atomically (one vector reduction, sm_90;
+// slot 8-byte aligned).
+__device__ inline void AtomicAddPair(float* slot, float x, float y) {
+  asm volatile(
+      "red.relaxed.gpu.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(slot), "f"(x),
+      "f"(y)
+      : "memory");
+}
+
 template <typename H>
 __device__ void Mma2(float (&d0)[4], float (&d1)[4], const uint32_t (&a)[4],
                      const uint32_t (&b)[4]) {
@@ -219,10 +228,12 @@ __device__ void AddQueryGrads(const Fa2Shared<H, D>& s, float* dq, int64_t rows,
 #pragma unroll
   for (int j = 0; j < kTiles; ++j) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 4; i += 2) {
+      // Values i and i + 1 are adjacent columns (col even, e % 16 == 0).
       const FragmentElement at = Fa2DqElement(warp, lane, D, j, i);
       if (at.row < rows && at.col < e) {
-        atomicAdd(dq + at.row * static_cast<int64_t>(e) + at.col, acc[j][i]);
+        AtomicAddPair(dq + at.row * static_cast<int64_t>(e) + at.col, acc[j][i],
+                      acc[j][i + 1]);
       }
     }
   }
@@ -236,10 +247,11 @@ __device__ void AddKeyGrads(const float (&acc)[D / kMmaN][4], float* dst,
 #pragma unroll
   for (int j = 0; j < D / kMmaN; ++j) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 4; i += 2) {
       const FragmentElement at = Fa2KeyElement(warp, lane, j, i);
       if (at.row < keys && at.col < e) {
-        atomicAdd(dst + at.row * static_cast<int64_t>(e) + at.col, acc[j][i]);
+        AtomicAddPair(dst + at.row * static_cast<int64_t>(e) + at.col,
+                      acc[j][i], acc[j][i + 1]);
       }
     }
   }
@@ -279,9 +291,12 @@ template <typename H, int D>
 __global__ void __launch_bounds__(kFa2Threads) Fa2BackwardKernel(Fa2Args<H> a) {
   extern __shared__ __align__(128) unsigned char shared[];
   const Fa2Shared<H, D> s(shared);
-  const int64_t key_tiles = (a.p.lk + kFa2Keys - 1) / kFa2Keys;
-  const int64_t entry = blockIdx.x / key_tiles;
-  const int64_t k0 = blockIdx.x % key_tiles * kFa2Keys;
+  // Key tile major: the first key tiles, which (causal) walk the most
+  // steps, start first, and the grouped-query entries that share k and v
+  // run side by side.
+  const int64_t entries = gridDim.x / ((a.p.lk + kFa2Keys - 1) / kFa2Keys);
+  const int64_t entry = blockIdx.x % entries;
+  const int64_t k0 = blockIdx.x / entries * kFa2Keys;
   const int64_t first = Fa2FirstQuery(a.p, k0);
   if (first >= a.p.lq) return;  // No query sees the block's keys.
   int64_t at[3];
