@@ -2,12 +2,15 @@
 #define DTENSOR_TENSOR_CUDA_ATTENTION_MMA_KERNELS_H_
 
 // The tensor-core attention of bf16 and f16 operands (FlashAttention-2
-// style, warp-level WMMA 16x16x16 products with f32 accumulators, never an
-// [lq, lk] matrix), which LaunchAttentionForward and LaunchAttentionBackward
-// (attention_kernels.h) run where AttentionMmaSupports holds; the tiled f32
-// kernels stay the path (and the reference) for every other shape and type.
+// style, f32 accumulators, never an [lq, lk] matrix), which
+// LaunchAttentionForward and LaunchAttentionBackward (attention_kernels.h)
+// run where AttentionMmaSupports holds; the tiled f32 kernels stay the path
+// (and the reference) for every other shape and type. Head dims up to 64 run
+// the kernels compiled for 64, larger ones those for 128 (the columns past e
+// staged as zeros).
 //
-// Forward: a block of 4 warps per (batch entry, 64 query rows), each warp 16
+// Forward (attention_mma_kernels.cu, warp-level WMMA 16x16x16 products): a
+// block of 4 warps per (batch entry, 64 query rows), each warp 16
 // rows; it walks the key tiles of 64 its rows may see (causal: the tiles past
 // the block's last query skipped) with an online softmax in f32: scores
 // S = Q K^T by the tensor cores (the warp's query rows held in fragments)
@@ -17,14 +20,18 @@
 // out (input type) and lse (f32) = max + log(sum); a row that sees no key
 // gives zeros and lse -inf, as the tiled kernels do.
 //
-// Backward: a block of 8 warps per (batch entry, 128 keys), each warp 16
-// keys, over the query tiles of 64 that see them: S^T = K Q^T and
-// dP^T = V dO^T by the tensor cores, P = exp(S scale - lse) and
-// dS = P (dP - delta) scale (delta = rowsum(dO * O), a preprocessing kernel),
-// dV += P^T dO and dK += dS^T Q held in the warps' accumulator fragments
-// over all query tiles and added (f32 atomics) at the end, and dQ += dS K
-// added with f32 atomics after each query tile. The adds make grouped-query
-// entries (several batch entries on one k, v) sum their gradients.
+// Backward (attention_fa2_backward.cu, mma.sync m16n8k16 with register
+// accumulators; lane arithmetic in attention_fa2_backward_body.h): a block
+// of 8 warps per (batch entry, 128 keys), each warp 16 keys, K and V staged
+// once, over the query steps of 64 that see them (Q, dO, lse, delta
+// double-buffered by cp.async): S^T = K Q^T and dP^T = V dO^T in registers,
+// P = exp2(S scale log2e - lse log2e) and dS = P (dP - delta) scale in
+// place (delta = rowsum(dO * O), a preprocessing kernel; the mask only on
+// the steps that need it), dV += P^T dO and dK += dS^T Q with those
+// accumulators as the A operand, held over all steps and added (f32
+// atomics) at the end, and dQ += dS K (dS^T through shared memory) added
+// with f32 atomics after each step. The adds make grouped-query entries
+// (several batch entries on one k, v) sum their gradients.
 
 #include <cuda_runtime_api.h>
 

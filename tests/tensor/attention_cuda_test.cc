@@ -4,8 +4,11 @@
 // directly, and the public ScaledDotProductAttention and its backward, which
 // dispatch bf16/f16 with head dims multiple of 16 to it. bf16 and f16, causal
 // and not, grouped-query heads (4 query heads over 2 kv heads), head dims 16,
-// 64 and 128, lengths off the tiles (1, 37, 130, 257) and lq != lk (causal
-// rows that see no key included). Needs a GPU (tag `gpu`); skips otherwise.
+// 64, 80 (the kernels for 128, columns past 80 zero) and 128, lengths off
+// the tiles (1, 37, 130, 257, 300: the backward's causal steps both on and
+// off the diagonal, several steps through both of its buffers) and lq != lk
+// (causal rows that see no key included). Needs a GPU (tag `gpu`); skips
+// otherwise.
 //
 // Tolerances, against the reference of the same rounded inputs: the results
 // within a fraction of their largest magnitude, 3e-2 for bf16 and 1e-2 for
@@ -59,11 +62,11 @@ struct Case {
 
 std::vector<Case> Cases() {
   const std::vector<std::pair<int64_t, int64_t>> lengths = {
-      {1, 1}, {37, 37}, {130, 257}, {257, 130}, {37, 1}};
+      {1, 1}, {37, 37}, {130, 257}, {257, 130}, {37, 1}, {300, 300}};
   std::vector<Case> cases;
   for (const DType dtype : {DType::kBF16, DType::kF16}) {
     for (const bool causal : {false, true}) {
-      for (const int64_t e : {16, 64, 128}) {
+      for (const int64_t e : {16, 64, 80, 128}) {
         for (const auto& [lq, lk] : lengths) {
           cases.push_back({dtype, causal, lq, lk, e});
         }
