@@ -2,23 +2,28 @@
 #define DTENSOR_TENSOR_CUDA_ATTENTION_MMA_KERNELS_H_
 
 // The tensor-core attention of bf16 and f16 operands (FlashAttention-2
-// style, warp-level WMMA 16x16x16 products with f32 accumulators, never an
-// [lq, lk] matrix), which LaunchAttentionForward and LaunchAttentionBackward
-// (attention_kernels.h) run where AttentionMmaSupports holds; the tiled f32
-// kernels stay the path (and the reference) for every other shape and type.
+// style, f32 accumulators, never an [lq, lk] matrix), which
+// LaunchAttentionForward and LaunchAttentionBackward (attention_kernels.h)
+// run where AttentionMmaSupports holds; the tiled f32 kernels stay the path
+// (and the reference) for every other shape and type.
 //
-// Forward: a block of 4 warps per (batch entry, 64 query rows), each warp 16
-// rows; it walks the key tiles of 64 its rows may see (causal: the tiles past
-// the block's last query skipped) with an online softmax in f32: scores
-// S = Q K^T by the tensor cores (the warp's query rows held in fragments)
-// into shared memory, the rows' running max and sum by two lanes a row,
-// P (rounded to the input type) V added into an f32 output accumulator in
-// shared memory, rescaled a row at a time. It writes
-// out (input type) and lse (f32) = max + log(sum); a row that sees no key
-// gives zeros and lse -inf, as the tiled kernels do.
+// Forward (attention_fa2_forward.cu; its lane-level math in
+// attention_fa2_body.h): every accumulator in registers, mma.sync m16n8k16
+// products (mma_sync.cuh). A block of 4 warps per (batch entry, 64 query
+// rows), each warp 16 rows held as A fragments; it walks the key tiles of 64
+// its rows may see (causal: the tiles past the block's last query skipped,
+// only the diagonal tile masked), K and V double-buffered in swizzled shared
+// memory by cp.async: S = Q K^T into the lanes' accumulators, the online
+// softmax in f32 on them (row max over each lane quad, exp2), P (rounded to
+// the input type) straight from the score accumulators as the A operand of
+// O += P V. It writes out (input type, 16-byte stores) and lse (f32) =
+// max + log(sum); a row that sees no key gives zeros and lse -inf, as the
+// tiled kernels do. Head dims up to 64 run the D = 64 kernel, larger ones
+// the D = 128 one, the columns past e zero-padded.
 //
-// Backward: a block of 8 warps per (batch entry, 128 keys), each warp 16
-// keys, over the query tiles of 64 that see them: S^T = K Q^T and
+// Backward (attention_mma_kernels.cu, warp-level WMMA 16x16x16 products): a
+// block of 8 warps per (batch entry, 128 keys), each warp 16 keys, over the
+// query tiles of 64 that see them: S^T = K Q^T and
 // dP^T = V dO^T by the tensor cores, P = exp(S scale - lse) and
 // dS = P (dP - delta) scale (delta = rowsum(dO * O), a preprocessing kernel),
 // dV += P^T dO and dK += dS^T Q held in the warps' accumulator fragments
