@@ -25,22 +25,24 @@
 namespace dtensor::cuda {
 namespace {
 
-constexpr int kFa2Threads = kFa2Warps * kWarpLanes;
+constexpr int kFa2Threads = kFa2BackwardWarps * kWarpLanes;
 
 // Byte offsets of the block's shared memory for head dim D: K, V, two
 // buffers each of Q and dO, dS^T, two buffers each of lse and delta.
 template <int D>
 struct Fa2Layout {
   static constexpr int kOperand = Fa2Stride(D) * 2;  // Bytes a staged row.
-  static constexpr int kStep = kFa2Rows * kOperand;  // A Q or dO buffer.
+  static constexpr int kStep =
+      kFa2BackwardRows * kOperand;  // A Q or dO buffer.
   static constexpr int kK = 0;
-  static constexpr int kV = kK + kFa2Keys * kOperand;
-  static constexpr int kQ = kV + kFa2Keys * kOperand;
+  static constexpr int kV = kK + kFa2BackwardKeys * kOperand;
+  static constexpr int kQ = kV + kFa2BackwardKeys * kOperand;
   static constexpr int kDout = kQ + 2 * kStep;
   static constexpr int kDs = kDout + 2 * kStep;
-  static constexpr int kLse = kDs + kFa2Keys * Fa2Stride(kFa2Rows) * 2;
-  static constexpr int kDelta = kLse + 2 * kFa2Rows * 4;
-  static constexpr int kBytes = kDelta + 2 * kFa2Rows * 4;
+  static constexpr int kLse =
+      kDs + kFa2BackwardKeys * Fa2Stride(kFa2BackwardRows) * 2;
+  static constexpr int kDelta = kLse + 2 * kFa2BackwardRows * 4;
+  static constexpr int kBytes = kDelta + 2 * kFa2BackwardRows * 4;
 };
 
 template <typename H>
@@ -100,23 +102,25 @@ struct Fa2Shared {
   }
 };
 
-// Starts loading the step of queries [q0, q0 + kFa2Rows) into buffer `buf`:
-// Q and dO by cp.async, lse (times log2e) and delta by plain loads (zeros
-// past lq), visible to the block after its next __syncthreads.
+// Starts loading the step of queries [q0, q0 + kFa2BackwardRows) into buffer
+// `buf`: Q and dO by cp.async, lse (times log2e) and delta by plain loads
+// (zeros past lq), visible to the block after its next __syncthreads.
 template <typename H, int D>
 __device__ void StageStep(const Fa2Args<H>& a, const Fa2Shared<H, D>& s,
                           int64_t entry, int64_t q_at, int64_t q0, int buf) {
   const int64_t rows = a.p.lq - q0;
-  StageAsync<kFa2Rows, D>(s.q + buf * kFa2Rows * Fa2Stride(D),
-                          a.q + q_at + q0 * a.e, rows, a.e);
+  StageAsync<kFa2BackwardRows, D>(s.q + buf * kFa2BackwardRows * Fa2Stride(D),
+                                  a.q + q_at + q0 * a.e, rows, a.e);
   const int64_t row0 = entry * a.p.lq + q0;
-  StageAsync<kFa2Rows, D>(s.dout + buf * kFa2Rows * Fa2Stride(D),
-                          a.dout + row0 * a.e, rows, a.e);
+  StageAsync<kFa2BackwardRows, D>(
+      s.dout + buf * kFa2BackwardRows * Fa2Stride(D), a.dout + row0 * a.e, rows,
+      a.e);
   const int i = threadIdx.x;
-  if (i < kFa2Rows) {
+  if (i < kFa2BackwardRows) {
     const bool in = i < rows;
-    s.lse_log2[buf * kFa2Rows + i] = in ? a.lse[row0 + i] * kFa2Log2e : 0.0f;
-    s.delta[buf * kFa2Rows + i] = in ? a.delta[row0 + i] : 0.0f;
+    s.lse_log2[buf * kFa2BackwardRows + i] =
+        in ? a.lse[row0 + i] * kFa2Log2e : 0.0f;
+    s.delta[buf * kFa2BackwardRows + i] = in ? a.delta[row0 + i] : 0.0f;
   }
 }
 
@@ -138,8 +142,8 @@ __device__ void Mma2(float (&d0)[4], float (&d1)[4], const uint32_t (&a)[4],
   MmaInput<H>::Mma(d1, a, b1);
 }
 
-// acc [16 keys][kFa2Rows] = rows_m [16 w..][D] rows_n [kFa2Rows][D]^T: this
-// warp's S^T (K, Q) or dP^T (V, dO).
+// acc [16 keys][kFa2BackwardRows] = rows_m [16 w..][D] rows_n
+// [kFa2BackwardRows][D]^T: this warp's S^T (K, Q) or dP^T (V, dO).
 template <typename H, int D>
 __device__ void TransposedScores(const H* rows_m, const H* rows_n, int warp,
                                  int lane, float (&acc)[kFa2QueryTiles][4]) {
@@ -160,8 +164,8 @@ __device__ void TransposedScores(const H* rows_m, const H* rows_n, int warp,
   }
 }
 
-// acc [16 keys][D] += w^T-as-accumulators [16 keys][kFa2Rows] (rounded to
-// H) rows [kFa2Rows][D]: dV += P^T dO, dK += dS^T Q.
+// acc [16 keys][D] += w^T-as-accumulators [16 keys][kFa2BackwardRows] (rounded
+// to H) rows [kFa2BackwardRows][D]: dV += P^T dO, dK += dS^T Q.
 template <typename H, int D>
 __device__ void AddWeightedRows(const float (&w)[kFa2QueryTiles][4],
                                 const H* rows, int lane,
@@ -169,7 +173,7 @@ __device__ void AddWeightedRows(const float (&w)[kFa2QueryTiles][4],
   const FragmentElement b_at = LdMatrixDownFirst(lane);
   const H* b_row = rows + b_at.row * Fa2Stride(D) + b_at.col;
 #pragma unroll
-  for (int kq = 0; kq < kFa2Rows / kMmaK; ++kq) {
+  for (int kq = 0; kq < kFa2BackwardRows / kMmaK; ++kq) {
     uint32_t a[4];
 #pragma unroll
     for (int reg = 0; reg < 4; ++reg) {
@@ -212,12 +216,13 @@ __device__ void AddQueryGrads(const Fa2Shared<H, D>& s, float* dq, int64_t rows,
   float acc[kTiles][4] = {};
   const FragmentElement a_at = LdMatrixAcrossFirst(lane);
   const FragmentElement b_at = LdMatrixDownFirst(lane);
-  const H* a_row = s.ds + a_at.row * Fa2Stride(kFa2Rows) + row0 + a_at.col;
+  const H* a_row =
+      s.ds + a_at.row * Fa2Stride(kFa2BackwardRows) + row0 + a_at.col;
   const H* b_row = s.k + b_at.row * Fa2Stride(D) + col0 + b_at.col;
 #pragma unroll
-  for (int kk = 0; kk < kFa2Keys; kk += kMmaK) {
+  for (int kk = 0; kk < kFa2BackwardKeys; kk += kMmaK) {
     uint32_t a[4];
-    LdMatrixX4Trans(a, a_row + kk * Fa2Stride(kFa2Rows));
+    LdMatrixX4Trans(a, a_row + kk * Fa2Stride(kFa2BackwardRows));
 #pragma unroll
     for (int j = 0; j < kTiles; j += 2) {
       uint32_t b[4];
@@ -265,10 +270,10 @@ __device__ void Step(const Fa2Args<H>& a, const Fa2Shared<H, D>& s, float* dq,
                      float (&dv)[D / kMmaN][4]) {
   const int warp = threadIdx.x / kWarpLanes;
   const int lane = threadIdx.x % kWarpLanes;
-  const H* q = s.q + buf * kFa2Rows * Fa2Stride(D);
-  const H* dout = s.dout + buf * kFa2Rows * Fa2Stride(D);
-  const float* lse_log2 = s.lse_log2 + buf * kFa2Rows;
-  const float* delta = s.delta + buf * kFa2Rows;
+  const H* q = s.q + buf * kFa2BackwardRows * Fa2Stride(D);
+  const H* dout = s.dout + buf * kFa2BackwardRows * Fa2Stride(D);
+  const float* lse_log2 = s.lse_log2 + buf * kFa2BackwardRows;
+  const float* delta = s.delta + buf * kFa2BackwardRows;
   float p[kFa2QueryTiles][4] = {};
   float ds[kFa2QueryTiles][4] = {};
   TransposedScores<H, D>(s.k, q, warp, lane, p);
@@ -294,27 +299,30 @@ __global__ void __launch_bounds__(kFa2Threads) Fa2BackwardKernel(Fa2Args<H> a) {
   // Key tile major: the first key tiles, which (causal) walk the most
   // steps, start first, and the grouped-query entries that share k and v
   // run side by side.
-  const int64_t entries = gridDim.x / ((a.p.lk + kFa2Keys - 1) / kFa2Keys);
+  const int64_t entries =
+      gridDim.x / ((a.p.lk + kFa2BackwardKeys - 1) / kFa2BackwardKeys);
   const int64_t entry = blockIdx.x % entries;
-  const int64_t k0 = blockIdx.x / entries * kFa2Keys;
+  const int64_t k0 = blockIdx.x / entries * kFa2BackwardKeys;
   const int64_t first = Fa2FirstQuery(a.p, k0);
   if (first >= a.p.lq) return;  // No query sees the block's keys.
   int64_t at[3];
   OperandOffsetsAt(a.batch, entry, at);
-  StageAsync<kFa2Keys, D>(s.k, a.k + at[1] + k0 * a.e, a.p.lk - k0, a.e);
-  StageAsync<kFa2Keys, D>(s.v, a.v + at[2] + k0 * a.e, a.p.lk - k0, a.e);
+  StageAsync<kFa2BackwardKeys, D>(s.k, a.k + at[1] + k0 * a.e, a.p.lk - k0,
+                                  a.e);
+  StageAsync<kFa2BackwardKeys, D>(s.v, a.v + at[2] + k0 * a.e, a.p.lk - k0,
+                                  a.e);
   StageStep(a, s, entry, at[0], first, 0);
   CpAsyncCommit();
   float dk[D / kMmaN][4] = {};
   float dv[D / kMmaN][4] = {};
   int buf = 0;
-  for (int64_t q0 = first; q0 < a.p.lq; q0 += kFa2Rows, buf ^= 1) {
+  for (int64_t q0 = first; q0 < a.p.lq; q0 += kFa2BackwardRows, buf ^= 1) {
     // Buffer buf ^ 1 is free: every warp passed the last step's second
     // __syncthreads, after its last read of it. s.ds is rewritten only
     // after this step's first __syncthreads, when every warp is done with
     // the last step's dQ.
-    if (q0 + kFa2Rows < a.p.lq) {
-      StageStep(a, s, entry, at[0], q0 + kFa2Rows, buf ^ 1);
+    if (q0 + kFa2BackwardRows < a.p.lq) {
+      StageStep(a, s, entry, at[0], q0 + kFa2BackwardRows, buf ^ 1);
     }
     CpAsyncCommit();  // Possibly empty: the wait below counts groups.
     CpAsyncWait<1>();
@@ -350,7 +358,7 @@ cudaError_t LaunchAttentionMmaBackward(ScalarType type,
                           dq,
                           dk,
                           dv};
-    const int64_t key_tiles = (a.lk + kFa2Keys - 1) / kFa2Keys;
+    const int64_t key_tiles = (a.lk + kFa2BackwardKeys - 1) / kFa2BackwardKeys;
     return LaunchMma(Fa2BackwardKernel<H, D>, args, a.entries * key_tiles,
                      kFa2Threads, Fa2Layout<D>::kBytes, stream);
   });

@@ -8,9 +8,9 @@
 // element each accumulator value is. The kernel and the CPU warp emulation
 // (tests/tensor/attention_fa2_backward_test.cc) call these same functions.
 //
-// A block holds kFa2Keys keys (16 a warp, the M rows of its products) and
-// walks steps of kFa2Rows queries. Its warps compute S^T = K Q^T and
-// dP^T = V dO^T, so that P^T and dS^T lie in the accumulators as the A
+// A block holds kFa2BackwardKeys keys (16 a warp, the M rows of its products)
+// and walks steps of kFa2BackwardRows queries. Its warps compute S^T = K Q^T
+// and dP^T = V dO^T, so that P^T and dS^T lie in the accumulators as the A
 // operand of dV += P^T dO and dK += dS^T Q (AccumulatorTileOfA): no shared
 // memory round trip for them; only dS^T goes to shared memory (the input
 // type) for dQ += dS K, which needs every warp's keys.
@@ -25,12 +25,11 @@
 
 namespace dtensor::cuda {
 
-inline constexpr int kFa2Warps = 8;
-inline constexpr int kFa2Keys = kMmaM * kFa2Warps;
-inline constexpr int kFa2Rows = 64;
-// The n tiles of a warp's S^T (and dP^T): kFa2Rows queries, 8 a tile.
-inline constexpr int kFa2QueryTiles = kFa2Rows / kMmaN;
-inline constexpr float kFa2Log2e = 1.4426950408889634f;
+inline constexpr int kFa2BackwardWarps = 8;
+inline constexpr int kFa2BackwardKeys = kMmaM * kFa2BackwardWarps;
+inline constexpr int kFa2BackwardRows = 64;
+// The n tiles of a warp's S^T (and dP^T): kFa2BackwardRows queries, 8 a tile.
+inline constexpr int kFa2QueryTiles = kFa2BackwardRows / kMmaN;
 
 // The row stride (elements) of a staged 16-bit tile `cols` wide: 16 bytes
 // of padding, so that the 8 rows one ldmatrix matrix reads (row strides of
@@ -71,13 +70,13 @@ DT_HOST_DEVICE inline int64_t Fa2FirstQuery(const Fa2Problem& p, int64_t key) {
   return first < 0 ? 0 : (first > p.lq ? p.lq : first);
 }
 
-// Whether the step of queries [q0, q0 + kFa2Rows) against the block's keys
-// [k0, k0 + kFa2Keys) has a pair to mask: a query past lq, a key past lk or
-// one the first (and so every later) query does not see.
+// Whether the step of queries [q0, q0 + kFa2BackwardRows) against the block's
+// keys [k0, k0 + kFa2BackwardKeys) has a pair to mask: a query past lq, a key
+// past lk or one the first (and so every later) query does not see.
 DT_HOST_DEVICE inline bool Fa2StepNeedsMask(const Fa2Problem& p, int64_t q0,
                                             int64_t k0) {
-  return q0 + kFa2Rows > p.lq ||
-         VisibleKeys(q0, p.lq, p.lk, p.causal) < k0 + kFa2Keys;
+  return q0 + kFa2BackwardRows > p.lq ||
+         VisibleKeys(q0, p.lq, p.lk, p.causal) < k0 + kFa2BackwardKeys;
 }
 
 // This lane's S^T and dP^T accumulators (warp `warp`, keys k0 + 16 warp..,
@@ -110,18 +109,19 @@ DT_HOST_DEVICE inline void Fa2LaneWeights(const Fa2Problem& p, int64_t q0,
   }
 }
 
-// Where, in the block's dS^T [kFa2Keys][Fa2Stride(kFa2Rows)], this lane
-// stores values 2 r and 2 r + 1 of its tile j (one 4-byte pair).
+// Where, in the block's dS^T [kFa2BackwardKeys][Fa2Stride(kFa2BackwardRows)],
+// this lane stores values 2 r and 2 r + 1 of its tile j (one 4-byte pair).
 DT_HOST_DEVICE constexpr int Fa2DsIndex(int warp, int lane, int j, int r) {
-  return (warp * kMmaM + MmaCElement(lane, 2 * r).row) * Fa2Stride(kFa2Rows) +
+  return (warp * kMmaM + MmaCElement(lane, 2 * r).row) *
+             Fa2Stride(kFa2BackwardRows) +
          j * kMmaN + MmaCElement(lane, 2 * r).col;
 }
 
-// dQ of a step, [kFa2Rows][d], by the warps: warp w the 16 rows
+// dQ of a step, [kFa2BackwardRows][d], by the warps: warp w the 16 rows
 // 16 (w % 4).. and the Fa2DqCols(d) columns from Fa2DqCol0.
-inline constexpr int kFa2DqRowBlocks = kFa2Rows / kMmaM;
+inline constexpr int kFa2DqRowBlocks = kFa2BackwardRows / kMmaM;
 DT_HOST_DEVICE constexpr int Fa2DqCols(int d) {
-  return d / (kFa2Warps / kFa2DqRowBlocks);
+  return d / (kFa2BackwardWarps / kFa2DqRowBlocks);
 }
 DT_HOST_DEVICE constexpr int Fa2DqRow0(int warp) {
   return warp % kFa2DqRowBlocks * kMmaM;

@@ -5,25 +5,26 @@
 // style, f32 accumulators, never an [lq, lk] matrix), which
 // LaunchAttentionForward and LaunchAttentionBackward (attention_kernels.h)
 // run where AttentionMmaSupports holds; the tiled f32 kernels stay the path
-// (and the reference) for every other shape and type. Head dims up to 64 run
-// the kernels compiled for 64, larger ones those for 128 (the columns past e
-// staged as zeros).
+// (and the reference) for every other shape and type. Both are
+// FlashAttention-2 style on mma.sync m16n8k16 (mma_sync.cuh) with every
+// accumulator in registers, their lane-level math in DT_HOST_DEVICE bodies
+// that CPU tests run as warp emulations. Head dims up to 64 run the kernels
+// compiled for 64, larger ones those for 128 (the columns past e zero-padded).
 //
-// Forward (attention_mma_kernels.cu, warp-level WMMA 16x16x16 products): a
-// block of 4 warps per (batch entry, 64 query rows), each warp 16
-// rows; it walks the key tiles of 64 its rows may see (causal: the tiles past
-// the block's last query skipped) with an online softmax in f32: scores
-// S = Q K^T by the tensor cores (the warp's query rows held in fragments)
-// into shared memory, the rows' running max and sum by two lanes a row,
-// P (rounded to the input type) V added into an f32 output accumulator in
-// shared memory, rescaled a row at a time. It writes
-// out (input type) and lse (f32) = max + log(sum); a row that sees no key
+// Forward (attention_fa2_forward.cu; attention_fa2_body.h): a block of 4
+// warps per (batch entry, 64 query rows), each warp 16 rows held as A
+// fragments; it walks the key tiles of 64 its rows may see (causal: the tiles
+// past the block's last query skipped, only the diagonal tile masked), K and
+// V double-buffered in swizzled shared memory by cp.async: S = Q K^T into the
+// lanes' accumulators, the online softmax in f32 on them (row max over each
+// lane quad, exp2), P (rounded to the input type) straight from the score
+// accumulators as the A operand of O += P V. It writes out (input type,
+// 16-byte stores) and lse (f32) = max + log(sum); a row that sees no key
 // gives zeros and lse -inf, as the tiled kernels do.
 //
-// Backward (attention_fa2_backward.cu, mma.sync m16n8k16 with register
-// accumulators; lane arithmetic in attention_fa2_backward_body.h): a block
-// of 8 warps per (batch entry, 128 keys), each warp 16 keys, K and V staged
-// once, over the query steps of 64 that see them (Q, dO, lse, delta
+// Backward (attention_fa2_backward.cu; attention_fa2_backward_body.h): a
+// block of 8 warps per (batch entry, 128 keys), each warp 16 keys, K and V
+// staged once, over the query steps of 64 that see them (Q, dO, lse, delta
 // double-buffered by cp.async): S^T = K Q^T and dP^T = V dO^T in registers,
 // P = exp2(S scale log2e - lse log2e) and dS = P (dP - delta) scale in
 // place (delta = rowsum(dO * O), a preprocessing kernel; the mask only on

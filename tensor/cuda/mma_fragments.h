@@ -23,6 +23,9 @@ inline constexpr int kMmaM = 16;
 inline constexpr int kMmaN = 8;
 inline constexpr int kMmaK = 16;
 inline constexpr int kWarpLanes = 32;
+// log2(e): the tensor-core kernels' softmax runs on exp2, the scores' scale
+// (and the log-sum-exps) prescaled by it.
+inline constexpr float kFa2Log2e = 1.4426950408889634f;
 
 // A (row, column) of an operand or of an 8x8 ldmatrix tile.
 struct FragmentElement {

@@ -5,10 +5,10 @@
 // dispatch bf16/f16 with head dims multiple of 16 to it. bf16 and f16, causal
 // and not, grouped-query heads (4 query heads over 2 kv heads), head dims 16,
 // 64, 80 (the kernels for 128, columns past 80 zero) and 128, lengths off
-// the tiles (1, 37, 130, 257, 300: the backward's causal steps both on and
-// off the diagonal, several steps through both of its buffers) and lq != lk
-// (causal rows that see no key included). Needs a GPU (tag `gpu`); skips
-// otherwise.
+// the tiles (1, 37, 130, 200, 257, 300: the backward's causal steps both on
+// and off the diagonal, several steps through both of its buffers) and
+// lq != lk (causal rows that see no key included); the forward also without
+// out (the log-sum-exps alone). Needs a GPU (tag `gpu`); skips otherwise.
 //
 // Tolerances, against the reference of the same rounded inputs: the results
 // within a fraction of their largest magnitude, 3e-2 for bf16 and 1e-2 for
@@ -62,7 +62,8 @@ struct Case {
 
 std::vector<Case> Cases() {
   const std::vector<std::pair<int64_t, int64_t>> lengths = {
-      {1, 1}, {37, 37}, {130, 257}, {257, 130}, {37, 1}, {300, 300}};
+      {1, 1},  {37, 37},   {130, 257}, {257, 130},
+      {37, 1}, {200, 200}, {300, 300}};
   std::vector<Case> cases;
   for (const DType dtype : {DType::kBF16, DType::kF16}) {
     for (const bool causal : {false, true}) {
@@ -267,6 +268,19 @@ TEST(AttentionCudaTest, MmaKernelsMatchTheReference) {
         << c.Name();
     ExpectNear(out, ref.out, c.dtype, c.Name() + " mma out");
     ExpectLse(lse, ReferenceLse(c, o), c.Name());
+    // The log-sum-exps alone (no out), as the backward computes them.
+    Tensor lse_alone = *Tensor::Empty({a.entries * c.lq}, DType::kF32, kGpu);
+    ASSERT_TRUE(cuda::LaunchOn(q, "lse alone",
+                               [&](cudaStream_t stream) {
+                                 return cuda::LaunchAttentionMmaForward(
+                                     type, a, q.raw_data(), k.raw_data(),
+                                     v.raw_data(), nullptr,
+                                     static_cast<float*>(lse_alone.raw_data()),
+                                     stream);
+                               })
+                    .ok())
+        << c.Name();
+    ExpectLse(lse_alone, ReferenceLse(c, o), c.Name() + " (lse alone)");
     // delta from the kernel's own (rounded) out, as the entry point does.
     const std::vector<double> out_values = HostValues(out);
     const std::vector<double> dout_values = HostValues(o.dout);

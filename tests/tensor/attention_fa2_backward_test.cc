@@ -206,7 +206,7 @@ void Mma2(const ARegs& a, const ARegs& r,
 
 using StepAcc = float[kWarpLanes][kFa2QueryTiles][4];
 
-// TransposedScores: acc = rows_m [16 warp..][d] rows_n [kFa2Rows][d]^T.
+// TransposedScores: acc = rows_m [16 warp..][d] rows_n [kFa2BackwardRows][d]^T.
 void TransposedScores(const Tile& rows_m, const Tile& rows_n, int warp, int d,
                       StepAcc& acc) {
   for (int kk = 0; kk < d; kk += kMmaK) {
@@ -223,11 +223,11 @@ void TransposedScores(const Tile& rows_m, const Tile& rows_n, int warp, int d,
 // The lanes' [16 keys][d] accumulators of one warp (dk or dv).
 using KeyAcc = std::vector<float>;  // [lane][d / 8][4]
 
-// AddWeightedRows: acc += round(w)^T-as-A rows [kFa2Rows][d].
+// AddWeightedRows: acc += round(w)^T-as-A rows [kFa2BackwardRows][d].
 void AddWeightedRows(const StepAcc& w, const Tile& rows, int d, Round round,
                      KeyAcc& acc) {
   const int tiles = d / kMmaN;
-  for (int kq = 0; kq < kFa2Rows / kMmaK; ++kq) {
+  for (int kq = 0; kq < kFa2BackwardRows / kMmaK; ++kq) {
     ARegs a, b;
     for (int lane = 0; lane < kWarpLanes; ++lane) {
       for (int reg = 0; reg < 4; ++reg) {
@@ -262,13 +262,13 @@ struct Block {
         p{c.lq, c.lk, c.causal, scale},
         d(c.e <= 64 ? 64 : 128),
         round(round),
-        k(kFa2Keys, d),
-        v(kFa2Keys, d),
-        q(kFa2Rows, d),
-        dout(kFa2Rows, d),
-        ds(kFa2Keys, kFa2Rows),
-        lse_log2(kFa2Rows),
-        delta(kFa2Rows) {}
+        k(kFa2BackwardKeys, d),
+        v(kFa2BackwardKeys, d),
+        q(kFa2BackwardRows, d),
+        dout(kFa2BackwardRows, d),
+        ds(kFa2BackwardKeys, kFa2BackwardRows),
+        lse_log2(kFa2BackwardRows),
+        delta(kFa2BackwardRows) {}
 };
 
 // One warp's part of a step before the block's barrier: weights, dk, dv,
@@ -313,7 +313,7 @@ void AddQueryGrads(Block& b, float* dq, int64_t rows, int warp) {
   const auto at = [&](int lane, int tile) {
     return &acc[(lane * tiles + tile) * 4];
   };
-  for (int kk = 0; kk < kFa2Keys; kk += kMmaK) {
+  for (int kk = 0; kk < kFa2BackwardKeys; kk += kMmaK) {
     ARegs a, r;
     LdMatrixX4(b.ds, kk, row0, LdMatrixAcrossFirst, true, a);
     for (int j = 0; j < tiles; j += 2) {
@@ -337,7 +337,7 @@ void AddQueryGrads(Block& b, float* dq, int64_t rows, int warp) {
 void AddKeyGrads(const Block& b, const std::vector<KeyAcc>& acc, float* dst,
                  int64_t keys) {
   const int tiles = b.d / kMmaN;
-  for (int warp = 0; warp < kFa2Warps; ++warp) {
+  for (int warp = 0; warp < kFa2BackwardWarps; ++warp) {
     for (int lane = 0; lane < kWarpLanes; ++lane) {
       for (int j = 0; j < tiles; ++j) {
         for (int i = 0; i < 4; ++i) {
@@ -359,21 +359,22 @@ void RunBlock(Block& b, const Problem& o, int entry, int64_t k0,
   const int64_t first = Fa2FirstQuery(b.p, k0);
   if (first >= c.lq) return;
   const int64_t kv = (entry / kGroup * c.lk + k0) * c.e;
-  Stage(b.k, &o.k[kv], c.lk - k0, kFa2Keys, c.e);
-  Stage(b.v, &o.v[kv], c.lk - k0, kFa2Keys, c.e);
-  b.dk.assign(kFa2Warps, KeyAcc(kWarpLanes * b.d / kMmaN * 4, 0.0f));
+  Stage(b.k, &o.k[kv], c.lk - k0, kFa2BackwardKeys, c.e);
+  Stage(b.v, &o.v[kv], c.lk - k0, kFa2BackwardKeys, c.e);
+  b.dk.assign(kFa2BackwardWarps, KeyAcc(kWarpLanes * b.d / kMmaN * 4, 0.0f));
   b.dv = b.dk;
-  for (int64_t q0 = first; q0 < c.lq; q0 += kFa2Rows) {
+  for (int64_t q0 = first; q0 < c.lq; q0 += kFa2BackwardRows) {
     const int64_t row0 = entry * c.lq + q0;
     const int64_t rows = c.lq - q0;
-    Stage(b.q, &o.q[row0 * c.e], rows, kFa2Rows, c.e);
-    Stage(b.dout, &o.dout[row0 * c.e], rows, kFa2Rows, c.e);
-    for (int i = 0; i < kFa2Rows; ++i) {
+    Stage(b.q, &o.q[row0 * c.e], rows, kFa2BackwardRows, c.e);
+    Stage(b.dout, &o.dout[row0 * c.e], rows, kFa2BackwardRows, c.e);
+    for (int i = 0; i < kFa2BackwardRows; ++i) {
       b.lse_log2[i] = i < rows ? o.lse[row0 + i] * kFa2Log2e : 0.0f;
       b.delta[i] = i < rows ? o.delta[row0 + i] : 0.0f;
     }
-    for (int warp = 0; warp < kFa2Warps; ++warp) WarpStep(b, q0, k0, warp);
-    for (int warp = 0; warp < kFa2Warps; ++warp) {
+    for (int warp = 0; warp < kFa2BackwardWarps; ++warp)
+      WarpStep(b, q0, k0, warp);
+    for (int warp = 0; warp < kFa2BackwardWarps; ++warp) {
       AddQueryGrads(b, &dq[row0 * c.e], rows, warp);
     }
   }
@@ -400,7 +401,7 @@ void CheckCase(const Case& c, Round round, double fraction, std::mt19937& rng) {
       dv(o.v.size(), 0.0f);
   Block b(c, scale, round);
   for (int entry = 0; entry < kEntries; ++entry) {
-    for (int64_t k0 = 0; k0 < c.lk; k0 += kFa2Keys) {
+    for (int64_t k0 = 0; k0 < c.lk; k0 += kFa2BackwardKeys) {
       RunBlock(b, o, entry, k0, dq, dk, dv);
     }
   }
@@ -439,16 +440,16 @@ TEST(AttentionFa2BackwardTest, Bf16EmulationMatchesFloat64) {
 TEST(AttentionFa2BackwardTest, StepRangesAndMasks) {
   for (const Case& c : Cases()) {
     const Fa2Problem p{c.lq, c.lk, c.causal, 1.0f};
-    for (int64_t k0 = 0; k0 < c.lk; k0 += kFa2Keys) {
+    for (int64_t k0 = 0; k0 < c.lk; k0 += kFa2BackwardKeys) {
       int64_t first = c.lq;
       for (int64_t i = c.lq - 1; i >= 0; --i) {
         if (Sees(c, i, k0)) first = i;
       }
       EXPECT_EQ(Fa2FirstQuery(p, k0), first) << c.Name();
-      for (int64_t q0 = first; q0 < c.lq; q0 += kFa2Rows) {
+      for (int64_t q0 = first; q0 < c.lq; q0 += kFa2BackwardRows) {
         bool masked = false;
-        for (int64_t i = q0; i < q0 + kFa2Rows; ++i) {
-          for (int64_t j = k0; j < k0 + kFa2Keys; ++j) {
+        for (int64_t i = q0; i < q0 + kFa2BackwardRows; ++i) {
+          for (int64_t j = k0; j < k0 + kFa2BackwardKeys; ++j) {
             masked |= i >= c.lq || j >= c.lk || !Sees(c, i, j);
           }
         }
