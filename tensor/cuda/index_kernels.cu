@@ -19,25 +19,30 @@ __global__ void EmbeddingKernel(const int64_t* indices, const T* table, T* out,
   }
 }
 
-// flag[0] = the largest ~0 - i over the bad positions i (0: none), so that
-// it names the first bad position whatever order the threads run in.
+// *scratch = the largest ~0 - i over the bad positions i (0: none), so
+// that it names the first bad position whatever order the threads run in.
 struct CheckIndexAt {
   const int64_t* indices;
   int64_t bound;
-  unsigned long long* flag;
+  unsigned long long* scratch;
   __device__ void operator()(int64_t i) const {
     const int64_t index = indices[i];
     if (index >= 0 && index < bound) return;
-    atomicMax(flag, ~0ULL - static_cast<unsigned long long>(i));
+    atomicMax(scratch, ~0ULL - static_cast<unsigned long long>(i));
   }
 };
 
-// flag[1] = the index at the first bad position that CheckIndexAt found.
-__global__ void FirstBadIndexKernel(const int64_t* indices,
-                                    unsigned long long* flag) {
-  if (flag[0] != 0) {
-    flag[1] = static_cast<unsigned long long>(indices[~0ULL - flag[0]]);
-  }
+// The report of CheckIndexAt's scratch word: the word, and the index at the
+// first bad position (0 when none); the scratch word back to 0.
+__global__ void ReportBadIndexKernel(const int64_t* indices,
+                                     unsigned long long* scratch,
+                                     unsigned long long* report) {
+  const unsigned long long found = *scratch;
+  report[0] = found;
+  report[1] = found != 0
+                  ? static_cast<unsigned long long>(indices[~0ULL - found])
+                  : 0ULL;
+  *scratch = 0;
 }
 
 template <typename T>
@@ -168,12 +173,13 @@ cudaError_t LaunchEmbedding(ScalarType type, const int64_t* indices,
 }
 
 cudaError_t LaunchCheckIndices(const int64_t* indices, int64_t count,
-                               int64_t bound, unsigned long long* flag,
+                               int64_t bound, unsigned long long* scratch,
+                               unsigned long long* report,
                                cudaStream_t stream) {
   const cudaError_t checked =
-      LaunchForEachIndex(count, CheckIndexAt{indices, bound, flag}, stream);
-  if (checked != cudaSuccess || count == 0) return checked;
-  FirstBadIndexKernel<<<1, 1, 0, stream>>>(indices, flag);
+      LaunchForEachIndex(count, CheckIndexAt{indices, bound, scratch}, stream);
+  if (checked != cudaSuccess) return checked;
+  ReportBadIndexKernel<<<1, 1, 0, stream>>>(indices, scratch, report);
   return cudaGetLastError();
 }
 

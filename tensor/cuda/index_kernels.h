@@ -21,14 +21,16 @@ cudaError_t LaunchEmbedding(ScalarType type, const int64_t* indices,
                             const void* table, void* out, int64_t count,
                             int64_t dim, int64_t num_rows, cudaStream_t stream);
 
-// The deferred range check of dtensor/tensor/index_checks.h: when some of the
-// `count` indices lies outside [0, bound), flag[0] becomes non-zero and
-// flag[1] the first such index in element order (what the CPU's check
-// names, whatever order the threads ran in); a flag that stays 0 found none.
-// `flag` holds two zeroed 8-byte words.
+// The deferred range check of dtensor/tensor/index_checks.h: report[0]
+// becomes non-zero when some of the `count` indices lies outside [0, bound),
+// and report[1] the first such index in element order (what the CPU's check
+// names, whatever order the threads ran in); both 0 when none is. The check
+// accumulates in `scratch` (one word, 0 on entry) and leaves it 0 again, so
+// the words serve the next check with no fill; report's two words are
+// written whole.
 cudaError_t LaunchCheckIndices(const int64_t* indices, int64_t count,
-                               int64_t bound, unsigned long long* flag,
-                               cudaStream_t stream);
+                               int64_t bound, unsigned long long* scratch,
+                               unsigned long long* report, cudaStream_t stream);
 
 // IndexSelect of contiguous x [outer, size, inner] along its middle dim:
 // out [outer, count, inner] (contiguous) takes rows[k] (in range).
