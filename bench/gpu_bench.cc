@@ -6,7 +6,8 @@
 // against a device-to-device copy,
 // causal grouped-query attention forward, and forward + backward at the
 // shapes of bench/peer/gpu_torch.py's SDPA figure, cross entropy forward and
-// forward + backward over Llama-3 logits [4096, 128256] bf16, the dispatch
+// forward + backward over Llama-3 logits [4096, 128256] bf16, the
+// embedding's table gradient at Llama-1B's shape, the dispatch
 // of a tiny op on the tensor and DTensor layers, and AdamW over the 2-layer
 // Llama-1B parameter set, per parameter against the multi-tensor step.
 // Bandwidth counts bytes read plus bytes written.
@@ -295,6 +296,31 @@ void BM_CrossEntropy(benchmark::State& state) {
                           state.iterations());
 }
 
+// The embedding's table gradient at Llama-3.2-1B's shape: bf16 grad
+// [4096, 2048] (batch 4 x seq 1024) into a [128256, 2048] table, the tokens
+// spread over the vocabulary by a fixed hash (repeats included). Bytes count
+// the grad read once and the gradient written once, so the rate compares
+// with a device copy.
+void BM_EmbeddingBackward(benchmark::State& state) {
+  if (SkipWithoutGpu(state)) return;
+  constexpr int64_t kVocab = 128256;
+  constexpr int64_t kWidth = 2048;
+  constexpr int64_t kTokens = 4096;
+  std::vector<int64_t> tokens(kTokens);
+  for (int64_t i = 0; i < kTokens; ++i) {
+    tokens[i] = (i * 2654435761LL) % kVocab;
+  }
+  const Device gpu = Device::CUDA(0);
+  const Tensor indices =
+      *Tensor::FromVector<int64_t>(tokens, {kTokens})->To(gpu);
+  const Tensor grad = *Tensor::Full({kTokens, kWidth}, 0.25, DType::kBF16, gpu);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(EmbeddingBackward(indices, grad, kVocab));
+    Sync(state);
+  }
+  state.SetBytesProcessed((kTokens + kVocab) * kWidth * 2 * state.iterations());
+}
+
 // The tensor-layer add of a tiny CUDA tensor [1, 8]: allocation and launch,
 // the kernel negligible (launches are asynchronous).
 void BM_SmallOpDispatch(benchmark::State& state) {
@@ -413,6 +439,7 @@ BENCHMARK(BM_AdamWLlama1BTwoLayers)
     ->ArgName("multi")
     ->UseRealTime();
 BENCHMARK(BM_CrossEntropy)->Arg(0)->Arg(1)->ArgName("backward")->UseRealTime();
+BENCHMARK(BM_EmbeddingBackward)->UseRealTime();
 BENCHMARK(BM_SmallOpDispatch);
 BENCHMARK(BM_DTensorAddDispatch);
 

@@ -10,6 +10,7 @@
 #include "dtensor/base/profiler.h"
 #include "dtensor/base/status_macros.h"
 #include "dtensor/tensor/cuda_backend.h"
+#include "dtensor/tensor/index_check_arena.h"
 #include "dtensor/tensor/kernel_checks.h"
 
 #ifdef DTENSOR_CUDA
@@ -24,11 +25,10 @@ namespace {
 // loop that never reads its results keeps a bounded list).
 constexpr size_t kMaxPending = 1024;
 
-// A queued device check: `flag` (i64 [2] on `device`) as LaunchCheckIndices
-// leaves it, being copied to `host` (two words of this thread's pinned
-// slots) on the device's stream.
+// A queued device check: the report words of LaunchCheckIndices (in this
+// thread's arena on `device`) being copied to `host` (two words of this
+// thread's pinned slots) on the device's stream.
 struct PendingCheck {
-  Tensor flag;
   const int64_t* host;
   int device;
   int64_t bound;
@@ -83,7 +83,9 @@ class PinnedSlots {
 };
 
 // This thread's pending checks. A thread that ends with some still pending
-// waits for their copies before its slots go back to the pool.
+// waits for their copies before its slots go back to the pool. Check i of
+// `pending` uses slot i of `slots` and of its device's `arena`: slots are
+// reused only once the pending checks are read (after the waits).
 struct ThreadChecks {
   ~ThreadChecks() {
     for (const PendingCheck& check : pending) {
@@ -91,6 +93,9 @@ struct ThreadChecks {
     }
   }
   PinnedSlots slots;
+  IndexCheckArena arena{kMaxPending, [](Device device, int64_t words) {
+                          return Tensor::Zeros({words}, DType::kI64, device);
+                        }};
   std::vector<PendingCheck> pending;
 };
 
@@ -142,19 +147,17 @@ absl::Status DeferCheck(const Tensor& indices, int64_t bound,
     DT_RETURN_IF_ERROR(ReadDeferredIndexChecks());
   }
   const int device = indices.device().index;
-  DT_ASSIGN_OR_RETURN(int64_t* const host,
-                      Checks().slots.Slot(Checks().pending.size()));
-  DT_ASSIGN_OR_RETURN(Tensor flag,
-                      Tensor::Zeros({2}, DType::kI64, indices.device()));
+  const size_t slot = Checks().pending.size();
+  DT_ASSIGN_OR_RETURN(int64_t* const host, Checks().slots.Slot(slot));
+  DT_ASSIGN_OR_RETURN(const IndexCheckArena::Slot words,
+                      Checks().arena.SlotOn(indices.device(), slot));
   DT_RETURN_IF_ERROR(cuda::LaunchOn(indices, op, [&](cudaStream_t stream) {
-    return cuda::LaunchCheckIndices(
-        indices.data<int64_t>(), indices.numel(), bound,
-        static_cast<unsigned long long*>(flag.raw_data()), stream);
+    return cuda::LaunchCheckIndices(indices.data<int64_t>(), indices.numel(),
+                                    bound, words.scratch, words.report, stream);
   }));
   DT_RETURN_IF_ERROR(
-      cuda::CopyToPinnedAsync(host, flag.raw_data(), 2 * 8, device));
-  Checks().pending.push_back(
-      {std::move(flag), host, device, bound, std::string(op)});
+      cuda::CopyToPinnedAsync(host, words.report, 2 * 8, device));
+  Checks().pending.push_back({host, device, bound, std::string(op)});
   return absl::OkStatus();
 #else
   return absl::FailedPreconditionError(
@@ -201,7 +204,7 @@ absl::StatusOr<Tensor> CheckedIndicesOn(const Tensor& indices, int64_t bound,
     return absl::ResourceExhaustedError(
         absl::StrCat(op, ": no memory for the indices"));
   }
-  if (!indices.device().is_cpu()) {
+  if (!indices.device().is_cpu() && contiguous.numel() > 0) {
     DT_RETURN_IF_ERROR(DeferCheck(contiguous, bound, op));
   }
   return contiguous;

@@ -13,10 +13,11 @@
 // Reading CUDA indices on the host to check them waits for everything queued
 // on the device's stream, once per embedding call. Instead, a CUDA index
 // tensor is checked by a kernel that records the first bad index (in element
-// order, as the CPU's check) in a flag on the device, and a copy of the flag
-// to page-locked host memory is queued behind it on the stream, without the
-// host waiting. The flag is read on the host once the host has waited for
-// the stream anyway: reading a value costs no extra wait.
+// order, as the CPU's check) in device words reserved once per thread and
+// device (index_check_arena.h: no allocation or fill per check), and a copy
+// of them to page-locked host memory is queued behind it on the stream,
+// without the host waiting. The copy is read on the host once the host has
+// waited for the stream anyway: reading a value costs no extra wait.
 //
 // The deferred-error contract: an out-of-range CUDA index is reported, as the
 // InvalidArgument "<op>: index <i> is out of range [0, <bound>)" that the CPU

@@ -84,21 +84,29 @@ absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(const Tensor& indices,
   DT_ASSIGN_OR_RETURN(const Tensor device_indices,
                       CheckedIndicesOn(indices, table_rows, grad.device(),
                                        "EmbeddingBackward"));
-  DT_ASSIGN_OR_RETURN(
-      Tensor acc, Tensor::Zeros({num_rows, width},
-                                AccumulatorDType(grad.dtype()), grad.device()));
   const int64_t count = device_indices.numel();
-  if (count > 0 && width > 0 && num_rows > 0) {
-    DT_ASSIGN_OR_RETURN(const Tensor source, ContiguousOnDevice(grad));
-    DT_RETURN_IF_ERROR(
-        LaunchOn(grad, "EmbeddingBackward", [&](cudaStream_t stream) {
-          return LaunchRowIndexAdd(
-              ToScalarType(grad.dtype()), source.raw_data(),
-              device_indices.data<int64_t>(), acc.raw_data(), count, width,
-              first_row, num_rows, stream);
-        }));
+  if (count == 0 || width == 0 || num_rows == 0) {
+    return Tensor::Zeros({num_rows, width}, grad.dtype(), grad.device());
   }
-  return RoundedTo(acc, grad.dtype());
+  DT_ASSIGN_OR_RETURN(const Tensor source, ContiguousOnDevice(grad));
+  // The scratch size is asked on the launch's device (LaunchOn makes it
+  // current); it comes from the caching allocator, stream-ordered.
+  size_t scratch_bytes = 0;
+  DT_RETURN_IF_ERROR(LaunchOn(grad, "EmbeddingBackward", [&](cudaStream_t) {
+    return EmbeddingBackwardScratchBytes(count, num_rows, &scratch_bytes);
+  }));
+  DT_ASSIGN_OR_RETURN(
+      const Tensor scratch,
+      Tensor::Empty({static_cast<int64_t>((scratch_bytes + 7) / 8)},
+                    DType::kI64, grad.device()));
+  DT_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty({num_rows, width}, grad.dtype(),
+                                                grad.device()));
+  return LaunchInto(out, "EmbeddingBackward", [&](cudaStream_t stream) {
+    return LaunchEmbeddingBackward(
+        ToScalarType(grad.dtype()), source.raw_data(),
+        device_indices.data<int64_t>(), out.raw_data(), count, width, first_row,
+        num_rows, scratch.raw_data(), scratch_bytes, stream);
+  });
 #else
   return NotBuilt();
 #endif

@@ -24,9 +24,10 @@ absl::StatusOr<Tensor> EmbeddingOnDevice(const Tensor& indices,
 // of the [num_rows, width] result sums the rows i of grad with indices[i] ==
 // first_row + r; indices outside those rows are skipped on the device. The
 // indices are checked against `table_rows` as the embedding's are, and used
-// on the device as i64. Duplicates add up by atomicAdd in an order that
-// varies from run to run; bf16/f16 accumulate in a float buffer rounded once
-// at the end.
+// on the device as i64. A device sort groups each row's tokens
+// (index_kernels.h LaunchEmbeddingBackward): a row's sum is taken in float
+// (double for f64) in position order and rounded once, the CPU kernel's
+// result bit for bit, the same every run; rows no token names are 0.
 absl::StatusOr<Tensor> EmbeddingBackwardOnDevice(const Tensor& indices,
                                                  const Tensor& grad,
                                                  int64_t table_rows,

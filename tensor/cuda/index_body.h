@@ -4,9 +4,9 @@
 // Per-element bodies of the index kernels (dtensor/tensor/indexing.cc's
 // IndexSelect, Gather and ScatterAdd, nn_functional.cc's EmbeddingBackward),
 // shared by the CUDA launches and their host forms. Indices are i64 and
-// already checked to lie in range on the host; element `i` is the row-major
-// position in the index's shape (IndexSelect: in the output's;
-// EmbeddingBackward: in grad's).
+// already checked to lie in range on the host (EmbeddingBackward's: skipped
+// when outside its rows); element `i` is the row-major position in the
+// index's shape (IndexSelect: in the output's).
 
 #include <stdint.h>
 
@@ -59,23 +59,67 @@ DT_HOST_DEVICE inline void ScatterAddElement(const T* src,
       static_cast<A>(Load(src[offsets[1]])));
 }
 
-// EmbeddingBackward's row index-add (dtensor/tensor/nn_functional.cc): the
-// element e = i * width + j of contiguous grad [count, width] adds into
-// acc[(indices[i] - first_row) * width + j] by add(slot, value) (a plain +=
-// in the host form, an atomicAdd on the device) when indices[i] lies in
-// [first_row, first_row + num_rows), the rows of this table shard, and is
-// skipped otherwise. A is the accumulator's type as for ScatterAddElement.
-// Visiting e in increasing order adds into each slot in the CPU kernel's
-// order.
-template <typename A, typename T, typename AddFn>
-DT_HOST_DEVICE inline void RowIndexAddElement(const T* grad,
-                                              const int64_t* indices, A* acc,
-                                              int64_t first_row,
-                                              int64_t num_rows, int64_t width,
-                                              int64_t e, AddFn add) {
-  const int64_t row = indices[e / width] - first_row;
-  if (row < 0 || row >= num_rows) return;
-  add(acc + row * width + e % width, static_cast<A>(Load(grad[e])));
+// EmbeddingBackward (dtensor/tensor/nn_functional.cc) as a sorted,
+// segmented sum. Token i gets the sort key EmbeddingRowKey(indices[i]); a
+// stable sort of the (key, i) pairs lists the tokens of each row together,
+// in increasing position; row r's tokens are then the sorted positions
+// [EmbeddingSegmentStart(r), EmbeddingSegmentStart(r + 1)), and
+// EmbeddingSegmentSum adds their grad rows in that order: the CPU kernel's
+// order, the same bits every run.
+
+// The key of an index: its row relative to first_row when it lies in
+// [first_row, first_row + num_rows), the rows of this table shard, else
+// num_rows (after every row: the token is skipped). Requires: first_row >= 0.
+DT_HOST_DEVICE inline uint64_t EmbeddingRowKey(int64_t index, int64_t first_row,
+                                               int64_t num_rows) {
+  if (index < first_row || index - first_row >= num_rows) {
+    return static_cast<uint64_t>(num_rows);
+  }
+  return static_cast<uint64_t>(index - first_row);
+}
+
+// The low key bits a radix sort of the keys reads: every key (at most
+// num_rows) is below 2^bits. At least 1. Requires: num_rows >= 0.
+DT_HOST_DEVICE inline int EmbeddingKeyBits(int64_t num_rows) {
+  int bits = 1;
+  while (bits < 63 && (num_rows >> bits) != 0) ++bits;
+  return bits;
+}
+
+// The first position k of the `count` sorted keys with keys[k] >= row (count
+// when none): where row's segment starts.
+DT_HOST_DEVICE inline int64_t EmbeddingSegmentStart(const uint64_t* keys,
+                                                    int64_t count,
+                                                    uint64_t row) {
+  int64_t low = 0;
+  int64_t high = count;
+  while (low < high) {
+    const int64_t mid = low + (high - low) / 2;
+    if (keys[mid] < row) {
+      low = mid + 1;
+    } else {
+      high = mid;
+    }
+  }
+  return low;
+}
+
+// Element (row, j) of out [num_rows, width] (contiguous): the sum in A (float
+// for the 16-bit floats, T otherwise) of grad[positions[k], j] (contiguous
+// grad [count, width]) over row's segment [starts[row], starts[row + 1]) of
+// the sorted positions, in that order, stored once as T (0 for a row that no
+// token names).
+template <typename A, typename T>
+DT_HOST_DEVICE inline void EmbeddingSegmentSum(const T* grad,
+                                               const int64_t* positions,
+                                               const int64_t* starts, T* out,
+                                               int64_t width, int64_t row,
+                                               int64_t j) {
+  A sum = A(0);
+  for (int64_t k = starts[row]; k < starts[row + 1]; ++k) {
+    sum += static_cast<A>(Load(grad[positions[k] * width + j]));
+  }
+  out[row * width + j] = Store<T>(sum);
 }
 
 }  // namespace dtensor::cuda

@@ -1,6 +1,7 @@
 // The host forms of the CUDA index and random bodies
 // (dtensor/tensor/cuda/index_body.h, random_body.h: index select, gather,
-// scatter add, embedding backward, dropout) against the CPU kernels of
+// scatter add, dropout; embedding backward's in
+// embedding_backward_body_test.cc) against the CPU kernels of
 // dtensor/tensor/ and the generator.
 #include <cmath>
 #include <cstdint>
@@ -153,65 +154,6 @@ TEST(IndexBodyTest, ScatterAddMatchesTheCpuKernel) {
         }
       }
     }
-  }
-}
-
-// EmbeddingBackward of table rows [first_row, first_row + num_rows) by the
-// body with a sequential add over grad's elements in order, accumulating as
-// the CUDA launch does (float for the 16-bit floats).
-Tensor HostEmbeddingBackward(const Tensor& indices, const Tensor& grad,
-                             int64_t first_row, int64_t num_rows) {
-  const int64_t width = grad.size(-1);
-  const Tensor source = grad.Contiguous();
-  const Tensor rows = *indices.Contiguous().To(DType::kI64);
-  const bool sixteen_bit =
-      grad.dtype() == DType::kBF16 || grad.dtype() == DType::kF16;
-  Tensor acc = *Tensor::Zeros({num_rows, width},
-                              sixteen_bit ? DType::kF32 : grad.dtype());
-  ForFloatingStorage(grad.dtype(), [&](auto tag, auto) {
-    using T = decltype(tag);
-    using A = Compute<T>;
-    for (int64_t e = 0; e < source.numel(); ++e) {
-      RowIndexAddElement(static_cast<const T*>(source.raw_data()),
-                         rows.data<int64_t>(), static_cast<A*>(acc.raw_data()),
-                         first_row, num_rows, width, e,
-                         [](A* slot, A value) { *slot += value; });
-    }
-  });
-  return *acc.To(grad.dtype());
-}
-
-TEST(IndexBodyTest, EmbeddingBackwardMatchesTheCpuKernelBitForBit) {
-  std::mt19937 rng(16);
-  const auto uniform = [&](int64_t low, int64_t high) {
-    return std::uniform_int_distribution<int64_t>(low, high)(rng);
-  };
-  for (int trial = 0; trial < 40; ++trial) {
-    const DType dtype = testing::Pick(testing::kFloatDTypes, rng);
-    const DType index_dtype =
-        testing::Pick(std::vector<DType>{DType::kI32, DType::kI64}, rng);
-    // Few table rows for many indices: repeated rows; a block of the rows:
-    // indices outside it skipped.
-    const int64_t table_rows = uniform(1, 9);
-    const int64_t first_row = uniform(0, table_rows);
-    const int64_t num_rows = uniform(0, table_rows - first_row);
-    const Shape index_shape = {uniform(1, 4), uniform(1, 12)};
-    const int64_t width = uniform(1, 9);
-    const Tensor indices =
-        RandomIndices(index_shape, table_rows, index_dtype, rng);
-    const Tensor grad = RandomTensor(
-        {index_shape[0], index_shape[1], width}, dtype,
-        testing::Pick(
-            std::vector<Layout>{Layout::kContiguous, Layout::kTransposed}, rng),
-        rng, -5, 5);
-    const Tensor expected =
-        *EmbeddingBackward(indices, grad, table_rows, first_row, num_rows);
-    const Tensor got =
-        HostEmbeddingBackward(indices, grad, first_row, num_rows);
-    ASSERT_EQ(got.shape(), expected.shape());
-    EXPECT_EQ(Bytes(got), Bytes(expected))
-        << DTypeName(dtype) << " trial " << trial << " rows [" << first_row
-        << ", " << first_row + num_rows << ") of " << table_rows;
   }
 }
 
