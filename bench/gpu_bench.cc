@@ -2,8 +2,9 @@
 // otherwise): the tensor Matmul on CUDA tensors against cuBLAS called
 // directly on the same 4096^2 operands (bf16 and f32), the elementwise
 // add, a cast f32 -> bf16, a broadcast add, the fused SwiGLU forward and
-// backward (against the ops they replace) and the sum at 64M elements
-// against a device-to-device copy,
+// backward (against the ops they replace), the residual add + RMSNorm and
+// its backward on [4096, 2048] bf16 fused and unfused, the sum at 64M
+// elements against a device-to-device copy,
 // causal grouped-query attention forward, and forward + backward at the
 // shapes of bench/peer/gpu_torch.py's SDPA figure, cross entropy forward and
 // forward + backward over Llama-3 logits [4096, 128256] bf16, the
@@ -27,8 +28,10 @@
 #include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/elementwise.h"
+#include "dtensor/tensor/fused_norm.h"
 #include "dtensor/tensor/matmul.h"
 #include "dtensor/tensor/nn_functional.h"
+#include "dtensor/tensor/norm_backward.h"
 #include "dtensor/tensor/reduction.h"
 #include "dtensor/tensor/swiglu.h"
 #include "dtensor/tensor/tensor.h"
@@ -186,6 +189,55 @@ void BM_SwiGluBackward(benchmark::State& state) {
     Sync(state);
   }
   state.SetBytesProcessed(5 * a.nbytes() * state.iterations());
+}
+
+// The residual add + RMSNorm of a Llama block on [4096, 2048] bf16, fused
+// (arg fused 1: AddRmsNorm, two reads and two writes) or as Add then RmsNorm
+// (three reads, two writes), and its backward (fused: AddRmsNormBackward, three
+// reads and one write; else RmsNormBackward then the residual gradient's Add,
+// four reads and two writes), with a weight: bytes count what the fused kernel
+// moves, so the rates compare times.
+constexpr int64_t kNormRows = 4096;
+constexpr int64_t kNormWidth = 2048;
+
+void BM_AddRmsNorm(benchmark::State& state) {
+  if (SkipWithoutGpu(state)) return;
+  const Device gpu = Device::CUDA(0);
+  const Shape shape = {kNormRows, kNormWidth};
+  const Tensor residual = *Tensor::Full(shape, 0.5, DType::kBF16, gpu);
+  const Tensor delta = *Tensor::Full(shape, 0.25, DType::kBF16, gpu);
+  const Tensor weight = *Tensor::Ones({kNormWidth}, DType::kBF16, gpu);
+  const bool fused = state.range(0) == 1;
+  for (auto _ : state) {
+    if (fused) {
+      benchmark::DoNotOptimize(AddRmsNorm(residual, delta, weight));
+    } else {
+      benchmark::DoNotOptimize(RmsNorm(*Add(residual, delta), weight));
+    }
+    Sync(state);
+  }
+  state.SetBytesProcessed(4 * residual.nbytes() * state.iterations());
+}
+
+void BM_AddRmsNormBackward(benchmark::State& state) {
+  if (SkipWithoutGpu(state)) return;
+  const Device gpu = Device::CUDA(0);
+  const Shape shape = {kNormRows, kNormWidth};
+  const Tensor sum = *Tensor::Full(shape, 0.5, DType::kBF16, gpu);
+  const Tensor grad = *Tensor::Full(shape, 0.1, DType::kBF16, gpu);
+  const Tensor grad_sum = *Tensor::Full(shape, 0.2, DType::kBF16, gpu);
+  const Tensor weight = *Tensor::Ones({kNormWidth}, DType::kBF16, gpu);
+  const bool fused = state.range(0) == 1;
+  for (auto _ : state) {
+    if (fused) {
+      benchmark::DoNotOptimize(AddRmsNormBackward(sum, weight, grad, grad_sum));
+    } else {
+      const NormGrads grads = *RmsNormBackward(sum, weight, grad);
+      benchmark::DoNotOptimize(Add(grads.dx, grad_sum));
+    }
+    Sync(state);
+  }
+  state.SetBytesProcessed(4 * sum.nbytes() * state.iterations());
 }
 
 void BM_Sum(benchmark::State& state) {
@@ -431,6 +483,12 @@ BENCHMARK(BM_SwiGluBackward)
     ->ArgNames({"bf16", "fused"})
     ->UseRealTime();
 BENCHMARK(BM_Sum)->UseRealTime();
+BENCHMARK(BM_AddRmsNorm)->Arg(0)->Arg(1)->ArgName("fused")->UseRealTime();
+BENCHMARK(BM_AddRmsNormBackward)
+    ->Arg(0)
+    ->Arg(1)
+    ->ArgName("fused")
+    ->UseRealTime();
 BENCHMARK(BM_AttentionForward)->Arg(1024)->Arg(2048)->UseRealTime();
 BENCHMARK(BM_AttentionForwardBackward)->Arg(1024)->Arg(2048)->UseRealTime();
 BENCHMARK(BM_AdamWLlama1BTwoLayers)

@@ -116,6 +116,13 @@ class Module {
   int64_t num_output_hooks() const {
     return static_cast<int64_t>(output_hooks_.size());
   }
+  // Whether operator() does anything besides Forward: a hook of any kind or
+  // an AroundForward. A module without may be computed by a fused op in its
+  // caller's place (RMSNorm::ForwardWithResidual).
+  bool has_hooks() const {
+    return !input_hooks_.empty() || !output_hooks_.empty() ||
+           !exit_hooks_.empty() || around_ != nullptr;
+  }
 
   // Training mode (the default) or evaluation mode (dropout is off); set on
   // the whole subtree.

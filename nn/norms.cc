@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
+#include "dtensor/comm_owner.h"
 #include "dtensor/nn/layer_checks.h"
+#include "dtensor/ops/elementwise_ops.h"
 #include "dtensor/ops/norm_ops.h"
 
 namespace dtensor {
@@ -45,6 +47,31 @@ absl::StatusOr<std::unique_ptr<RMSNorm>> RMSNorm::Create(int64_t dim,
 
 absl::StatusOr<DTensor> RMSNorm::Forward(const DTensor& x) {
   return ops::RmsNorm(x, weight(), eps());
+}
+
+bool RMSNorm::CanFuse(const DTensor& residual, const DTensor& delta) const {
+  if (has_hooks() || !residual.defined() || !delta.defined()) return false;
+  if (residual.spec() != delta.spec()) return false;
+  const int64_t last = static_cast<int64_t>(residual.shape().size()) - 1;
+  for (const Placement& p : residual.spec().placements()) {
+    if (p.is_partial()) return false;
+    if (p.is_shard() && (p.dim() == last || p.dim() == -1)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<ops::AddNormOutputs> RMSNorm::ForwardWithResidual(
+    const DTensor& residual, const DTensor& delta) {
+  if (CanFuse(residual, delta)) {
+    // The norm's collectives (its weight gradient's, in backward) stay this
+    // module's, as in operator(); the add issues none for these operands.
+    CommOwner::Scope owner(this);
+    return ops::AddRmsNorm(residual, delta, weight(), eps());
+  }
+  ops::AddNormOutputs out;
+  DT_ASSIGN_OR_RETURN(out.sum, ops::Add(residual, delta));
+  DT_ASSIGN_OR_RETURN(out.normed, (*this)(out.sum));
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<LayerNorm>> LayerNorm::Create(

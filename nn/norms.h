@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/nn/module.h"
+#include "dtensor/ops/add_norm_ops.h"
 
 namespace dtensor {
 namespace nn {
@@ -48,11 +49,27 @@ class RMSNorm : public Norm {
 
   absl::string_view type_name() const override { return "RMSNorm"; }
 
+  // sum = residual + delta and this norm of it, as ops::Add then operator()
+  // compute them (the sum is the next residual stream, before this module's
+  // hooks), in one fused op (ops::AddRmsNorm) where that changes nothing but
+  // rounding: the module has no hooks (Module::has_hooks: a parallel plan's
+  // redistribution, a tool's notes, checkpointing all run as they would), and
+  // residual and delta are laid out alike with no Partial and no sharded last
+  // dim, so that neither the add nor the norm's input communicates; the fused
+  // op's collectives (the weight gradient's reduction) are this module's
+  // (CommOwner), as operator() makes them. Otherwise ops::Add, then
+  // operator().
+  // Errors: those of ops::Add and of this norm.
+  absl::StatusOr<ops::AddNormOutputs> ForwardWithResidual(
+      const DTensor& residual, const DTensor& delta);
+
  protected:
   absl::StatusOr<DTensor> Forward(const DTensor& x) override;
 
  private:
   using Norm::Norm;
+  // Whether ForwardWithResidual may fuse for these operands.
+  bool CanFuse(const DTensor& residual, const DTensor& delta) const;
 };
 
 // (x - mean) / sqrt(var + eps) * weight + bias (population variance). With

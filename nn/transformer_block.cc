@@ -40,10 +40,11 @@ absl::StatusOr<std::unique_ptr<TransformerBlock>> TransformerBlock::Create(
 absl::StatusOr<DTensor> TransformerBlock::Forward(const DTensor& x) {
   DT_ASSIGN_OR_RETURN(DTensor normed, (*attention_norm_)(x));
   DT_ASSIGN_OR_RETURN(DTensor attended, (*attention_)(normed));
-  DT_ASSIGN_OR_RETURN(DTensor h, ops::Add(x, attended));
-  DT_ASSIGN_OR_RETURN(normed, (*ffn_norm_)(h));
-  DT_ASSIGN_OR_RETURN(DTensor fed, (*feed_forward_)(normed));
-  return ops::Add(h, fed);
+  // h = x + attended and ffn_norm(h), fused where ffn_norm's hooks allow.
+  DT_ASSIGN_OR_RETURN(const ops::AddNormOutputs h,
+                      ffn_norm_->ForwardWithResidual(x, attended));
+  DT_ASSIGN_OR_RETURN(DTensor fed, (*feed_forward_)(h.normed));
+  return ops::Add(h.sum, fed);
 }
 
 }  // namespace nn

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/status_macros.h"
+#include "dtensor/ops/add_norm_ops.h"
 #include "dtensor/ops/attention_ops.h"
 #include "dtensor/ops/cast_ops.h"
 #include "dtensor/ops/elementwise_ops.h"
@@ -30,7 +31,7 @@ void RegisterBuiltins(OpRegistry& registry) {
        {ops::MatmulOps(), ops::ElementwiseOps(), ops::ReductionOps(),
         ops::NnOps(), ops::NormOps(), ops::AttentionOps(), ops::EmbeddingOps(),
         ops::VocabOps(), ops::ViewOps(), ops::JoinOps(), ops::SliceOps(),
-        ops::CastOps(), ops::RandomOps()}) {
+        ops::CastOps(), ops::RandomOps(), ops::AddNormOps()}) {
     for (const OpDef* op : family) {
       // The built-in names are distinct (tests/ops/registry_test.cc).
       registry.Register(op).IgnoreError();

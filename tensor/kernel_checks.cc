@@ -75,6 +75,18 @@ absl::Status CheckNormInput(const Tensor& x, absl::string_view op) {
   return absl::OkStatus();
 }
 
+absl::Status CheckLikeNormInput(const Tensor& x, const Tensor& t,
+                                absl::string_view op, absl::string_view arg) {
+  DT_RETURN_IF_ERROR(CheckFloatingOn(t, x.device(), op, arg));
+  DT_RETURN_IF_ERROR(CheckSameDType(x, t, op, "x", arg));
+  if (t.shape() != x.shape()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, " has shape ", ShapeToString(t.shape()),
+                     ", x has shape ", ShapeToString(x.shape())));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckNormParam(const Tensor& x, const Tensor& param,
                             absl::string_view op, absl::string_view arg) {
   if (!param.defined()) return absl::OkStatus();

@@ -54,6 +54,10 @@ absl::Status CheckCrossEntropyShapes(const Tensor& logits,
 // The input of a normalization over the last dim (any device): a defined
 // floating `x` of at least 1 dim.
 absl::Status CheckNormInput(const Tensor& x, absl::string_view op);
+// `t` (named `arg`) is floating and of x's shape, dtype and device: a
+// second row operand of a normalization (a gradient, a residual).
+absl::Status CheckLikeNormInput(const Tensor& x, const Tensor& t,
+                                absl::string_view op, absl::string_view arg);
 // A norm's optional per-feature `param`: undefined, or [last dim of x] of x's
 // dtype on x's device.
 absl::Status CheckNormParam(const Tensor& x, const Tensor& param,

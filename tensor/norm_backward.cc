@@ -17,28 +17,24 @@ namespace {
 using cuda::NormStats;
 
 absl::Status CheckNormBackward(const Tensor& x, const Tensor& weight,
-                               const Tensor& grad_out, const char* op) {
+                               const Tensor& grad_out,
+                               const Tensor& residual_grad, const char* op) {
   DT_RETURN_IF_ERROR(internal::CheckNormInput(x, op));
   DT_RETURN_IF_ERROR(internal::CheckNormParam(x, weight, op, "weight"));
-  DT_RETURN_IF_ERROR(
-      internal::CheckFloatingOn(grad_out, x.device(), op, "grad_out"));
-  DT_RETURN_IF_ERROR(
-      internal::CheckSameDType(x, grad_out, op, "x", "grad_out"));
-  if (grad_out.shape() != x.shape()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": grad_out has shape ", ShapeToString(grad_out.shape()),
-        ", x has shape ", ShapeToString(x.shape())));
-  }
-  return absl::OkStatus();
+  DT_RETURN_IF_ERROR(internal::CheckLikeNormInput(x, grad_out, op, "grad_out"));
+  if (!residual_grad.defined()) return absl::OkStatus();
+  return internal::CheckLikeNormInput(x, residual_grad, op, "residual_grad");
 }
 
 // The CPU kernel over `rows` contiguous rows of `width` > 0 (T the bodies'
-// storage type): dx, and the parameter gradients' sums added row after row
-// into `dweight_sum` and `dbias_sum` (zeroed, [width]; null: not wanted).
+// storage type): dx (plus `addend`'s rows unless null), and the parameter
+// gradients' sums added row after row into `dweight_sum` and `dbias_sum`
+// (zeroed, [width]; null: not wanted).
 template <typename T>
-void NormBackwardRows(const T* x, const T* grad, const T* weight, T* dx,
-                      double* dweight_sum, double* dbias_sum, int64_t rows,
-                      int64_t width, double eps, bool layer_norm) {
+void NormBackwardRows(const T* x, const T* grad, const T* weight,
+                      const T* addend, T* dx, double* dweight_sum,
+                      double* dbias_sum, int64_t rows, int64_t width,
+                      double eps, bool layer_norm) {
   for (int64_t r = 0; r < rows; ++r) {
     const cuda::Row<T> x_row{x + r * width, width, 1};
     const cuda::Row<T> g_row{grad + r * width, width, 1};
@@ -51,7 +47,8 @@ void NormBackwardRows(const T* x, const T* grad, const T* weight, T* dx,
     const cuda::NormDots dots =
         cuda::NormDotsPartial(x_row, g_row, weight, s, 0, 1);
     cuda::NormBackwardWrite(x_row, g_row, weight, s, dots, layer_norm,
-                            dx + r * width, 0, 1);
+                            dx + r * width, 0, 1,
+                            addend == nullptr ? nullptr : addend + r * width);
     cuda::NormParamGradsAddRow(x_row, g_row, s, dweight_sum, dbias_sum, 0, 1);
   }
 }
@@ -69,12 +66,15 @@ absl::StatusOr<Tensor> ParamGrad(bool wanted, const std::vector<double>& sums,
 absl::StatusOr<NormGrads> NormBackwardOnCpu(const Tensor& x,
                                             const Tensor& weight,
                                             const Tensor& grad_out, double eps,
-                                            bool layer_norm, bool want_dbias) {
+                                            bool layer_norm, bool want_dbias,
+                                            const Tensor& residual_grad) {
   const int64_t width = x.size(-1);
   const int64_t rows = width == 0 ? 0 : x.numel() / width;
   const Tensor input = x.Contiguous();
   const Tensor grad = grad_out.Contiguous();
   const Tensor w = weight.defined() ? weight.Contiguous() : Tensor();
+  const Tensor addend =
+      residual_grad.defined() ? residual_grad.Contiguous() : Tensor();
   NormGrads grads;
   DT_ASSIGN_OR_RETURN(grads.dx, Tensor::Empty(x.shape(), x.dtype()));
   std::vector<double> dweight_sum(weight.defined() ? width : 0, 0.0);
@@ -85,6 +85,7 @@ absl::StatusOr<NormGrads> NormBackwardOnCpu(const Tensor& x,
         static_cast<const T*>(input.raw_data()),
         static_cast<const T*>(grad.raw_data()),
         w.defined() ? static_cast<const T*>(w.raw_data()) : nullptr,
+        addend.defined() ? static_cast<const T*>(addend.raw_data()) : nullptr,
         static_cast<T*>(grads.dx.raw_data()),
         weight.defined() ? dweight_sum.data() : nullptr,
         want_dbias ? dbias_sum.data() : nullptr, rows, width, eps, layer_norm);
@@ -117,15 +118,17 @@ absl::StatusOr<NormGrads> LayerNormBackward(const Tensor& x,
 
 absl::StatusOr<NormGrads> NormBackward(const Tensor& x, const Tensor& weight,
                                        const Tensor& grad_out, double eps,
-                                       bool layer_norm, bool want_dbias) {
+                                       bool layer_norm, bool want_dbias,
+                                       const Tensor& residual_grad) {
   const char* op = layer_norm ? "LayerNormBackward" : "RmsNormBackward";
-  DT_RETURN_IF_ERROR(CheckNormBackward(x, weight, grad_out, op));
+  DT_RETURN_IF_ERROR(CheckNormBackward(x, weight, grad_out, residual_grad, op));
   want_dbias = layer_norm && want_dbias;
   if (cuda::OnCuda(x)) {
     return cuda::NormBackwardOnDevice(x, weight, grad_out, eps, layer_norm,
-                                      want_dbias);
+                                      want_dbias, residual_grad);
   }
-  return NormBackwardOnCpu(x, weight, grad_out, eps, layer_norm, want_dbias);
+  return NormBackwardOnCpu(x, weight, grad_out, eps, layer_norm, want_dbias,
+                           residual_grad);
 }
 
 }  // namespace dtensor

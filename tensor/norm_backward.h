@@ -46,10 +46,15 @@ absl::StatusOr<NormGrads> LayerNormBackward(const Tensor& x,
 
 // Either of the two, for a caller that holds no bias (the DTensor op
 // layer_norm_backward): RmsNormBackward unless `layer_norm`; dbias when
-// `layer_norm` and `want_dbias`.
+// `layer_norm` and `want_dbias`. A defined `residual_grad` (of x's shape,
+// dtype and device) is added to dx in the same row pass, before dx is
+// rounded to the dtype: the backward of the fused residual add + RMSNorm
+// (dtensor/tensor/fused_norm.h), whose x also flows on as the residual.
+// Errors: also a residual_grad not of x's shape, dtype and device.
 absl::StatusOr<NormGrads> NormBackward(const Tensor& x, const Tensor& weight,
                                        const Tensor& grad_out, double eps,
-                                       bool layer_norm, bool want_dbias);
+                                       bool layer_norm, bool want_dbias,
+                                       const Tensor& residual_grad = Tensor());
 
 }  // namespace dtensor
 

@@ -2,6 +2,8 @@
 // launches of dtensor/tensor/cuda/norm_kernels.h over contiguous rows.
 #include "dtensor/tensor/norm_cuda.h"
 
+#include <utility>
+
 #include "dtensor/tensor/cuda_backend.h"
 
 #ifdef DTENSOR_CUDA
@@ -71,11 +73,36 @@ absl::StatusOr<Tensor> LayerNormOnDevice(const Tensor& x, const Tensor& weight,
 #endif
 }
 
+absl::StatusOr<std::pair<Tensor, Tensor>> AddRmsNormOnDevice(
+    const Tensor& residual, const Tensor& delta, const Tensor& weight,
+    double eps) {
+#ifdef DTENSOR_CUDA
+  const Device device = residual.device();
+  DT_ASSIGN_OR_RETURN(const Tensor r, ContiguousOnDevice(residual));
+  DT_ASSIGN_OR_RETURN(const Tensor d, ContiguousOnDevice(delta));
+  DT_ASSIGN_OR_RETURN(const Tensor w,
+                      NormParam(residual, weight, "AddRmsNorm", "weight"));
+  DT_ASSIGN_OR_RETURN(
+      Tensor sum, Tensor::Empty(residual.shape(), residual.dtype(), device));
+  DT_ASSIGN_OR_RETURN(
+      Tensor normed, Tensor::Empty(residual.shape(), residual.dtype(), device));
+  DT_RETURN_IF_ERROR(LaunchOn(residual, "AddRmsNorm", [&](cudaStream_t stream) {
+    return LaunchAddRmsNorm(ToScalarType(residual.dtype()), r.raw_data(),
+                            d.raw_data(), DataOrNull(w), sum.raw_data(),
+                            normed.raw_data(), NormRows(residual),
+                            residual.size(-1), eps, stream);
+  }));
+  return std::make_pair(std::move(sum), std::move(normed));
+#else
+  return NotBuilt();
+#endif
+}
+
 absl::StatusOr<NormGrads> NormBackwardOnDevice(const Tensor& x,
                                                const Tensor& weight,
                                                const Tensor& grad, double eps,
-                                               bool layer_norm,
-                                               bool want_dbias) {
+                                               bool layer_norm, bool want_dbias,
+                                               const Tensor& residual_grad) {
 #ifdef DTENSOR_CUDA
   const char* op = layer_norm ? "LayerNormBackward" : "RmsNormBackward";
   const int64_t width = x.size(-1);
@@ -98,6 +125,10 @@ absl::StatusOr<NormGrads> NormBackwardOnDevice(const Tensor& x,
   DT_ASSIGN_OR_RETURN(const Tensor input, ContiguousOnDevice(x));
   DT_ASSIGN_OR_RETURN(const Tensor g, ContiguousOnDevice(grad));
   DT_ASSIGN_OR_RETURN(const Tensor w, NormParam(x, weight, op, "weight"));
+  Tensor addend;
+  if (residual_grad.defined()) {
+    DT_ASSIGN_OR_RETURN(addend, ContiguousOnDevice(residual_grad));
+  }
   // Scratch: each row's (mean, r), and the chunks' partial sums.
   DT_ASSIGN_OR_RETURN(const Tensor stats,
                       Tensor::Empty({rows, 2}, DType::kF64, x.device()));
@@ -111,6 +142,7 @@ absl::StatusOr<NormGrads> NormBackwardOnDevice(const Tensor& x,
   args.x = input.raw_data();
   args.grad = g.raw_data();
   args.weight = DataOrNull(w);
+  args.addend = DataOrNull(addend);
   args.dx = grads.dx.raw_data();
   args.dweight = grads.dweight.defined() ? grads.dweight.raw_data() : nullptr;
   args.dbias = grads.dbias.defined() ? grads.dbias.raw_data() : nullptr;

@@ -71,19 +71,23 @@ DT_HOST_DEVICE inline NormDots NormDotsPartial(Row<T> x, Row<T> g,
 }
 
 // Writes the row's dx from its statistics and sums (`layer_norm` subtracts
-// mean(gh)). Requires x.n > 0.
+// mean(gh)). A non-null `addend` (the row's gradient of a residual stream
+// that x also flows into: the fused add + RMSNorm's backward) is added to
+// each element in C before the one rounding to T. Requires x.n > 0.
 template <typename T>
 DT_HOST_DEVICE inline void NormBackwardWrite(Row<T> x, Row<T> g,
                                              const T* weight, NormStats s,
                                              NormDots dots, bool layer_norm,
-                                             T* dx, int lane, int lanes) {
+                                             T* dx, int lane, int lanes,
+                                             const T* addend = nullptr) {
   using C = Compute<T>;
   const C r = static_cast<C>(s.rstd);
   const C projection = static_cast<C>(dots.gh_xhat / x.n);
   const C shift = layer_norm ? static_cast<C>(dots.gh / x.n) : C(0);
   for (int64_t j = lane; j < x.n; j += lanes) {
     const C gh = g[j] * WeightAt(weight, j);
-    dx[j] = Store<T>(r * (gh - shift - Normalized(x[j], s) * projection));
+    const C value = r * (gh - shift - Normalized(x[j], s) * projection);
+    dx[j] = Store<T>(addend == nullptr ? value : value + Load(addend[j]));
   }
 }
 

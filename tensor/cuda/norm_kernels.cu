@@ -29,14 +29,39 @@ __global__ void LayerNormKernel(const T* x, const T* weight, const T* bias,
                  threadIdx.x, kThreads);
 }
 
+// One block per row of `packs` packs of V: the sums and their squares, then
+// the normalized row from the sums this thread wrote.
+template <typename T, int V>
+__global__ void AddRmsNormKernel(const T* residual, const T* delta,
+                                 const T* weight, T* sum, T* out, int64_t width,
+                                 double eps) {
+  using P = Pack<T, V>;
+  const int64_t base = blockIdx.x * width;
+  const int64_t packs = width / V;
+  P* sum_row = reinterpret_cast<P*>(sum + base);
+  const double squares =
+      BlockReduce(AddSquaresPartial(reinterpret_cast<const P*>(residual + base),
+                                    reinterpret_cast<const P*>(delta + base),
+                                    sum_row, packs, threadIdx.x, kThreads),
+                  AddCombine());
+  AddRmsNormWrite(static_cast<const P*>(sum_row),
+                  reinterpret_cast<const P*>(weight),
+                  reinterpret_cast<P*>(out + base), packs, squares, eps,
+                  threadIdx.x, kThreads);
+}
+
+bool Aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 // One block per row: the row's statistics (the forward's passes: the mean for
 // LayerNorm, then the squares around it), the sums of gh xhat and gh, then
 // dx; thread 0 keeps the statistics for the parameter gradients.
 template <typename T>
 __global__ void NormBackwardRowsKernel(const T* x, const T* grad,
-                                       const T* weight, T* dx, NormStats* stats,
-                                       int64_t width, double eps,
-                                       bool layer_norm) {
+                                       const T* weight, const T* addend, T* dx,
+                                       NormStats* stats, int64_t width,
+                                       double eps, bool layer_norm) {
   const int64_t base = blockIdx.x * width;
   const Row<T> x_row{x + base, width, 1};
   const Row<T> g_row{grad + base, width, 1};
@@ -57,7 +82,7 @@ __global__ void NormBackwardRowsKernel(const T* x, const T* grad,
   dots.gh_xhat = BlockReduce(partial.gh_xhat, AddCombine());
   if (layer_norm) dots.gh = BlockReduce(partial.gh, AddCombine());
   NormBackwardWrite(x_row, g_row, weight, s, dots, layer_norm, dx + base, lane,
-                    kThreads);
+                    kThreads, addend == nullptr ? nullptr : addend + base);
   if (lane == 0) stats[blockIdx.x] = s;
 }
 
@@ -139,6 +164,31 @@ cudaError_t LaunchLayerNorm(ScalarType type, const void* x, const void* weight,
   });
 }
 
+cudaError_t LaunchAddRmsNorm(ScalarType type, const void* residual,
+                             const void* delta, const void* weight, void* sum,
+                             void* out, int64_t rows, int64_t width, double eps,
+                             cudaStream_t stream) {
+  if (width == 0) return cudaSuccess;
+  return LaunchFloatingRows(type, rows, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kPack = 16 / sizeof(T);
+    const bool packed = width % kPack == 0 && Aligned16(residual) &&
+                        Aligned16(delta) && Aligned16(sum) && Aligned16(out) &&
+                        (weight == nullptr || Aligned16(weight));
+    const auto launch = [&](auto kernel) {
+      kernel<<<rows, kThreads, 0, stream>>>(
+          static_cast<const T*>(residual), static_cast<const T*>(delta),
+          static_cast<const T*>(weight), static_cast<T*>(sum),
+          static_cast<T*>(out), width, eps);
+    };
+    if (packed) {
+      launch(AddRmsNormKernel<T, kPack>);
+    } else {
+      launch(AddRmsNormKernel<T, 1>);
+    }
+  });
+}
+
 cudaError_t LaunchNormBackward(ScalarType type, const NormBackwardArgs& args,
                                cudaStream_t stream) {
   if (args.rows <= 0 || args.width <= 0) return cudaErrorInvalidValue;
@@ -147,8 +197,9 @@ cudaError_t LaunchNormBackward(ScalarType type, const NormBackwardArgs& args,
     using T = decltype(tag);
     NormBackwardRowsKernel<<<args.rows, kThreads, 0, stream>>>(
         static_cast<const T*>(args.x), static_cast<const T*>(args.grad),
-        static_cast<const T*>(args.weight), static_cast<T*>(args.dx),
-        args.stats, args.width, args.eps, args.layer_norm);
+        static_cast<const T*>(args.weight), static_cast<const T*>(args.addend),
+        static_cast<T*>(args.dx), args.stats, args.width, args.eps,
+        args.layer_norm);
     const cudaError_t error = cudaGetLastError();
     if (error != cudaSuccess) return error;
     if (args.dweight == nullptr && args.dbias == nullptr) return cudaSuccess;

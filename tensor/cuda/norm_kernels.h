@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#include "dtensor/tensor/cuda/fused_norm_body.h"
 #include "dtensor/tensor/cuda/host_device.h"
 #include "dtensor/tensor/cuda/norm_body.h"
 
@@ -23,15 +24,27 @@ cudaError_t LaunchLayerNorm(ScalarType type, const void* x, const void* weight,
                             const void* bias, void* out, int64_t rows,
                             int64_t width, double eps, cudaStream_t stream);
 
+// The fused residual add + RMSNorm (fused_norm_body.h) of the `rows`
+// contiguous rows of `width` of residual and delta: writes sum = residual +
+// delta and out = rmsnorm(sum) * weight (`weight` may be null), one block per
+// row, in packs of 16 bytes when every pointer is 16-byte aligned and a row
+// is a whole number of packs, else element by element.
+cudaError_t LaunchAddRmsNorm(ScalarType type, const void* residual,
+                             const void* delta, const void* weight, void* sum,
+                             void* out, int64_t rows, int64_t width, double eps,
+                             cudaStream_t stream);
+
 // The operands of LaunchNormBackward: contiguous x and grad [rows, width] of
 // `type` (floating), and the outputs.
 struct NormBackwardArgs {
   const void* x = nullptr;
   const void* grad = nullptr;
   const void* weight = nullptr;  // [width]; null: ones.
-  void* dx = nullptr;            // [rows, width]
-  void* dweight = nullptr;       // [width]; null: not wanted.
-  void* dbias = nullptr;         // [width]; null: not wanted.
+  // [rows, width], added to dx (norm_body.h's NormBackwardWrite); null: none.
+  const void* addend = nullptr;
+  void* dx = nullptr;       // [rows, width]
+  void* dweight = nullptr;  // [width]; null: not wanted.
+  void* dbias = nullptr;    // [width]; null: not wanted.
   // Scratch: each row's statistics [rows], and the per-chunk partial sums
   // [2, NormParamChunks(rows), width] (norm_body.h; dweight's, then dbias's)
   // when a parameter gradient is wanted.

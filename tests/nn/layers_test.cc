@@ -160,6 +160,52 @@ TEST(LayersTest, NormsMatchReference) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// RMSNorm::ForwardWithResidual: fused without hooks, and with a hook (which
+// must then run once, on the sum) as the add then the call; both against
+// the reference of add-then-RMSNorm.
+TEST(LayersTest, RmsNormWithResidualMatchesReference) {
+  const absl::Status status =
+      OnOneRank([&](std::shared_ptr<Runtime> runtime,
+                    const DeviceMesh& mesh) -> absl::Status {
+        std::mt19937 rng(16);
+        const Tensor x = nn_testing::RandomF32({3, 2, 8}, -2, 3, rng);
+        const Tensor d = nn_testing::RandomF32({3, 2, 8}, -1, 1, rng);
+        DT_ASSIGN_OR_RETURN(DTensor residual,
+                            nn_testing::Replicated(runtime, mesh, x));
+        DT_ASSIGN_OR_RETURN(DTensor delta,
+                            nn_testing::Replicated(runtime, mesh, d));
+        std::vector<double> sum = x.ToVector<double>().value();
+        const std::vector<double> ds = d.ToVector<double>().value();
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] += ds[i];
+        DT_ASSIGN_OR_RETURN(auto rms, nn::RMSNorm::Create(8, 1e-3));
+        DT_ASSIGN_OR_RETURN(auto weights,
+                            InitializeRandomly(*rms, runtime, mesh, 17));
+        const std::vector<double> normed =
+            nn_testing::RefRmsNorm(sum, weights.at("weight"), 1e-3);
+        std::vector<std::vector<double>> hooked;
+        for (const bool with_hook : {false, true}) {
+          if (with_hook) {
+            rms->AddInputHook([&](const DTensor& in) {
+              hooked.push_back(in.ToLocal().ToVector<double>().value());
+              return in;
+            });
+          }
+          DT_ASSIGN_OR_RETURN(const ops::AddNormOutputs out,
+                              rms->ForwardWithResidual(residual, delta));
+          EXPECT_TRUE(Close(out.sum.ToLocal().ToVector<double>().value(), sum,
+                            1e-6, 1e-6))
+              << "hook " << with_hook;
+          EXPECT_TRUE(Close(out.normed.ToLocal().ToVector<double>().value(),
+                            normed, 1e-5, 1e-6))
+              << "hook " << with_hook;
+        }
+        EXPECT_EQ(hooked.size(), 1u);
+        if (!hooked.empty()) EXPECT_TRUE(Close(hooked[0], sum, 1e-6, 1e-6));
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 TEST(LayersTest, FeedForwardMatchesReference) {
   const absl::Status status =
       OnOneRank([&](std::shared_ptr<Runtime> runtime,
