@@ -30,7 +30,8 @@ namespace dtensor::testing {
 inline const Device kGpu = Device::CUDA(0);
 
 // `t` copied to the GPU in the same layout (the whole base is copied, then the
-// same view taken). A failed copy fails the test and returns an empty tensor.
+// same view taken); an undefined tensor (an absent optional operand) stays
+// undefined. A failed copy fails the test and returns an empty tensor.
 Tensor OnGpu(const Tensor& t);
 
 }  // namespace dtensor::testing

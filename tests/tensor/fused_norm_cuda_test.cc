@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/fused_norm.h"
+#include "dtensor/testing/gpu.h"
 #include "gtest/gtest.h"
 #include "tests/tensor/fused_norm_reference.h"
 #include "tests/tensor/kernel_test_util.h"
@@ -20,19 +21,11 @@ namespace dtensor {
 namespace {
 
 using testing::Layout;
+using testing::OnGpu;
 using testing::Pick;
 using testing::RandomTensor;
 using testing::Scaled;
 using testing::Values;
-
-const Device kGpu = Device::CUDA(0);
-
-Tensor OnGpu(const Tensor& t) {
-  if (!t.defined()) return t;
-  absl::StatusOr<Tensor> moved = t.To(kGpu);
-  EXPECT_TRUE(moved.ok()) << moved.status();
-  return *moved;
-}
 
 // `device` is on the GPU and within the tolerance of `expected`.
 void ExpectCloseOnGpu(const Tensor& device, const Shape& shape,

@@ -10,23 +10,17 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/norm_backward.h"
+#include "dtensor/testing/gpu.h"
 #include "gtest/gtest.h"
 #include "tests/tensor/kernel_test_util.h"
 
 namespace dtensor {
 namespace {
 
+using testing::kGpu;
 using testing::Layout;
+using testing::OnGpu;
 using testing::RandomTensor;
-
-const Device kGpu = Device::CUDA(0);
-
-Tensor OnGpu(const Tensor& t) {
-  if (!t.defined()) return t;
-  absl::StatusOr<Tensor> moved = t.To(kGpu);
-  EXPECT_TRUE(moved.ok()) << moved.status();
-  return *moved;
-}
 
 // `device` (on the GPU) within `scale` times the dtype's tolerance of `cpu`;
 // both undefined is a match.
