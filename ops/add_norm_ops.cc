@@ -229,8 +229,16 @@ absl::StatusOr<OpLocals> AddRmsNormBackwardKernel(const KernelContext& ctx,
   return OpLocals{std::move(grads.dx), std::move(grads.dweight)};
 }
 
-// Second-order gradients are not defined (no backward): the fused op serves
-// first-order training; rms_norm and add give them where needed.
+// Its own gradients (second order): dx is rms_norm_backward's dx plus
+// grad_sum and dweight is rms_norm_backward's, so x, grad and weight get
+// rms_norm_backward's second-order gradients and grad_sum gets dx's.
+absl::StatusOr<InputGrads> AddRmsNormBackwardGrads(const BackwardCall& call) {
+  DT_ASSIGN_OR_RETURN(InputGrads grads, RmsNormBackwardInputGrads(call));
+  grads.resize(call.inputs.size());
+  if (call.inputs[3].defined()) grads[3] = call.grad_outputs[0];
+  return grads;
+}
+
 OpDef MakeAddRmsNormBackward() {
   OpDef def = NamedOpDef(kBackward,
                          "add_rms_norm's gradients (dx of residual and delta, "
@@ -242,6 +250,7 @@ OpDef MakeAddRmsNormBackward() {
   def.infer = AddRmsNormBackwardInfer;
   def.strategies = AddRmsNormBackwardStrategies;
   def.kernel = AddRmsNormBackwardKernel;
+  def.backward = AddRmsNormBackwardGrads;
   return def;
 }
 

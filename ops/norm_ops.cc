@@ -486,6 +486,11 @@ absl::StatusOr<NormGradients> LayerNormBackward(const DTensor& x,
                           eps);
 }
 
+absl::StatusOr<std::vector<DTensor>> RmsNormBackwardInputGrads(
+    const BackwardCall& call) {
+  return NormBackwardGrads(/*layer_norm=*/false, call);
+}
+
 std::vector<const OpDef*> NormOps() {
   return {&RmsNormDef(), &LayerNormDef(), &NormBackwardDef(false),
           &NormBackwardDef(true)};

@@ -61,6 +61,13 @@ absl::StatusOr<NormGradients> LayerNormBackward(const DTensor& x,
                                                 const DTensor& grad,
                                                 double eps = 1e-5);
 
+// rms_norm_backward's own backward (second order): the gradients of its
+// inputs (x, grad, weight) for those of its outputs (dx, dweight), read from
+// call.inputs[0, 3), call.grad_outputs[0, 2) and the eps first in call.args.
+// For fused ops whose gradients extend rms_norm's (add_rms_norm_backward).
+absl::StatusOr<std::vector<DTensor>> RmsNormBackwardInputGrads(
+    const BackwardCall& call);
+
 // The OpDefs of this family, for the registry.
 std::vector<const OpDef*> NormOps();
 

@@ -1,8 +1,8 @@
-// Gradients of the nn ops (softmax, norms, rotary embedding), the attention
-// ops and the vocabulary ops (embedding, cross entropy): against finite
-// differences in f64 on one rank, and on random layouts of in-process meshes
-// against the one-rank gradients (dtensor/testing/grad_checks.h). Every op of
-// the three families is covered.
+// Gradients of the nn ops (softmax, norms, the fused residual add + RMSNorm,
+// rotary embedding), the attention ops and the vocabulary ops (embedding,
+// cross entropy): against finite differences in f64 on one rank, and on random
+// layouts of in-process meshes against the one-rank gradients
+// (dtensor/testing/grad_checks.h). Every op of these families is covered.
 #include <random>
 #include <string>
 #include <vector>
@@ -11,6 +11,7 @@
 #include "dtensor/base/status_macros.h"
 #include "dtensor/mesh/device_mesh.h"
 #include "dtensor/nn/autograd.h"
+#include "dtensor/ops/add_norm_ops.h"
 #include "dtensor/ops/attention_ops.h"
 #include "dtensor/ops/elementwise_ops.h"
 #include "dtensor/ops/embedding_ops.h"
@@ -147,6 +148,31 @@ std::vector<GradCase> NnCases() {
        "no weight",
        {Random64({3, 5}, -2, 2, rng), Random64({3, 5}, -1, 1, rng), Tensor()},
        rms_backward});
+  // The fused residual add + RMSNorm through both its outputs, and its
+  // backward's own gradients (grad_sum's included).
+  const auto add_rms = [](const In& in) -> absl::StatusOr<DTensor> {
+    DT_ASSIGN_OR_RETURN(ops::AddNormOutputs out,
+                        ops::AddRmsNorm(in[0], in[1], in[2], 1e-3));
+    return ops::Add(out.sum, out.normed);
+  };
+  cases.push_back(
+      {"add_rms_norm",
+       "with weight",
+       {Random64({2, 3, 4}, -2, 2, rng), Random64({2, 3, 4}, -1, 1, rng),
+        Random64({4}, 0.5, 2, rng)},
+       add_rms});
+  const auto add_rms_backward = [](const In& in) -> absl::StatusOr<DTensor> {
+    DT_ASSIGN_OR_RETURN(
+        ops::NormGradients grads,
+        ops::AddRmsNormBackward(in[0], in[2], in[1], in[3], 1e-3));
+    return ops::Add(grads.dx, grads.dweight);
+  };
+  cases.push_back(
+      {"add_rms_norm_backward",
+       "with weight and grad_sum",
+       {Random64({2, 3, 4}, -2, 2, rng), Random64({2, 3, 4}, -1, 1, rng),
+        Random64({4}, 0.5, 2, rng), Random64({2, 3, 4}, -1, 1, rng)},
+       add_rms_backward});
   for (bool with_bias : {false, true}) {
     const auto layer_backward =
         [with_bias](const In& in) -> absl::StatusOr<DTensor> {
@@ -257,6 +283,8 @@ TEST(NnGradTest, EveryOpIsCovered) {
       testing_util::Uncovered(ops::NnOps(), NnCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
   missing = testing_util::Uncovered(ops::NormOps(), NnCases());
+  EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
+  missing = testing_util::Uncovered(ops::AddNormOps(), NnCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
   missing = testing_util::Uncovered(ops::AttentionOps(), NnCases());
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
