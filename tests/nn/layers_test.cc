@@ -200,7 +200,9 @@ TEST(LayersTest, RmsNormWithResidualMatchesReference) {
               << "hook " << with_hook;
         }
         EXPECT_EQ(hooked.size(), 1u);
-        if (!hooked.empty()) EXPECT_TRUE(Close(hooked[0], sum, 1e-6, 1e-6));
+        if (!hooked.empty()) {
+          EXPECT_TRUE(Close(hooked[0], sum, 1e-6, 1e-6));
+        }
         return absl::OkStatus();
       });
   EXPECT_TRUE(status.ok()) << status;
