@@ -22,13 +22,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "dtensor/tensor/attention.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/nn_functional.h"
 #include "dtensor/testing/gpu.h"
 #include "gtest/gtest.h"
-#include "tests/tensor/kernel_test_util.h"
+#include "tests/tensor/attention_case.h"
 #include "tests/tensor/reference_attention.h"
 
 #ifdef DTENSOR_CUDA
@@ -40,64 +39,18 @@ namespace dtensor {
 namespace {
 
 using testing::kGpu;
-using testing::Layout;
 using testing::OnGpu;
-using testing::RandomTensor;
-
-constexpr int64_t kKvHeads = 2;
-constexpr int64_t kGroup = 2;
-
-struct Case {
-  DType dtype;
-  bool causal;
-  int64_t lq;
-  int64_t lk;
-  int64_t e;
-
-  std::string Name() const {
-    return absl::StrCat(std::string(DTypeName(dtype)), causal ? " causal" : "",
-                        " lq ", lq, " lk ", lk, " e ", e);
-  }
-};
+using Case = testing::AttentionCase;
+using Operands = testing::AttentionOperands;
 
 std::vector<Case> Cases() {
-  const std::vector<std::pair<int64_t, int64_t>> lengths = {
-      {1, 1},  {37, 37},   {130, 257}, {257, 130},
-      {37, 1}, {200, 200}, {300, 300}};
-  std::vector<Case> cases;
-  for (const DType dtype : {DType::kBF16, DType::kF16}) {
-    for (const bool causal : {false, true}) {
-      for (const int64_t e : {16, 64, 80, 128}) {
-        for (const auto& [lq, lk] : lengths) {
-          cases.push_back({dtype, causal, lq, lk, e});
-        }
-      }
-    }
-  }
-  return cases;
-}
-
-// A case's operands on the host: q [kv heads, group, lq, e], k and v
-// [kv heads, 1, lk, e] (broadcast over the group), dout of the output's shape.
-struct Operands {
-  Tensor q, k, v, dout;
-};
-
-Operands Draw(const Case& c, std::mt19937& rng) {
-  Operands o;
-  o.q = RandomTensor({kKvHeads, kGroup, c.lq, c.e}, c.dtype,
-                     Layout::kContiguous, rng);
-  o.k =
-      RandomTensor({kKvHeads, 1, c.lk, c.e}, c.dtype, Layout::kContiguous, rng);
-  o.v =
-      RandomTensor({kKvHeads, 1, c.lk, c.e}, c.dtype, Layout::kContiguous, rng);
-  o.dout = RandomTensor({kKvHeads, kGroup, c.lq, c.e}, c.dtype,
-                        Layout::kContiguous, rng);
-  return o;
-}
-
-double Scale(const Case& c) {
-  return 1.0 / std::sqrt(static_cast<double>(c.e));
+  return testing::TensorCoreAttentionCases({{1, 1},
+                                            {37, 37},
+                                            {130, 257},
+                                            {257, 130},
+                                            {37, 1},
+                                            {200, 200},
+                                            {300, 300}});
 }
 
 // The relative tolerance of a case's results (header comment).
@@ -128,35 +81,6 @@ void ExpectNear(const Tensor& actual, const std::vector<double>& expected,
   }
 }
 
-// The log-sum-exps of the scaled scores of every output row [kv heads *
-// group * lq] (-inf for a row that sees no key), in double.
-std::vector<double> ReferenceLse(const Case& c, const Operands& o) {
-  const std::vector<double> q = HostValues(o.q);
-  const std::vector<double> k = HostValues(o.k);
-  const double scale = Scale(c);
-  std::vector<double> lse;
-  for (int64_t entry = 0; entry < kKvHeads * kGroup; ++entry) {
-    const double* k_entry = k.data() + entry / kGroup * c.lk * c.e;
-    for (int64_t i = 0; i < c.lq; ++i) {
-      const double* qi = q.data() + (entry * c.lq + i) * c.e;
-      const int64_t visible =
-          c.causal ? std::clamp<int64_t>(i + c.lk - c.lq + 1, 0, c.lk) : c.lk;
-      std::vector<double> s(visible);
-      double top = -INFINITY;
-      for (int64_t j = 0; j < visible; ++j) {
-        s[j] = 0;
-        for (int64_t d = 0; d < c.e; ++d) s[j] += qi[d] * k_entry[j * c.e + d];
-        s[j] *= scale;
-        top = std::max(top, s[j]);
-      }
-      double sum = 0;
-      for (const double x : s) sum += std::exp(x - top);
-      lse.push_back(visible == 0 ? -INFINITY : top + std::log(sum));
-    }
-  }
-  return lse;
-}
-
 void ExpectLse(const Tensor& lse, const std::vector<double>& expected,
                const std::string& what) {
   const std::vector<double> got = HostValues(lse);
@@ -183,10 +107,10 @@ struct DrawnOnGpu {
 };
 
 DrawnOnGpu DrawOnGpu(const Case& c, std::mt19937& rng) {
-  DrawnOnGpu d{Draw(c, rng)};
+  DrawnOnGpu d{testing::DrawAttentionOperands(c, rng)};
   const Operands& o = d.host;
   d.ref =
-      testing::ReferenceAttention(o.q, o.k, o.v, o.dout, c.causal, Scale(c));
+      testing::ReferenceAttention(o.q, o.k, o.v, o.dout, c.causal, c.Scale());
   d.q = OnGpu(o.q);
   d.k = OnGpu(o.k);
   d.v = OnGpu(o.v);
@@ -203,12 +127,12 @@ TEST(AttentionCudaTest, PublicForwardAndBackwardMatchTheReference) {
     const DrawnOnGpu d = DrawOnGpu(c, rng);
     const testing::AttentionReference& ref = d.ref;
     const absl::StatusOr<Tensor> out =
-        ScaledDotProductAttention(d.q, d.k, d.v, c.causal, Scale(c));
+        ScaledDotProductAttention(d.q, d.k, d.v, c.causal, c.Scale());
     ASSERT_TRUE(out.ok()) << c.Name() << ": " << out.status();
     ExpectNear(*out, ref.out, c.dtype, c.Name() + " out");
     const absl::StatusOr<AttentionGrads> grads =
         ScaledDotProductAttentionBackward(d.q, d.k, d.v, *out, d.dout, c.causal,
-                                          Scale(c));
+                                          c.Scale());
     ASSERT_TRUE(grads.ok()) << c.Name() << ": " << grads.status();
     ExpectNear(grads->dq, ref.dq, c.dtype, c.Name() + " dq");
     ExpectNear(grads->dk, ref.dk, c.dtype, c.Name() + " dk");
@@ -221,11 +145,11 @@ TEST(AttentionCudaTest, PublicForwardAndBackwardMatchTheReference) {
 // the group.
 cuda::AttentionLaunch LaunchOf(const Case& c) {
   cuda::AttentionLaunch a;
-  a.entries = kKvHeads * kGroup;
+  a.entries = testing::kAttentionEntries;
   a.batch.ndim = 2;
-  a.batch.sizes[0] = kKvHeads;
-  a.batch.sizes[1] = kGroup;
-  a.batch.strides[0][0] = kGroup * c.lq * c.e;
+  a.batch.sizes[0] = testing::kAttentionKvHeads;
+  a.batch.sizes[1] = testing::kAttentionGroup;
+  a.batch.strides[0][0] = testing::kAttentionGroup * c.lq * c.e;
   a.batch.strides[0][1] = c.lq * c.e;
   for (int operand = 1; operand < 3; ++operand) {
     a.batch.strides[operand][0] = c.lk * c.e;
@@ -235,7 +159,7 @@ cuda::AttentionLaunch LaunchOf(const Case& c) {
   a.lk = c.lk;
   a.e = a.ev = c.e;
   a.causal = c.causal;
-  a.scale = Scale(c);
+  a.scale = c.Scale();
   return a;
 }
 
@@ -267,7 +191,7 @@ TEST(AttentionCudaTest, MmaKernelsMatchTheReference) {
                     .ok())
         << c.Name();
     ExpectNear(out, ref.out, c.dtype, c.Name() + " mma out");
-    ExpectLse(lse, ReferenceLse(c, o), c.Name());
+    ExpectLse(lse, ref.lse, c.Name());
     // The log-sum-exps alone (no out), as the backward computes them.
     Tensor lse_alone = *Tensor::Empty({a.entries * c.lq}, DType::kF32, kGpu);
     ASSERT_TRUE(cuda::LaunchOn(q, "lse alone",
@@ -280,7 +204,7 @@ TEST(AttentionCudaTest, MmaKernelsMatchTheReference) {
                                })
                     .ok())
         << c.Name();
-    ExpectLse(lse_alone, ReferenceLse(c, o), c.Name() + " (lse alone)");
+    ExpectLse(lse_alone, ref.lse, c.Name() + " (lse alone)");
     // delta from the kernel's own (rounded) out, as the entry point does.
     const std::vector<double> out_values = HostValues(out);
     const std::vector<double> dout_values = HostValues(o.dout);

@@ -27,14 +27,17 @@
 
 #include "dtensor/tensor/cuda/attention_fa2_backward_body.h"
 #include "dtensor/tensor/cuda/mma_fragments.h"
+#include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"
+#include "tests/tensor/attention_case.h"
 
 namespace dtensor::cuda {
 namespace {
 
-constexpr int kKvHeads = 2;
-constexpr int kGroup = 2;
-constexpr int kEntries = kKvHeads * kGroup;
+using ::dtensor::testing::kAttentionEntries;
+using ::dtensor::testing::kAttentionGroup;
+using ::dtensor::testing::kAttentionKvHeads;
+using Case = ::dtensor::testing::AttentionCase;
 
 using Round = float (*)(float);
 
@@ -49,29 +52,13 @@ float Bf16(float x) {
   return x;
 }
 
-struct Case {
-  bool causal;
-  int64_t lq;
-  int64_t lk;
-  int e;
-
-  std::string Name() const {
-    return std::string(causal ? "causal " : "") + "lq " + std::to_string(lq) +
-           " lk " + std::to_string(lk) + " e " + std::to_string(e);
-  }
-};
-
-// q, dout [entries][lq][e]; k, v [kv heads][lk][e] (entry x uses kv head
-// x / kGroup); the forward's lse and delta [entries][lq] (f32, as the device
-// gets them); the float64 gradients.
+// q, dout [entries][lq][e]; k, v [kv heads][lk][e] (attention_case.h); the
+// forward's lse and delta [entries][lq] (f32, as the device gets them); the
+// float64 gradients.
 struct Problem {
   std::vector<float> q, k, v, dout, lse, delta;
   std::vector<double> dq, dk, dv;
 };
-
-bool Sees(const Case& c, int64_t query, int64_t key) {
-  return !c.causal || key <= query + (c.lk - c.lq);
-}
 
 // The float64 attention of one entry's query row: its weights (0 for a key
 // it does not see), out and lse (-inf for no key).
@@ -82,7 +69,7 @@ void ReferenceRow(const Case& c, float scale, const float* q, const float* k,
   for (int64_t j = 0; j < c.lk; ++j) {
     double s = 0;
     for (int d = 0; d < c.e; ++d) s += double{q[d]} * k[j * c.e + d];
-    p[j] = Sees(c, query, j) ? s * scale : -HUGE_VAL;
+    p[j] = c.Sees(query, j) ? s * scale : -HUGE_VAL;
     top = std::max(top, p[j]);
   }
   double sum = 0;
@@ -108,18 +95,18 @@ Problem Draw(const Case& c, float scale, Round round, std::mt19937& rng) {
     x.resize(n);
     for (float& value : x) value = round(normal(rng));
   };
-  fill(o.q, kEntries * c.lq * c.e);
-  fill(o.dout, kEntries * c.lq * c.e);
-  fill(o.k, kKvHeads * c.lk * c.e);
-  fill(o.v, kKvHeads * c.lk * c.e);
-  o.lse.assign(kEntries * c.lq, 0.0f);
-  o.delta.assign(kEntries * c.lq, 0.0f);
+  fill(o.q, kAttentionEntries * c.lq * c.e);
+  fill(o.dout, kAttentionEntries * c.lq * c.e);
+  fill(o.k, kAttentionKvHeads * c.lk * c.e);
+  fill(o.v, kAttentionKvHeads * c.lk * c.e);
+  o.lse.assign(kAttentionEntries * c.lq, 0.0f);
+  o.delta.assign(kAttentionEntries * c.lq, 0.0f);
   o.dq.assign(o.q.size(), 0.0);
   o.dk.assign(o.k.size(), 0.0);
   o.dv.assign(o.v.size(), 0.0);
   std::vector<double> p(c.lk), out(c.e);
-  for (int x = 0; x < kEntries; ++x) {
-    const int64_t kv = x / kGroup * c.lk * c.e;
+  for (int x = 0; x < kAttentionEntries; ++x) {
+    const int64_t kv = x / kAttentionGroup * c.lk * c.e;
     for (int64_t i = 0; i < c.lq; ++i) {
       const int64_t row = (x * c.lq + i) * c.e;
       double lse = 0;
@@ -158,7 +145,8 @@ struct Tile {
   float* Row(int r) { return &x[r * stride]; }
 };
 
-void Stage(Tile& t, const float* src, int64_t rows, int64_t capacity, int e) {
+void Stage(Tile& t, const float* src, int64_t rows, int64_t capacity,
+           int64_t e) {
   std::fill(t.x.begin(), t.x.end(), 0.0f);
   for (int64_t r = 0; r < std::min(rows, capacity); ++r) {
     std::copy(src + r * e, src + (r + 1) * e, t.Row(r));
@@ -358,7 +346,7 @@ void RunBlock(Block& b, const Problem& o, int entry, int64_t k0,
   const Case& c = b.c;
   const int64_t first = Fa2FirstQuery(b.p, k0);
   if (first >= c.lq) return;
-  const int64_t kv = (entry / kGroup * c.lk + k0) * c.e;
+  const int64_t kv = (entry / kAttentionGroup * c.lk + k0) * c.e;
   Stage(b.k, &o.k[kv], c.lk - k0, kFa2BackwardKeys, c.e);
   Stage(b.v, &o.v[kv], c.lk - k0, kFa2BackwardKeys, c.e);
   b.dk.assign(kFa2BackwardWarps, KeyAcc(kWarpLanes * b.d / kMmaN * 4, 0.0f));
@@ -400,7 +388,7 @@ void CheckCase(const Case& c, Round round, double fraction, std::mt19937& rng) {
   std::vector<float> dq(o.q.size(), 0.0f), dk(o.k.size(), 0.0f),
       dv(o.v.size(), 0.0f);
   Block b(c, scale, round);
-  for (int entry = 0; entry < kEntries; ++entry) {
+  for (int entry = 0; entry < kAttentionEntries; ++entry) {
     for (int64_t k0 = 0; k0 < c.lk; k0 += kFa2BackwardKeys) {
       RunBlock(b, o, entry, k0, dq, dk, dv);
     }
@@ -410,47 +398,48 @@ void CheckCase(const Case& c, Round round, double fraction, std::mt19937& rng) {
   ExpectNear(dv, o.dv, fraction, c.Name() + " dv");
 }
 
-std::vector<Case> Cases() {
+// `dtype` names the rounding a test applies (f32: none).
+std::vector<Case> Cases(DType dtype) {
   std::vector<Case> cases;
   for (const bool causal : {false, true}) {
-    cases.push_back({causal, 1, 1, 64});
-    cases.push_back({causal, 37, 37, 16});
-    cases.push_back({causal, 130, 257, 128});
-    cases.push_back({causal, 257, 130, 80});
-    cases.push_back({causal, 70, 3, 64});
+    cases.push_back({dtype, causal, 1, 1, 64});
+    cases.push_back({dtype, causal, 37, 37, 16});
+    cases.push_back({dtype, causal, 130, 257, 128});
+    cases.push_back({dtype, causal, 257, 130, 80});
+    cases.push_back({dtype, causal, 70, 3, 64});
     // Causal: a step off the diagonal (q0 192 on the first key block).
-    cases.push_back({causal, 260, 250, 64});
+    cases.push_back({dtype, causal, 260, 250, 64});
   }
   return cases;
 }
 
 TEST(AttentionFa2BackwardTest, ExactEmulationMatchesFloat64) {
   std::mt19937 rng(11);
-  for (const Case& c : Cases()) CheckCase(c, Exact, 1e-4, rng);
+  for (const Case& c : Cases(DType::kF32)) CheckCase(c, Exact, 1e-4, rng);
 }
 
 TEST(AttentionFa2BackwardTest, Bf16EmulationMatchesFloat64) {
   std::mt19937 rng(12);
-  for (const Case& c : Cases()) CheckCase(c, Bf16, 3e-2, rng);
+  for (const Case& c : Cases(DType::kBF16)) CheckCase(c, Bf16, 3e-2, rng);
 }
 
 // The causal step range: a key block's first step is the first query that
 // sees its first key, and a step needs the mask exactly when one of its
 // pairs is not seen (brute force over the pairs).
 TEST(AttentionFa2BackwardTest, StepRangesAndMasks) {
-  for (const Case& c : Cases()) {
+  for (const Case& c : Cases(DType::kF32)) {
     const Fa2Problem p{c.lq, c.lk, c.causal, 1.0f};
     for (int64_t k0 = 0; k0 < c.lk; k0 += kFa2BackwardKeys) {
       int64_t first = c.lq;
       for (int64_t i = c.lq - 1; i >= 0; --i) {
-        if (Sees(c, i, k0)) first = i;
+        if (c.Sees(i, k0)) first = i;
       }
       EXPECT_EQ(Fa2FirstQuery(p, k0), first) << c.Name();
       for (int64_t q0 = first; q0 < c.lq; q0 += kFa2BackwardRows) {
         bool masked = false;
         for (int64_t i = q0; i < q0 + kFa2BackwardRows; ++i) {
           for (int64_t j = k0; j < k0 + kFa2BackwardKeys; ++j) {
-            masked |= i >= c.lq || j >= c.lk || !Sees(c, i, j);
+            masked |= i >= c.lq || j >= c.lk || !c.Sees(i, j);
           }
         }
         EXPECT_EQ(Fa2StepNeedsMask(p, q0, k0), masked) << c.Name() << q0;

@@ -21,24 +21,20 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "dtensor/tensor/cuda/attention_fa2_body.h"
 #include "dtensor/tensor/cuda/host_device.h"
 #include "dtensor/tensor/cuda/mma_fragments.h"
 #include "dtensor/tensor/tensor.h"
 #include "gtest/gtest.h"
-#include "tests/tensor/kernel_test_util.h"
+#include "tests/tensor/attention_case.h"
 #include "tests/tensor/reference_attention.h"
 
 namespace dtensor::cuda {
 namespace {
 
-using ::dtensor::testing::Layout;
-using ::dtensor::testing::RandomTensor;
-
-constexpr int64_t kKvHeads = 2;
-constexpr int64_t kGroup = 2;
-constexpr int64_t kEntries = kKvHeads * kGroup;
+using ::dtensor::testing::kAttentionEntries;
+using ::dtensor::testing::kAttentionGroup;
+using Case = ::dtensor::testing::AttentionCase;
 
 using Lanes4 = float[kWarpLanes][4];
 using ARegs = float[kWarpLanes][4][2];
@@ -247,21 +243,7 @@ struct Warp {
   }
 };
 
-struct Case {
-  DType dtype;
-  bool causal;
-  int64_t lq;
-  int64_t lk;
-  int64_t e;
-
-  std::string Name() const {
-    return absl::StrCat(std::string(DTypeName(dtype)), causal ? " causal" : "",
-                        " lq ", lq, " lk ", lk, " e ", e);
-  }
-};
-
-// q [entries, lq, e]; k and v [kv heads, lk, e]: entry x reads kv head
-// x / kGroup (grouped-query attention).
+// q [entries, lq, e]; k and v [kv heads, lk, e] (attention_case.h).
 struct HostOperands {
   std::vector<float> q, k, v;
 };
@@ -270,10 +252,10 @@ struct HostOperands {
 template <int D>
 void EmulateForward(const Case& c, const HostOperands& in, float scale,
                     std::vector<float>& out, std::vector<float>& lse) {
-  out.assign(kEntries * c.lq * c.e, NAN);
-  lse.assign(kEntries * c.lq, NAN);
-  for (int64_t entry = 0; entry < kEntries; ++entry) {
-    const int64_t kv = entry / kGroup * c.lk * c.e;
+  out.assign(kAttentionEntries * c.lq * c.e, NAN);
+  lse.assign(kAttentionEntries * c.lq, NAN);
+  for (int64_t entry = 0; entry < kAttentionEntries; ++entry) {
+    const int64_t kv = entry / kAttentionGroup * c.lk * c.e;
     for (int64_t q0 = 0; q0 < c.lq; q0 += kFa2ForwardRows) {
       const int64_t rows = std::min<int64_t>(kFa2ForwardRows, c.lq - q0);
       Tile<D> sq(kFa2ForwardRows), sk(kFa2ForwardKeys), sv(kFa2ForwardKeys);
@@ -306,44 +288,12 @@ std::vector<float> Values(const Tensor& t) {
   return std::vector<float>(d.begin(), d.end());
 }
 
-// The rows' log-sum-exps of the scaled scores in double (-inf: no key).
-std::vector<double> ReferenceLse(const Case& c, const HostOperands& in,
-                                 double scale) {
-  std::vector<double> lse;
-  for (int64_t entry = 0; entry < kEntries; ++entry) {
-    const float* k = in.k.data() + entry / kGroup * c.lk * c.e;
-    for (int64_t i = 0; i < c.lq; ++i) {
-      const float* qi = in.q.data() + (entry * c.lq + i) * c.e;
-      const int64_t visible =
-          c.causal ? std::clamp<int64_t>(i + c.lk - c.lq + 1, 0, c.lk) : c.lk;
-      double max = -INFINITY;
-      std::vector<double> s(visible);
-      for (int64_t j = 0; j < visible; ++j) {
-        s[j] = 0;
-        for (int64_t d = 0; d < c.e; ++d)
-          s[j] += double{qi[d]} * k[j * c.e + d];
-        s[j] *= scale;
-        max = std::max(max, s[j]);
-      }
-      double sum = 0;
-      for (const double x : s) sum += std::exp(x - max);
-      lse.push_back(visible == 0 ? -INFINITY : max + std::log(sum));
-    }
-  }
-  return lse;
-}
-
 void CheckCase(const Case& c, std::mt19937& rng) {
-  const Tensor q = RandomTensor({kKvHeads, kGroup, c.lq, c.e}, c.dtype,
-                                Layout::kContiguous, rng);
-  const Tensor k =
-      RandomTensor({kKvHeads, 1, c.lk, c.e}, c.dtype, Layout::kContiguous, rng);
-  const Tensor v =
-      RandomTensor({kKvHeads, 1, c.lk, c.e}, c.dtype, Layout::kContiguous, rng);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(c.e));
+  const testing::AttentionOperands o = testing::DrawAttentionOperands(c, rng);
+  const double scale = c.Scale();
   const testing::AttentionReference ref =
-      testing::ReferenceAttention(q, k, v, Tensor(), c.causal, scale);
-  const HostOperands in{Values(q), Values(k), Values(v)};
+      testing::ReferenceAttention(o.q, o.k, o.v, Tensor(), c.causal, scale);
+  const HostOperands in{Values(o.q), Values(o.k), Values(o.v)};
   std::vector<float> out, lse;
   if (c.e <= 64) {
     EmulateForward<64>(c, in, static_cast<float>(scale), out, lse);
@@ -362,7 +312,7 @@ void CheckCase(const Case& c, std::mt19937& rng) {
                     << ref.out[i] << " (bound " << bound << ")";
     }
   }
-  const std::vector<double> expected = ReferenceLse(c, in, scale);
+  const std::vector<double>& expected = ref.lse;
   for (size_t i = 0; i < lse.size() && failures < 5; ++i) {
     const bool ok = std::isinf(expected[i])
                         ? lse[i] == expected[i]
@@ -378,16 +328,9 @@ void CheckCase(const Case& c, std::mt19937& rng) {
 
 TEST(AttentionFa2ForwardTest, WarpEmulationMatchesTheReference) {
   std::mt19937 rng(11);
-  const std::vector<std::pair<int64_t, int64_t>> lengths = {
-      {1, 1}, {37, 37}, {130, 257}, {257, 130}, {37, 1}, {64, 128}};
-  for (const DType dtype : {DType::kBF16, DType::kF16}) {
-    for (const bool causal : {false, true}) {
-      for (const int64_t e : {16, 64, 80, 128}) {
-        for (const auto& [lq, lk] : lengths) {
-          CheckCase({dtype, causal, lq, lk, e}, rng);
-        }
-      }
-    }
+  for (const Case& c : testing::TensorCoreAttentionCases(
+           {{1, 1}, {37, 37}, {130, 257}, {257, 130}, {37, 1}, {64, 128}})) {
+    CheckCase(c, rng);
   }
 }
 

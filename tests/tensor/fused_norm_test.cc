@@ -37,24 +37,44 @@ using ::dtensor::testing::Scaled;
 using ::dtensor::testing::Values;
 using ::testing::HasSubstr;
 
+// A random trial of the forward and backward tests: a dtype, a shape of 1 to
+// 3 dims (the last of several widths), an eps, the two operands of that
+// shape (the residual or the sum, in a random layout, in [-2, 2); the delta
+// or the output's gradient, contiguous, in [-1, 1)), a weight (none every 4th
+// trial), and the trial's name for failure messages.
+struct Trial {
+  DType dtype;
+  Shape shape;
+  double eps;
+  Tensor x;
+  Tensor y;
+  Tensor weight;
+  std::string what;
+};
+
+Trial DrawTrial(int trial, std::mt19937& rng) {
+  Trial t;
+  t.dtype = Pick(testing::kFloatDTypes, rng);
+  t.shape = testing::RandomShape(1 + trial % 3, {1, 2, 5}, rng);
+  t.shape.back() = Pick<int64_t>({1, 7, 8, 64, 300}, rng);
+  t.eps = Pick<double>({1e-6, 1e-5, 0.1}, rng);
+  const Layout layout = Pick(testing::kLayouts, rng);
+  t.x = RandomTensor(t.shape, t.dtype, layout, rng, -2, 2);
+  t.y = RandomTensor(t.shape, t.dtype, Layout::kContiguous, rng, -1, 1);
+  if (trial % 4 != 0) {
+    t.weight = RandomTensor({t.shape.back()}, t.dtype, Layout::kContiguous, rng,
+                            0.5, 1.5);
+  }
+  t.what = absl::StrCat("trial ", trial, " ", ShapeToString(t.shape), " ",
+                        std::string(DTypeName(t.dtype)), " eps ", t.eps);
+  return t;
+}
+
 TEST(AddRmsNormTest, MatchesAddThenRmsNormInDouble) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 60; ++trial) {
-    const DType dtype = Pick(testing::kFloatDTypes, rng);
-    Shape shape = testing::RandomShape(1 + trial % 3, {1, 2, 5}, rng);
-    shape.back() = Pick<int64_t>({1, 7, 8, 64, 300}, rng);
-    const double eps = Pick<double>({1e-6, 1e-5, 0.1}, rng);
-    const Layout layout = Pick(testing::kLayouts, rng);
-    const Tensor residual = RandomTensor(shape, dtype, layout, rng, -2, 2);
-    const Tensor delta =
-        RandomTensor(shape, dtype, Layout::kContiguous, rng, -1, 1);
-    const Tensor weight =
-        trial % 4 == 0 ? Tensor()
-                       : RandomTensor({shape.back()}, dtype,
-                                      Layout::kContiguous, rng, 0.5, 1.5);
-    const std::string what =
-        absl::StrCat("trial ", trial, " ", ShapeToString(shape), " ",
-                     std::string(DTypeName(dtype)), " eps ", eps);
+    const auto [dtype, shape, eps, residual, delta, weight, what] =
+        DrawTrial(trial, rng);
     const absl::StatusOr<AddRmsNormOutputs> out =
         AddRmsNorm(residual, delta, weight, eps);
     ASSERT_TRUE(out.ok()) << what << ": " << out.status();
@@ -145,23 +165,10 @@ TEST(AddRmsNormTest, BodiesInPacksMatchTheReference) {
 TEST(AddRmsNormBackwardTest, MatchesTheReferenceInDouble) {
   std::mt19937 rng(10);
   for (int trial = 0; trial < 60; ++trial) {
-    const DType dtype = Pick(testing::kFloatDTypes, rng);
-    Shape shape = testing::RandomShape(1 + trial % 3, {1, 2, 5}, rng);
-    shape.back() = Pick<int64_t>({1, 7, 8, 64, 300}, rng);
-    const double eps = Pick<double>({1e-6, 1e-5, 0.1}, rng);
-    const Tensor x =
-        RandomTensor(shape, dtype, Pick(testing::kLayouts, rng), rng, -2, 2);
-    const Tensor g = RandomTensor(shape, dtype, Layout::kContiguous, rng);
+    const auto [dtype, shape, eps, x, g, weight, what] = DrawTrial(trial, rng);
     const Tensor grad_sum =
         trial % 5 == 0 ? Tensor()
                        : RandomTensor(shape, dtype, Layout::kTransposed, rng);
-    const Tensor weight =
-        trial % 4 == 0 ? Tensor()
-                       : RandomTensor({shape.back()}, dtype,
-                                      Layout::kContiguous, rng, 0.5, 1.5);
-    const std::string what =
-        absl::StrCat("trial ", trial, " ", ShapeToString(shape), " ",
-                     std::string(DTypeName(dtype)), " eps ", eps);
     const absl::StatusOr<NormGrads> grads =
         AddRmsNormBackward(x, weight, g, grad_sum, eps);
     ASSERT_TRUE(grads.ok()) << what << ": " << grads.status();

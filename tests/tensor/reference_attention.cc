@@ -36,9 +36,11 @@ double Dot(const double* a, const double* b, int64_t n) {
 }
 
 // The weights of query row `qi` [e] over keys [lk, e]: softmax of the scaled
-// scores of its `visible` first keys, 0 elsewhere (all 0 when none).
+// scores of its `visible` first keys, 0 elsewhere (all 0 when none); `lse`
+// gets the log-sum-exp of those scores (-inf when none).
 std::vector<double> Weights(const double* qi, const double* keys, int64_t lk,
-                            int64_t e, int64_t visible, double scale) {
+                            int64_t e, int64_t visible, double scale,
+                            double& lse) {
   std::vector<double> p(lk, 0.0);
   double max = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < visible; ++j) {
@@ -48,6 +50,8 @@ std::vector<double> Weights(const double* qi, const double* keys, int64_t lk,
   double sum = 0;
   for (int64_t j = 0; j < visible; ++j) sum += std::exp(p[j] - max);
   for (int64_t j = 0; j < visible; ++j) p[j] = std::exp(p[j] - max) / sum;
+  lse = visible == 0 ? -std::numeric_limits<double>::infinity()
+                     : max + std::log(sum);
   return p;
 }
 
@@ -68,6 +72,7 @@ AttentionReference ReferenceAttention(const Tensor& q, const Tensor& k,
   r.out_shape = batch;
   r.out_shape.insert(r.out_shape.end(), {lq, ev});
   r.out.assign(NumElements(r.out_shape), 0.0);
+  r.lse.assign(NumElements(batch) * lq, 0.0);
   const bool grads = grad_out.defined();
   const std::vector<double> qv = q.ToVector<double>().value(),
                             kv = k.ToVector<double>().value();
@@ -87,8 +92,9 @@ AttentionReference ReferenceAttention(const Tensor& q, const Tensor& k,
     for (int64_t i = 0; i < lq; ++i) {
       const int64_t visible =
           causal ? std::clamp<int64_t>(i + lk - lq + 1, 0, lk) : lk;
-      const std::vector<double> p = Weights(
-          qv.data() + qm + i * e, kv.data() + km, lk, e, visible, scale);
+      const std::vector<double> p =
+          Weights(qv.data() + qm + i * e, kv.data() + km, lk, e, visible, scale,
+                  r.lse[entry * lq + i]);
       const int64_t row = (entry * lq + i) * ev;
       for (int64_t j = 0; j < visible; ++j) {
         for (int64_t c = 0; c < ev; ++c) {

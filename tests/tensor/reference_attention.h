@@ -6,15 +6,18 @@
 #include "dtensor/tensor/tensor.h"
 
 // ScaledDotProductAttention (dtensor/tensor/nn_functional.h) and its
-// gradients in double by the textbook formulas, for the kernel tests: every
-// score of a query row materialized, softmax over the keys the query sees
-// (none: a zero row), and ds = p (dp - sum(dp p)) (not the kernels'
-// sum(dout * out)).
+// gradients (and the rows' log-sum-exps) in double by the textbook formulas,
+// for the kernel tests: every score of a query row materialized, softmax over
+// the keys the query sees (none: a zero row), and ds = p (dp - sum(dp p)) (not
+// the kernels' sum(dout * out)).
 namespace dtensor::testing {
 
 struct AttentionReference {
   Shape out_shape;          // [batch..., Lq, Ev], the broadcast batch.
   std::vector<double> out;  // Row-major over out_shape.
+  // The log-sum-exp of each output row's scaled scores over the keys it
+  // sees, row-major over [batch..., Lq]; -inf for a row that sees none.
+  std::vector<double> lse;
   // Row-major over q's, k's and v's shapes, summed over the batch dims each
   // was broadcast on; empty without grad_out.
   std::vector<double> dq;
