@@ -171,14 +171,27 @@ DT_HOST_DEVICE inline C FinishRow(C* acc, int64_t ev,
                              : running.max + Log(running.sum);
 }
 
+// Worker `lane` of `lanes`'s share of RowDelta: the sum of dout * out over
+// the row's elements lane, lane + lanes, ... (the device gives a row to a
+// warp, whose lanes then read the row coalesced). The shares add up to
+// RowDelta.
+template <typename T>
+DT_HOST_DEVICE inline Compute<T> RowDeltaShare(const T* dout, const T* out,
+                                               int64_t ev, int lane,
+                                               int lanes) {
+  Compute<T> sum = 0;
+  for (int64_t c = lane; c < ev; c += lanes) {
+    sum += Load(dout[c]) * Load(out[c]);
+  }
+  return sum;
+}
+
 // delta = sum(dout * out) over a row of ev elements: the weights' share of
 // the score gradient, ds = p (dp - delta).
 template <typename T>
 DT_HOST_DEVICE inline Compute<T> RowDelta(const T* dout, const T* out,
                                           int64_t ev) {
-  Compute<T> sum = 0;
-  for (int64_t c = 0; c < ev; ++c) sum += Load(dout[c]) * Load(out[c]);
-  return sum;
+  return RowDeltaShare(dout, out, ev, 0, 1);
 }
 
 // One query row of a key tile in the backward, in place: the scores (q.k)

@@ -35,14 +35,22 @@ __global__ void __launch_bounds__(kAttentionThreads)
                          AtomicAddFn());
 }
 
-// delta[r] = RowDelta of row r of dout and out [rows, ev].
+// delta[r] = RowDelta of row r of dout and out [rows, ev], a warp a row: its
+// lanes sum their shares (RowDeltaShare), reading the row coalesced, not a
+// thread a row with every thread in a row of its own.
 template <typename T, typename C>
 __global__ void RowDeltaKernel(const T* dout, const T* out, C* delta,
                                int64_t rows, int64_t ev) {
-  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       r < rows; r += step) {
-    delta[r] = RowDelta(dout + r * ev, out + r * ev, ev);
+  constexpr int kWarp = 32;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int64_t warps_per_block = blockDim.x / kWarp;
+  const int64_t step = warps_per_block * gridDim.x;
+  // r is the same for a warp's lanes: the loop and WarpSum stay uniform.
+  for (int64_t r = blockIdx.x * warps_per_block + threadIdx.x / kWarp; r < rows;
+       r += step) {
+    const C sum =
+        WarpSum(RowDeltaShare(dout + r * ev, out + r * ev, ev, lane, kWarp));
+    if (lane == 0) delta[r] = sum;
   }
 }
 
@@ -158,7 +166,8 @@ cudaError_t LaunchAttentionBackward(ScalarType type, const AttentionLaunch& a,
     if (error != cudaSuccess) return error;
     const int64_t rows = a.entries * a.lq;
     if (rows > 0) {
-      const int64_t grid = (rows + 255) / 256;
+      // 256 threads: 8 rows a block.
+      const int64_t grid = (rows + 7) / 8;
       RowDeltaKernel<<<static_cast<unsigned>(grid < 65535 ? grid : 65535), 256,
                        0, stream>>>(static_cast<const T*>(dout),
                                     static_cast<const T*>(out),

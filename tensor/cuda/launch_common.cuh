@@ -107,6 +107,16 @@ __device__ A BlockReduce(A value, Combine combine) {
   return shared[0];
 }
 
+// The sum of `value` over the 32 lanes of a warp, which every lane gets.
+// Requires: every lane of the warp calls it (a full mask).
+template <typename A>
+__device__ A WarpSum(A value) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  }
+  return value;
+}
+
 struct AddCombine {
   template <typename A>
   __device__ A operator()(A a, A b) const {

@@ -187,9 +187,13 @@ struct DeviceBlocks {
          ++block) {
       AttentionForwardBlock(forward, block, shared.data(), kOneWorker);
     }
+    // As the device does: a warp a row, each of its 32 lanes a share.
     for (int64_t r = 0; r < entries * p.lq; ++r) {
-      delta[r] =
-          RowDelta(Data<T>(dout) + r * p.ev, Data<T>(out) + r * p.ev, p.ev);
+      delta[r] = 0;
+      for (int lane = 0; lane < 32; ++lane) {
+        delta[r] += RowDeltaShare(Data<T>(dout) + r * p.ev,
+                                  Data<T>(out) + r * p.ev, p.ev, lane, 32);
+      }
     }
     dq = Tensor::Zeros(q.shape(), compute).value();
     dk = Tensor::Zeros(k.shape(), compute).value();
