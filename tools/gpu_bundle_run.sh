@@ -9,7 +9,10 @@
 # the rest in a second call (with another SUMMARY); TEST_FILTER (an extended
 # regex over the test names) narrows tests and suites, BENCH_FILTER (a
 # --benchmark_filter regex) gpu_bench. Each test has TEST_TIMEOUT seconds
-# (default 180): a hung kernel fails its test, not the whole run.
+# (default 180): a hung kernel fails its test, not the whole run. The part
+# "sanitize" (not run unless named) runs SANITIZE_TESTS (a regex; default the
+# attention, fused norm and embedding backward tests) under compute-sanitizer's
+# memcheck and racecheck.
 #
 # cuBLAS and NCCL come from this machine's Python environment (the nvidia-*
 # wheels, e.g. site-packages/nvidia/cu13/lib or nvidia/cublas/lib).
@@ -60,7 +63,8 @@ run_test() {  # run_test <program> <log name> [VAR=value...]
   shift 2
   (cd "$here/runfiles/dtensor" &&
     timeout "${TEST_TIMEOUT:-180}" env TEST_SRCDIR="$here/runfiles" "$@" \
-      "$here/bin/$test") >"$here/$log.log" 2>&1 || status=$?
+      ${wrapper[@]+"${wrapper[@]}"} "$here/bin/$test") >"$here/$log.log" 2>&1 ||
+    status=$?
   if ((status == 0)); then
     say "PASS $log ($(grep -c '\[  SKIPPED \]' "$here/$log.log") skipped lines)"
   else
@@ -78,6 +82,25 @@ if part suites; then
   while read -r test; do
     [[ -n "$test" ]] && run_test "$test" "$test.cuda" DTENSOR_TEST_DEVICE=cuda
   done < <(grep -E "${TEST_FILTER:-.}" "$here/suites.txt")
+fi
+
+# Not in the default PARTS (slow): the kernels that only a device can check
+# for out-of-bounds accesses and shared-memory races, under compute-sanitizer
+# where this machine has it (CUDA toolkit or the nvidia-cuda-sanitizer wheel).
+if part sanitize; then
+  sanitizer=$(command -v compute-sanitizer || find_lib compute-sanitizer)
+  if [[ -z "$sanitizer" ]]; then
+    say "sanitize: no compute-sanitizer on this machine"
+  else
+    for tool in memcheck racecheck; do
+      wrapper=("$sanitizer" --tool "$tool" --error-exitcode 1)
+      while read -r test; do
+        [[ -n "$test" ]] && run_test "$test" "$test.$tool"
+      done < <(grep -E "${SANITIZE_TESTS:-attention_cuda_test|fused_norm_cuda_test|embedding_backward_cuda_test}" \
+        "$here/tests.txt")
+      unset wrapper
+    done
+  fi
 fi
 
 if part bench; then

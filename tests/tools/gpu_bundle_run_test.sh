@@ -2,7 +2,7 @@
 # The GPU bundle's run.sh (tools/gpu_bundle_run.sh) over a fake bundle on a
 # machine without a GPU: programs that pass, fail, hang and echo their flags
 # stand in for the real ones, so what is checked is run.sh's own logic:
-# PARTS/TEST_FILTER/BENCH_FILTER choose what runs,
+# PARTS/TEST_FILTER/BENCH_FILTER/SANITIZE_TESTS choose what runs,
 # TEST_TIMEOUT fails a hung test without stopping the run, and the logs come
 # back as one archive beside the summary.
 set -euo pipefail
@@ -64,4 +64,23 @@ cat "$work/out/filtered.txt"
 ! grep -q 'bad_test\|hung_test\|gpu_bench' "$work/out/filtered.txt" ||
   fail "TEST_FILTER or PARTS let other tests run"
 grep -qx 'result: PASS' "$work/out/filtered.txt" || fail "filtered result"
+# PARTS=sanitize: the chosen tests under compute-sanitizer's two tools (a
+# fake one on PATH that says which tool it is and runs the program).
+mkdir -p "$work/sanitizer"
+printf '#!/bin/sh\necho "sanitizer $2"\nshift 4\nexec "$@"\n' \
+  >"$work/sanitizer/compute-sanitizer"
+chmod +x "$work/sanitizer/compute-sanitizer"
+status=0
+PATH=$work/sanitizer:$PATH PARTS=sanitize SANITIZE_TESTS='^good' \
+  bash "$bundle/run.sh" "$work/out/sanitize.txt" >/dev/null 2>&1 || status=$?
+cat "$work/out/sanitize.txt"
+((status == 0)) || fail "sanitize run: exit $status, expected 0"
+for tool in memcheck racecheck; do
+  grep -qx "PASS good_test.$tool (0 skipped lines)" "$work/out/sanitize.txt" ||
+    fail "good_test under $tool not reported"
+  grep -qx "sanitizer $tool" "$bundle/good_test.$tool.log" ||
+    fail "good_test did not run under the sanitizer's $tool"
+done
+! grep -q 'bad_test\|hung_test' "$work/out/sanitize.txt" ||
+  fail "SANITIZE_TESTS let other tests run"
 echo "PASS"
