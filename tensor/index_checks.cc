@@ -32,6 +32,7 @@ struct PendingCheck {
 };
 
 }  // namespace internal
+
 namespace {
 
 using internal::PendingCheck;

@@ -94,9 +94,15 @@ void CachingAllocator::Free(void* ptr) {
   Block& block = it->second;
   block.in_use = false;
   stats_.allocated -= static_cast<int64_t>(block.size);
-  // Freed during a capture, an ordinary block may still be read by the
-  // captured work: it joins the pool so that only the graph reuses it.
-  if (block.pool == 0) block.pool = ActivePool(block.stream);
+  if (block.pool == 0) {
+    // Made before the capture that frees it: every replay may read what it
+    // held before the capture, so no one may reuse it while the graph lives.
+    block.pool = ActivePool(block.stream);
+    if (block.pool != 0) {
+      block.retired = true;
+      return;
+    }
+  }
   free_blocks_.emplace(FreeKey{block.pool, block.stream, block.size}, ptr);
 }
 
@@ -148,7 +154,12 @@ void CachingAllocator::ReleasePool(PoolId pool) {
     free_blocks_.emplace(FreeKey{0, std::get<1>(key), std::get<2>(key)}, ptr);
   }
   for (auto& [ptr, block] : blocks_) {
-    if (block.pool == pool) block.pool = 0;
+    if (block.pool != pool) continue;
+    block.pool = 0;
+    if (block.retired) {
+      block.retired = false;
+      free_blocks_.emplace(FreeKey{0, block.stream, block.size}, ptr);
+    }
   }
 }
 

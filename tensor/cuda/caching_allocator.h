@@ -47,12 +47,13 @@ struct MemoryStats {
 // uses must not serve anything else while the graph lives. While a pool is
 // active on a stream, Allocate on that stream takes the pool's free blocks
 // (then the stream's cached blocks, which join the pool, then the backing
-// allocator, the new block in the pool), and a block of that stream freed
-// then joins the pool too (the graph may have read it before the free). A
-// pool block, once freed, goes back to its pool's free list only, during the
-// capture (where it is reused in order) and after it. ReleasePool (when the
-// graph is destroyed) puts the pool's free blocks back in the shared cache
-// and makes its blocks still in use ordinary ones. Thread-safe.
+// allocator, the new block in the pool). A pool block, once freed, goes back
+// to its pool's free list only, during the capture (where it is reused in
+// order) and after it. A block made before the capture and freed during it
+// is retired to the pool unused: every replay may read what it held before
+// the capture. ReleasePool (when the graph is destroyed) puts the pool's
+// free and retired blocks back in the shared cache and makes its blocks
+// still in use ordinary ones. Thread-safe.
 class CachingAllocator {
  public:
   using BackingAlloc = std::function<absl::StatusOr<void*>(size_t nbytes)>;
@@ -101,6 +102,9 @@ class CachingAllocator {
     uintptr_t stream;
     bool in_use;
     PoolId pool = 0;  // 0: the shared cache.
+    // Freed during its pool's capture after being made before it: kept out
+    // of every free list until the pool is released.
+    bool retired = false;
   };
   // Free blocks keyed by (pool, stream, size).
   using FreeKey = std::tuple<PoolId, uintptr_t, size_t>;

@@ -181,8 +181,9 @@ TEST(CachingAllocatorPoolTest, ActivePoolServesItsStream) {
 }
 
 // A pool block freed during or after the capture stays in the pool: no
-// later allocation outside the pool gets it. Ordinary blocks freed during the
-// capture join the pool too (the captured work may read them).
+// later allocation outside the pool gets it. An ordinary block freed during
+// the capture is retired to the pool unused (the replays may read what it
+// held before the capture), not even reused within the capture.
 TEST(CachingAllocatorPoolTest, FreedPoolBlocksNeverServeOthers) {
   FakeBacking backing;
   CachingAllocator allocator = backing.Make();
@@ -190,20 +191,29 @@ TEST(CachingAllocatorPoolTest, FreedPoolBlocksNeverServeOthers) {
   const CachingAllocator::PoolId pool = *allocator.BeginPool(1);
   void* during = *allocator.Allocate(1000, 1);
   void* kept = *allocator.Allocate(2 << 20, 1);
-  allocator.Free(during);  // Freed inside the capture.
   allocator.Free(before);  // An ordinary block freed inside the capture.
+  void* next = *allocator.Allocate(1000, 1);
+  EXPECT_NE(next, before) << "a retired block is not reused";
+  allocator.Free(during);  // A pool block freed inside the capture...
+  EXPECT_EQ(*allocator.Allocate(1000, 1), during);  // ...is reused there.
+  allocator.Free(during);
+  allocator.Free(next);
   allocator.EndPool(1);
   allocator.Free(kept);  // A pool block freed after the capture.
-  EXPECT_EQ(allocator.PoolBytes(pool), 1024 + 1024 + (2 << 20));
-  const std::set<void*> pool_blocks = {before, during, kept};
-  for (size_t n : {1000, 1000, 1000, 2 << 20}) {
+  EXPECT_EQ(allocator.PoolBytes(pool), 3 * 1024 + (2 << 20));
+  const std::set<void*> pool_blocks = {before, during, next, kept};
+  for (size_t n : {1000, 1000, 1000, 1000, 2 << 20}) {
     void* fresh = *allocator.Allocate(n, 1);
     EXPECT_EQ(pool_blocks.count(fresh), 0u) << n;
   }
-  // EmptyCache keeps the pool's free blocks: the graph still writes them.
+  // EmptyCache keeps the pool's blocks: the graph still uses them.
   allocator.EmptyCache();
-  EXPECT_EQ(backing.live.count(during), 1u);
-  EXPECT_EQ(backing.live.count(kept), 1u);
+  for (void* ptr : pool_blocks) EXPECT_EQ(backing.live.count(ptr), 1u);
+  // Released, the free and retired blocks serve ordinary requests again.
+  allocator.ReleasePool(pool);
+  std::set<void*> reused;
+  for (int i = 0; i < 3; ++i) reused.insert(*allocator.Allocate(1000, 1));
+  EXPECT_EQ(reused, (std::set<void*>{before, during, next}));
 }
 
 // Releasing a pool puts its free blocks in the shared cache, and its blocks
