@@ -21,6 +21,10 @@
 //   0's table of op times and every rank's collective wait at the end;
 //   [--profile-trace FILE] also writes them as a Chrome trace (implies
 //   --profile; docs/profiling.md).
+//   [--cuda-graph] (--device cuda, one rank) runs the first step eagerly,
+//   captures the forward and backward of the second as a CUDA graph and
+//   replays it from then on, the optimizer step eager
+//   (LlamaTrainer::CaptureStep; docs/building.md, "CUDA graphs").
 //
 // Prints a progress line per step (loss, cumulative tokens/s) and, at the
 // end, the steady state (median step time after two warm-up steps, its
@@ -103,6 +107,8 @@ struct Options {
   std::string activation_checkpoint;
   // --context-parallel: over the mesh's "cp" dim in that order.
   std::optional<parallel::ContextParallelPlan> context_parallel;
+  // --cuda-graph: the steps after the first replay a captured graph.
+  bool cuda_graph = false;
 };
 
 // --mixed-precision DTYPE: torchtitan's policy, computing in DTYPE over f32
@@ -168,7 +174,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
       {"seq"},           {"save"},           {"resume"},
       {"deadline"},      {"help", false},    {"profile", false},
       {"profile-trace"}, {"mixed-precision"}, {"activation-checkpoint"},
-      {"context-parallel"}};
+      {"context-parallel"}, {"cuda-graph", false}};
   // clang-format on
   DT_ASSIGN_OR_RETURN(ParsedArgs parsed, ParseArgs(args, kFlags));
   Options options;
@@ -182,7 +188,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
         "[--deadline SECONDS] [--profile] [--profile-trace FILE] "
         "[--mixed-precision bf16]\n"
         "[--activation-checkpoint full|selective] "
-        "[--context-parallel balanced|contiguous]\n"
+        "[--context-parallel balanced|contiguous] [--cuda-graph]\n"
         "--steps counts from the start of training: a run resumed at step k "
         "runs steps k+1..N"));
   }
@@ -226,6 +232,11 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
         absl::StrCat("--dtype ", dtype, ": expected f32 or bf16"));
   }
   options.dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  options.cuda_graph = parsed.Has("cuda-graph");
+  if (options.cuda_graph && options.device != "cuda") {
+    return absl::InvalidArgumentError(
+        "--cuda-graph captures a CUDA device's step: it needs --device cuda");
+  }
   DT_RETURN_IF_ERROR(ParsePlanFlags(parsed, options));
   return options;
 }
@@ -322,6 +333,10 @@ absl::StatusOr<RankReport> TrainRank(ProcessGroups& groups,
     DT_ASSIGN_OR_RETURN(auto tensors, BatchTensors(corpus, options, step));
     DT_ASSIGN_OR_RETURN(parallel::LlamaTrainer::Batch batch,
                         trainer->MakeBatch(tensors.first, tensors.second));
+    // After an eager first step, outside the profiler (CaptureStep).
+    if (options.cuda_graph && step == first + 1) {
+      DT_RETURN_IF_ERROR(trainer->CaptureStep(batch));
+    }
     CommCounter::Scope comm_scope(report.comms);
     // The first step warms up (allocator, propagation cache): not profiled.
     std::optional<Profiler::Scope> profile_scope;
@@ -330,7 +345,9 @@ absl::StatusOr<RankReport> TrainRank(ProcessGroups& groups,
       profile_scope.emplace(*profiler);
       profile_step.emplace(*profiler);
     }
-    DT_ASSIGN_OR_RETURN(DTensor loss, trainer->Step(batch));
+    DT_ASSIGN_OR_RETURN(DTensor loss, trainer->step_captured()
+                                          ? trainer->ReplayStep(batch)
+                                          : trainer->Step(batch));
     profile_step.reset();
     profile_scope.reset();
     ++report.steps;
@@ -407,6 +424,11 @@ absl::Status Main(const std::vector<std::string>& args) {
   DT_ASSIGN_OR_RETURN(Options options, ParseOptions(args));
   SetDefaultCollectiveDeadline(options.deadline);
   DT_ASSIGN_OR_RETURN(DeviceMesh mesh, ParseMeshFlag(options.mesh));
+  if (options.cuda_graph && mesh.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cuda-graph captures one device's step: --mesh ", options.mesh,
+        " has ", mesh.size(), " ranks (use one, e.g. --mesh dp=1)"));
+  }
   DT_ASSIGN_OR_RETURN(parallel::Plan plan,
                       parallel::LoadPlanFile(options.plan));
   if (options.mixed_precision) plan.mixed_precision = options.mixed_precision;

@@ -47,6 +47,7 @@ absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(
   DT_ASSIGN_OR_RETURN(std::unique_ptr<nn::Transformer> model,
                       nn::BuildLlama(options.config, runtime, mesh, init));
   trainer->model_ = model.get();
+  trainer->device_ = options.device;
   TrainerOptions trainer_options;
   trainer_options.device = options.device;
   const nn::AdamWOptions adamw = options.adamw;

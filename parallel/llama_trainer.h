@@ -16,6 +16,8 @@
 #include "dtensor/parallel/plan.h"
 #include "dtensor/parallel/trainer.h"
 #include "dtensor/runtime.h"
+#include "dtensor/tensor/cuda_graph.h"
+#include "dtensor/tensor/index_checks.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
@@ -81,6 +83,32 @@ class LlamaTrainer {
   using PhaseComms = Trainer::PhaseComms;
   absl::StatusOr<DTensor> StepCounted(const Batch& batch, PhaseComms& comms);
 
+  // CUDA graphs of the step (dtensor/tensor/cuda_graph.h): CaptureStep
+  // captures Forward and Backward of `example` on the trainer's CUDA device
+  // as one graph, over the trainer's own copy of the batch, and runs it once
+  // (its gradients are not applied). ReplayStep then copies a batch of the
+  // same shape into that copy (device-to-device, outside the graph),
+  // replays the graph, applies the gradients with Update (eagerly: the
+  // optimizer's per-step constants and step counts stay on the host) and
+  // returns the loss: a Step at the cost of a launch and the update. The
+  // returned loss (and the gradients) are the graph's, rewritten by the next
+  // replay. The deferred index checks (dtensor/tensor/index_checks.h) of
+  // each replay are read as a Step's. Requires: both on the thread that
+  // created the trainer's device work (the checks are per thread).
+  // CaptureStep's errors: FailedPrecondition unless the runtime has data,
+  // the mesh has one rank, the device is CUDA, a step was taken eagerly
+  // (it makes what a capture cannot: the cuBLAS handle, the constant tables,
+  // the optimizer state), no step is captured yet and no profiler scope is
+  // active; InvalidArgument for a batch not on the device; what the capture
+  // reports (a host copy or wait inside the step names the capture). A
+  // failed capture leaves the trainer as it was.
+  absl::Status CaptureStep(const Batch& example);
+  // Errors: FailedPrecondition before CaptureStep; InvalidArgument for a
+  // batch whose shape, dtype or device differs from the captured one's
+  // (naming both); Update's.
+  absl::StatusOr<DTensor> ReplayStep(const Batch& batch);
+  bool step_captured() const { return graph_ != nullptr; }
+
   // The steps Update has taken (or a loaded checkpoint says were taken).
   int64_t steps_taken() const;
   // Everything a checkpoint needs to resume training (dtensor/parallel/
@@ -102,10 +130,22 @@ class LlamaTrainer {
  private:
   LlamaTrainer() = default;
 
+  // ReplayStep's checks of `batch` against the captured one.
+  absl::Status CheckReplayBatch(const Batch& batch) const;
+
   std::unique_ptr<Trainer> trainer_;
   // The trainer's model and optimizer, as their types.
   nn::Transformer* model_ = nullptr;
   nn::AdamW* optimizer_ = nullptr;
+  Device device_ = Device::CPU();
+  // The captured step (CaptureStep): the graph, its batch (refilled by
+  // ReplayStep), its loss and gradients (rewritten by each replay) and its
+  // index checks.
+  std::unique_ptr<CudaGraph> graph_;
+  Batch captured_batch_;
+  DTensor captured_loss_;
+  std::vector<DTensor> captured_grads_;
+  std::unique_ptr<CapturedIndexChecks> captured_checks_;
 };
 
 }  // namespace parallel

@@ -70,7 +70,48 @@ struct DeviceState {
   std::unique_ptr<UploadStaging> staging;
   cublasHandle_t blas = nullptr;
   void* blas_workspace = nullptr;
+  // Between BeginCapture and EndCapture: the stream is captured into a
+  // graph whose memory comes from allocator pool `capture_pool`.
+  std::atomic<bool> capturing{false};
+  CachingAllocator::PoolId capture_pool = 0;
 };
+
+// FailedPrecondition naming `what` while the stream of `state` is captured.
+absl::Status CheckNotCapturing(const DeviceState& state, const char* what) {
+  if (!state.capturing.load(std::memory_order_acquire)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      what,
+      " is not allowed while the device's stream is captured into a "
+      "CUDA graph"));
+}
+
+// The device memory of a new allocator block. The calls run in the relaxed
+// capture mode: during a capture (thread-local mode) cudaMalloc is refused
+// otherwise, and a pool block is made once, not captured.
+absl::StatusOr<void*> BackingMalloc(int device, size_t nbytes) {
+  DT_RETURN_IF_ERROR(UseDevice(device));
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  DT_RETURN_IF_ERROR(FromCuda(cudaThreadExchangeStreamCaptureMode(&mode),
+                              "cudaThreadExchangeStreamCaptureMode"));
+  void* ptr = nullptr;
+  const cudaError_t error = cudaMalloc(&ptr, nbytes);
+  size_t free = 0;
+  size_t total = 0;
+  if (error == cudaErrorMemoryAllocation) {
+    // Not a sticky error, but it stays the last error: cleared, so that the
+    // next kernel launch's check does not report it.
+    cudaGetLastError();
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) cudaGetLastError();
+  }
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  if (error == cudaErrorMemoryAllocation) {
+    return OutOfDeviceMemory(nbytes, free, total);
+  }
+  DT_RETURN_IF_ERROR(FromCuda(error, "cudaMalloc"));
+  return ptr;
+}
 
 std::mutex& StatesMutex() {
   static std::mutex* mu = new std::mutex;
@@ -91,22 +132,7 @@ absl::StatusOr<DeviceState*> CreateState(int device) {
       FromCuda(cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking),
                "cudaStreamCreateWithFlags"));
   state->allocator = std::make_unique<CachingAllocator>(
-      [device](size_t nbytes) -> absl::StatusOr<void*> {
-        DT_RETURN_IF_ERROR(UseDevice(device));
-        void* ptr = nullptr;
-        const cudaError_t error = cudaMalloc(&ptr, nbytes);
-        if (error == cudaErrorMemoryAllocation) {
-          // Not a sticky error, but it stays the last error: cleared, so
-          // that the next kernel launch's check does not report it.
-          cudaGetLastError();
-          size_t free = 0;
-          size_t total = 0;
-          if (cudaMemGetInfo(&free, &total) != cudaSuccess) cudaGetLastError();
-          return OutOfDeviceMemory(nbytes, free, total);
-        }
-        DT_RETURN_IF_ERROR(FromCuda(error, "cudaMalloc"));
-        return ptr;
-      },
+      [device](size_t nbytes) { return BackingMalloc(device, nbytes); },
       [device](void* ptr) {
         if (UseDevice(device).ok()) cudaFree(ptr);
       });
@@ -265,6 +291,7 @@ MemoryStats GetMemoryStats(int device) {
 
 absl::Status EmptyCache(int device) {
   DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  DT_RETURN_IF_ERROR(CheckNotCapturing(*state, "EmptyCache"));
   // Blocks freed while the stream still used them must not go back to the
   // driver before that work ran.
   DT_RETURN_IF_ERROR(
@@ -276,6 +303,15 @@ absl::Status EmptyCache(int device) {
 absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind,
                     int device) {
   DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  if (kind != CopyKind::kDeviceToDevice) {
+    // A graph would re-read an upload's reused staging buffer at every
+    // replay; a download waits for the stream.
+    DT_RETURN_IF_ERROR(CheckNotCapturing(
+        *state, kind == CopyKind::kHostToDevice
+                    ? "A host-to-device copy (copy the data to the device "
+                      "before the capture)"
+                    : "A device-to-host copy (it waits for the stream)"));
+  }
   if (kind == CopyKind::kHostToDevice) {
     DT_ASSIGN_OR_RETURN(UploadStaging::Buffer * staged,
                         state->staging->Acquire(nbytes));
@@ -328,8 +364,87 @@ absl::StatusOr<void*> CurrentStream(int device) {
 
 absl::Status Synchronize(int device) {
   DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  DT_RETURN_IF_ERROR(CheckNotCapturing(*state, "Synchronize"));
   return FromCuda(cudaStreamSynchronize(state->stream),
                   "cudaStreamSynchronize");
+}
+
+absl::Status BeginCapture(int device) {
+  DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  if (state->capturing.exchange(true, std::memory_order_acq_rel)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("BeginCapture: the stream of CUDA device ", device,
+                     " is being captured already"));
+  }
+  CachingAllocator& allocator = *state->allocator;
+  const auto stream = reinterpret_cast<uintptr_t>(state->stream);
+  absl::StatusOr<CachingAllocator::PoolId> pool = allocator.BeginPool(stream);
+  absl::Status begun = pool.status();
+  if (begun.ok()) {
+    begun = FromCuda(
+        cudaStreamBeginCapture(state->stream, cudaStreamCaptureModeThreadLocal),
+        "cudaStreamBeginCapture");
+    if (!begun.ok()) {
+      allocator.EndPool(stream);
+      allocator.ReleasePool(*pool);
+    }
+  }
+  if (!begun.ok()) {
+    state->capturing.store(false, std::memory_order_release);
+    return begun;
+  }
+  state->capture_pool = *pool;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CapturedGraph> EndCapture(int device, bool keep) {
+  DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  if (!state->capturing.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("EndCapture: the stream of CUDA device ", device,
+                     " is not being captured"));
+  }
+  cudaGraph_t graph = nullptr;
+  absl::Status status = FromCuda(cudaStreamEndCapture(state->stream, &graph),
+                                 "cudaStreamEndCapture");
+  state->allocator->EndPool(reinterpret_cast<uintptr_t>(state->stream));
+  state->capturing.store(false, std::memory_order_release);
+  cudaGraphExec_t exec = nullptr;
+  if (status.ok() && keep) {
+    status =
+        FromCuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  }
+  // The executable graph keeps what it needs of the graph.
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (status.ok() && keep) return CapturedGraph{exec, state->capture_pool};
+  // An invalidated capture leaves its error as the last error: cleared, so
+  // that the next launch's check does not report it.
+  cudaGetLastError();
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  // Nothing captured ever ran: the pool's blocks are free to reuse.
+  state->allocator->ReleasePool(state->capture_pool);
+  DT_RETURN_IF_ERROR(status);
+  return CapturedGraph{};
+}
+
+absl::Status LaunchGraph(const CapturedGraph& graph, int device) {
+  if (graph.exec == nullptr) {
+    return absl::InvalidArgumentError("LaunchGraph: the graph is empty");
+  }
+  DT_ASSIGN_OR_RETURN(DeviceState * state, State(device));
+  return FromCuda(
+      cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph.exec), state->stream),
+      "cudaGraphLaunch");
+}
+
+void DestroyGraph(const CapturedGraph& graph, int device) {
+  // Launches in flight finish first (cudaGraphExecDestroy does not cancel
+  // them), and the released blocks serve only later work of the stream.
+  if (graph.exec != nullptr) {
+    cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph.exec));
+  }
+  absl::StatusOr<DeviceState*> state = State(device);
+  if (state.ok()) (*state)->allocator->ReleasePool(graph.pool);
 }
 
 namespace {

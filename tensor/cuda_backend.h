@@ -73,7 +73,34 @@ absl::Status Fill(void* dst, size_t count, uint64_t bits, int element_bytes,
 // device.
 absl::StatusOr<void*> CurrentStream(int device);
 // Waits until the device's stream has run everything submitted so far.
+// Errors: FailedPrecondition while the stream is captured (below).
 absl::Status Synchronize(int device);
+
+// CUDA graph capture of the device's stream (dtensor/tensor/cuda_graph.h is
+// the interface to use): an instantiated graph and the allocator pool
+// (CachingAllocator::BeginPool) its memory comes from.
+struct CapturedGraph {
+  void* exec = nullptr;  // A cudaGraphExec_t.
+  uint64_t pool = 0;
+};
+// Starts capturing the work this thread submits to the device's stream
+// (cudaStreamCaptureModeThreadLocal), with a private allocator pool active on
+// it. Until EndCapture, a Memcpy to or from the host, Synchronize and
+// EmptyCache of the device fail with FailedPrecondition naming the capture
+// (an upload's staging buffer would be re-read at every replay; a wait cannot
+// be captured). Errors: FailedPrecondition when the device's stream is being
+// captured already; the device's.
+absl::Status BeginCapture(int device);
+// Ends the capture begun by BeginCapture. With `keep`, returns the
+// instantiated graph; without (the captured body failed), or when ending or
+// instantiating fails, the graph and its pool are discarded (the stream is
+// usable again either way), returning a null exec or the error.
+absl::StatusOr<CapturedGraph> EndCapture(int device, bool keep);
+// Launches `graph` (from EndCapture on `device`) on the device's stream.
+absl::Status LaunchGraph(const CapturedGraph& graph, int device);
+// Frees `graph` and releases its pool (launches already queued still run
+// first: the pool's blocks are reused only by later work of the stream).
+void DestroyGraph(const CapturedGraph& graph, int device);
 
 // A CUDA event recorded on a device's stream: other streams (a communicator's)
 // wait for it to order their work after the compute submitted so far.

@@ -21,6 +21,10 @@ absl::StatusOr<void*> MallocPinned(size_t) { return NotBuilt(); }
 absl::Status Fill(void*, size_t, uint64_t, int, int) { return NotBuilt(); }
 absl::StatusOr<void*> CurrentStream(int) { return NotBuilt(); }
 absl::Status Synchronize(int) { return NotBuilt(); }
+absl::Status BeginCapture(int) { return NotBuilt(); }
+absl::StatusOr<CapturedGraph> EndCapture(int, bool) { return NotBuilt(); }
+absl::Status LaunchGraph(const CapturedGraph&, int) { return NotBuilt(); }
+void DestroyGraph(const CapturedGraph&, int) {}
 
 absl::StatusOr<Event> Event::Record(int) { return NotBuilt(); }
 absl::StatusOr<Event> Event::RecordTimed(int) { return NotBuilt(); }

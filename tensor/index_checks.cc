@@ -19,11 +19,7 @@
 #endif
 
 namespace dtensor {
-namespace {
-
-// Past this many unread checks on a thread, the next one reads them first (a
-// loop that never reads its results keeps a bounded list).
-constexpr size_t kMaxPending = 1024;
+namespace internal {
 
 // A queued device check: the report words of LaunchCheckIndices (in this
 // thread's arena on `device`) being copied to `host` (two words of this
@@ -34,6 +30,16 @@ struct PendingCheck {
   int64_t bound;
   std::string op;
 };
+
+}  // namespace internal
+
+namespace {
+
+using internal::PendingCheck;
+
+// Past this many unread checks on a thread, the next one reads them first (a
+// loop that never reads its results keeps a bounded list).
+constexpr size_t kMaxPending = 1024;
 
 // Page-locked slots for the flags of kMaxPending checks, two words each: the
 // device copies a flag there without the host waiting, and the host reads it
@@ -97,6 +103,11 @@ struct ThreadChecks {
                           return Tensor::Zeros({words}, DType::kI64, device);
                         }};
   std::vector<PendingCheck> pending;
+  // Slots [0, reserved) are a CUDA graph's (CapturedIndexChecks): its
+  // replays rewrite them. Other checks take the slots from `reserved` on.
+  // Kept while the graph lives or its requeued checks are pending.
+  size_t reserved = 0;
+  bool graph_alive = false;
 };
 
 ThreadChecks& Checks() {
@@ -130,6 +141,7 @@ absl::Status ReadPending(int waited) {
   // Cleared either way: after a failed wait the device is unusable.
   std::vector<PendingCheck> read = std::move(checks.pending);
   checks.pending.clear();
+  if (!checks.graph_alive) checks.reserved = 0;
   DT_RETURN_IF_ERROR(waits);
   for (const PendingCheck& check : read) {
     if (check.host[0] != 0) {
@@ -143,11 +155,11 @@ absl::Status ReadPending(int waited) {
 absl::Status DeferCheck(const Tensor& indices, int64_t bound,
                         absl::string_view op) {
 #ifdef DTENSOR_CUDA
-  if (Checks().pending.size() >= kMaxPending) {
+  if (Checks().reserved + Checks().pending.size() >= kMaxPending) {
     DT_RETURN_IF_ERROR(ReadDeferredIndexChecks());
   }
   const int device = indices.device().index;
-  const size_t slot = Checks().pending.size();
+  const size_t slot = Checks().reserved + Checks().pending.size();
   DT_ASSIGN_OR_RETURN(int64_t* const host, Checks().slots.Slot(slot));
   DT_ASSIGN_OR_RETURN(const IndexCheckArena::Slot words,
                       Checks().arena.SlotOn(indices.device(), slot));
@@ -221,6 +233,42 @@ absl::Status ReadDeferredIndexChecks() { return ReadPending(-1); }
 
 absl::Status ReadDeferredIndexChecksAfterWait(Device waited) {
   return ReadPending(waited.is_cpu() ? -1 : waited.index);
+}
+
+absl::Status CapturedIndexChecks::PrepareCapture() {
+  if (Checks().graph_alive) {
+    return absl::FailedPreconditionError(
+        "CapturedIndexChecks: this thread holds a captured graph's index "
+        "checks already (one at a time)");
+  }
+  DT_RETURN_IF_ERROR(ReadDeferredIndexChecks());
+  Checks().reserved = 0;
+  return absl::OkStatus();
+}
+
+CapturedIndexChecks CapturedIndexChecks::TakeCaptured() {
+  ThreadChecks& checks = Checks();
+  CapturedIndexChecks captured;
+  captured.checks_ =
+      std::make_shared<std::vector<PendingCheck>>(std::move(checks.pending));
+  checks.pending.clear();
+  checks.reserved = captured.checks_->size();
+  checks.graph_alive = true;
+  return captured;
+}
+
+void CapturedIndexChecks::Requeue() const {
+  if (checks_ == nullptr) return;
+  std::vector<PendingCheck>& pending = Checks().pending;
+  pending.insert(pending.end(), checks_->begin(), checks_->end());
+}
+
+CapturedIndexChecks::~CapturedIndexChecks() {
+  if (checks_ == nullptr) return;
+  ThreadChecks& checks = Checks();
+  checks.graph_alive = false;
+  // Requeued checks still read their slots: released at the next read.
+  if (checks.pending.empty()) checks.reserved = 0;
 }
 
 }  // namespace dtensor

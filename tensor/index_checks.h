@@ -2,6 +2,8 @@
 #define DTENSOR_TENSOR_INDEX_CHECKS_H_
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -56,6 +58,46 @@ absl::Status ReadDeferredIndexChecks();
 // just waited for that device's stream: its checks are read with no further
 // wait (those of other devices as above).
 absl::Status ReadDeferredIndexChecksAfterWait(Device waited);
+
+namespace internal {
+struct PendingCheck;
+}  // namespace internal
+
+// The deferred checks a CUDA graph captured (dtensor/tensor/cuda_graph.h):
+// their kernels and report copies run at every replay, rewriting the same
+// slots, so the slots stay the graph's and each replay queues the checks
+// again to be read under the contract above.
+//
+//   DT_RETURN_IF_ERROR(CapturedIndexChecks::PrepareCapture());
+//   ... capture ...
+//   CapturedIndexChecks checks = CapturedIndexChecks::TakeCaptured();
+//   ... each replay: graph->Replay(); checks.Requeue();
+//
+// A replay queued before the host read the previous replay's checks
+// rewrites their reports: the latest replay's are read. Requires: every call
+// and the destruction on the capturing thread (the checks are per thread).
+class CapturedIndexChecks {
+ public:
+  // Before the capture: reads this thread's pending checks (a host sync per
+  // device that has some), so that the capture's checks take the first slots.
+  // Errors: FailedPrecondition when this thread holds a graph's checks
+  // already; ReadDeferredIndexChecks's.
+  static absl::Status PrepareCapture();
+  // After the capture: takes the checks it queued off this thread's pending
+  // list (they were not run), keeping their slots for the graph.
+  static CapturedIndexChecks TakeCaptured();
+  // After a replay: queues the captured checks again.
+  void Requeue() const;
+
+  CapturedIndexChecks() = default;
+  CapturedIndexChecks(CapturedIndexChecks&&) = default;
+  CapturedIndexChecks& operator=(CapturedIndexChecks&&) = delete;
+  // Gives the slots back (once no requeued check is pending).
+  ~CapturedIndexChecks();
+
+ private:
+  std::shared_ptr<const std::vector<internal::PendingCheck>> checks_;
+};
 
 }  // namespace dtensor
 

@@ -163,6 +163,9 @@ fi
 single_gpu=(--device cuda --mesh dp=1 --plan bench/peer/empty.json)
 if part train; then
   run_train train_tiny "${single_gpu[@]}" --steps 20
+  # The same run replaying a CUDA graph of the step after the first: its
+  # losses should match train_tiny's to about 4 digits.
+  run_train train_tiny_graph "${single_gpu[@]}" --steps 20 --cuda-graph
   # Four in-process ranks (dp=2, tp=2) sharing the GPU, collectives through
   # the host; then one rank saves a checkpoint on the GPU that the CPU and the
   # GPU resume.

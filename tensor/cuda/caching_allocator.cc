@@ -1,7 +1,12 @@
 #include "dtensor/tensor/cuda/caching_allocator.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 namespace dtensor::cuda {
 namespace {
@@ -28,11 +33,12 @@ size_t CachingAllocator::RoundSize(size_t nbytes) {
   return RoundUp(nbytes, kLargeUnit);
 }
 
-void* CachingAllocator::TakeCached(size_t size, uintptr_t stream) {
-  // The smallest cached block of the stream that fits and wastes at most half.
-  auto it = free_blocks_.lower_bound(FreeKey{stream, size});
-  if (it == free_blocks_.end() || it->first.first != stream ||
-      it->first.second > 2 * size) {
+void* CachingAllocator::TakeCached(size_t size, uintptr_t stream, PoolId pool) {
+  // The smallest free block of the pool and stream that fits and wastes at
+  // most half.
+  auto it = free_blocks_.lower_bound(FreeKey{pool, stream, size});
+  if (it == free_blocks_.end() || std::get<0>(it->first) != pool ||
+      std::get<1>(it->first) != stream || std::get<2>(it->first) > 2 * size) {
     return nullptr;
   }
   void* ptr = it->second;
@@ -40,22 +46,37 @@ void* CachingAllocator::TakeCached(size_t size, uintptr_t stream) {
   return ptr;
 }
 
+CachingAllocator::PoolId CachingAllocator::ActivePool(uintptr_t stream) const {
+  auto it = active_pools_.find(stream);
+  return it == active_pools_.end() ? 0 : it->second;
+}
+
 absl::StatusOr<void*> CachingAllocator::Allocate(size_t nbytes,
                                                  uintptr_t stream) {
   const size_t size = RoundSize(nbytes);
   std::lock_guard<std::mutex> lock(mu_);
-  void* ptr = TakeCached(size, stream);
+  const PoolId pool = ActivePool(stream);
+  void* ptr = TakeCached(size, stream, pool);
+  if (ptr == nullptr && pool != 0) {
+    // A block of the shared cache joins the pool: its last use was submitted
+    // before the capture, so the stream orders it before every replay.
+    ptr = TakeCached(size, stream, 0);
+    if (ptr != nullptr) blocks_[ptr].pool = pool;
+  }
   if (ptr != nullptr) {
     ++stats_.cache_hits;
   } else {
     absl::StatusOr<void*> fresh = backing_alloc_(size);
     if (!fresh.ok()) {
+      // While a stream is captured, returning memory to the backing
+      // allocator (cudaFree, which waits for the device) is not allowed.
+      if (!active_pools_.empty()) return fresh.status();
       EmptyCacheLocked();
       fresh = backing_alloc_(size);
       if (!fresh.ok()) return fresh.status();
     }
     ptr = *fresh;
-    blocks_[ptr] = Block{size, stream, false};
+    blocks_[ptr] = Block{size, stream, false, pool};
     stats_.reserved += static_cast<int64_t>(size);
     ++stats_.backing_allocations;
   }
@@ -70,9 +91,19 @@ void CachingAllocator::Free(void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.find(ptr);
   if (it == blocks_.end() || !it->second.in_use) return;
-  it->second.in_use = false;
-  stats_.allocated -= static_cast<int64_t>(it->second.size);
-  free_blocks_.emplace(FreeKey{it->second.stream, it->second.size}, ptr);
+  Block& block = it->second;
+  block.in_use = false;
+  stats_.allocated -= static_cast<int64_t>(block.size);
+  if (block.pool == 0) {
+    // Made before the capture that frees it: every replay may read what it
+    // held before the capture, so no one may reuse it while the graph lives.
+    block.pool = ActivePool(block.stream);
+    if (block.pool != 0) {
+      block.retired = true;
+      return;
+    }
+  }
+  free_blocks_.emplace(FreeKey{block.pool, block.stream, block.size}, ptr);
 }
 
 void CachingAllocator::EmptyCache() {
@@ -81,12 +112,64 @@ void CachingAllocator::EmptyCache() {
 }
 
 void CachingAllocator::EmptyCacheLocked() {
-  for (const auto& [key, ptr] : free_blocks_) {
-    backing_free_(ptr);
-    blocks_.erase(ptr);
-    stats_.reserved -= static_cast<int64_t>(key.second);
+  // Pools' free blocks stay: their graphs write them at every replay.
+  const auto shared_end = free_blocks_.lower_bound(FreeKey{1, 0, 0});
+  for (auto it = free_blocks_.begin(); it != shared_end; ++it) {
+    backing_free_(it->second);
+    blocks_.erase(it->second);
+    stats_.reserved -= static_cast<int64_t>(std::get<2>(it->first));
   }
-  free_blocks_.clear();
+  free_blocks_.erase(free_blocks_.begin(), shared_end);
+}
+
+absl::StatusOr<CachingAllocator::PoolId> CachingAllocator::BeginPool(
+    uintptr_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ActivePool(stream) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("CachingAllocator: private pool ", ActivePool(stream),
+                     " is already active on stream 0x", absl::Hex(stream)));
+  }
+  const PoolId pool = next_pool_++;
+  active_pools_[stream] = pool;
+  return pool;
+}
+
+void CachingAllocator::EndPool(uintptr_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  active_pools_.erase(stream);
+}
+
+void CachingAllocator::ReleasePool(PoolId pool) {
+  if (pool == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = active_pools_.begin(); it != active_pools_.end();) {
+    it = it->second == pool ? active_pools_.erase(it) : std::next(it);
+  }
+  const auto begin = free_blocks_.lower_bound(FreeKey{pool, 0, 0});
+  const auto end = free_blocks_.lower_bound(FreeKey{pool + 1, 0, 0});
+  std::vector<std::pair<FreeKey, void*>> freed(begin, end);
+  free_blocks_.erase(begin, end);
+  for (auto& [key, ptr] : freed) {
+    free_blocks_.emplace(FreeKey{0, std::get<1>(key), std::get<2>(key)}, ptr);
+  }
+  for (auto& [ptr, block] : blocks_) {
+    if (block.pool != pool) continue;
+    block.pool = 0;
+    if (block.retired) {
+      block.retired = false;
+      free_blocks_.emplace(FreeKey{0, block.stream, block.size}, ptr);
+    }
+  }
+}
+
+int64_t CachingAllocator::PoolBytes(PoolId pool) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t bytes = 0;
+  for (const auto& [ptr, block] : blocks_) {
+    if (block.pool == pool) bytes += static_cast<int64_t>(block.size);
+  }
+  return bytes;
 }
 
 MemoryStats CachingAllocator::Stats() const {

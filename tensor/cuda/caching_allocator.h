@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 
 #include "absl/status/statusor.h"
@@ -39,7 +40,20 @@ struct MemoryStats {
 // Blocks are tagged with the stream they were allocated on and reused only on
 // that stream, so a block freed while a kernel of its stream still reads it
 // is not reused by another stream before that kernel ran (work on one stream
-// runs in order). Thread-safe.
+// runs in order).
+//
+// Private pools serve CUDA graph capture (dtensor/tensor/cuda_graph.h): a
+// captured graph writes the same addresses at every replay, so the blocks it
+// uses must not serve anything else while the graph lives. While a pool is
+// active on a stream, Allocate on that stream takes the pool's free blocks
+// (then the stream's cached blocks, which join the pool, then the backing
+// allocator, the new block in the pool). A pool block, once freed, goes back
+// to its pool's free list only, during the capture (where it is reused in
+// order) and after it. A block made before the capture and freed during it
+// is retired to the pool unused: every replay may read what it held before
+// the capture. ReleasePool (when the graph is destroyed) puts the pool's
+// free and retired blocks back in the shared cache and makes its blocks
+// still in use ordinary ones. Thread-safe.
 class CachingAllocator {
  public:
   using BackingAlloc = std::function<absl::StatusOr<void*>(size_t nbytes)>;
@@ -65,17 +79,40 @@ class CachingAllocator {
   MemoryStats Stats() const;
   void ResetPeak();
 
+  // A private pool's id (never 0, which stands for the shared cache).
+  using PoolId = uint64_t;
+  // Makes a pool and makes it active on `stream` (above).
+  // Errors: FailedPrecondition when a pool is active on `stream` already.
+  absl::StatusOr<PoolId> BeginPool(uintptr_t stream);
+  // Ends the active pool of `stream` (if any): allocations on the stream are
+  // served from the shared cache again; the pool's blocks stay its own.
+  void EndPool(uintptr_t stream);
+  // Returns pool `pool`'s free blocks to the shared cache and makes its
+  // blocks in use ordinary (freed to the shared cache). Requires: the pool
+  // is not active and no work that uses its blocks will be submitted again
+  // (the graph is destroyed); work already submitted is ordered before any
+  // reuse as for any freed block. Unknown ids are ignored.
+  void ReleasePool(PoolId pool);
+  // Bytes of the blocks of `pool`, in use or free (tests, diagnostics).
+  int64_t PoolBytes(PoolId pool) const;
+
  private:
   struct Block {
     size_t size;
     uintptr_t stream;
     bool in_use;
+    PoolId pool = 0;  // 0: the shared cache.
+    // Freed during its pool's capture after being made before it: kept out
+    // of every free list until the pool is released.
+    bool retired = false;
   };
-  // Free blocks keyed by (stream, size).
-  using FreeKey = std::pair<uintptr_t, size_t>;
+  // Free blocks keyed by (pool, stream, size).
+  using FreeKey = std::tuple<PoolId, uintptr_t, size_t>;
 
-  // Takes a cached block of bin `size` on `stream`, or nullptr.
-  void* TakeCached(size_t size, uintptr_t stream);
+  // Takes a free block of bin `size` on `stream` in `pool`, or nullptr.
+  void* TakeCached(size_t size, uintptr_t stream, PoolId pool);
+  // The active pool of `stream`, or 0.
+  PoolId ActivePool(uintptr_t stream) const;
   void EmptyCacheLocked();
 
   BackingAlloc backing_alloc_;
@@ -83,6 +120,8 @@ class CachingAllocator {
   mutable std::mutex mu_;
   std::multimap<FreeKey, void*> free_blocks_;
   std::unordered_map<void*, Block> blocks_;  // Every live or cached block.
+  std::unordered_map<uintptr_t, PoolId> active_pools_;  // By stream.
+  PoolId next_pool_ = 1;
   MemoryStats stats_;
 };
 

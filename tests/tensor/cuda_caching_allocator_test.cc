@@ -146,5 +146,120 @@ TEST(CachingAllocatorTest, DestructionReturnsEveryBlock) {
   EXPECT_TRUE(backing.live.empty());
 }
 
+// While a pool is active on a stream, the stream's allocations come from the
+// pool: its own free blocks first, then the shared cache's (which join it),
+// then the backing allocator. Other streams are served as before.
+TEST(CachingAllocatorPoolTest, ActivePoolServesItsStream) {
+  FakeBacking backing;
+  CachingAllocator allocator = backing.Make();
+  void* cached = *allocator.Allocate(4096, /*stream=*/1);
+  allocator.Free(cached);
+  absl::StatusOr<CachingAllocator::PoolId> pool = allocator.BeginPool(1);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  EXPECT_NE(*pool, 0u);
+  // The shared cache's block joins the pool.
+  void* a = *allocator.Allocate(4096, 1);
+  EXPECT_EQ(a, cached);
+  void* b = *allocator.Allocate(4096, 1);  // Grows the pool.
+  EXPECT_NE(b, a);
+  EXPECT_EQ(backing.allocs, 2);
+  EXPECT_EQ(allocator.PoolBytes(*pool), 2 * 4096);
+  // Within the capture a freed pool block is reused (one stream, in order).
+  allocator.Free(a);
+  EXPECT_EQ(*allocator.Allocate(4096, 1), a);
+  // Another stream is not served from the pool.
+  void* other = *allocator.Allocate(4096, 2);
+  EXPECT_NE(other, a);
+  EXPECT_NE(other, b);
+  EXPECT_EQ(allocator.PoolBytes(*pool), 2 * 4096);
+  // A second pool on the same stream is refused.
+  absl::StatusOr<CachingAllocator::PoolId> again = allocator.BeginPool(1);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(again.status().message().find("already active"),
+            absl::string_view::npos)
+      << again.status();
+}
+
+// A pool block freed during or after the capture stays in the pool: no
+// later allocation outside the pool gets it. An ordinary block freed during
+// the capture is retired to the pool unused (the replays may read what it
+// held before the capture), not even reused within the capture.
+TEST(CachingAllocatorPoolTest, FreedPoolBlocksNeverServeOthers) {
+  FakeBacking backing;
+  CachingAllocator allocator = backing.Make();
+  void* before = *allocator.Allocate(1000, 1);  // Ordinary, 1024 bytes.
+  const CachingAllocator::PoolId pool = *allocator.BeginPool(1);
+  void* during = *allocator.Allocate(1000, 1);
+  void* kept = *allocator.Allocate(2 << 20, 1);
+  allocator.Free(before);  // An ordinary block freed inside the capture.
+  void* next = *allocator.Allocate(1000, 1);
+  EXPECT_NE(next, before) << "a retired block is not reused";
+  allocator.Free(during);  // A pool block freed inside the capture...
+  EXPECT_EQ(*allocator.Allocate(1000, 1), during);  // ...is reused there.
+  allocator.Free(during);
+  allocator.Free(next);
+  allocator.EndPool(1);
+  allocator.Free(kept);  // A pool block freed after the capture.
+  EXPECT_EQ(allocator.PoolBytes(pool), 3 * 1024 + (2 << 20));
+  const std::set<void*> pool_blocks = {before, during, next, kept};
+  for (size_t n : {1000, 1000, 1000, 1000, 2 << 20}) {
+    void* fresh = *allocator.Allocate(n, 1);
+    EXPECT_EQ(pool_blocks.count(fresh), 0u) << n;
+  }
+  // EmptyCache keeps the pool's blocks: the graph still uses them.
+  allocator.EmptyCache();
+  for (void* ptr : pool_blocks) EXPECT_EQ(backing.live.count(ptr), 1u);
+  // Released, the free and retired blocks serve ordinary requests again.
+  allocator.ReleasePool(pool);
+  std::set<void*> reused;
+  for (int i = 0; i < 3; ++i) reused.insert(*allocator.Allocate(1000, 1));
+  EXPECT_EQ(reused, (std::set<void*>{before, during, next}));
+}
+
+// Releasing a pool puts its free blocks in the shared cache, and its blocks
+// still in use go there once freed; the pool's id no longer owns anything.
+TEST(CachingAllocatorPoolTest, ReleaseReturnsBlocksToTheSharedCache) {
+  FakeBacking backing;
+  CachingAllocator allocator = backing.Make();
+  const CachingAllocator::PoolId pool = *allocator.BeginPool(1);
+  void* freed = *allocator.Allocate(3 << 20, 1);
+  void* held = *allocator.Allocate(512, 1);
+  allocator.Free(freed);
+  allocator.EndPool(1);
+  allocator.ReleasePool(pool);
+  EXPECT_EQ(allocator.PoolBytes(pool), 0);
+  EXPECT_EQ(*allocator.Allocate(3 << 20, 1), freed);
+  allocator.Free(held);
+  EXPECT_EQ(*allocator.Allocate(512, 1), held);
+  EXPECT_EQ(backing.allocs, 2);
+  // Released blocks are ordinary: EmptyCache returns them when free.
+  allocator.Free(freed);
+  allocator.Free(held);
+  allocator.EmptyCache();
+  EXPECT_TRUE(backing.live.empty());
+  EXPECT_EQ(allocator.Stats().reserved, 0);
+  // A new pool on the stream may begin; releasing an unknown id is ignored.
+  EXPECT_TRUE(allocator.BeginPool(1).ok());
+  allocator.ReleasePool(pool + 100);
+}
+
+// While a pool is active, a failing backing allocation is reported rather
+// than retried after emptying the cache (cudaFree may not run during a
+// capture).
+TEST(CachingAllocatorPoolTest, NoCacheEmptyingWhileAPoolIsActive) {
+  FakeBacking backing;
+  backing.fail_above = 9 << 20;
+  CachingAllocator allocator = backing.Make();
+  allocator.Free(*allocator.Allocate(8 << 20, 2));
+  const CachingAllocator::PoolId pool = *allocator.BeginPool(1);
+  absl::StatusOr<void*> b = allocator.Allocate(2 << 20, 1);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(backing.frees, 0);
+  allocator.EndPool(1);
+  allocator.ReleasePool(pool);
+  EXPECT_TRUE(allocator.Allocate(2 << 20, 1).ok());
+  EXPECT_EQ(backing.frees, 1);
+}
+
 }  // namespace
 }  // namespace dtensor::cuda
