@@ -184,6 +184,11 @@ if part train; then
     --config bench/configs/llama_1b_2layers.json --dtype bf16 \
     --batch "$llama_batch" --seq "$llama_seq" --steps 4 --profile \
     --profile-trace "$here/train_1b_trace.json"
+  # The same step replayed as a CUDA graph (forward and backward): what the
+  # host's launches cost it.
+  tail_lines=4 run_train train_1b_graph "${single_gpu[@]}" \
+    --config bench/configs/llama_1b_2layers.json --dtype bf16 \
+    --batch "$llama_batch" --seq "$llama_seq" --steps 6 --cuda-graph
   # The steady-state line (median step, tokens/s, peak device memory) beside
   # gpu_torch.py's llama_l8 figures.
   tail_lines=4 run_train train_1b_8layers "${single_gpu[@]}" \
