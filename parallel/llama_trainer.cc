@@ -111,16 +111,24 @@ absl::StatusOr<std::vector<DTensor>> LlamaTrainer::Backward(
 }
 
 absl::Status LlamaTrainer::Update(absl::Span<const DTensor> grads) {
-  return trainer_->Update(grads);
+  DT_RETURN_IF_ERROR(trainer_->Update(grads));
+  stepped_eagerly_ = true;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<DTensor> LlamaTrainer::Step(const Batch& batch) {
-  return trainer_->Step(batch.tokens, batch.targets);
+  DT_ASSIGN_OR_RETURN(DTensor loss,
+                      trainer_->Step(batch.tokens, batch.targets));
+  stepped_eagerly_ = true;
+  return loss;
 }
 
 absl::StatusOr<DTensor> LlamaTrainer::StepCounted(const Batch& batch,
                                                   PhaseComms& comms) {
-  return trainer_->StepCounted(batch.tokens, batch.targets, comms);
+  DT_ASSIGN_OR_RETURN(
+      DTensor loss, trainer_->StepCounted(batch.tokens, batch.targets, comms));
+  stepped_eagerly_ = true;
+  return loss;
 }
 
 int64_t LlamaTrainer::steps_taken() const { return trainer_->steps_taken(); }

@@ -17,7 +17,6 @@
 #include "dtensor/parallel/trainer.h"
 #include "dtensor/runtime.h"
 #include "dtensor/tensor/cuda_graph.h"
-#include "dtensor/tensor/index_checks.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
@@ -92,9 +91,11 @@ class LlamaTrainer {
   // optimizer's per-step constants and step counts stay on the host) and
   // returns the loss: a Step at the cost of a launch and the update. The
   // returned loss (and the gradients) are the graph's, rewritten by the next
-  // replay. The deferred index checks (dtensor/tensor/index_checks.h) of
-  // each replay are read as a Step's. Requires: both on the thread that
-  // created the trainer's device work (the checks are per thread).
+  // replay. The deferred index checks (dtensor/tensor/index_checks.h) of a
+  // replay are read at the next read of the host, as a Step's are, unless
+  // another replay is queued first (then that one's are). Requires: both,
+  // and the trainer's destruction, on the thread that created the trainer's
+  // device work (the checks are per thread).
   // CaptureStep's errors: FailedPrecondition unless the runtime has data,
   // the mesh has one rank, the device is CUDA, a step was taken eagerly
   // (it makes what a capture cannot: the cuBLAS handle, the constant tables,
@@ -138,14 +139,15 @@ class LlamaTrainer {
   nn::Transformer* model_ = nullptr;
   nn::AdamW* optimizer_ = nullptr;
   Device device_ = Device::CPU();
+  // Whether Step, StepCounted or Update ran on this trainer (CaptureStep's
+  // precondition: they make what a capture cannot).
+  bool stepped_eagerly_ = false;
   // The captured step (CaptureStep): the graph, its batch (refilled by
-  // ReplayStep), its loss and gradients (rewritten by each replay) and its
-  // index checks.
+  // ReplayStep), its loss and gradients (rewritten by each replay).
   std::unique_ptr<CudaGraph> graph_;
   Batch captured_batch_;
   DTensor captured_loss_;
   std::vector<DTensor> captured_grads_;
-  std::unique_ptr<CapturedIndexChecks> captured_checks_;
 };
 
 }  // namespace parallel

@@ -59,9 +59,10 @@ absl::Status LlamaTrainer::CaptureStep(const Batch& example) {
         absl::StrCat("CaptureStep: the trainer's device is ",
                      device_.ToString(), "; CUDA graphs need a CUDA device"));
   }
-  if (steps_taken() < 1) {
+  if (!stepped_eagerly_) {
     return absl::FailedPreconditionError(
-        "CaptureStep: no step was taken yet; take one with Step first (it "
+        "CaptureStep: no step was taken yet by this trainer (a resumed "
+        "checkpoint's steps do not count); take one with Step first (it "
         "makes the cuBLAS handle, the constant tables and the optimizer "
         "state, which a capture cannot)");
   }
@@ -74,7 +75,6 @@ absl::Status LlamaTrainer::CaptureStep(const Batch& example) {
   Batch batch;
   DT_ASSIGN_OR_RETURN(batch.tokens, OwnCopy(example.tokens));
   DT_ASSIGN_OR_RETURN(batch.targets, OwnCopy(example.targets));
-  DT_RETURN_IF_ERROR(CapturedIndexChecks::PrepareCapture());
   DTensor loss;
   std::vector<DTensor> grads;
   absl::StatusOr<std::unique_ptr<CudaGraph>> graph =
@@ -83,21 +83,16 @@ absl::Status LlamaTrainer::CaptureStep(const Batch& example) {
         DT_ASSIGN_OR_RETURN(grads, Backward(loss));
         return absl::OkStatus();
       });
-  // Taken either way: a failed capture's checks never ran.
-  auto checks = std::make_unique<CapturedIndexChecks>(
-      CapturedIndexChecks::TakeCaptured());
   DT_RETURN_IF_ERROR(graph.status());
   // One run on the example, waited for: a graph that cannot run fails here
   // rather than in the first ReplayStep, and its index checks are read.
   DT_RETURN_IF_ERROR((*graph)->Replay());
-  checks->Requeue();
   DT_RETURN_IF_ERROR(cuda::Synchronize(device_.index));
-  DT_RETURN_IF_ERROR(ReadDeferredIndexChecks());
+  DT_RETURN_IF_ERROR(ReadDeferredIndexChecksAfterWait(device_));
   graph_ = *std::move(graph);
   captured_batch_ = std::move(batch);
   captured_loss_ = std::move(loss);
   captured_grads_ = std::move(grads);
-  captured_checks_ = std::move(checks);
   return absl::OkStatus();
 }
 
@@ -133,7 +128,6 @@ absl::StatusOr<DTensor> LlamaTrainer::ReplayStep(const Batch& batch) {
   DT_RETURN_IF_ERROR(tokens.CopyFrom(batch.tokens.ToLocal()));
   DT_RETURN_IF_ERROR(targets.CopyFrom(batch.targets.ToLocal()));
   DT_RETURN_IF_ERROR(graph_->Replay());
-  captured_checks_->Requeue();
   DT_RETURN_IF_ERROR(Update(captured_grads_));
   return captured_loss_;
 }

@@ -20,19 +20,27 @@ absl::StatusOr<std::unique_ptr<CudaGraph>> CudaGraph::Capture(
         "CudaGraph::Capture: a profiler scope is active on this thread (its "
         "timed events cannot be captured)");
   }
+  // Before the capture: what the index checks make lazily (pinned report
+  // slots, device words) cannot be made inside it.
+  DT_RETURN_IF_ERROR(CapturedIndexChecks::PrepareCapture(device));
   DT_RETURN_IF_ERROR(cuda::BeginCapture(device.index));
   const absl::Status ran = body();
   absl::StatusOr<cuda::CapturedGraph> graph =
       cuda::EndCapture(device.index, /*keep=*/ran.ok());
+  // Taken either way: a failed capture's checks never ran.
+  CapturedIndexChecks checks = CapturedIndexChecks::TakeCaptured();
   DT_RETURN_IF_ERROR(ran);
   DT_RETURN_IF_ERROR(graph.status());
-  return std::unique_ptr<CudaGraph>(new CudaGraph(device, *graph));
+  return std::unique_ptr<CudaGraph>(
+      new CudaGraph(device, *graph, std::move(checks)));
 }
 
 CudaGraph::~CudaGraph() { cuda::DestroyGraph(graph_, device_.index); }
 
 absl::Status CudaGraph::Replay() {
-  return cuda::LaunchGraph(graph_, device_.index);
+  DT_RETURN_IF_ERROR(cuda::LaunchGraph(graph_, device_.index));
+  checks_.Requeue();
+  return absl::OkStatus();
 }
 
 }  // namespace dtensor

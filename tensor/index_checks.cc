@@ -235,15 +235,18 @@ absl::Status ReadDeferredIndexChecksAfterWait(Device waited) {
   return ReadPending(waited.is_cpu() ? -1 : waited.index);
 }
 
-absl::Status CapturedIndexChecks::PrepareCapture() {
-  if (Checks().graph_alive) {
+absl::Status CapturedIndexChecks::PrepareCapture(Device device) {
+  ThreadChecks& checks = Checks();
+  if (checks.graph_alive) {
     return absl::FailedPreconditionError(
         "CapturedIndexChecks: this thread holds a captured graph's index "
         "checks already (one at a time)");
   }
   DT_RETURN_IF_ERROR(ReadDeferredIndexChecks());
-  Checks().reserved = 0;
-  return absl::OkStatus();
+  checks.reserved = 0;
+  if (!device.is_cuda()) return absl::OkStatus();
+  DT_RETURN_IF_ERROR(checks.slots.Slot(0).status());
+  return checks.arena.SlotOn(device, 0).status();
 }
 
 CapturedIndexChecks CapturedIndexChecks::TakeCaptured() {
@@ -258,8 +261,14 @@ CapturedIndexChecks CapturedIndexChecks::TakeCaptured() {
 }
 
 void CapturedIndexChecks::Requeue() const {
-  if (checks_ == nullptr) return;
+  if (checks_ == nullptr || checks_->empty()) return;
   std::vector<PendingCheck>& pending = Checks().pending;
+  // Slots are never shared: the first check's slot tells whether the set is
+  // pending already (its reports now the latest replay's).
+  const int64_t* const first = checks_->front().host;
+  for (const PendingCheck& check : pending) {
+    if (check.host == first) return;
+  }
   pending.insert(pending.end(), checks_->begin(), checks_->end());
 }
 

@@ -63,30 +63,35 @@ namespace internal {
 struct PendingCheck;
 }  // namespace internal
 
-// The deferred checks a CUDA graph captured (dtensor/tensor/cuda_graph.h):
-// their kernels and report copies run at every replay, rewriting the same
-// slots, so the slots stay the graph's and each replay queues the checks
-// again to be read under the contract above.
+// The deferred checks a CUDA graph captured (dtensor/tensor/cuda_graph.h,
+// which calls these): their kernels and report copies run at every replay,
+// rewriting the same slots, so the slots stay the graph's and each replay
+// queues the checks again to be read under the contract above.
 //
-//   DT_RETURN_IF_ERROR(CapturedIndexChecks::PrepareCapture());
+//   DT_RETURN_IF_ERROR(CapturedIndexChecks::PrepareCapture(device));
 //   ... capture ...
 //   CapturedIndexChecks checks = CapturedIndexChecks::TakeCaptured();
 //   ... each replay: graph->Replay(); checks.Requeue();
 //
 // A replay queued before the host read the previous replay's checks
-// rewrites their reports: the latest replay's are read. Requires: every call
-// and the destruction on the capturing thread (the checks are per thread).
+// rewrites their reports: the latest replay's are read (once: a set still
+// pending is not queued twice, so the list stays bounded). Requires: every
+// call and the destruction on the capturing thread (the checks are per
+// thread).
 class CapturedIndexChecks {
  public:
-  // Before the capture: reads this thread's pending checks (a host sync per
-  // device that has some), so that the capture's checks take the first slots.
+  // Before a capture on `device`: reads this thread's pending checks (a
+  // host sync per device that has some), so that the capture's checks take
+  // the first slots, and makes this thread's pinned report slots and its
+  // words on a CUDA `device`, which a capture cannot make.
   // Errors: FailedPrecondition when this thread holds a graph's checks
-  // already; ReadDeferredIndexChecks's.
-  static absl::Status PrepareCapture();
+  // already; ReadDeferredIndexChecks's; the allocations'.
+  static absl::Status PrepareCapture(Device device);
   // After the capture: takes the checks it queued off this thread's pending
   // list (they were not run), keeping their slots for the graph.
   static CapturedIndexChecks TakeCaptured();
-  // After a replay: queues the captured checks again.
+  // After a replay: queues the captured checks again, unless they are still
+  // pending from an earlier replay.
   void Requeue() const;
 
   CapturedIndexChecks() = default;

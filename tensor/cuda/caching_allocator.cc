@@ -125,13 +125,15 @@ void CachingAllocator::EmptyCacheLocked() {
 absl::StatusOr<CachingAllocator::PoolId> CachingAllocator::BeginPool(
     uintptr_t stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (ActivePool(stream) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("CachingAllocator: private pool ", ActivePool(stream),
-                     " is already active on stream 0x", absl::Hex(stream)));
+  if (live_pool_ != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CachingAllocator: private pool ", live_pool_,
+        " is not released yet (one CUDA graph's pool at a time); stream 0x",
+        absl::Hex(stream), " cannot begin another"));
   }
   const PoolId pool = next_pool_++;
   active_pools_[stream] = pool;
+  live_pool_ = pool;
   return pool;
 }
 
@@ -143,6 +145,7 @@ void CachingAllocator::EndPool(uintptr_t stream) {
 void CachingAllocator::ReleasePool(PoolId pool) {
   if (pool == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
+  if (pool == live_pool_) live_pool_ = 0;
   for (auto it = active_pools_.begin(); it != active_pools_.end();) {
     it = it->second == pool ? active_pools_.erase(it) : std::next(it);
   }

@@ -81,8 +81,12 @@ class CachingAllocator {
 
   // A private pool's id (never 0, which stands for the shared cache).
   using PoolId = uint64_t;
-  // Makes a pool and makes it active on `stream` (above).
-  // Errors: FailedPrecondition when a pool is active on `stream` already.
+  // Makes a pool and makes it active on `stream` (above). One pool at a
+  // time: a block of a live pool freed during another pool's capture would
+  // go back to its own pool, and to the shared cache when that pool is
+  // released, while the other graph still uses it.
+  // Errors: FailedPrecondition while a pool begun earlier is not released
+  // yet (naming it).
   absl::StatusOr<PoolId> BeginPool(uintptr_t stream);
   // Ends the active pool of `stream` (if any): allocations on the stream are
   // served from the shared cache again; the pool's blocks stay its own.
@@ -121,6 +125,7 @@ class CachingAllocator {
   std::multimap<FreeKey, void*> free_blocks_;
   std::unordered_map<void*, Block> blocks_;  // Every live or cached block.
   std::unordered_map<uintptr_t, PoolId> active_pools_;  // By stream.
+  PoolId live_pool_ = 0;  // Begun and not released yet; 0: none.
   PoolId next_pool_ = 1;
   MemoryStats stats_;
 };

@@ -172,12 +172,20 @@ TEST(CachingAllocatorPoolTest, ActivePoolServesItsStream) {
   EXPECT_NE(other, a);
   EXPECT_NE(other, b);
   EXPECT_EQ(allocator.PoolBytes(*pool), 2 * 4096);
-  // A second pool on the same stream is refused.
-  absl::StatusOr<CachingAllocator::PoolId> again = allocator.BeginPool(1);
-  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(again.status().message().find("already active"),
-            absl::string_view::npos)
-      << again.status();
+  // A second pool, on this stream or another, is refused until the first
+  // is released, also once the first is no longer active.
+  for (const uintptr_t stream : {1, 2}) {
+    absl::StatusOr<CachingAllocator::PoolId> again =
+        allocator.BeginPool(stream);
+    EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(again.status().message().find("not released yet"),
+              absl::string_view::npos)
+        << again.status();
+  }
+  allocator.EndPool(1);
+  EXPECT_FALSE(allocator.BeginPool(2).ok());
+  allocator.ReleasePool(*pool);
+  EXPECT_TRUE(allocator.BeginPool(2).ok());
 }
 
 // A pool block freed during or after the capture stays in the pool: no

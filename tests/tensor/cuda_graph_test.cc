@@ -54,16 +54,17 @@ TEST(CudaGraphTest, RefusesCaptureUnderAProfilerScope) {
 // One graph's captured index checks per thread at a time; a new capture may
 // prepare once the held ones are destroyed.
 TEST(CapturedIndexChecksTest, OneCapturedSetPerThread) {
-  ASSERT_TRUE(CapturedIndexChecks::PrepareCapture().ok());
+  ASSERT_TRUE(CapturedIndexChecks::PrepareCapture(Device::CPU()).ok());
   {
     const CapturedIndexChecks held = CapturedIndexChecks::TakeCaptured();
     held.Requeue();  // Nothing was captured: nothing is queued.
     EXPECT_TRUE(ReadDeferredIndexChecks().ok());
-    const absl::Status again = CapturedIndexChecks::PrepareCapture();
+    const absl::Status again =
+        CapturedIndexChecks::PrepareCapture(Device::CPU());
     EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_NE(again.message().find("already"), std::string::npos) << again;
   }
-  EXPECT_TRUE(CapturedIndexChecks::PrepareCapture().ok());
+  EXPECT_TRUE(CapturedIndexChecks::PrepareCapture(Device::CPU()).ok());
   const CapturedIndexChecks next = CapturedIndexChecks::TakeCaptured();
 }
 

@@ -37,7 +37,9 @@ bool CheckRowVectors(const StridedShape<3>& s, int64_t numel, int vec) {
     OperandOffsetsAt(s, v * vec, first);
     for (int k = 0; k < 3; ++k) {
       const bool repeated = (broadcast >> k) & 1u;
-      if (!repeated) EXPECT_EQ(first[k] % vec, 0) << "operand " << k;
+      if (!repeated) {
+        EXPECT_EQ(first[k] % vec, 0) << "operand " << k;
+      }
       for (int j = 0; j < vec; ++j) {
         int64_t at[3];
         OperandOffsetsAt(s, v * vec + j, at);
