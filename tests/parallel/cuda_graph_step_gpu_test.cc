@@ -18,14 +18,11 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/profiler.h"
 #include "dtensor/base/status_macros.h"
-#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/parallel/llama_trainer.h"
-#include "dtensor/parallel/plan.h"
-#include "dtensor/runtime.h"
 #include "dtensor/tensor/index_checks.h"
 #include "dtensor/testing/gpu.h"
 #include "gtest/gtest.h"
-#include "tools/explain_config.h"
+#include "tests/parallel/tiny_llama_gpu.h"
 
 namespace dtensor {
 namespace parallel {
@@ -35,23 +32,9 @@ constexpr int64_t kBatch = 4;
 constexpr int64_t kSeq = 32;
 constexpr int kReplays = 4;
 
-// The CPU tokens and targets of step `step` (deterministic, in the
-// vocabulary; every step's differ).
-absl::StatusOr<std::pair<Tensor, Tensor>> StepData(int64_t vocab, int step,
-                                                   int64_t seq = kSeq) {
-  std::vector<int64_t> tokens, targets;
-  for (int64_t i = 0; i < kBatch * seq; ++i) {
-    tokens.push_back((i * 7 + step * 13) % vocab);
-    targets.push_back((i * 11 + step * 5 + 1) % vocab);
-  }
-  DT_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(tokens, {kBatch, seq}));
-  DT_ASSIGN_OR_RETURN(Tensor y, Tensor::FromVector(targets, {kBatch, seq}));
-  return std::make_pair(std::move(t), std::move(y));
-}
-
 absl::StatusOr<LlamaTrainer::Batch> StepBatch(const LlamaTrainer& trainer,
                                               int64_t vocab, int step) {
-  DT_ASSIGN_OR_RETURN(auto data, StepData(vocab, step));
+  DT_ASSIGN_OR_RETURN(auto data, TinyStepData(vocab, step, kBatch, kSeq));
   return trainer.MakeBatch(data.first, data.second);
 }
 
@@ -62,28 +45,14 @@ absl::StatusOr<double> Read(const absl::StatusOr<DTensor>& loss) {
   return value.Item();
 }
 
-using MakeTrainer =
-    std::function<absl::StatusOr<std::unique_ptr<LlamaTrainer>>()>;
-
 // Runs `body` on one CUDA rank with a maker of f32 tiny-Llama trainers (all
 // from the same seed).
 absl::Status WithTrainers(
-    const std::function<absl::Status(const MakeTrainer&, int64_t vocab)>&
+    const std::function<absl::Status(const MakeTinyTrainer&, int64_t vocab)>&
         body) {
-  DT_ASSIGN_OR_RETURN(nn::LlamaConfig config, LoadLlamaConfig("tiny"));
-  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, DeviceMesh::Create({1}));
-  LocalCluster cluster(1, CommunicatorOptions(), Device::CUDA(0));
-  return cluster.Run([&](ProcessGroups& groups) -> absl::Status {
-    const MakeTrainer make = [&] {
-      LlamaTrainerOptions options;
-      options.config = config;
-      options.seed = 7;
-      options.device = Device::CUDA(0);
-      return LlamaTrainer::Create(Runtime::ForRank(groups), mesh, Plan(),
-                                  options);
-    };
-    return body(make, config.vocab_size);
-  });
+  LlamaTrainerOptions options;
+  options.seed = 7;
+  return WithTinyTrainers(options, body);
 }
 
 // The parameters' values, each gathered to the CPU.
@@ -105,8 +74,8 @@ TEST(CudaGraphStepGpuTest, ReplaysTrainAsEagerSteps) {
   std::vector<std::vector<float>> eager_params, graph_params, initial;
   std::vector<int64_t> eager_counts, graph_counts;
   int64_t eager_steps = 0, graph_steps = 0;
-  const absl::Status status =
-      WithTrainers([&](const MakeTrainer& make, int64_t vocab) -> absl::Status {
+  const absl::Status status = WithTrainers(
+      [&](const MakeTinyTrainer& make, int64_t vocab) -> absl::Status {
         {
           DT_ASSIGN_OR_RETURN(std::unique_ptr<LlamaTrainer> eager, make());
           DT_ASSIGN_OR_RETURN(initial, Parameters(*eager));
@@ -184,41 +153,41 @@ TEST(CudaGraphStepGpuTest, ReplaysTrainAsEagerSteps) {
 // capture before any step are refused.
 TEST(CudaGraphStepGpuTest, ReplayErrors) {
   DTENSOR_SKIP_WITHOUT_GPU();
-  const absl::Status status =
-      WithTrainers([&](const MakeTrainer& make, int64_t vocab) -> absl::Status {
-        DT_ASSIGN_OR_RETURN(std::unique_ptr<LlamaTrainer> trainer, make());
-        DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch batch,
-                            StepBatch(*trainer, vocab, 0));
-        const absl::Status early = trainer->CaptureStep(batch);
-        EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition);
-        EXPECT_NE(early.message().find("no step was taken"), std::string::npos)
-            << early;
-        DT_RETURN_IF_ERROR(Read(trainer->Step(batch)).status());
-        DT_RETURN_IF_ERROR(trainer->CaptureStep(batch));
-        EXPECT_EQ(trainer->CaptureStep(batch).code(),
-                  absl::StatusCode::kFailedPrecondition);
-        DT_ASSIGN_OR_RETURN(auto shorter, StepData(vocab, 1, kSeq / 2));
-        DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch other,
-                            trainer->MakeBatch(shorter.first, shorter.second));
-        const absl::Status shape = trainer->ReplayStep(other).status();
-        EXPECT_EQ(shape.code(), absl::StatusCode::kInvalidArgument);
-        EXPECT_NE(shape.message().find("[4, 16]"), std::string::npos) << shape;
-        DT_ASSIGN_OR_RETURN(auto data, StepData(vocab, 2));
-        Tensor bad = data.first.Clone();
-        bad.data<int64_t>()[3] = vocab + 743;
-        DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch bad_batch,
-                            trainer->MakeBatch(bad, data.second));
-        absl::StatusOr<double> read = Read(trainer->ReplayStep(bad_batch));
-        EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
-        EXPECT_EQ(read.status().message(),
-                  absl::StrCat("Embedding: index ", vocab + 743,
-                               " is out of range [0, ", vocab, ")"));
-        DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch good,
-                            trainer->MakeBatch(data.first, data.second));
-        read = Read(trainer->ReplayStep(good));
-        EXPECT_TRUE(read.ok()) << read.status();
-        return absl::OkStatus();
-      });
+  const absl::Status status = WithTrainers([&](const MakeTinyTrainer& make,
+                                               int64_t vocab) -> absl::Status {
+    DT_ASSIGN_OR_RETURN(std::unique_ptr<LlamaTrainer> trainer, make());
+    DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch batch,
+                        StepBatch(*trainer, vocab, 0));
+    const absl::Status early = trainer->CaptureStep(batch);
+    EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(early.message().find("no step was taken"), std::string::npos)
+        << early;
+    DT_RETURN_IF_ERROR(Read(trainer->Step(batch)).status());
+    DT_RETURN_IF_ERROR(trainer->CaptureStep(batch));
+    EXPECT_EQ(trainer->CaptureStep(batch).code(),
+              absl::StatusCode::kFailedPrecondition);
+    DT_ASSIGN_OR_RETURN(auto shorter, TinyStepData(vocab, 1, kBatch, kSeq / 2));
+    DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch other,
+                        trainer->MakeBatch(shorter.first, shorter.second));
+    const absl::Status shape = trainer->ReplayStep(other).status();
+    EXPECT_EQ(shape.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(shape.message().find("[4, 16]"), std::string::npos) << shape;
+    DT_ASSIGN_OR_RETURN(auto data, TinyStepData(vocab, 2, kBatch, kSeq));
+    Tensor bad = data.first.Clone();
+    bad.data<int64_t>()[3] = vocab + 743;
+    DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch bad_batch,
+                        trainer->MakeBatch(bad, data.second));
+    absl::StatusOr<double> read = Read(trainer->ReplayStep(bad_batch));
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(read.status().message(),
+              absl::StrCat("Embedding: index ", vocab + 743,
+                           " is out of range [0, ", vocab, ")"));
+    DT_ASSIGN_OR_RETURN(LlamaTrainer::Batch good,
+                        trainer->MakeBatch(data.first, data.second));
+    read = Read(trainer->ReplayStep(good));
+    EXPECT_TRUE(read.ok()) << read.status();
+    return absl::OkStatus();
+  });
   ASSERT_TRUE(status.ok()) << status;
 }
 

@@ -18,15 +18,12 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/profiler.h"
 #include "dtensor/base/status_macros.h"
-#include "dtensor/collectives/inprocess/local_cluster.h"
 #include "dtensor/parallel/llama_trainer.h"
-#include "dtensor/parallel/plan.h"
-#include "dtensor/runtime.h"
 #include "dtensor/tensor/cuda_backend.h"
 #include "dtensor/tensor/index_checks.h"
 #include "dtensor/testing/gpu.h"
 #include "gtest/gtest.h"
-#include "tools/explain_config.h"
+#include "tests/parallel/tiny_llama_gpu.h"
 
 namespace dtensor {
 namespace parallel {
@@ -36,35 +33,16 @@ constexpr int64_t kBatch = 4;
 constexpr int64_t kSeq = 32;
 constexpr int kSteps = 4;
 
-// Tokens [kBatch, kSeq] of step `step` (deterministic, in the vocabulary),
-// and their next-token targets.
-absl::StatusOr<std::pair<Tensor, Tensor>> StepBatch(int64_t vocab, int step) {
-  std::vector<int64_t> tokens, targets;
-  for (int64_t i = 0; i < kBatch * kSeq; ++i) {
-    tokens.push_back((i * 7 + step * 13) % vocab);
-    targets.push_back((i * 7 + step * 13 + 1) % vocab);
-  }
-  DT_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(tokens, {kBatch, kSeq}));
-  DT_ASSIGN_OR_RETURN(Tensor y, Tensor::FromVector(targets, {kBatch, kSeq}));
-  return std::make_pair(std::move(t), std::move(y));
-}
-
 // Runs `body` with a bf16 tiny-Llama trainer on CUDA device 0, one rank.
 absl::Status WithTrainer(
     const std::function<absl::Status(LlamaTrainer&, int64_t vocab)>& body) {
-  DT_ASSIGN_OR_RETURN(nn::LlamaConfig config, LoadLlamaConfig("tiny"));
-  DT_ASSIGN_OR_RETURN(DeviceMesh mesh, DeviceMesh::Create({1}));
-  LocalCluster cluster(1, CommunicatorOptions(), Device::CUDA(0));
-  return cluster.Run([&](ProcessGroups& groups) -> absl::Status {
-    LlamaTrainerOptions options;
-    options.config = config;
-    options.dtype = DType::kBF16;
-    options.device = Device::CUDA(0);
-    DT_ASSIGN_OR_RETURN(
-        std::unique_ptr<LlamaTrainer> trainer,
-        LlamaTrainer::Create(Runtime::ForRank(groups), mesh, Plan(), options));
-    return body(*trainer, config.vocab_size);
-  });
+  LlamaTrainerOptions options;
+  options.dtype = DType::kBF16;
+  return WithTinyTrainers(
+      options, [&](const MakeTinyTrainer& make, int64_t vocab) -> absl::Status {
+        DT_ASSIGN_OR_RETURN(std::unique_ptr<LlamaTrainer> trainer, make());
+        return body(*trainer, vocab);
+      });
 }
 
 // The loss of one step on `tokens` and `targets`, read outside the step
@@ -99,7 +77,7 @@ TEST(HostSyncsGpuTest, TrainingStepsMakeNoHostSync) {
   const absl::Status status = WithTrainer([&](LlamaTrainer& trainer,
                                               int64_t vocab) -> absl::Status {
     for (int step = 0; step <= kSteps; ++step) {
-      DT_ASSIGN_OR_RETURN(auto data, StepBatch(vocab, step));
+      DT_ASSIGN_OR_RETURN(auto data, TinyStepData(vocab, step, kBatch, kSeq));
       DT_ASSIGN_OR_RETURN(double loss,
                           ProfiledStep(trainer, step == 0 ? nullptr : &profiler,
                                        data.first, data.second));
@@ -132,7 +110,7 @@ TEST(HostSyncsGpuTest, OutOfRangeIdsFailTheLossRead) {
   Profiler profiler(0);
   const absl::Status status =
       WithTrainer([&](LlamaTrainer& trainer, int64_t vocab) -> absl::Status {
-        DT_ASSIGN_OR_RETURN(auto data, StepBatch(vocab, 0));
+        DT_ASSIGN_OR_RETURN(auto data, TinyStepData(vocab, 0, kBatch, kSeq));
         DT_RETURN_IF_ERROR(
             ProfiledStep(trainer, nullptr, data.first, data.second).status());
         const Tensor bad_tokens =
