@@ -47,8 +47,7 @@ void* CachingAllocator::TakeCached(size_t size, uintptr_t stream, PoolId pool) {
 }
 
 CachingAllocator::PoolId CachingAllocator::ActivePool(uintptr_t stream) const {
-  auto it = active_pools_.find(stream);
-  return it == active_pools_.end() ? 0 : it->second;
+  return pool_active_ && stream == pool_stream_ ? live_pool_ : 0;
 }
 
 absl::StatusOr<void*> CachingAllocator::Allocate(size_t nbytes,
@@ -70,7 +69,7 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t nbytes,
     if (!fresh.ok()) {
       // While a stream is captured, returning memory to the backing
       // allocator (cudaFree, which waits for the device) is not allowed.
-      if (!active_pools_.empty()) return fresh.status();
+      if (pool_active_) return fresh.status();
       EmptyCacheLocked();
       fresh = backing_alloc_(size);
       if (!fresh.ok()) return fresh.status();
@@ -132,22 +131,23 @@ absl::StatusOr<CachingAllocator::PoolId> CachingAllocator::BeginPool(
         absl::Hex(stream), " cannot begin another"));
   }
   const PoolId pool = next_pool_++;
-  active_pools_[stream] = pool;
   live_pool_ = pool;
+  pool_active_ = true;
+  pool_stream_ = stream;
   return pool;
 }
 
 void CachingAllocator::EndPool(uintptr_t stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  active_pools_.erase(stream);
+  if (pool_active_ && stream == pool_stream_) pool_active_ = false;
 }
 
 void CachingAllocator::ReleasePool(PoolId pool) {
   if (pool == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (pool == live_pool_) live_pool_ = 0;
-  for (auto it = active_pools_.begin(); it != active_pools_.end();) {
-    it = it->second == pool ? active_pools_.erase(it) : std::next(it);
+  if (pool == live_pool_) {
+    live_pool_ = 0;
+    pool_active_ = false;
   }
   const auto begin = free_blocks_.lower_bound(FreeKey{pool, 0, 0});
   const auto end = free_blocks_.lower_bound(FreeKey{pool + 1, 0, 0});

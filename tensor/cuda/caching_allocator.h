@@ -124,8 +124,11 @@ class CachingAllocator {
   mutable std::mutex mu_;
   std::multimap<FreeKey, void*> free_blocks_;
   std::unordered_map<void*, Block> blocks_;  // Every live or cached block.
-  std::unordered_map<uintptr_t, PoolId> active_pools_;  // By stream.
-  PoolId live_pool_ = 0;  // Begun and not released yet; 0: none.
+  // The one pool begun and not released yet (0: none), and while it is
+  // active (BeginPool to EndPool), the stream it serves.
+  PoolId live_pool_ = 0;
+  bool pool_active_ = false;
+  uintptr_t pool_stream_ = 0;
   PoolId next_pool_ = 1;
   MemoryStats stats_;
 };
